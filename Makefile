@@ -1,0 +1,24 @@
+# Two commands: `make run` (the whole stack on 127.0.0.1:8000) and `make test` (the whole suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint deps bench
+
+run: deps
+	$(PY) manage.py runstack
+
+test: deps
+	VENV=$(VENV) ./bin/test
+
+lint: deps
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+deps: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "RemoteGPU needs Python 3.11 (set PYTHON=python3.11)")'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	touch $@

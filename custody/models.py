@@ -1,0 +1,1 @@
+"""Artifacts, custody records and teardown requests arrive with the VERIFY and DELIVER issues."""

@@ -1,0 +1,1 @@
+"""Platform profiles and instances arrive with issue 3."""

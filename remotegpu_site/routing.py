@@ -1,0 +1,7 @@
+from django.urls import re_path
+
+from runs.consumers import RunConsumer
+
+websocket_urlpatterns = [
+    re_path(r"^ws/runs/(?P<run_id>[A-Za-z0-9_-]{1,64})/$", RunConsumer.as_asgi()),
+]

@@ -1,0 +1,127 @@
+"""Start the whole stack on one machine: web (ASGI), Celery worker and beat, Redis if needed.
+
+Used by `manage.py runstack` (and so by `make run`). Ctrl-C stops every child it started.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import redis
+
+REDIS_MISSING = "redis-server not found and REDIS_URL is not reachable: install it with `apt-get install redis-server`"
+
+
+def redis_reachable(url: str) -> bool:
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def start_private_redis(var_dir: Path) -> tuple[subprocess.Popen, str]:
+    """A redis-server bound to loopback, data under var/redis, on a free port."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError(REDIS_MISSING)
+    data_dir = var_dir / "redis"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir)]
+    args += ["--save", "60 1", "--appendonly", "no", "--protected-mode", "yes"]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while not redis_reachable(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"private redis-server did not start on port {port}")
+        time.sleep(0.1)
+    return process, url
+
+
+def child_commands(host: str, port: int, var_dir: Path) -> dict[str, list[str]]:
+    python = sys.executable
+    return {
+        "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "remotegpu_site.asgi:application"],
+        "worker": [python, "-m", "celery", "-A", "remotegpu_site", "worker", "-l", "info", "--concurrency", "2"],
+        "beat": [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "remotegpu_site",
+            "beat",
+            "-l",
+            "info",
+            "--schedule",
+            str(var_dir / "celerybeat-schedule"),
+        ],
+    }
+
+
+def is_loopback(host: str) -> bool:
+    return host in {"127.0.0.1", "localhost", "::1"}
+
+
+def child_env(redis_url: str, host: str) -> dict[str, str]:
+    env = dict(os.environ, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
+    if is_loopback(host):
+        # Plain HTTP on loopback: a Secure cookie would never come back and sign-in would loop.
+        env.setdefault("SECURE_COOKIES", "0")
+    return env
+
+
+def stop_all(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
+    for process in children.values():
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in children.values():
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def supervise(children: dict[str, subprocess.Popen], say) -> int:
+    """Wait until a child exits or we are told to stop; then stop the rest."""
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    exit_code = 0
+    while not stopping:
+        for name, process in children.items():
+            code = process.poll()
+            if code is not None:
+                say(f"{name} exited with code {code}; stopping the rest")
+                exit_code = code or 1
+                stopping.append(name)
+                break
+        time.sleep(0.3)
+    stop_all(children)
+    return exit_code
+
+
+def redis_host_of(url: str) -> str:
+    return urlparse(url).hostname or "unix socket"

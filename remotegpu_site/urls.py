@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from remotegpu_site import views
+
+urlpatterns = [
+    path("login/", views.ThrottledLoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("health.json", views.health_json, name="health"),
+    path("admin/", admin.site.urls),
+    path("", include("runs.urls")),
+]

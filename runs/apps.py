@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class RunsConfig(AppConfig):
+    name = "runs"
+    verbose_name = "Projects and runs"
+
+    def ready(self):
+        from runs.roles import ensure_role_groups
+
+        # Permissions exist only after post_migrate; the groups are (re)built from them there.
+        post_migrate.connect(ensure_role_groups, sender=self)

@@ -1,0 +1,23 @@
+"""What the dashboard home counts. Later models (instances, runs, teardown requests) plug in here."""
+
+from dataclasses import dataclass
+
+from runs.models import Project
+
+
+@dataclass(frozen=True)
+class Tile:
+    label: str
+    value: int
+    hint: str
+
+
+def tiles_for(user) -> list[Tile]:
+    projects = Project.objects.visible_to(user)
+    return [
+        Tile("Projects", projects.count(), "lines of work"),
+        # Instances, runs and teardown requests arrive with their own apps' models.
+        Tile("Instances", 0, "registered GPU boxes"),
+        Tile("Live runs", 0, "preflight to exited"),
+        Tile("Pending approvals", 0, "cost actions waiting for a second person"),
+    ]

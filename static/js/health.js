@@ -1,0 +1,29 @@
+// Refreshes the dashboard's health panel from /health.json without reloading the page.
+(function () {
+  const panel = document.getElementById("health");
+  if (!panel) return;
+  const stamp = document.getElementById("health-updated");
+
+  function render(checks) {
+    for (const check of checks) {
+      const row = panel.querySelector(`li[data-check="${CSS.escape(check.name)}"]`);
+      if (!row) continue;
+      row.className = check.ok ? "ok" : "down";
+      row.querySelector(".status").textContent = check.ok ? "OK" : "DOWN";
+      row.querySelector(".detail").textContent = check.detail;
+    }
+    stamp.textContent = "Last checked " + new Date().toLocaleTimeString() + ".";
+  }
+
+  async function refresh() {
+    try {
+      const response = await fetch(panel.dataset.url, { credentials: "same-origin" });
+      const body = await response.json();
+      render(body.checks);
+    } catch (error) {
+      stamp.textContent = "The dashboard itself could not be reached: " + error.message;
+    }
+  }
+
+  setInterval(refresh, 15000);
+})();

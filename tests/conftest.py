@@ -1,0 +1,86 @@
+"""Shared fixtures: the personas, a real Celery worker process, and helpers for subprocesses."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import connection
+
+from runs.roles import APPROVERS, OPERATORS
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts"
+
+
+def database_url() -> str:
+    """The URL of the database the tests are using (the test database once it exists)."""
+    config = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{config['NAME']}"
+    user = quote(config.get("USER") or "")
+    password = f":{quote(config['PASSWORD'])}" if config.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{config.get('HOST') or '127.0.0.1'}:{config.get('PORT') or 5432}/{config['NAME']}"
+
+
+def subprocess_env(**extra) -> dict[str, str]:
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="remotegpu_site.settings", PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def alice(django_user_model):
+    """Operator and approver."""
+    user = django_user_model.objects.create_user("alice", password="alice-pass-1234")
+    user.groups.set(Group.objects.filter(name__in=[OPERATORS, APPROVERS]))
+    return user
+
+
+@pytest.fixture
+def bob(django_user_model):
+    """Operator only."""
+    user = django_user_model.objects.create_user("bob", password="bob-pass-1234")
+    user.groups.set(Group.objects.filter(name=OPERATORS))
+    return user
+
+
+@pytest.fixture
+def charlie(django_user_model):
+    """Signed in, no role."""
+    return django_user_model.objects.create_user("charlie", password="charlie-pass-1234")
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real `celery worker` process on the machine's Redis, reading the test database."""
+    from remotegpu_site.celery import app
+
+    with django_db_blocker.unblock():
+        url = database_url()
+    app.control.purge()
+    log_path = ARTIFACTS / "celery-worker.log"
+    log_path.parent.mkdir(exist_ok=True)
+    log = log_path.open("w")
+    command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=solo"]
+    command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", f"test-{os.getpid()}@%h", "-l", "info"]
+    process = subprocess.Popen(command, cwd=REPO, env=subprocess_env(DATABASE_URL=url), stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=0.5, destination=[f"test-{os.getpid()}@{socket.gethostname()}"]):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker did not start; see {log_path}")
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

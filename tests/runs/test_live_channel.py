@@ -1,0 +1,64 @@
+"""The run-page WebSocket on the real Redis channel layer: members hear other processes; strangers are refused."""
+
+import asyncio
+import json
+import sys
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from remotegpu_site.asgi import application
+from tests.conftest import REPO, subprocess_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ORIGIN = (b"origin", b"http://localhost")
+
+
+def session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
+
+
+async def push_from_another_process(run_id: str, payload: dict) -> None:
+    code = f"import django; django.setup(); from runs.live import push_run_update; push_run_update({run_id!r}, {payload!r})"
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=REPO, env=subprocess_env())
+    assert await asyncio.wait_for(process.wait(), timeout=60) == 0
+
+
+async def test_signed_in_client_receives_update_sent_by_another_process(alice):
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
+    connected, _ = await communicator.connect()
+    assert connected
+    payload = {"state": "running", "note": json.dumps({"step": 3})}
+    await push_from_another_process("vision-r1", payload)
+    assert await communicator.receive_json_from(timeout=20) == payload
+    await communicator.disconnect()
+
+
+async def test_client_in_another_run_group_hears_nothing(alice):
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, "/ws/runs/other-run/", headers=[(b"cookie", cookie), ORIGIN])
+    assert (await communicator.connect())[0]
+    await push_from_another_process("vision-r2", {"state": "exited"})
+    assert await communicator.receive_nothing(timeout=1)
+    await communicator.disconnect()
+
+
+async def test_anonymous_client_is_refused():
+    communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[ORIGIN])
+    connected, code = await communicator.connect()
+    assert not connected
+    assert code == 4401
+
+
+async def test_foreign_origin_is_refused(alice):
+    cookie = await sync_to_async(session_cookie)(alice)
+    headers = [(b"cookie", cookie), (b"origin", b"http://evil.example")]
+    communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=headers)
+    connected, _ = await communicator.connect()
+    assert not connected

@@ -1,0 +1,86 @@
+"""Sign-in, sign-out, the login requirement and the failed-login throttle."""
+
+import uuid
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/projects/new/", "/projects/anything/", "/health.json"],
+)
+def test_anonymous_request_redirects_to_login(client, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_admin_requires_staff_login(client):
+    response = client.get("/admin/")
+    assert response.status_code == 302
+    assert "/login/" in response["Location"]
+
+
+def test_wrong_password_shows_error_and_stays_signed_out(client, alice):
+    response = client.post(reverse("login"), {"username": "alice", "password": "wrong"})
+    assert response.status_code == 200
+    assert "Please enter a correct username and password" in response.content.decode()
+    assert client.get("/").status_code == 302
+
+
+def test_right_password_signs_in_and_sign_out_signs_out(client, alice):
+    response = client.post(reverse("login"), {"username": "alice", "password": "alice-pass-1234"})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("dashboard")
+    assert client.get("/").status_code == 200
+    client.post(reverse("logout"))
+    assert client.get("/").status_code == 302
+
+
+def test_logout_by_get_is_refused(client, alice):
+    client.force_login(alice)
+    assert client.get(reverse("logout")).status_code == 405
+    assert client.get("/").status_code == 200
+
+
+def test_repeated_failures_lock_the_account_even_with_the_right_password(client, settings, django_user_model):
+    name = f"victim-{uuid.uuid4().hex[:8]}"
+    django_user_model.objects.create_user(name, password="right-pass-1234")
+    address = f"10.9.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    for _ in range(settings.LOGIN_FAILURE_LIMIT):
+        client.post(reverse("login"), {"username": name, "password": "nope"}, REMOTE_ADDR=address)
+    response = client.post(reverse("login"), {"username": name, "password": "right-pass-1234"}, REMOTE_ADDR=address)
+    assert response.status_code == 429
+    assert "Too many failed sign-ins" in response.content.decode()
+    assert client.get("/").status_code == 302
+
+
+def test_failures_below_the_limit_do_not_lock(client, settings, django_user_model):
+    name = f"typo-{uuid.uuid4().hex[:8]}"
+    django_user_model.objects.create_user(name, password="right-pass-1234")
+    address = f"10.8.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    for _ in range(settings.LOGIN_FAILURE_LIMIT - 1):
+        client.post(reverse("login"), {"username": name, "password": "nope"}, REMOTE_ADDR=address)
+    response = client.post(reverse("login"), {"username": name, "password": "right-pass-1234"}, REMOTE_ADDR=address)
+    assert response.status_code == 302
+
+
+def test_login_form_requires_csrf_token(alice):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    response = strict.post(reverse("login"), {"username": "alice", "password": "alice-pass-1234"})
+    assert response.status_code == 403
+
+
+def test_many_failures_from_one_address_lock_that_address(client, settings, django_user_model):
+    name = f"shared-{uuid.uuid4().hex[:8]}"
+    django_user_model.objects.create_user(name, password="right-pass-1234")
+    address = f"10.7.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    for attempt in range(settings.LOGIN_ADDRESS_FAILURE_LIMIT):
+        client.post(reverse("login"), {"username": f"guess-{attempt}", "password": "nope"}, REMOTE_ADDR=address)
+    response = client.post(reverse("login"), {"username": name, "password": "right-pass-1234"}, REMOTE_ADDR=address)
+    assert response.status_code == 429

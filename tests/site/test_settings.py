@@ -1,0 +1,71 @@
+"""Settings from the environment: bad values stop start-up with one clear line."""
+
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, subprocess_env
+
+
+def manage(*args, **env):
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=subprocess_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://root@127.0.0.1/remotegpu", "DATABASE_URL has an unsupported scheme 'mysql'"),
+        ("postgres://127.0.0.1:5432", "DATABASE_URL names no database"),
+        ("not a url", "DATABASE_URL has an unsupported scheme"),
+    ],
+)
+def test_bad_database_url_fails_at_start_with_a_clear_message(url, message):
+    result = manage("check", DATABASE_URL=url)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_database_stops_runstack_with_a_clear_message(tmp_path):
+    closed_port = "postgres://nobody@127.0.0.1:1/remotegpu"
+    result = manage("runstack", DATABASE_URL=closed_port, REMOTEGPU_VAR_DIR=str(tmp_path))
+    assert result.returncode != 0
+    assert "The database in DATABASE_URL is unreachable" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_boolean_is_refused():
+    result = manage("check", DEBUG="maybe")
+    assert result.returncode != 0
+    assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_secret_key_is_generated_once_into_var_and_private(tmp_path):
+    code = "from django.conf import settings; print(settings.SECRET_KEY)"
+    first = manage("shell", "--no-imports", "-c", code, REMOTEGPU_VAR_DIR=str(tmp_path), SECRET_KEY="")
+    second = manage("shell", "--no-imports", "-c", code, REMOTEGPU_VAR_DIR=str(tmp_path), SECRET_KEY="")
+    assert first.returncode == 0, first.stderr
+    key_file = tmp_path / "secret_key"
+    assert first.stdout.strip() == second.stdout.strip() == key_file.read_text().strip()
+    assert len(key_file.read_text().strip()) >= 50
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
+def test_default_database_is_sqlite_under_var(tmp_path):
+    code = "from django.conf import settings; print(settings.DATABASES['default']['NAME'])"
+    result = manage("shell", "--no-imports", "-c", code, REMOTEGPU_VAR_DIR=str(tmp_path), DATABASE_URL="")
+    assert result.stdout.strip() == str(tmp_path / "remotegpu.sqlite3")
+
+
+def test_secret_key_file_is_not_tracked_by_git():
+    ignored = subprocess.run(["git", "check-ignore", "var/secret_key"], cwd=REPO, capture_output=True, text=True)
+    assert ignored.returncode == 0
