@@ -86,7 +86,7 @@ def database(var_dir: Path) -> dict:
         config["TEST"] = {"NAME": str(var_dir / "test.sqlite3")}
         config["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     else:
-        config.setdefault("CONN_MAX_AGE", 60)
+        config["CONN_MAX_AGE"] = envint("DATABASE_CONN_MAX_AGE", 60)
         config["CONN_HEALTH_CHECKS"] = True
     return config
 

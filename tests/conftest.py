@@ -26,7 +26,8 @@ def database_url() -> str:
         return f"sqlite:///{config['NAME']}"
     user = quote(config.get("USER") or "")
     password = f":{quote(config['PASSWORD'])}" if config.get("PASSWORD") else ""
-    return f"postgres://{user}{password}@{config.get('HOST') or '127.0.0.1'}:{config.get('PORT') or 5432}/{config['NAME']}"
+    host, port = config.get("HOST") or "127.0.0.1", config.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{config['NAME']}"
 
 
 def subprocess_env(**extra) -> dict[str, str]:

@@ -8,6 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.db import connection
 from django.test import Client
 
 from remotegpu_site.asgi import application
@@ -19,12 +20,16 @@ ORIGIN = (b"origin", b"http://localhost")
 
 def session_cookie(user) -> bytes:
     client = Client()
-    client.force_login(user)
+    try:
+        client.force_login(user)
+    finally:
+        connection.close()  # this runs in an executor thread; leave no connection behind
     return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
 
 
 async def push_from_another_process(run_id: str, payload: dict) -> None:
-    code = f"import django; django.setup(); from runs.live import push_run_update; push_run_update({run_id!r}, {payload!r})"
+    code = "import django; django.setup(); from runs.live import push_run_update; "
+    code += f"push_run_update({run_id!r}, {payload!r})"
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=REPO, env=subprocess_env())
     assert await asyncio.wait_for(process.wait(), timeout=60) == 0
 

@@ -1,0 +1,119 @@
+"""The real stack (`manage.py runstack`, as `make run` starts it) and a headless Chromium."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.conftest import ARTIFACTS, REPO, subprocess_env
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Stack:
+    """A running `manage.py runstack` with its printed output collected line by line."""
+
+    def __init__(self, var_dir, port):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.lines: list[str] = []
+        env = subprocess_env(
+            REMOTEGPU_VAR_DIR=str(var_dir),
+            DATABASE_URL="",
+            CELERY_QUEUE=f"remotegpu-e2e-{os.getpid()}",
+            LOG_LEVEL="WARNING",
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "runstack", "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self):
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                match = re.search(pattern, line)
+                if match:
+                    return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"runstack never printed {pattern!r}; output:\n" + "\n".join(self.lines[-40:]))
+
+    def wait_listening(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.2)
+        raise AssertionError("web server never listened:\n" + "\n".join(self.lines[-40:]))
+
+    def interrupt(self, timeout: float = 30) -> int:
+        """Ctrl-C as a terminal sends it: SIGINT to the whole process group."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.process.wait(timeout=timeout)
+
+    def kill(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    running = Stack(tmp_path_factory.mktemp("stack-var"), free_port())
+    running.password = running.wait_for(r"Created admin user 'admin' with password: (\S+)").group(1)
+    running.wait_for(r"RemoteGPU is up at")
+    running.wait_listening()
+    yield running
+    running.kill()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    yield page
+    context.close()

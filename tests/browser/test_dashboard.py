@@ -1,0 +1,71 @@
+"""A person's first minutes: sign in through the real stack, see the dashboard and a green health panel."""
+
+import os
+import socket
+import time
+
+from tests.conftest import ARTIFACTS
+
+
+def sign_in(page, stack, password):
+    page.goto(stack.url + "/")
+    assert "/login/" in page.url
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+
+
+def wait_all_green(page, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if page.locator("ul.health li.down").count() == 0 and page.locator("ul.health li.ok").count() == 4:
+            return
+        time.sleep(1)
+        page.reload()
+    down = page.locator("ul.health li.down").all_inner_texts()
+    raise AssertionError(f"health panel not green: {down}")
+
+
+def test_wrong_password_shows_an_error(page, stack):
+    sign_in(page, stack, "not-the-password")
+    assert "/login/" in page.url
+    assert "Please enter a correct username and password" in page.inner_text(".error")
+
+
+def test_sign_in_shows_dashboard_with_green_health_panel(page, stack):
+    sign_in(page, stack, stack.password)
+    page.wait_for_selector("h1:has-text('Dashboard')")
+    wait_all_green(page)
+    names = page.locator("ul.health li strong").all_inner_texts()
+    assert names == ["Database", "Redis", "Channel layer", "Celery workers"]
+    assert "worker(s)" in page.inner_text("li[data-check='Celery workers'] .detail")
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+
+def test_operator_creates_a_project_in_the_browser(page, stack):
+    sign_in(page, stack, stack.password)
+    page.click("text=New project")
+    page.fill("#id_name", "Vision")
+    page.fill("#id_slug", "Bad Slug")
+    page.click("button:has-text('Create project')")
+    assert "Enter a valid" in page.inner_text(".field.invalid")
+    page.fill("#id_slug", "vision")
+    page.click("button:has-text('Create project')")
+    page.wait_for_selector("h1:has-text('Vision')")
+    page.goto(stack.url + "/")
+    assert "Vision" in page.inner_text("table")
+
+
+def test_ctrl_c_stops_web_worker_and_beat(stack):
+    # Runs last in this module: it takes the shared stack down.
+    assert stack.interrupt() == 0
+    time.sleep(1)
+    try:
+        os.killpg(stack.process.pid, 0)
+        survivors = True
+    except ProcessLookupError:
+        survivors = False
+    assert not survivors, "a child of runstack outlived Ctrl-C"
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", stack.port)) != 0
+    assert not any("Traceback" in line for line in stack.lines), "\n".join(stack.lines[-40:])
