@@ -1,1 +1,162 @@
-"""Platform profiles and instances arrive with issue 3."""
+"""Instances (one concrete GPU box), their history, probes, and platform acknowledgements."""
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from profiles.catalog import get_profile
+from profiles.transport import HostKey
+
+
+class InstanceState(models.TextChoices):
+    UNKNOWN = "unknown", "Unknown"
+    RUNNING = "running", "Running"
+    STOPPED = "stopped", "Stopped"
+    RELEASED = "released", "Released"
+
+
+# Released is terminal: a released box is gone; a new box is a new instance.
+INSTANCE_TRANSITIONS = {
+    InstanceState.UNKNOWN: {InstanceState.RUNNING, InstanceState.STOPPED, InstanceState.RELEASED},
+    InstanceState.RUNNING: {InstanceState.STOPPED, InstanceState.RELEASED, InstanceState.UNKNOWN},
+    InstanceState.STOPPED: {InstanceState.RUNNING, InstanceState.RELEASED, InstanceState.UNKNOWN},
+    InstanceState.RELEASED: set(),
+}
+
+
+class InstanceQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        if not user.is_authenticated:
+            return self.none()
+        return self
+
+    def billing(self):
+        return self.exclude(state=InstanceState.RELEASED)
+
+    def running(self):
+        return self.filter(state=InstanceState.RUNNING)
+
+
+class Instance(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    project = models.ForeignKey("runs.Project", on_delete=models.PROTECT, related_name="instances")
+    profile_key = models.CharField("platform", max_length=40)
+    host = models.CharField(max_length=253, blank=True)
+    port = models.PositiveIntegerField(default=22)
+    user = models.CharField(max_length=64, blank=True)
+    credential_ref = models.CharField(
+        "credential reference",
+        max_length=300,
+        blank=True,
+        help_text="env:NAME or an absolute key-file path on the workers. Never the key itself.",
+    )
+    gpu_description = models.CharField("GPU", max_length=120, blank=True)
+    rate_running = models.DecimalField("hourly rate running", max_digits=10, decimal_places=4, default=0)
+    rate_stopped = models.DecimalField("hourly rate stopped (storage)", max_digits=10, decimal_places=4, default=0)
+    state = models.CharField(max_length=16, choices=InstanceState.choices, default=InstanceState.UNKNOWN)
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    # The pinned host key; empty until a person confirms the fingerprint seen on first contact.
+    host_key_type = models.CharField(max_length=40, blank=True)
+    host_key_base64 = models.TextField(blank=True)
+    host_key_confirmed_at = models.DateTimeField(null=True, blank=True)
+    host_key_confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The key a probe saw last while none was pinned, waiting for confirmation.
+    seen_key_type = models.CharField(max_length=40, blank=True)
+    seen_key_base64 = models.TextField(blank=True)
+
+    objects = InstanceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("instance-detail", args=[self.pk])
+
+    @property
+    def profile(self):
+        return get_profile(self.profile_key)
+
+    @property
+    def pinned_host_key(self) -> HostKey | None:
+        return HostKey(self.host_key_type, self.host_key_base64) if self.host_key_base64 else None
+
+    @property
+    def seen_host_key(self) -> HostKey | None:
+        return HostKey(self.seen_key_type, self.seen_key_base64) if self.seen_key_base64 else None
+
+    @property
+    def address(self) -> str:
+        return "this machine" if self.profile.is_local else f"{self.user}@{self.host}:{self.port}"
+
+
+class InstanceEvent(models.Model):
+    class Kind(models.TextChoices):
+        CREATED = "created"
+        STATE = "state"
+        PROBE = "probe"
+        HOST_KEY = "host_key"
+        NOTE = "note"
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    message = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.instance_id} {self.kind}: {self.message[:60]}"
+
+
+class InstanceProbe(models.Model):
+    class Kind(models.TextChoices):
+        LIGHT = "light", "Connection test"
+        AUDIT = "audit", "Environment audit"
+
+    class Trigger(models.TextChoices):
+        BUTTON = "button"
+        SCHEDULE = "schedule"
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="probes")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.BUTTON)
+    reachable = models.BooleanField()
+    ok = models.BooleanField()
+    error = models.TextField(blank=True)
+    raw = models.TextField(blank=True)
+    parsed = models.JSONField(default=dict, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} of {self.instance_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class PlatformAcknowledgement(models.Model):
+    """A person read a platform's conveniences and danger clocks for a project (first contact)."""
+
+    project = models.ForeignKey("runs.Project", on_delete=models.CASCADE, related_name="acknowledgements")
+    profile_key = models.CharField(max_length=40)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "profile_key"], name="one_acknowledgement_per_platform")
+        ]
+
+    def __str__(self):
+        return f"{self.user} acknowledged {self.profile_key} for {self.project_id}"

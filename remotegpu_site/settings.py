@@ -59,6 +59,15 @@ TEMPLATES = [
     },
 ]
 
+# Node transport: short connections, every wait bounded.
+SSH_CONNECT_TIMEOUT = float(os.environ.get("SSH_CONNECT_TIMEOUT", "10"))
+SSH_KEEPALIVE = env.envint("SSH_KEEPALIVE", 15)
+SSH_COMMAND_TIMEOUT = float(os.environ.get("SSH_COMMAND_TIMEOUT", "30"))
+AUDIT_TIMEOUT = float(os.environ.get("AUDIT_TIMEOUT", "90"))
+LOW_FREE_BYTES = env.envint("LOW_FREE_GIB", 20) * 1024**3
+LIGHT_PROBE_INTERVAL = env.envint("LIGHT_PROBE_INTERVAL", 300)
+PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
+
 DATABASES = {"default": env.database(VAR_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -92,6 +101,12 @@ CELERY_TASK_TIME_LIMIT = env.envint("CELERY_TASK_TIME_LIMIT", 360)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "remotegpu")
+CELERY_BEAT_SCHEDULE = {
+    "light-probe-running-instances": {
+        "task": "profiles.tasks.probe_running_instances",
+        "schedule": float(LIGHT_PROBE_INTERVAL),
+    },
+}
 HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
 
 AUTH_PASSWORD_VALIDATORS = [

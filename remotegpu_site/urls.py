@@ -9,5 +9,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("health.json", views.health_json, name="health"),
     path("admin/", admin.site.urls),
+    path("", include("profiles.urls")),
     path("", include("runs.urls")),
 ]

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from profiles.models import Instance
 from runs.models import Project
 
 
@@ -16,8 +17,8 @@ def tiles_for(user) -> list[Tile]:
     projects = Project.objects.visible_to(user)
     return [
         Tile("Projects", projects.count(), "lines of work"),
-        # Instances, runs and teardown requests arrive with their own apps' models.
-        Tile("Instances", 0, "registered GPU boxes"),
+        Tile("Instances", Instance.objects.visible_to(user).billing().count(), "registered, not released"),
+        # Runs and teardown requests arrive with their own models (issues 4 and 7).
         Tile("Live runs", 0, "preflight to exited"),
         Tile("Pending approvals", 0, "cost actions waiting for a second person"),
     ]

@@ -85,3 +85,13 @@ def celery_worker_process(django_db_setup, django_db_blocker):
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """One real sshd for the session (tests that change its host key use their own)."""
+    from tests.sshd import Sshd
+
+    server = Sshd(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.stop()

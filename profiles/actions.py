@@ -1,0 +1,117 @@
+"""Every state change of an instance: one function per verb, in a transaction, with a history event."""
+
+from functools import partial
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from profiles.models import (
+    INSTANCE_TRANSITIONS,
+    Instance,
+    InstanceEvent,
+    InstanceProbe,
+    InstanceState,
+    PlatformAcknowledgement,
+)
+
+
+class IllegalTransition(ValidationError):
+    pass
+
+
+def _event(instance, kind, message, actor=None, **data) -> InstanceEvent:
+    return InstanceEvent.objects.create(instance=instance, kind=kind, message=message, actor=actor, data=data)
+
+
+def needs_acknowledgement(project, profile_key) -> bool:
+    return not PlatformAcknowledgement.objects.filter(project=project, profile_key=profile_key).exists()
+
+
+def do_create_instance(instance: Instance, actor, acknowledged: bool) -> Instance:
+    """Save a validated, unsaved instance; the first box of a platform in a project needs acknowledgement."""
+    with transaction.atomic(durable=True):
+        if needs_acknowledgement(instance.project, instance.profile_key):
+            if not acknowledged:
+                raise ValidationError("Read and acknowledge this platform's conveniences and danger clocks first.")
+            PlatformAcknowledgement.objects.create(
+                project=instance.project, profile_key=instance.profile_key, user=actor
+            )
+        instance.created_by = actor
+        instance.save()
+        _event(instance, InstanceEvent.Kind.CREATED, f"Registered on {instance.profile.name}", actor)
+    return instance
+
+
+def do_change_instance_state(instance_id: int, new_state: str, actor, reason: str = "") -> Instance:
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        old = InstanceState(instance.state)
+        target = InstanceState(new_state)
+        if target not in INSTANCE_TRANSITIONS[old]:
+            raise IllegalTransition(f"An instance cannot go from {old.label} to {target.label}.")
+        instance.state = target
+        instance.save(update_fields=["state"])
+        message = f"State {old.label} → {target.label}" + (f": {reason}" if reason else "")
+        _event(instance, InstanceEvent.Kind.STATE, message, actor, old=old.value, new=target.value)
+    return instance
+
+
+def do_request_probe(instance_id: int, kind: str, actor, trigger: str = InstanceProbe.Trigger.BUTTON) -> None:
+    from profiles.tasks import probe_instance
+
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        if instance.state == InstanceState.RELEASED:
+            raise IllegalTransition("A released instance cannot be probed.")
+        label = InstanceProbe.Kind(kind).label
+        _event(instance, InstanceEvent.Kind.PROBE, f"{label} requested", actor, trigger=trigger)
+        transaction.on_commit(partial(probe_instance.delay, instance.pk, kind, trigger))
+
+
+def do_record_probe(instance_id: int, outcome, trigger: str) -> InstanceProbe:
+    """Store a probe; a host key seen on first contact waits for a person to confirm it."""
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        previous = instance.probes.first()
+        probe = InstanceProbe.objects.create(
+            instance=instance,
+            kind=outcome.kind,
+            trigger=trigger,
+            reachable=outcome.reachable,
+            ok=outcome.ok,
+            error=outcome.error,
+            raw=outcome.raw,
+            parsed=outcome.parsed,
+            warnings=outcome.warnings,
+            duration_ms=outcome.duration_ms,
+        )
+        key = outcome.seen_host_key
+        if key and (key.key_type, key.key_base64) != (instance.seen_key_type, instance.seen_key_base64):
+            instance.seen_key_type, instance.seen_key_base64 = key.key_type, key.key_base64
+            instance.save(update_fields=["seen_key_type", "seen_key_base64"])
+            _event(instance, InstanceEvent.Kind.HOST_KEY, f"Host key seen: {key.fingerprint}; confirm it to connect")
+        # Reachability is news only when it changes: "unreachable" says nothing about runs or billing.
+        if previous is None or previous.reachable != probe.reachable:
+            word = "reachable" if probe.reachable else f"unreachable: {probe.error}"
+            _event(instance, InstanceEvent.Kind.PROBE, f"Node {word}", probe_id=probe.pk)
+    return probe
+
+
+def do_confirm_host_key(instance_id: int, fingerprint: str, actor) -> Instance:
+    """Pin the key seen on first contact, but only the exact one the person was shown."""
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        seen = instance.seen_host_key
+        if seen is None:
+            raise ValidationError("No host key has been seen yet: run a connection test first.")
+        if seen.fingerprint != fingerprint:
+            raise ValidationError("The host key changed since this page was shown; review the new fingerprint.")
+        if instance.pinned_host_key is not None:
+            raise ValidationError("A host key is already pinned; a changed key needs a new instance record.")
+        instance.host_key_type, instance.host_key_base64 = seen.key_type, seen.key_base64
+        instance.host_key_confirmed_at = timezone.now()
+        instance.host_key_confirmed_by = actor
+        instance.save()
+        _event(instance, InstanceEvent.Kind.HOST_KEY, f"Host key pinned: {fingerprint}", actor)
+    return instance

@@ -1,0 +1,139 @@
+"""Platform profiles: loaded from profiles/platforms/*.yaml and validated once at start-up."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from profiles.schema import PROFILE_SCHEMA, ProfileError, validate
+
+VERBS = ("stop", "release", "destroy")
+
+
+@dataclass(frozen=True)
+class Profile:
+    data: dict
+    source: str
+
+    @property
+    def key(self) -> str:
+        return self.data["identity"]["key"]
+
+    @property
+    def name(self) -> str:
+        return self.data["identity"]["name"]
+
+    @property
+    def kind(self) -> str:
+        return self.data["identity"]["kind"]
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind == "local"
+
+    @property
+    def data_root(self) -> str:
+        return self.data["storage"]["data_root"]
+
+    @property
+    def durable_root(self) -> str | None:
+        return self.data["storage"]["durable_root"]
+
+    @property
+    def default_user(self) -> str | None:
+        return self.data["network"]["ssh_user"]
+
+    @property
+    def tiers(self) -> list[dict]:
+        return self.data["storage"]["tiers"]
+
+    @property
+    def danger_clocks(self) -> list[dict]:
+        return self.data["surface"]["danger_clocks"]
+
+    @property
+    def conveniences(self) -> list[str]:
+        return self.data["surface"]["conveniences"]
+
+    def tiers_lost_on(self, verb: str) -> list[dict]:
+        """Tiers that a verb wipes (survives is false); None ("no such verb") is not a loss."""
+        return [tier for tier in self.tiers if tier["survives"][verb] is False]
+
+    @property
+    def tiers_lost_on_stop(self) -> list[dict]:
+        return self.tiers_lost_on("stop")
+
+    def survival_rows(self) -> list[dict]:
+        return [{"tier": tier, "cells": [tier["survives"][verb] for verb in VERBS]} for tier in self.tiers]
+
+
+def _merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read(path: Path) -> dict:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ProfileError(path.name, "(file)", f"is not valid YAML: {exc}") from None
+    if not isinstance(document, dict):
+        raise ProfileError(path.name, "(top)", "must be a mapping")
+    return document
+
+
+def _profiles_in(path: Path) -> list[Profile]:
+    document = _read(path)
+    if "family" not in document:
+        validate(document, PROFILE_SCHEMA, path.name)
+        return [Profile(document, path.name)]
+    rows = document.get("platforms")
+    if not isinstance(rows, dict) or not rows:
+        raise ProfileError(path.name, "platforms", "a family file needs a mapping of platform rows")
+    profiles = []
+    for row_key, row in rows.items():
+        if not isinstance(row, dict):
+            raise ProfileError(path.name, f"platforms.{row_key}", "must be a mapping")
+        merged = _merge(document.get("defaults") or {}, row)
+        validate(merged, PROFILE_SCHEMA, f"{path.name} (platforms.{row_key})")
+        profiles.append(Profile(merged, path.name))
+    return profiles
+
+
+def load_catalog(directory: Path) -> dict[str, Profile]:
+    """Every profile under directory, keyed by identity.key; raises ProfileError on the first fault."""
+    catalog: dict[str, Profile] = {}
+    files = sorted(Path(directory).glob("*.yaml"))
+    if not files:
+        raise ProfileError(str(directory), "(directory)", "holds no *.yaml profile")
+    for path in files:
+        for profile in _profiles_in(path):
+            if profile.key in catalog:
+                raise ProfileError(path.name, "identity.key", f"{profile.key!r} is already defined")
+            catalog[profile.key] = profile
+    return catalog
+
+
+_catalog: dict[str, Profile] = {}
+
+
+def install(catalog: dict[str, Profile]) -> None:
+    _catalog.clear()
+    _catalog.update(catalog)
+
+
+def all_profiles() -> list[Profile]:
+    return sorted(_catalog.values(), key=lambda profile: profile.name.lower())
+
+
+def get_profile(key: str) -> Profile:
+    return _catalog[key]
+
+
+def choices() -> list[tuple[str, str]]:
+    return [(profile.key, profile.name) for profile in all_profiles()]

@@ -1,0 +1,60 @@
+"""Credential references: an env-var name or a key-file path. The key itself is never stored.
+
+The value is read on the worker at the moment of use and goes straight to paramiko.
+"""
+
+import io
+import os
+import re
+from pathlib import Path
+
+import paramiko
+
+from profiles.transport import CredentialError
+
+ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]*)")
+KEY_MATERIAL = re.compile(r"-----BEGIN|PRIVATE KEY|^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-)\s|^[A-Za-z0-9+/=]{60,}$")
+PASTED_KEY = (
+    "This looks like key material. Never paste a key: give env:NAME (an environment variable "
+    "set on the workers) or the absolute path of a key file on the workers."
+)
+
+
+def reference_problem(reference: str) -> str | None:
+    """Why reference is not an acceptable credential reference, or None."""
+    text = reference.strip()
+    if KEY_MATERIAL.search(text) or "\n" in reference:
+        return PASTED_KEY
+    if ENV_REFERENCE.fullmatch(text):
+        return None
+    if text.startswith(("/", "~/")) and not re.search(r"[\s\x00-\x1f]", text):
+        return None
+    return (
+        "Use env:NAME (an environment variable on the workers) or an absolute key-file path such as ~/.ssh/id_ed25519."
+    )
+
+
+def _key_from_text(text: str) -> paramiko.PKey:
+    for key_class in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return key_class.from_private_key(io.StringIO(text))
+        except (paramiko.SSHException, ValueError):
+            continue
+    raise CredentialError("the referenced environment variable holds no private key paramiko can read")
+
+
+def resolve_auth(reference: str) -> dict:
+    """paramiko connect() arguments for a reference: {"pkey": …} or {"key_filename": …}."""
+    text = reference.strip()
+    match = ENV_REFERENCE.fullmatch(text)
+    if match:
+        value = os.environ.get(match.group(1))
+        if not value:
+            raise CredentialError(f"environment variable {match.group(1)} is not set on this worker")
+        if "PRIVATE KEY" in value:
+            return {"pkey": _key_from_text(value)}
+        text = value.strip()
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise CredentialError(f"key file {path} does not exist on this worker")
+    return {"key_filename": str(path)}

@@ -1,0 +1,98 @@
+import re
+
+from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.utils import timezone
+
+from profiles import catalog
+from profiles.actions import needs_acknowledgement
+from profiles.credentials import reference_problem
+from profiles.models import Instance, InstanceState
+from profiles.naming import name_problem, purpose_guess, suggest_name
+from runs.models import Project
+
+HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[?[0-9A-Fa-f:]+\]?")
+USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
+
+
+class InstanceForm(forms.ModelForm):
+    profile_key = forms.ChoiceField(label="Platform", choices=())
+    port = forms.IntegerField(initial=22, validators=[MinValueValidator(1), MaxValueValidator(65535)])
+    rate_running = forms.DecimalField(min_value=0, max_digits=10, decimal_places=4, initial=0)
+    rate_stopped = forms.DecimalField(min_value=0, max_digits=10, decimal_places=4, initial=0)
+    acknowledge = forms.BooleanField(
+        required=False,
+        label="I have read this platform's conveniences and danger clocks",
+    )
+
+    class Meta:
+        model = Instance
+        fields = [
+            "project",
+            "name",
+            "profile_key",
+            "host",
+            "port",
+            "user",
+            "credential_ref",
+            "gpu_description",
+            "rate_running",
+            "rate_stopped",
+        ]
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["profile_key"].choices = [("", "—")] + catalog.choices()
+        self.fields["project"].queryset = Project.objects.visible_to(user)
+        self.fields["name"].help_text = "<project>-<purpose>-<yyyymmdd>, e.g. vision-vitb-20261129"
+
+    @property
+    def profile(self):
+        key = self.cleaned_data.get("profile_key") if hasattr(self, "cleaned_data") else None
+        return catalog.get_profile(key) if key else None
+
+    def clean_host(self):
+        host = self.cleaned_data["host"].strip()
+        if host and not HOST.fullmatch(host):
+            raise forms.ValidationError("A host is a DNS name or an IP address (no spaces, no leading '-').")
+        return host
+
+    def clean_user(self):
+        user = self.cleaned_data["user"].strip()
+        if user and not USER.fullmatch(user):
+            raise forms.ValidationError("A user name is lowercase letters, digits, '_', '.', '-'.")
+        return user
+
+    def clean_credential_ref(self):
+        reference = self.cleaned_data["credential_ref"]
+        if reference.strip():
+            problem = reference_problem(reference)
+            if problem:
+                raise forms.ValidationError(problem)
+        return reference.strip()
+
+    def clean(self):
+        data = super().clean()
+        project, profile = data.get("project"), self.profile
+        name = data.get("name")
+        if project and name:
+            problem = name_problem(name, project.slug)
+            if problem:
+                suggestion = suggest_name(project.slug, purpose_guess(name, project.slug), timezone.localdate())
+                self.add_error("name", f"{problem} Suggested: {suggestion}")
+        if profile is None:
+            return data
+        if not profile.is_local:
+            if not data.get("user") and profile.default_user:
+                data["user"] = profile.default_user
+            for field in ("host", "user", "credential_ref"):
+                if not data.get(field) and field not in self.errors:
+                    self.add_error(field, f"{profile.name} is reached over SSH: this is required.")
+        if project and needs_acknowledgement(project, profile.key) and not data.get("acknowledge"):
+            self.add_error("acknowledge", f"First {profile.name} box in {project.name}: read the notes below first.")
+        return data
+
+
+class StateForm(forms.Form):
+    state = forms.ChoiceField(choices=InstanceState.choices)
+    reason = forms.CharField(max_length=200, required=False)

@@ -1,0 +1,25 @@
+"""Open a transport to an instance: LocalTransport for the local profile, SSHTransport otherwise."""
+
+from django.conf import settings
+
+from profiles.credentials import resolve_auth
+from profiles.transport import LocalTransport, SSHTransport, Transport, scan_host_key
+
+
+def transport_for(instance) -> Transport:
+    if instance.profile.is_local:
+        return LocalTransport()
+    return SSHTransport(
+        instance.host,
+        instance.port,
+        instance.user,
+        pinned=instance.pinned_host_key,
+        auth=resolve_auth(instance.credential_ref),
+        connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+        keepalive=settings.SSH_KEEPALIVE,
+    )
+
+
+def first_contact_key(instance):
+    """The host key a box offers, learned without authenticating or running anything."""
+    return scan_host_key(instance.host, instance.port, settings.SSH_CONNECT_TIMEOUT)

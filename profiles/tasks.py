@@ -1,0 +1,25 @@
+"""Celery wrappers: SSH happens here, outside any transaction; results go through actions."""
+
+from celery import shared_task
+
+from profiles.actions import do_record_probe
+from profiles.models import Instance, InstanceProbe
+from profiles.probe import run_probe
+
+
+@shared_task(acks_late=True, soft_time_limit=150, time_limit=180)
+def probe_instance(instance_id: int, kind: str, trigger: str = InstanceProbe.Trigger.BUTTON) -> int | None:
+    instance = Instance.objects.filter(pk=instance_id).first()
+    if instance is None:
+        return None  # deleted since it was queued: nothing to probe
+    outcome = run_probe(instance, kind)
+    return do_record_probe(instance_id, outcome, trigger).pk
+
+
+@shared_task(acks_late=True, soft_time_limit=30, time_limit=60)
+def probe_running_instances() -> int:
+    """Beat: a light probe of every running instance."""
+    ids = list(Instance.objects.running().values_list("pk", flat=True))
+    for instance_id in ids:
+        probe_instance.delay(instance_id, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.SCHEDULE)
+    return len(ids)

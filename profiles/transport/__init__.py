@@ -1,0 +1,33 @@
+"""The node transport: one small interface, two implementations (SSH via paramiko, local subprocess)."""
+
+from profiles.transport.base import (
+    CommandResult,
+    CommandTimeout,
+    CredentialError,
+    HostKeyMismatch,
+    HostKeyUnknown,
+    PathStat,
+    Transport,
+    TransportError,
+    Unreachable,
+    shell_path,
+)
+from profiles.transport.local import LocalTransport
+from profiles.transport.ssh import HostKey, SSHTransport, scan_host_key
+
+__all__ = [
+    "CommandResult",
+    "CommandTimeout",
+    "CredentialError",
+    "HostKey",
+    "HostKeyMismatch",
+    "HostKeyUnknown",
+    "LocalTransport",
+    "PathStat",
+    "SSHTransport",
+    "Transport",
+    "TransportError",
+    "Unreachable",
+    "scan_host_key",
+    "shell_path",
+]

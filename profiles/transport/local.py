@@ -1,0 +1,76 @@
+"""LocalTransport: the node is this machine (the local-workstation profile)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from profiles.transport.base import CommandResult, CommandTimeout, PathStat, script_command
+
+
+def _expand(path: str) -> str:
+    return os.path.expanduser(path.replace("$HOME", "~", 1) if path.startswith("$HOME") else path)
+
+
+class LocalTransport:
+    def __init__(self, cwd: str | None = None):
+        self.cwd = cwd
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def run(self, argv: list[str], timeout: float, stdin: bytes | None = None) -> CommandResult:
+        started = time.monotonic()
+        # A new session so a timeout can kill the whole process group, not just the shell.
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=self.cwd,
+            start_new_session=True,
+        )
+        try:
+            out, err = process.communicate(input=stdin or b"", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise CommandTimeout(f"command ran past {timeout:g}s and was killed") from None
+        return CommandResult(
+            process.returncode,
+            out.decode(errors="replace"),
+            err.decode(errors="replace"),
+            time.monotonic() - started,
+        )
+
+    def run_script(self, script: str, timeout: float, stdin: bytes | None = None) -> CommandResult:
+        return self.run(script_command(script), timeout, stdin)
+
+    def upload(self, local_path: Path, remote_path: str) -> None:
+        shutil.copyfile(local_path, _expand(remote_path))
+
+    def download(self, remote_path: str, local_path: Path) -> None:
+        shutil.copyfile(_expand(remote_path), local_path)
+
+    def stat(self, path: str) -> PathStat | None:
+        try:
+            info = os.stat(_expand(path))
+        except FileNotFoundError:
+            return None
+        return PathStat(path, info.st_size, info.st_mtime, os.path.isdir(_expand(path)))
+
+    def listdir(self, path: str) -> list[PathStat]:
+        base = _expand(path)
+        entries = []
+        for name in sorted(os.listdir(base)):
+            info = os.stat(os.path.join(base, name))
+            entries.append(PathStat(name, info.st_size, info.st_mtime, os.path.isdir(os.path.join(base, name))))
+        return entries
+
+    def close(self) -> None:
+        """Nothing to close: each command is its own process."""

@@ -1,0 +1,117 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from profiles import catalog
+from profiles.actions import (
+    do_change_instance_state,
+    do_confirm_host_key,
+    do_create_instance,
+    do_request_probe,
+    needs_acknowledgement,
+)
+from profiles.forms import InstanceForm, StateForm
+from profiles.models import Instance, InstanceProbe
+from runs.models import Project
+
+
+def platform_list(request):
+    return render(request, "profiles/platform_list.html", {"profiles": catalog.all_profiles()})
+
+
+def platform_detail(request, key):
+    try:
+        profile = catalog.get_profile(key)
+    except KeyError:
+        raise Http404("No such platform") from None
+    return render(request, "profiles/platform_detail.html", {"profile": profile})
+
+
+def instance_list(request):
+    instances = Instance.objects.visible_to(request.user).select_related("project")
+    project = None
+    if request.GET.get("project"):
+        project = get_object_or_404(Project.objects.visible_to(request.user), slug=request.GET["project"])
+        instances = instances.filter(project=project)
+    context = {"instances": instances, "project": project, "can_create": request.user.has_perm("runs.operate")}
+    return render(request, "profiles/instance_list.html", context)
+
+
+@permission_required("runs.operate", raise_exception=True)
+def instance_create(request):
+    form = InstanceForm(request.POST or None, user=request.user, initial={"project": request.GET.get("project")})
+    if request.method == "POST" and form.is_valid():
+        try:
+            instance = do_create_instance(form.save(commit=False), request.user, form.cleaned_data["acknowledge"])
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Instance {instance.name} registered. Test the connection to pin its host key.")
+            return redirect(instance)
+    # First contact with a platform in a project: show its conveniences and danger clocks.
+    surface_profile = None
+    if form.is_bound:
+        key, project = form.cleaned_data.get("profile_key"), form.cleaned_data.get("project")
+        if key and project and needs_acknowledgement(project, key):
+            surface_profile = catalog.get_profile(key)
+    return render(request, "profiles/instance_form.html", {"form": form, "surface_profile": surface_profile})
+
+
+def instance_detail(request, pk):
+    instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
+    probes = list(instance.probes.all()[:20])
+    latest_audit = instance.probes.filter(kind=InstanceProbe.Kind.AUDIT, ok=True).first()
+    context = {
+        "instance": instance,
+        "profile": instance.profile,
+        "events": instance.events.select_related("actor")[:50],
+        "probes": probes,
+        "latest_audit": latest_audit,
+        "state_form": StateForm(initial={"state": instance.state}),
+        "can_operate": request.user.has_perm("runs.operate"),
+    }
+    return render(request, "profiles/instance_detail.html", context)
+
+
+def _act(request, pk, action, success):
+    try:
+        action()
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, success)
+    return redirect("instance-detail", pk=pk)
+
+
+@require_POST
+def instance_probe(request, pk):
+    get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    kind = request.POST.get("kind")
+    if kind not in InstanceProbe.Kind.values:
+        messages.error(request, "Unknown probe kind.")
+        return redirect("instance-detail", pk=pk)
+    label = InstanceProbe.Kind(kind).label
+    return _act(request, pk, lambda: do_request_probe(pk, kind, request.user), f"{label} queued.")
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def instance_confirm_host_key(request, pk):
+    get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    fingerprint = request.POST.get("fingerprint", "")
+    return _act(request, pk, lambda: do_confirm_host_key(pk, fingerprint, request.user), "Host key pinned.")
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def instance_set_state(request, pk):
+    get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    form = StateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a valid state.")
+        return redirect("instance-detail", pk=pk)
+    state, reason = form.cleaned_data["state"], form.cleaned_data["reason"]
+    return _act(request, pk, lambda: do_change_instance_state(pk, state, request.user, reason), "State recorded.")

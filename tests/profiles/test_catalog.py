@@ -1,0 +1,109 @@
+"""Platform profiles are validated data: every platform loads; a broken file is a clear start-up error."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from profiles.catalog import all_profiles, get_profile, load_catalog
+from profiles.schema import ProfileError
+from tests.conftest import REPO, subprocess_env
+
+PLATFORMS = REPO / "profiles" / "platforms"
+REQUIRED = {
+    "autodl",
+    "matpool",
+    "gpushare",
+    "featurize",
+    "lanrui",
+    "runpod",
+    "vastai",
+    "lambda",
+    "paperspace",
+    "generic-ssh",
+    "local",
+}
+
+
+def test_every_platform_of_the_design_is_loaded():
+    assert {profile.key for profile in all_profiles()} == REQUIRED
+
+
+def test_china_family_rows_share_one_file_and_inherit_defaults():
+    gpushare = get_profile("gpushare")
+    assert gpushare.source == "china-family.yaml"
+    assert gpushare.data["network"]["mirror_needed"] is True
+    assert gpushare.data_root == "/hy-tmp"
+
+
+def test_survival_matrix_says_what_a_stop_loses():
+    assert [tier["name"] for tier in get_profile("runpod").tiers_lost_on("stop")] == ["container disk"]
+    assert [tier["name"] for tier in get_profile("gpushare").tiers_lost_on("stop")] == ["data disk"]
+    assert get_profile("autodl").tiers_lost_on("stop") == []
+    assert [tier["name"] for tier in get_profile("autodl").tiers_lost_on("release")] == ["system disk", "data disk"]
+
+
+def test_platform_facts_from_the_domain():
+    assert get_profile("lambda").default_user == "ubuntu"
+    assert get_profile("vastai").durable_root is None
+    assert get_profile("autodl").data["storage"]["inode_cap"] == 200000
+    assert "Slurm" in " ".join(get_profile("generic-ssh").data["notes"])
+    assert "Kubernetes" in " ".join(get_profile("generic-ssh").data["notes"])
+
+
+def broken_copy(tmp_path, file, mutate):
+    directory = tmp_path / "platforms"
+    shutil.copytree(PLATFORMS, directory)
+    document = yaml.safe_load((directory / file).read_text())
+    mutate(document)
+    (directory / file).write_text(yaml.safe_dump(document, allow_unicode=True))
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("file", "mutate", "field", "problem"),
+    [
+        ("runpod.yaml", lambda d: d["storage"].pop("data_root"), "storage.data_root", "is missing"),
+        ("lambda.yaml", lambda d: d["billing"].update(irreversible="yes"), "billing.irreversible", "true/false"),
+        ("autodl.yaml", lambda d: d["daemon"].update(detach="screen"), "daemon.detach", "must be one of"),
+        ("vastai.yaml", lambda d: d["storage"]["tiers"][0]["survives"].pop("destroy"), "survives.destroy", "missing"),
+        ("local.yaml", lambda d: d["identity"].update(colour="red"), "identity.colour", "not a known field"),
+        (
+            "china-family.yaml",
+            lambda d: d["platforms"]["lanrui"]["storage"].pop("tiers"),
+            "storage.tiers",
+            "is missing",
+        ),
+    ],
+)
+def test_broken_profile_names_file_and_field(tmp_path, file, mutate, field, problem):
+    directory = broken_copy(tmp_path, file, mutate)
+    with pytest.raises(ProfileError) as caught:
+        load_catalog(directory)
+    message = str(caught.value)
+    assert message.startswith(file)
+    assert field in message
+    assert problem in message
+
+
+def test_duplicate_key_is_refused(tmp_path):
+    directory = broken_copy(tmp_path, "lambda.yaml", lambda d: d["identity"].update(key="runpod"))
+    with pytest.raises(ProfileError, match="already defined"):
+        load_catalog(directory)
+
+
+def test_broken_profile_stops_start_up_with_one_clear_line(tmp_path):
+    directory = broken_copy(tmp_path, "runpod.yaml", lambda d: d["storage"].pop("data_root"))
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=REPO,
+        env=subprocess_env(REMOTEGPU_PROFILES_DIR=str(directory)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "Broken platform profile: runpod.yaml: storage.data_root: is missing" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,74 @@
+"""One contract, two transports: the local subprocess and real SSH to a loopback sshd."""
+
+import os
+import time
+import uuid
+
+import pytest
+
+from profiles.credentials import resolve_auth
+from profiles.transport import CommandTimeout, LocalTransport, SSHTransport, scan_host_key
+
+CANARY = f"/tmp/remotegpu-canary-{uuid.uuid4().hex}"
+NASTY = f'it\'s a "test"; $(touch {CANARY}) `touch {CANARY}` && echo * | cat'
+
+
+@pytest.fixture(params=["local", "ssh"])
+def transport(request, sshd):
+    if request.param == "local":
+        with LocalTransport() as local:
+            yield local
+        return
+    key = scan_host_key("127.0.0.1", sshd.port, timeout=5)
+    with SSHTransport("127.0.0.1", sshd.port, sshd.user, key, resolve_auth(sshd.credential_ref), 5) as ssh:
+        yield ssh
+
+
+def test_arguments_reach_the_program_verbatim(transport):
+    result = transport.run(["printf", "%s|", NASTY, "two words", ""], timeout=10)
+    assert result.exit_code == 0
+    assert result.stdout == f"{NASTY}|two words||"
+    assert not os.path.exists(CANARY), "a shell interpreted an argument"
+
+
+def test_exit_code_and_stderr_propagate(transport):
+    result = transport.run_script("echo out; echo err >&2; exit 7", timeout=10)
+    assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
+
+
+def test_stdin_is_delivered(transport):
+    result = transport.run(["wc", "-c"], timeout=10, stdin=b"x" * 100_000)
+    assert result.stdout.strip() == "100000"
+
+
+def test_timeout_is_enforced(transport):
+    started = time.monotonic()
+    with pytest.raises(CommandTimeout):
+        transport.run(["sleep", "30"], timeout=1)
+    assert time.monotonic() - started < 5
+
+
+def test_upload_download_stat_and_list(transport, tmp_path):
+    node_dir = tmp_path / "node dir"
+    node_dir.mkdir()
+    source = tmp_path / "source.bin"
+    source.write_bytes(bytes(range(256)) * 1000)
+    transport.upload(source, str(node_dir / "copy.bin"))
+    stat = transport.stat(str(node_dir / "copy.bin"))
+    assert stat.size == 256_000 and not stat.is_dir
+    assert transport.stat(str(node_dir / "missing")) is None
+    assert [entry.path for entry in transport.listdir(str(node_dir))] == ["copy.bin"]
+    back = tmp_path / "back.bin"
+    transport.download(str(node_dir / "copy.bin"), back)
+    assert back.read_bytes() == source.read_bytes()
+
+
+def test_home_relative_paths_expand_on_the_node(transport):
+    name = f"remotegpu-contract-{uuid.uuid4().hex}"
+    transport.run_script(f'printf 12345 > "$HOME"/{name}', timeout=10)
+    try:
+        assert transport.stat(f"$HOME/{name}").size == 5
+        assert transport.stat(f"~/{name}").size == 5
+        assert transport.stat("$HOME").is_dir
+    finally:
+        transport.run_script(f'rm -f "$HOME"/{name}', timeout=10)

@@ -1,0 +1,96 @@
+"""A real OpenSSH server on a free loopback port, with its own host key and a throwaway user key."""
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+class Sshd:
+    def __init__(self, directory: Path, port: int | None = None):
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.user = getpass.getuser()
+        self.user_key = keygen(self.dir / "user_key") if not (self.dir / "user_key").exists() else self.dir / "user_key"
+        (self.dir / "authorized_keys").write_text((self.dir / "user_key.pub").read_text())
+        self.process: subprocess.Popen | None = None
+
+    def new_host_key(self) -> Path:
+        for suffix in ("", ".pub"):
+            (self.dir / f"host_key{suffix}").unlink(missing_ok=True)
+        return keygen(self.dir / "host_key")
+
+    def write_config(self) -> Path:
+        config = self.dir / "sshd_config"
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {self.dir / 'host_key'}",
+                    f"AuthorizedKeysFile {self.dir / 'authorized_keys'}",
+                    f"PidFile {self.dir / 'sshd.pid'}",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PermitRootLogin prohibit-password",
+                    "Subsystem sftp /usr/lib/openssh/sftp-server",
+                    "LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
+        return config
+
+    def start(self) -> "Sshd":
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+        if not (self.dir / "host_key").exists():
+            self.new_host_key()
+        config = self.write_config()
+        log = (self.dir / "sshd.log").open("a")
+        self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd did not start: {(self.dir / 'sshd.log').read_text()}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    def restart_with_new_host_key(self) -> None:
+        self.stop()
+        self.new_host_key()
+        self.start()
+
+    @property
+    def credential_ref(self) -> str:
+        return str(self.user_key)
+
+    @property
+    def home(self) -> str:
+        return os.path.expanduser("~")
