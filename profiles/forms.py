@@ -68,6 +68,9 @@ class InstanceForm(forms.ModelForm):
         if reference.strip():
             problem = reference_problem(reference)
             if problem:
+                # Never render pasted key material back into the page.
+                self.data = self.data.copy()
+                self.data[self.add_prefix("credential_ref")] = ""
                 raise forms.ValidationError(problem)
         return reference.strip()
 

@@ -1,0 +1,38 @@
+"""In the browser: register a box (first-contact acknowledgement), run the audit, read the numbers."""
+
+import time
+
+from django.utils import timezone
+
+from tests.browser.test_dashboard import sign_in
+from tests.conftest import ARTIFACTS
+
+
+def test_register_local_instance_and_audit_it(page, stack):
+    sign_in(page, stack, stack.password)
+    page.goto(stack.url + "/projects/new/")
+    page.fill("#id_name", "Speech")
+    page.fill("#id_slug", "speech")
+    page.click("button:has-text('Create project')")
+
+    page.goto(stack.url + "/instances/new/")
+    page.select_option("#id_project", label="Speech")
+    page.fill("#id_name", "my box")
+    page.select_option("#id_profile_key", "local")
+    page.click("button:has-text('Register')")
+    assert "Suggested: speech-my-box-" in page.inner_text(".field.invalid")
+    assert "First Local workstation box in this project" in page.inner_text(".first-contact")
+
+    page.fill("#id_name", f"speech-desk-{timezone.localdate():%Y%m%d}")
+    page.check("#id_acknowledge")
+    page.click("button:has-text('Register')")
+    page.wait_for_selector("h1:has-text('speech-desk')")
+
+    page.click("button:has-text('Run environment audit')")
+    deadline = time.monotonic() + 60
+    while "No successful audit yet" in page.content() and time.monotonic() < deadline:
+        time.sleep(1)
+        page.reload()
+    assert "free of" in page.inner_text(".disk-bytes")
+    assert "free of" in page.inner_text(".disk-inodes")
+    page.screenshot(path=str(ARTIFACTS / "instance.png"), full_page=True)

@@ -1,0 +1,59 @@
+"""Credential references resolve on the worker at the moment of use; key material is never accepted."""
+
+import pytest
+
+from profiles.credentials import reference_problem, resolve_auth
+from profiles.transport import CredentialError, SSHTransport, scan_host_key
+
+
+@pytest.mark.parametrize(
+    "reference", ["env:RUNPOD_KEY", "/home/ops/.ssh/id_ed25519", "~/.ssh/lab key".replace(" ", "_")]
+)
+def test_references_are_accepted(reference):
+    assert reference_problem(reference) is None
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ user@box",
+        "A" * 80,
+        "env:1BAD",
+        "relative/path",
+        "/path/with\nnewline",
+    ],
+)
+def test_non_references_are_refused(reference):
+    assert reference_problem(reference) is not None
+
+
+def test_env_reference_holding_a_key_authenticates_without_touching_disk(monkeypatch, sshd):
+    monkeypatch.setenv("REMOTEGPU_TEST_KEY", sshd.user_key.read_text())
+    auth = resolve_auth("env:REMOTEGPU_TEST_KEY")
+    assert set(auth) == {"pkey"}
+    pinned = scan_host_key("127.0.0.1", sshd.port, timeout=5)
+    with SSHTransport("127.0.0.1", sshd.port, sshd.user, pinned, auth, 5) as ssh:
+        assert ssh.run(["echo", "ok"], timeout=10).stdout == "ok\n"
+
+
+def test_env_reference_holding_a_path(monkeypatch, sshd):
+    monkeypatch.setenv("REMOTEGPU_TEST_KEY_PATH", str(sshd.user_key))
+    assert resolve_auth("env:REMOTEGPU_TEST_KEY_PATH") == {"key_filename": str(sshd.user_key)}
+
+
+def test_missing_env_var_and_missing_file_are_clear(monkeypatch):
+    monkeypatch.delenv("REMOTEGPU_NOT_SET", raising=False)
+    with pytest.raises(CredentialError, match="REMOTEGPU_NOT_SET is not set"):
+        resolve_auth("env:REMOTEGPU_NOT_SET")
+    with pytest.raises(CredentialError, match="does not exist"):
+        resolve_auth("/nonexistent/key")
+
+
+def test_wrong_key_is_refused_by_the_server(tmp_path, sshd):
+    from tests.sshd import keygen
+
+    stranger = keygen(tmp_path / "stranger")
+    pinned = scan_host_key("127.0.0.1", sshd.port, timeout=5)
+    with pytest.raises(CredentialError, match="refused the key"):
+        SSHTransport("127.0.0.1", sshd.port, sshd.user, pinned, {"key_filename": str(stranger)}, 5).connect()

@@ -1,0 +1,178 @@
+"""The instance registry: naming rule, credential references, first-contact acknowledgement, states."""
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from django.utils import timezone
+
+from profiles.actions import IllegalTransition, do_change_instance_state
+from profiles.models import Instance, InstanceEvent, PlatformAcknowledgement
+from runs.models import Project
+
+pytestmark = pytest.mark.django_db
+
+TODAY = timezone.localdate().strftime("%Y%m%d")
+PASTED_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----"
+)
+
+
+@pytest.fixture
+def project():
+    return Project.objects.create(name="Vision", slug="vision")
+
+
+def form_data(project, **overrides):
+    data = {
+        "project": project.pk,
+        "name": f"vision-vitb-{TODAY}",
+        "profile_key": "runpod",
+        "host": "203.0.113.7",
+        "port": "22022",
+        "user": "root",
+        "credential_ref": "env:RUNPOD_SSH_KEY",
+        "gpu_description": "1× A100 80GB",
+        "rate_running": "1.89",
+        "rate_stopped": "0.20",
+        "acknowledge": "on",
+    }
+    data.update(overrides)
+    return data
+
+
+def post(client, data):
+    return client.post(reverse("instance-create"), data)
+
+
+def test_operator_registers_an_instance_and_acknowledges_the_platform(client, bob, project):
+    client.force_login(bob)
+    response = post(client, form_data(project))
+    instance = Instance.objects.get()
+    assert response.status_code == 302 and response["Location"] == instance.get_absolute_url()
+    assert instance.credential_ref == "env:RUNPOD_SSH_KEY"
+    ack = PlatformAcknowledgement.objects.get()
+    assert (ack.project, ack.profile_key, ack.user) == (project, "runpod", bob)
+    assert instance.events.filter(kind=InstanceEvent.Kind.CREATED).exists()
+
+
+def test_first_box_of_a_platform_shows_danger_clocks_and_requires_acknowledgement(client, bob, project):
+    client.force_login(bob)
+    response = post(client, form_data(project, acknowledge=""))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "First RunPod box in this project" in page
+    assert "A low balance deletes the pod." in page
+    assert "LOST" in page  # the survival matrix is shown
+    assert not Instance.objects.exists() and not PlatformAcknowledgement.objects.exists()
+
+
+def test_second_box_of_the_platform_needs_no_new_acknowledgement(client, bob, project):
+    client.force_login(bob)
+    post(client, form_data(project))
+    response = post(client, form_data(project, name=f"vision-eval-{TODAY}", acknowledge=""))
+    assert response.status_code == 302
+    assert Instance.objects.count() == 2 and PlatformAcknowledgement.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field_error"),
+    [
+        ({"credential_ref": PASTED_KEY}, "This looks like key material"),
+        ({"credential_ref": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHkey user@host"}, "This looks like key material"),
+        ({"credential_ref": "my key"}, "Use env:NAME"),
+        ({"name": "my-box"}, f"Suggested: vision-my-box-{TODAY}"),
+        ({"name": "vision-vitb-20261341"}, "is not a real date"),
+        ({"port": "70000"}, "less than or equal to 65535"),
+        ({"port": "0"}, "greater than or equal to 1"),
+        ({"host": "-oProxyCommand=evil"}, "A host is a DNS name or an IP address"),
+        ({"user": "root; rm -rf /"}, "A user name is"),
+        ({"rate_running": "-1"}, "greater than or equal to 0"),
+        ({"profile_key": "azure"}, "Select a valid choice"),
+        ({"credential_ref": ""}, "reached over SSH: this is required"),
+    ],
+)
+def test_bad_input_gets_a_clear_error_and_saves_nothing(client, bob, project, overrides, field_error):
+    client.force_login(bob)
+    response = post(client, form_data(project, **overrides))
+    assert response.status_code == 200
+    assert field_error in response.content.decode()
+    assert not Instance.objects.exists()
+    assert not PlatformAcknowledgement.objects.exists()
+
+
+def test_pasted_key_is_never_echoed_back(client, bob, project):
+    client.force_login(bob)
+    response = post(client, form_data(project, credential_ref=PASTED_KEY))
+    assert "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" not in response.content.decode()
+
+
+def test_local_workstation_needs_no_ssh_fields(client, bob, project):
+    client.force_login(bob)
+    data = form_data(project, profile_key="local", host="", user="", credential_ref="", port="22")
+    assert post(client, data).status_code == 302
+    assert Instance.objects.get().address == "this machine"
+
+
+def test_user_defaults_to_the_platform_ssh_user(client, bob, project):
+    client.force_login(bob)
+    post(client, form_data(project, profile_key="lambda", user=""))
+    assert Instance.objects.get().user == "ubuntu"
+
+
+def test_user_without_role_cannot_register(client, charlie, project):
+    client.force_login(charlie)
+    assert post(client, form_data(project)).status_code == 403
+    assert not Instance.objects.exists()
+
+
+def make_instance(project, **fields):
+    defaults = {"name": f"vision-box-{TODAY}", "project": project, "profile_key": "local"}
+    return Instance.objects.create(**{**defaults, **fields})
+
+
+def test_state_changes_are_recorded_in_history(bob, project):
+    instance = make_instance(project)
+    do_change_instance_state(instance.pk, "running", bob, "booted from the console")
+    do_change_instance_state(instance.pk, "stopped", bob)
+    messages = list(instance.events.filter(kind="state").values_list("message", flat=True))
+    assert messages == ["State Running → Stopped", "State Unknown → Running: booted from the console"]
+
+
+def test_released_is_terminal(bob, project):
+    instance = make_instance(project, state="released")
+    with pytest.raises(IllegalTransition):
+        do_change_instance_state(instance.pk, "running", bob)
+    instance.refresh_from_db()
+    assert instance.state == "released"
+
+
+def test_state_form_rejects_an_illegal_move_with_a_message(client, bob, project):
+    instance = make_instance(project, state="released")
+    client.force_login(bob)
+    response = client.post(reverse("instance-state", args=[instance.pk]), {"state": "running"}, follow=True)
+    assert "cannot go from Released to Running" in response.content.decode()
+
+
+def test_host_key_confirmation_requires_the_fingerprint_that_was_shown(bob, project):
+    from profiles.actions import do_confirm_host_key
+
+    instance = make_instance(project, profile_key="generic-ssh", seen_key_type="ssh-ed25519")
+    with pytest.raises(ValidationError, match="No host key has been seen"):
+        do_confirm_host_key(instance.pk, "SHA256:x", bob)
+
+
+def test_pages_render_for_every_platform(client, charlie):
+    client.force_login(charlie)
+    listing = client.get(reverse("platform-list")).content.decode()
+    assert "vast.ai" in listing and "none on the box" in listing
+    for key in ["autodl", "gpushare", "runpod", "vastai", "lambda", "paperspace", "generic-ssh", "local"]:
+        page = client.get(reverse("platform-detail", args=[key])).content.decode()
+        assert "Survival matrix" in page and "Danger clocks" in page
+    assert client.get(reverse("platform-detail", args=["nope"])).status_code == 404
+
+
+def test_runpod_page_says_a_stop_wipes_the_container_disk(client, charlie):
+    client.force_login(charlie)
+    page = client.get(reverse("platform-detail", args=["runpod"])).content.decode()
+    assert "wipes the container disk" in page
+    assert page.count('class="lost"') >= 1
