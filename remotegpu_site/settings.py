@@ -66,6 +66,14 @@ SSH_COMMAND_TIMEOUT = float(os.environ.get("SSH_COMMAND_TIMEOUT", "30"))
 AUDIT_TIMEOUT = float(os.environ.get("AUDIT_TIMEOUT", "90"))
 LOW_FREE_BYTES = env.envint("LOW_FREE_GIB", 20) * 1024**3
 LIGHT_PROBE_INTERVAL = env.envint("LIGHT_PROBE_INTERVAL", 300)
+# Runs: control-side source directories may only come from these roots (colon-separated).
+DEFAULT_SOURCE_ROOTS = f"{BASE_DIR / 'examples'}:{VAR_DIR / 'sources'}"
+SOURCE_ROOTS = [Path(p) for p in os.environ.get("REMOTEGPU_SOURCE_ROOTS", DEFAULT_SOURCE_ROOTS).split(":") if p]
+STORAGE_MARGIN_FRACTION = float(os.environ.get("STORAGE_MARGIN_FRACTION", "0.10"))
+STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
+SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
+RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
+NODE_PYTHON = os.environ.get("NODE_PYTHON", "python3")
 PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
 
 DATABASES = {"default": env.database(VAR_DIR)}
@@ -106,6 +114,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "profiles.tasks.probe_running_instances",
         "schedule": float(LIGHT_PROBE_INTERVAL),
     },
+}
+CELERY_BEAT_SCHEDULE["refresh-live-runs"] = {
+    "task": "runs.tasks.refresh_live_runs",
+    "schedule": float(env.envint("RUN_REFRESH_INTERVAL", 15)),
 }
 HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
 

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from profiles.models import Instance
-from runs.models import Project
+from runs.models import Project, Run
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ def tiles_for(user) -> list[Tile]:
     return [
         Tile("Projects", projects.count(), "lines of work"),
         Tile("Instances", Instance.objects.visible_to(user).billing().count(), "registered, not released"),
-        # Runs and teardown requests arrive with their own models (issues 4 and 7).
-        Tile("Live runs", 0, "preflight to exited"),
+        Tile("Live runs", Run.objects.visible_to(user).live().count(), "preflight to exited"),
+        # Teardown requests arrive with the DELIVER issue.
         Tile("Pending approvals", 0, "cost actions waiting for a second person"),
     ]

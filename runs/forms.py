@@ -1,6 +1,11 @@
+import re
+import shlex
+from pathlib import PurePosixPath
+
 from django import forms
 
-from runs.models import Project
+from runs import sources
+from runs.models import Project, Run, SourceKind
 
 
 class ProjectForm(forms.ModelForm):
@@ -13,3 +18,136 @@ class ProjectForm(forms.ModelForm):
         if slug != slug.lower() or "_" in slug:
             raise forms.ValidationError("Use lowercase letters, digits and hyphens only (it becomes a node path).")
         return slug
+
+
+BAD_PATH_CHARS = re.compile(r"[\x00-\x1f]")
+MIB = 1024**2
+
+
+def node_path_problem(path: str) -> str | None:
+    """Node paths are absolute (or $HOME/…), with no '..' and no control characters."""
+    if BAD_PATH_CHARS.search(path):
+        return "Paths may not contain control characters or newlines."
+    if not (path.startswith("/") or path == "$HOME" or path.startswith(("$HOME/", "~/"))):
+        return f"{path!r}: node paths must be absolute or start with $HOME/."
+    if ".." in PurePosixPath(path).parts:
+        return f"{path!r}: '..' is not allowed in node paths."
+    return None
+
+
+class RunForm(forms.ModelForm):
+    command_line = forms.CharField(
+        label="Command",
+        max_length=2000,
+        help_text="Run without a shell, from the source directory, e.g. python3 train.py --config config.yaml",
+    )
+    data_paths_text = forms.CharField(
+        label="Data paths on the node",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One per line; each must exist on the node before compute is paid for.",
+    )
+    gpus_text = forms.CharField(label="GPUs", required=False, help_text="Indices, e.g. 0 or 0,1; empty for CPU")
+    checkpoint_mib = forms.IntegerField(label="Checkpoint size (MiB)", min_value=0, initial=100)
+    scratch_mib = forms.IntegerField(label="Scratch (MiB)", min_value=0, initial=0)
+
+    class Meta:
+        model = Run
+        fields = [
+            "project",
+            "instance",
+            "title",
+            "source_kind",
+            "source_path",
+            "source_commit",
+            "config_path",
+            "manifest_path",
+            "expected_minutes",
+            "checkpoints_retained",
+            "expected_files",
+        ]
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        from profiles.models import Instance
+
+        self.fields["project"].queryset = Project.objects.visible_to(user)
+        self.fields["instance"].queryset = Instance.objects.visible_to(user).billing()
+
+    def clean_command_line(self):
+        text = self.cleaned_data["command_line"]
+        if BAD_PATH_CHARS.search(text):
+            raise forms.ValidationError("The command may not contain control characters or newlines.")
+        try:
+            argv = shlex.split(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"The command cannot be parsed: {exc}.") from None
+        if not argv:
+            raise forms.ValidationError("Give a command.")
+        return argv
+
+    def clean_config_path(self):
+        path = self.cleaned_data["config_path"]
+        pure = PurePosixPath(path)
+        if pure.is_absolute() or ".." in pure.parts or BAD_PATH_CHARS.search(path):
+            raise forms.ValidationError("The config path is relative to the source directory, without '..'.")
+        return path
+
+    def clean_data_paths_text(self):
+        paths = [line.strip() for line in self.cleaned_data["data_paths_text"].splitlines() if line.strip()]
+        problems = [problem for problem in map(node_path_problem, paths) if problem]
+        if problems:
+            raise forms.ValidationError(problems)
+        return paths
+
+    def clean_manifest_path(self):
+        path = self.cleaned_data["manifest_path"].strip()
+        problem = node_path_problem(path) if path else None
+        if problem:
+            raise forms.ValidationError(problem)
+        return path
+
+    def clean_gpus_text(self):
+        text = self.cleaned_data["gpus_text"].strip()
+        if not text:
+            return []
+        try:
+            gpus = [int(part) for part in text.split(",")]
+        except ValueError:
+            raise forms.ValidationError("GPUs are comma-separated indices such as 0,1.") from None
+        if any(gpu < 0 or gpu > 63 for gpu in gpus) or len(set(gpus)) != len(gpus):
+            raise forms.ValidationError("GPU indices are distinct numbers from 0 to 63.")
+        return gpus
+
+    def clean(self):
+        data = super().clean()
+        project, instance, kind = data.get("project"), data.get("instance"), data.get("source_kind")
+        if project and instance and instance.project_id != project.pk:
+            self.add_error("instance", f"{instance.name} belongs to another project.")
+        if instance and not instance.profile.is_local and instance.pinned_host_key is None:
+            self.add_error("instance", "Confirm this instance's host key first (test its connection).")
+        path = data.get("source_path", "")
+        if kind in (SourceKind.LOCAL_DIR, SourceKind.GIT) and path:
+            try:
+                root = sources.confined_source(path)
+                if kind == SourceKind.GIT:
+                    data["source_commit"] = sources.resolve_commit(root, data.get("source_commit") or "HEAD")
+            except sources.SourceError as exc:
+                self.add_error("source_path", str(exc))
+        elif kind == SourceKind.NODE_PATH and path:
+            problem = node_path_problem(path)
+            if problem:
+                self.add_error("source_path", problem)
+        return data
+
+    def save(self, commit=True):
+        run = super().save(commit=False)
+        data = self.cleaned_data
+        run.command = data["command_line"]
+        run.data_paths = data["data_paths_text"]
+        run.gpus = data["gpus_text"]
+        run.checkpoint_bytes = data["checkpoint_mib"] * MIB
+        run.scratch_bytes = data["scratch_mib"] * MIB
+        if commit:
+            run.save()
+        return run

@@ -1,5 +1,6 @@
 """Projects (a team's line of work); runs and their events join them in later migrations."""
 
+from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
@@ -36,3 +37,141 @@ class Project(models.Model):
 
     def get_absolute_url(self):
         return reverse("project-detail", args=[self.slug])
+
+
+class RunState(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    PREFLIGHT = "preflight", "Preflight"
+    FAILED_PREFLIGHT = "failed_preflight", "Failed preflight"
+    SMOKE = "smoke", "CPU smoke"
+    FAILED_SMOKE = "failed_smoke", "Failed smoke"
+    LAUNCHING = "launching", "Launching"
+    FAILED_LAUNCH = "failed_launch", "Failed launch"
+    RUNNING = "running", "Running"
+    EXITED = "exited", "Exited"
+    EXPORTED = "exported", "Closed: exported"
+    QUARANTINED = "quarantined", "Closed: quarantined"
+
+
+S = RunState
+# The only legal moves. Retrying (an identical new attempt) re-enters LAUNCHING from a failure.
+RUN_TRANSITIONS = {
+    S.DRAFT: {S.PREFLIGHT},
+    S.PREFLIGHT: {S.SMOKE, S.FAILED_PREFLIGHT},
+    S.FAILED_PREFLIGHT: {S.PREFLIGHT},
+    S.SMOKE: {S.LAUNCHING, S.FAILED_SMOKE},
+    S.FAILED_SMOKE: {S.PREFLIGHT},
+    S.LAUNCHING: {S.RUNNING, S.FAILED_LAUNCH},
+    S.FAILED_LAUNCH: {S.LAUNCHING},
+    S.RUNNING: {S.EXITED},
+    S.EXITED: {S.EXPORTED, S.QUARANTINED},
+    S.EXPORTED: set(),
+    S.QUARANTINED: {S.LAUNCHING},
+}
+LIVE_STATES = {S.PREFLIGHT, S.SMOKE, S.LAUNCHING, S.RUNNING, S.EXITED}
+RETRYABLE_STATES = {S.QUARANTINED, S.FAILED_LAUNCH}
+
+
+class SourceKind(models.TextChoices):
+    LOCAL_DIR = "local_dir", "Directory on the control host (shipped to the node)"
+    GIT = "git", "Git repository + commit on the control host (shipped)"
+    NODE_PATH = "node_path", "Directory already on the node"
+
+
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        if not user.is_authenticated:
+            return self.none()
+        return self
+
+    def live(self):
+        return self.filter(state__in=LIVE_STATES)
+
+
+class Run(models.Model):
+    run_id = models.CharField(max_length=64, unique=True, editable=False)
+    title = models.CharField(max_length=120, blank=True)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="runs")
+    instance = models.ForeignKey("profiles.Instance", on_delete=models.PROTECT, related_name="runs")
+    source_kind = models.CharField(max_length=16, choices=SourceKind.choices)
+    source_path = models.CharField(max_length=500)
+    source_commit = models.CharField(max_length=64, blank=True, help_text="Git revision (for git sources)")
+    command = models.JSONField(help_text="argv, run without a shell on the node")
+    config_path = models.CharField(max_length=300, help_text="Relative to the source directory")
+    data_paths = models.JSONField(default=list, blank=True)
+    manifest_path = models.CharField(max_length=500, blank=True)
+    gpus = models.JSONField(default=list, blank=True, help_text="GPU indices on the instance")
+    expected_minutes = models.PositiveIntegerField(default=60)
+    checkpoint_bytes = models.BigIntegerField(default=0)
+    checkpoints_retained = models.PositiveIntegerField(default=2)
+    scratch_bytes = models.BigIntegerField(default=0)
+    expected_files = models.PositiveIntegerField(default=1000, help_text="Inodes the run will create")
+    state = models.CharField(max_length=20, choices=RunState.choices, default=RunState.DRAFT)
+    attempt = models.PositiveIntegerField(default=0)
+    # Bound identities (set by preflight, from what is actually on the node).
+    source_tree_sha256 = models.CharField(max_length=64, blank=True)
+    resolved_commit = models.CharField(max_length=40, blank=True)
+    config_sha256 = models.CharField(max_length=64, blank=True)
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+    preflight_report = models.JSONField(default=dict, blank=True)
+    smoke_exit_code = models.IntegerField(null=True, blank=True)
+    smoke_output = models.TextField(blank=True)
+    wrapper_name = models.CharField(max_length=80, blank=True)
+    detach = models.CharField(max_length=16, blank=True)
+    launched_command = models.TextField(blank=True)
+    launched_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exited_at = models.DateTimeField(null=True, blank=True)
+    close_reason = models.TextField(blank=True)
+    last_status = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return self.run_id
+
+    def get_absolute_url(self):
+        return reverse("run-detail", args=[self.run_id])
+
+    @property
+    def identities_bound(self) -> bool:
+        return bool(self.config_sha256 and (self.source_tree_sha256 or self.resolved_commit))
+
+
+class RunEvent(models.Model):
+    """Append-only: something material that happened to a run."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=24)
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20, blank=True)
+    message = models.TextField()
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self):
+        return f"{self.run_id} {self.kind}: {self.message[:60]}"
+
+
+class GpuLock(models.Model):
+    """One writer per GPU: a row per (instance, GPU index) held by one run until it exits."""
+
+    instance = models.ForeignKey("profiles.Instance", on_delete=models.CASCADE, related_name="gpu_locks")
+    gpu_index = models.PositiveIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="gpu_locks")
+    acquired = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["instance", "gpu_index"], name="one_writer_per_gpu")]
+
+    def __str__(self):
+        return f"GPU {self.gpu_index} on {self.instance_id} held by {self.run_id}"

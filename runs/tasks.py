@@ -1,13 +1,100 @@
-"""Celery tasks of the runs app (thin wrappers; the work lives in named modules)."""
+"""Celery tasks of the runs app: node work happens here, outside transactions; results go to actions."""
 
 import socket
 
 from celery import shared_task
+from django.conf import settings
 
-from runs.models import Project
+from profiles.transport import TransportError
+from runs import actions
+from runs.budget import storage_budget
+from runs.models import Project, Run, RunState
+from runs.remote import NodeSession, wrapper_name
+from runs.sources import SourceError
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30)
 def worker_selfcheck() -> dict:
     """A worker proves it reaches the same database the web process uses."""
     return {"hostname": socket.gethostname(), "projects": Project.objects.count()}
+
+
+def _run_in(pk: int, state: RunState) -> Run | None:
+    run = Run.objects.select_related("instance", "project").filter(pk=pk).first()
+    return run if run is not None and run.state == state else None
+
+
+@shared_task(acks_late=True, soft_time_limit=600, time_limit=660)
+def preflight_run(run_pk: int) -> None:
+    run = _run_in(run_pk, RunState.PREFLIGHT)
+    if run is None:
+        return
+    try:
+        with NodeSession(run) as node:
+            node.prepare()
+            commit = node.ship_source()
+            report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
+    except (TransportError, SourceError) as exc:
+        actions.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
+        return
+    report["commit"] = commit
+    problems = [f"Missing {item['input']} on the node: {item['path']}" for item in report["missing"]]
+    budget = storage_budget(run, report["space"], settings.STORAGE_MARGIN_FRACTION, settings.STORAGE_MARGIN_MIN_BYTES)
+    report["budget"] = budget.as_dict()
+    actions.do_finish_preflight(run_pk, report, problems + budget.problems())
+
+
+@shared_task(acks_late=True, soft_time_limit=settings.SMOKE_TIMEOUT + 60, time_limit=settings.SMOKE_TIMEOUT + 120)
+def smoke_run(run_pk: int) -> None:
+    run = _run_in(run_pk, RunState.SMOKE)
+    if run is None:
+        return
+    try:
+        with NodeSession(run) as node:
+            result = node.call("smoke", node.write_spec("smoke", node.spec(0)), timeout=settings.SMOKE_TIMEOUT + 30)
+    except TransportError as exc:
+        actions.do_finish_smoke(run_pk, -1, f"could not run the smoke: {exc}")
+        return
+    actions.do_finish_smoke(run_pk, result["exit_code"], result["output"])
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=180)
+def launch_run(run_pk: int, attempt: int) -> None:
+    run = _run_in(run_pk, RunState.LAUNCHING)
+    if run is None or run.attempt != attempt:
+        return
+    try:
+        with NodeSession(run) as node:
+            node.prepare()
+            status = node.call("status", node.attempt_spec(attempt))
+            if status["launched"]:
+                # A redelivered task: the attempt is already running on the node; never start it twice.
+                actions.do_mark_launched(run_pk, attempt, run.detach or "unknown", run.launched_command, wrapper_name())
+                return
+            use_tmux = run.instance.profile.data["daemon"]["detach"] == "tmux" and run.preflight_report.get("tmux")
+            detach, command = node.launch(attempt, bool(use_tmux))
+    except TransportError as exc:
+        actions.do_mark_launch_failed(run_pk, attempt, str(exc))
+        return
+    actions.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def refresh_run(run_pk: int) -> None:
+    run = Run.objects.select_related("instance", "project").filter(pk=run_pk).first()
+    if run is None or run.state not in (RunState.RUNNING, RunState.EXITED):
+        return
+    try:
+        with NodeSession(run) as node:
+            status = node.call("status", node.attempt_spec(run.attempt))
+    except TransportError:
+        return  # unreachable says nothing about the run: the next refresh tries again
+    actions.do_record_status(run_pk, status)
+
+
+@shared_task(acks_late=True, soft_time_limit=30, time_limit=60)
+def refresh_live_runs() -> int:
+    pks = list(Run.objects.filter(state__in=[RunState.RUNNING, RunState.EXITED]).values_list("pk", flat=True))
+    for pk in pks:
+        refresh_run.delay(pk)
+    return len(pks)

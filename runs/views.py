@@ -1,12 +1,18 @@
 from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
 from django.contrib.auth.mixins import PermissionRequiredMixin
-from django.shortcuts import get_object_or_404, render
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
 from remotegpu_site.health import system_health
+from runs.actions import do_create_run, do_retry_run, do_start_preflight
 from runs.dashboard import tiles_for
-from runs.forms import ProjectForm
-from runs.models import Project
+from runs.forms import ProjectForm, RunForm
+from runs.layout import layout_for
+from runs.models import RETRYABLE_STATES, Project, Run, RunState
+from runs.tasks import refresh_run
 
 
 def dashboard(request):
@@ -34,3 +40,67 @@ class ProjectCreateView(PermissionRequiredMixin, CreateView):
         response = super().form_valid(form)
         messages.success(self.request, f"Project “{self.object.name}” created.")
         return response
+
+
+def run_list(request):
+    runs = Run.objects.visible_to(request.user).select_related("project", "instance")
+    if request.GET.get("project"):
+        runs = runs.filter(project__slug=request.GET["project"])
+    if request.GET.get("state") in RunState.values:
+        runs = runs.filter(state=request.GET["state"])
+    context = {"runs": runs[:200], "states": RunState.choices, "can_create": request.user.has_perm("runs.operate")}
+    return render(request, "runs/run_list.html", context)
+
+
+@permission_required("runs.operate", raise_exception=True)
+def run_create(request):
+    form = RunForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        run = do_create_run(form.save(commit=False), request.user)
+        messages.success(request, f"Run {run.run_id} created. Start the preflight when ready.")
+        return redirect(run)
+    return render(request, "runs/run_form.html", {"form": form})
+
+
+def run_detail(request, run_id):
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project", "instance"), run_id=run_id)
+    context = {
+        "run": run,
+        "events": run.events.select_related("actor"),
+        "layout": layout_for(run),
+        "can_operate": request.user.has_perm("runs.operate"),
+        "retryable": run.state in RETRYABLE_STATES,
+        "log_tail": run.last_status.get("log_tail", ""),
+    }
+    return render(request, "runs/run_detail.html", context)
+
+
+def _run_action(request, run_id, action, success):
+    run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
+    try:
+        action(run.pk, request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, success)
+    return redirect("run-detail", run_id=run_id)
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def run_preflight(request, run_id):
+    return _run_action(request, run_id, do_start_preflight, "Preflight queued.")
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def run_retry(request, run_id):
+    return _run_action(request, run_id, do_retry_run, "Retry of the identical config queued.")
+
+
+@require_POST
+def run_refresh(request, run_id):
+    run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
+    refresh_run.delay(run.pk)
+    messages.success(request, "Checking the node now.")
+    return redirect(run)

@@ -58,33 +58,66 @@ def charlie(django_user_model):
     return django_user_model.objects.create_user("charlie", password="charlie-pass-1234")
 
 
-@pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, django_db_blocker):
+class WorkerProcess:
     """A real `celery worker` process on the machine's Redis, reading the test database."""
+
+    def __init__(self, database: str):
+        self.database = database
+        self.name = f"test-{os.getpid()}@{socket.gethostname()}"
+        self.log_path = ARTIFACTS / "celery-worker.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        from remotegpu_site.celery import app
+
+        if self.process is not None and self.process.poll() is None:
+            return
+        self.log_path.parent.mkdir(exist_ok=True)
+        log = self.log_path.open("a")
+        command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=solo"]
+        command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", self.name, "-l", "info"]
+        env = subprocess_env(DATABASE_URL=self.database)
+        self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=0.5, destination=[self.name]):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker did not start; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL, as when a worker machine dies: no warm shutdown, no cleanup."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def poll(self):
+        return self.process.poll() if self.process else 0
+
+
+@pytest.fixture(scope="session")
+def _worker(django_db_setup, django_db_blocker):
     from remotegpu_site.celery import app
 
     with django_db_blocker.unblock():
         url = database_url()
     app.control.purge()
-    log_path = ARTIFACTS / "celery-worker.log"
-    log_path.parent.mkdir(exist_ok=True)
-    log = log_path.open("w")
-    command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=solo"]
-    command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", f"test-{os.getpid()}@%h", "-l", "info"]
-    process = subprocess.Popen(command, cwd=REPO, env=subprocess_env(DATABASE_URL=url), stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=0.5, destination=[f"test-{os.getpid()}@{socket.gethostname()}"]):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"celery worker did not start; see {log_path}")
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    worker = WorkerProcess(url)
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def celery_worker_process(_worker):
+    """The session's worker, (re)started if an earlier test stopped it."""
+    _worker.start()
+    return _worker
 
 
 @pytest.fixture(scope="session")

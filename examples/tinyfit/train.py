@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""tinyfit — the RemoteGPU example training script, and a template for yours.
+
+What RemoteGPU expects from a training script (copy these habits):
+  * REMOTEGPU_SMOKE=1: do 1–2 batches on CPU with tiny shapes, write nothing durable, exit 0.
+  * Checkpoints go to $REMOTEGPU_CHECKPOINT_DIR, atomically (tmp -> fsync -> rename), with model,
+    optimizer, epoch and RNG state; on start, resume from the latest one unconditionally, so the
+    identical command after a crash or preemption continues instead of restarting.
+  * Results go to $REMOTEGPU_OUTPUT_DIR in the sealed-export layout: run.json, config.yaml,
+    train.csv, best.pth (state dict only), last.pth, test/<test-id>/metrics.json + results.parquet.
+    Never write latest.pth there: the wrapper refuses to seal an export that holds one.
+  * CUDA when available, CPU otherwise.
+
+Run by hand: python train.py --config config.yaml   (outputs under ./output and ./ckpt)
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+
+import torch
+from torch import nn
+
+
+def read_config(path):
+    """Flat `key: value` lines; numbers become numbers. Enough for a template, no YAML dependency."""
+    config = {}
+    with open(path) as handle:
+        for line in handle:
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            key, _, value = line.partition(":")
+            value = value.strip()
+            for cast in (int, float):
+                try:
+                    value = cast(value)
+                    break
+                except ValueError:
+                    continue
+            config[key.strip()] = value
+    return config
+
+
+def make_data(config):
+    """Synthetic, fully determined by the seed: a random linear teacher labels Gaussian points."""
+    generator = torch.Generator().manual_seed(config["seed"])
+    n, d, k = config["samples"], config["features"], config["classes"]
+    inputs = torch.randn(n, d, generator=generator)
+    teacher = torch.randn(d, k, generator=generator)
+    targets = (inputs @ teacher + 0.5 * torch.randn(n, k, generator=generator)).argmax(dim=1)
+    order = torch.randperm(n, generator=generator)
+    n_test = int(n * config["test_fraction"])
+    n_val = int(n * config["val_fraction"])
+    split = {"test": order[:n_test], "val": order[n_test : n_test + n_val], "train": order[n_test + n_val :]}
+    return inputs, targets, split
+
+
+def build_model(config):
+    return nn.Sequential(
+        nn.Linear(config["features"], config["hidden"]), nn.ReLU(), nn.Linear(config["hidden"], config["classes"])
+    )
+
+
+def atomic_save(obj, path):
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as handle:
+        torch.save(obj, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    directory = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def rng_state():
+    return {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
+
+
+def restore_rng(state):
+    torch.set_rng_state(state["torch"])
+    random.setstate((3, tuple(state["python"]), None))
+
+
+def evaluate(model, inputs, targets, device):
+    model.eval()
+    with torch.no_grad():
+        logits = model(inputs.to(device)).cpu()
+    loss = nn.functional.cross_entropy(logits, targets).item()
+    accuracy = (logits.argmax(dim=1) == targets).float().mean().item()
+    return logits, loss, accuracy
+
+
+def write_results(path, sample_ids, targets, logits):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    probabilities = torch.softmax(logits, dim=1)
+    columns = {
+        "sample_id": pa.array(sample_ids.tolist(), pa.int64()),
+        "target": pa.array(targets.tolist(), pa.int64()),
+        "prediction": pa.array(logits.argmax(dim=1).tolist(), pa.int64()),
+    }
+    for index in range(probabilities.shape[1]):
+        columns[f"prob_{index}"] = pa.array(probabilities[:, index].tolist(), pa.float64())
+    pq.write_table(pa.table(columns), path)
+
+
+def train(config, config_path, smoke):
+    ckpt_dir = os.environ.get("REMOTEGPU_CHECKPOINT_DIR", "ckpt")
+    out_dir = os.environ.get("REMOTEGPU_OUTPUT_DIR", "output")
+    os.makedirs(ckpt_dir, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
+    device = torch.device("cuda" if torch.cuda.is_available() and not smoke else "cpu")
+    if smoke:
+        config = dict(config, samples=256, hidden=8, epochs=1, epoch_pause=0)
+    torch.manual_seed(config["seed"])
+    random.seed(config["seed"])
+    inputs, targets, split = make_data(config)
+    model = build_model(config).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=0.9)
+
+    latest = os.path.join(ckpt_dir, "latest.pth")
+    start_epoch, best_val = 0, math.inf
+    if os.path.exists(latest) and not smoke:
+        state = torch.load(latest, map_location=device, weights_only=True)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        restore_rng(state["rng"])
+        start_epoch, best_val = state["epoch"], state["best_val"]
+        print(f"resumed from epoch {start_epoch}", flush=True)
+
+    train_csv = os.path.join(out_dir, "train.csv")
+    rows = []
+    if start_epoch and os.path.exists(train_csv):
+        with open(train_csv) as handle:
+            rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= start_epoch]
+
+    train_ids = split["train"]
+    batches = math.ceil(len(train_ids) / config["batch_size"])
+    for epoch in range(start_epoch + 1, config["epochs"] + 1):
+        model.train()
+        started, total = time.time(), 0.0
+        order = train_ids[torch.randperm(len(train_ids))]
+        for batch in range(2 if smoke else batches):
+            ids = order[batch * config["batch_size"] : (batch + 1) * config["batch_size"]]
+            logits = model(inputs[ids].to(device))
+            loss = nn.functional.cross_entropy(logits, targets[ids].to(device))
+            if not torch.isfinite(loss):
+                print(f"loss is {loss.item()} at epoch {epoch}", flush=True)
+                return 3
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        _, val_loss, val_acc = evaluate(model, inputs[split["val"]], targets[split["val"]], device)
+        rows.append(
+            {
+                "epoch": epoch,
+                "train_loss": f"{total / max(1, batches):.6f}",
+                "val_loss": f"{val_loss:.6f}",
+                "val_accuracy": f"{val_acc:.6f}",
+                "seconds": f"{time.time() - started:.3f}",
+            }
+        )
+        print(
+            f"epoch {epoch}/{config['epochs']} train_loss={rows[-1]['train_loss']} val_loss={val_loss:.4f}", flush=True
+        )
+        if smoke:
+            print("smoke ok: 2 batches on cpu", flush=True)
+            return 0
+        if val_loss < best_val:
+            best_val = val_loss
+            atomic_save(
+                {"model": model.state_dict(), "epoch": epoch, "val_loss": val_loss}, os.path.join(ckpt_dir, "best.pth")
+            )
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "epoch": epoch,
+            "best_val": best_val,
+            "rng": rng_state(),
+        }
+        atomic_save(state, latest)
+        with open(train_csv + ".tmp", "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(train_csv + ".tmp", train_csv)
+        time.sleep(float(config.get("epoch_pause", 0)))
+
+    finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device)
+    return 0
+
+
+def finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device):
+    """Write the sealed-export layout: the wrapper validates it and renames it into export/."""
+    best = torch.load(os.path.join(ckpt_dir, "best.pth"), map_location=device, weights_only=True)
+    model.load_state_dict(best["model"])
+    shutil.copyfile(os.path.join(ckpt_dir, "best.pth"), os.path.join(out_dir, "best.pth"))
+    last = torch.load(os.path.join(ckpt_dir, "latest.pth"), map_location="cpu", weights_only=True)
+    torch.save({"model": last["model"], "epoch": last["epoch"]}, os.path.join(out_dir, "last.pth"))
+    shutil.copyfile(config_path, os.path.join(out_dir, "config.yaml"))
+    test_dir = os.path.join(out_dir, "test", str(config["test_id"]))
+    os.makedirs(test_dir, exist_ok=True)
+    test_ids = split["test"]
+    logits, loss, accuracy = evaluate(model, inputs[test_ids], targets[test_ids], device)
+    write_results(os.path.join(test_dir, "results.parquet"), test_ids, targets[test_ids], logits)
+    with open(os.path.join(test_dir, "metrics.json"), "w") as handle:
+        json.dump({"accuracy": accuracy, "loss": loss}, handle, indent=2)
+    run = {
+        "run_id": os.environ.get("REMOTEGPU_RUN_ID", "manual"),
+        "model": "mlp",
+        "seed": config["seed"],
+        "deterministic": True,
+        "selection": {"split": "val", "metric": "val_loss", "direction": "min", "epoch": best["epoch"]},
+        "epochs": config["epochs"],
+        "tests": [str(config["test_id"])],
+        "splits": {name: sorted(ids.tolist()) for name, ids in split.items()},
+    }
+    with open(os.path.join(out_dir, "run.json"), "w") as handle:
+        json.dump(run, handle, indent=2)
+    print(f"done: best epoch {best['epoch']}, test accuracy {accuracy:.4f}", flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--config", default="config.yaml")
+    args = parser.parse_args(argv)
+    smoke = os.environ.get("REMOTEGPU_SMOKE") == "1"
+    return train(read_config(args.config), args.config, smoke)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

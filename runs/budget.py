@@ -1,0 +1,69 @@
+"""The storage budget: required bytes + margin, and inodes, against what the node has free."""
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Budget:
+    required_bytes: int
+    margin_bytes: int
+    free_bytes: int
+    required_inodes: int
+    free_inodes: int
+    measured_at: str
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.required_bytes + self.margin_bytes
+
+    @property
+    def short_bytes(self) -> int:
+        return max(0, self.needed_bytes - self.free_bytes)
+
+    @property
+    def short_inodes(self) -> int:
+        return max(0, self.required_inodes - self.free_inodes)
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.short_bytes:
+            found.append(
+                f"Not enough space on {self.measured_at}: needs {self.required_bytes / GIB:.2f} GiB "
+                f"+ {self.margin_bytes / GIB:.2f} GiB margin = {self.needed_bytes / GIB:.2f} GiB, "
+                f"free {self.free_bytes / GIB:.2f} GiB: short by {self.short_bytes:,} bytes "
+                f"({self.short_bytes / GIB:.2f} GiB). Free space or expand the disk; do not shrink the run."
+            )
+        if self.short_inodes:
+            found.append(
+                f"Not enough inodes on {self.measured_at}: needs {self.required_inodes:,}, "
+                f"free {self.free_inodes:,}: short by {self.short_inodes:,} inodes."
+            )
+        return found
+
+    def as_dict(self) -> dict:
+        return {
+            "required_bytes": self.required_bytes,
+            "margin_bytes": self.margin_bytes,
+            "needed_bytes": self.needed_bytes,
+            "free_bytes": self.free_bytes,
+            "short_bytes": self.short_bytes,
+            "required_inodes": self.required_inodes,
+            "free_inodes": self.free_inodes,
+            "short_inodes": self.short_inodes,
+            "measured_at": self.measured_at,
+        }
+
+
+def storage_budget(run, space: dict, margin_fraction: float, margin_min_bytes: int) -> Budget:
+    required = run.checkpoint_bytes * run.checkpoints_retained + run.scratch_bytes
+    return Budget(
+        required_bytes=required,
+        margin_bytes=max(int(required * margin_fraction), margin_min_bytes),
+        free_bytes=space["free_bytes"],
+        # Checkpoint rotation briefly holds one extra file per retained checkpoint.
+        required_inodes=run.expected_files + 2 * run.checkpoints_retained,
+        free_inodes=space["free_inodes"],
+        measured_at=space["measured_at"],
+    )

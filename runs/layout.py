@@ -1,0 +1,78 @@
+"""Where a run lives on its node: `<data root>/<project>/{active,export,quarantine}/…` (DOMAIN §2.5)."""
+
+import posixpath
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """All paths absolute: $HOME is resolved on the node before a layout is built."""
+
+    data_root: str
+    project_slug: str
+    run_id: str
+    node_source: str = ""  # a source directory already on the node, if any
+
+    @property
+    def run_root(self) -> str:
+        return posixpath.join(self.data_root, self.project_slug)
+
+    @property
+    def active(self) -> str:
+        return posixpath.join(self.run_root, "active", self.run_id)
+
+    @property
+    def src(self) -> str:
+        return self.node_source or posixpath.join(self.active, "src")
+
+    @property
+    def ckpt(self) -> str:
+        return posixpath.join(self.active, "ckpt")
+
+    @property
+    def output(self) -> str:
+        return posixpath.join(self.active, "output")
+
+    @property
+    def partial(self) -> str:
+        return posixpath.join(self.run_root, "export", ".partial", self.run_id)
+
+    @property
+    def export(self) -> str:
+        return posixpath.join(self.run_root, "export", self.run_id)
+
+    @property
+    def quarantine_base(self) -> str:
+        return posixpath.join(self.run_root, "quarantine")
+
+    def quarantine(self, attempt: int) -> str:
+        return posixpath.join(self.quarantine_base, f"{self.run_id}--{attempt}")
+
+    @property
+    def tools(self) -> str:
+        return posixpath.join(self.run_root, ".remotegpu")
+
+    def spec(self, name: str) -> str:
+        return posixpath.join(self.active, f"spec-{name}.json")
+
+    def under_src(self, relative: str) -> str:
+        return posixpath.normpath(posixpath.join(self.src, relative))
+
+    def as_dict(self) -> dict:
+        keys = ["run_root", "active", "src", "ckpt", "output", "partial", "export", "quarantine_base"]
+        return {key: getattr(self, key) for key in keys}
+
+
+def resolve_home(path: str, home: str) -> str:
+    for prefix in ("$HOME", "~"):
+        if path == prefix:
+            return home
+        if path.startswith(prefix + "/"):
+            return posixpath.join(home, path[len(prefix) + 1 :])
+    return path
+
+
+def layout_for(run) -> NodeLayout:
+    """The layout as configured (with $HOME unresolved): what the run page shows."""
+    node_source = run.source_path if run.source_kind == "node_path" else ""
+    return NodeLayout(run.instance.profile.data_root, run.project.slug, run.run_id, node_source)

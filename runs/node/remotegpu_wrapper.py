@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""RemoteGPU node wrapper: runs on the GPU box, stdlib only, Python 3.8+.
+
+Uploaded under a versioned name (wrapper-<sha>.py) and never overwritten, so a live run never
+has the file it is executing changed under it. Subcommands, each reading a JSON spec file:
+
+  preflight  prove inputs exist, hash identities, measure bytes and inodes   -> JSON on stdout
+  smoke      run the command once with REMOTEGPU_SMOKE=1 on CPU              -> JSON on stdout
+  run        the detached attempt: pid, heartbeat, command, exit marker, closeout
+  status     what is true on the node right now                              -> JSON on stdout
+  extract    unpack a shipped source tarball safely into the run's src/
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+REQUIRED_EXPORT = ("run.json", "config.yaml", "train.csv", "best.pth")
+FORBIDDEN_EXPORT = ("latest.pth",)
+LOAD_CHECK = "import sys, torch\ntorch.load(sys.argv[1], map_location='cpu', weights_only=True)\nprint('loaded')\n"
+
+
+def expand(path):
+    if path == "$HOME" or path.startswith("$HOME/"):
+        path = "~" + path[len("$HOME") :]
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def load_spec(path):
+    with open(path) as handle:
+        spec = json.load(handle)
+    for key in ("run_root", "active", "src", "cwd", "ckpt", "output", "partial", "export", "quarantine_base"):
+        spec[key] = expand(spec[key])
+    return spec
+
+
+def atomic_write(path, text):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_hash(root):
+    """SHA-256 over (relative path, file SHA-256) of every file, sorted: the source identity."""
+    digest = hashlib.sha256()
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__"))
+        for name in sorted(files):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            digest.update((f"{rel}\0{sha256_file(full)}\n").encode())
+    return digest.hexdigest()
+
+
+def measure(path):
+    """Bytes and inodes free on the device that will hold path (its nearest existing ancestor)."""
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    info = os.statvfs(probe)
+    return {
+        "measured_at": probe,
+        "device_id": os.stat(probe).st_dev,
+        "free_bytes": info.f_bavail * info.f_frsize,
+        "total_bytes": info.f_blocks * info.f_frsize,
+        "free_inodes": info.f_favail,
+        "total_inodes": info.f_files,
+    }
+
+
+def attempt_dir(spec):
+    return os.path.join(spec["active"], f"attempt-{spec['attempt']}")
+
+
+def quarantine_dir(spec):
+    return os.path.join(spec["quarantine_base"], f"{spec['run_id']}--{spec['attempt']}")
+
+
+def run_env(spec, smoke):
+    env = dict(os.environ)
+    env.update(spec.get("env") or {})
+    env.update(
+        {
+            "REMOTEGPU_RUN_ID": spec["run_id"],
+            "REMOTEGPU_ATTEMPT": str(spec["attempt"]),
+            "REMOTEGPU_CHECKPOINT_DIR": os.path.join(spec["active"], "smoke", "ckpt") if smoke else spec["ckpt"],
+            "REMOTEGPU_OUTPUT_DIR": os.path.join(spec["active"], "smoke", "output") if smoke else spec["output"],
+            "REMOTEGPU_SMOKE": "1" if smoke else "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if smoke:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the smoke proves the code, on CPU, before paid GPU time
+    elif spec.get("gpus") is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in spec["gpus"])
+    return env
+
+
+# ---------------------------------------------------------------- preflight
+
+
+def cmd_preflight(spec):
+    missing, hashes = [], {}
+    for label, path in spec.get("inputs", []):
+        if not os.path.exists(expand(path)):
+            missing.append({"input": label, "path": path})
+    config = spec.get("config")
+    if config and os.path.isfile(expand(config)):
+        hashes["config_sha256"] = sha256_file(expand(config))
+    manifest = spec.get("manifest")
+    if manifest and os.path.isfile(expand(manifest)):
+        hashes["manifest_sha256"] = sha256_file(expand(manifest))
+    if os.path.isdir(spec["src"]):
+        hashes["source_tree_sha256"] = tree_hash(spec["src"])
+    report = {"missing": missing, "hashes": hashes, "space": measure(spec["run_root"])}
+    report["tmux"] = shutil.which("tmux") is not None
+    report["python"] = sys.version.split()[0]
+    print(json.dumps(report))
+    return 0
+
+
+# ---------------------------------------------------------------- smoke
+
+
+def cmd_smoke(spec):
+    smoke_dir = os.path.join(spec["active"], "smoke")
+    shutil.rmtree(smoke_dir, ignore_errors=True)
+    os.makedirs(os.path.join(smoke_dir, "output"))
+    started = time.time()
+    try:
+        done = subprocess.run(
+            spec["argv"],
+            cwd=spec["cwd"],
+            env=run_env(spec, smoke=True),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=spec.get("smoke_timeout", 600),
+        )
+        code, output = done.returncode, done.stdout.decode(errors="replace")
+    except subprocess.TimeoutExpired as exc:
+        code, output = 124, (exc.output or b"").decode(errors="replace") + "\n[smoke timed out]"
+    except OSError as exc:
+        code, output = 127, f"cannot start the command: {exc}"
+    print(json.dumps({"exit_code": code, "output": output[-20000:], "seconds": round(time.time() - started, 2)}))
+    return 0
+
+
+# ---------------------------------------------------------------- run (detached)
+
+
+def heartbeat(path, interval, stop):
+    while not stop.wait(interval):
+        atomic_write(path, f"{int(time.time())}\n")
+
+
+def validate_export(spec, partial):
+    """Why the staged export may not be sealed, or None."""
+    for name in REQUIRED_EXPORT:
+        if not os.path.isfile(os.path.join(partial, name)):
+            return f"required file {name} is missing"
+    for directory, _dirs, files in os.walk(partial):
+        for name in files:
+            if name in FORBIDDEN_EXPORT:
+                return f"{os.path.relpath(os.path.join(directory, name), partial)} is forbidden inside an export"
+    tests = os.path.join(partial, "test")
+    if os.path.isdir(tests):
+        for test_id in sorted(os.listdir(tests)):
+            for name in ("metrics.json", "results.parquet"):
+                if not os.path.isfile(os.path.join(tests, test_id, name)):
+                    return f"test/{test_id}/{name} is missing"
+    return check_best_loads(spec, os.path.join(partial, "best.pth"))
+
+
+def check_best_loads(spec, best):
+    # Use the run's own interpreter when it is a python: it is the one that has torch.
+    argv0 = spec["argv"][0]
+    python = argv0 if os.path.basename(argv0).startswith("python") else sys.executable
+    try:
+        done = subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None  # torch unavailable on the node: the custody readback loads it later
+    done = subprocess.run(
+        [python, "-c", LOAD_CHECK, best], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
+    )
+    if done.returncode != 0:
+        return "best.pth does not load with weights_only=True: {}".format(done.stdout.decode(errors="replace")[-500:])
+    return None
+
+
+def stage_export(spec, partial):
+    if os.path.exists(partial):
+        shutil.rmtree(partial)
+    shutil.copytree(spec["output"], partial)
+
+
+def quarantine(spec, reason):
+    target = quarantine_dir(spec)
+    os.makedirs(target, exist_ok=True)
+    if os.path.exists(spec["partial"]):
+        os.replace(spec["partial"], os.path.join(target, "export-partial"))
+    # The attempt (log, markers) moves; checkpoints stay in active/ so an identical retry resumes.
+    source = attempt_dir(spec)
+    for name in sorted(os.listdir(source)):
+        os.replace(os.path.join(source, name), os.path.join(target, name))
+    atomic_write(os.path.join(target, "reason.txt"), reason.strip() + "\n")
+    os.rmdir(source)
+
+
+def closeout(spec):
+    if os.path.exists(spec["export"]):
+        return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
+    if not os.path.isdir(spec["output"]):
+        return "the command wrote no output directory ({})".format(spec["output"])
+    stage_export(spec, spec["partial"])
+    problem = validate_export(spec, spec["partial"])
+    if problem:
+        return problem
+    os.rename(spec["partial"], spec["export"])  # atomic on one filesystem; never over an existing export
+    return None
+
+
+def cmd_run(spec):
+    attempt = attempt_dir(spec)
+    os.makedirs(attempt, exist_ok=True)
+    for directory in (spec["ckpt"], spec["output"], os.path.dirname(spec["partial"]), spec["quarantine_base"]):
+        os.makedirs(directory, exist_ok=True)
+    log_path = os.path.join(attempt, "log.txt")
+    atomic_write(os.path.join(attempt, "started_at"), f"{int(time.time())}\n")
+    stop = threading.Event()
+    beat = os.path.join(attempt, "heartbeat")
+    atomic_write(beat, f"{int(time.time())}\n")
+    threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
+    with open(log_path, "ab") as log:
+        try:
+            child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=run_env(spec, False), stdout=log, stderr=log)
+        except OSError as exc:
+            log.write((f"cannot start the command: {exc}\n").encode())
+            child = None
+        atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")
+        # A SIGTERM to the wrapper is passed on, so the exit marker is still written.
+        signal.signal(signal.SIGTERM, lambda signum, frame: child and child.terminate())
+        code = child.wait() if child else 127
+    if code < 0:
+        code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
+    stop.set()
+    atomic_write(os.path.join(attempt, "exit_code"), f"{code}\n")
+    problem = f"command exited with code {code}" if code != 0 else closeout(spec)
+    if problem:
+        quarantine(spec, problem)
+        return 1
+    atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
+    return 0
+
+
+# ---------------------------------------------------------------- status
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def newest_mtime(root):
+    newest = None
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                mtime = os.stat(os.path.join(directory, name)).st_mtime
+            except OSError:
+                continue
+            newest = mtime if newest is None else max(newest, mtime)
+    return newest
+
+
+def tail(path, limit=4000):
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def cmd_status(spec):
+    attempt = attempt_dir(spec)
+    quarantined = quarantine_dir(spec)
+    base = attempt if os.path.isdir(attempt) else quarantined
+    pids = (read(os.path.join(base, "pid")) or "").split()
+    exit_code = read(os.path.join(base, "exit_code"))
+    heartbeat_at = read(os.path.join(base, "heartbeat"))
+    status = {
+        "now": time.time(),
+        "launched": bool(pids) or os.path.isdir(quarantined),
+        "wrapper_alive": bool(pids) and alive(int(pids[0])),
+        "child_alive": len(pids) > 1 and int(pids[1]) > 0 and alive(int(pids[1])),
+        "exit_code": int(exit_code) if exit_code not in (None, "") else None,
+        "heartbeat_at": int(heartbeat_at) if heartbeat_at else None,
+        "exported": os.path.isdir(spec["export"]),
+        "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
+        "log_mtime": newest_mtime(base) if os.path.isdir(base) else None,
+        "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
+        "log_tail": tail(os.path.join(base, "log.txt")),
+        "space": measure(spec["run_root"]),
+    }
+    print(json.dumps(status))
+    return 0
+
+
+# ---------------------------------------------------------------- extract
+
+
+def cmd_extract(spec):
+    tarball = os.path.join(spec["active"], "src.tar")
+    if os.path.exists(spec["src"]):
+        print(json.dumps({"extracted": False, "reason": "src already present"}))
+        return 0
+    staging = spec["src"] + ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    with tarfile.open(tarball) as archive:
+        for member in archive.getmembers():
+            name = os.path.normpath(member.name)
+            if name.startswith(("/", "..")) or member.issym() or member.islnk() or member.isdev():
+                raise SystemExit(f"refusing unsafe member in source tarball: {member.name!r}")
+        archive.extractall(staging)
+    os.rename(staging, spec["src"])
+    os.remove(tarball)
+    print(json.dumps({"extracted": True}))
+    return 0
+
+
+COMMANDS = {
+    "preflight": cmd_preflight,
+    "smoke": cmd_smoke,
+    "run": cmd_run,
+    "status": cmd_status,
+    "extract": cmd_extract,
+}
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in COMMANDS:
+        sys.stderr.write("usage: remotegpu_wrapper.py {{{}}} SPEC.json\n".format(",".join(COMMANDS)))
+        return 2
+    return COMMANDS[argv[1]](load_spec(argv[2]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

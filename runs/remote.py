@@ -1,0 +1,146 @@
+"""What the control side does on a run's node, through the transport and our node wrapper."""
+
+import hashlib
+import json
+import shlex
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+
+from profiles.nodes import transport_for
+from profiles.transport import TransportError
+from runs import sources
+from runs.layout import NodeLayout, resolve_home
+from runs.models import SourceKind
+
+WRAPPER_FILE = Path(__file__).parent / "node" / "remotegpu_wrapper.py"
+
+
+class NodeError(TransportError):
+    """The node answered, but not with what the wrapper promises."""
+
+
+def wrapper_name() -> str:
+    # Versioned by content: a new wrapper is a new file; a live run's file is never rewritten.
+    return f"wrapper-{hashlib.sha256(WRAPPER_FILE.read_bytes()).hexdigest()[:12]}.py"
+
+
+class NodeSession:
+    """One short connection to a run's node: open, do a few things, close."""
+
+    def __init__(self, run):
+        self.run = run
+        self.transport = transport_for(run.instance)
+
+    def __enter__(self):
+        self.transport.__enter__()
+        home = self.transport.run_script('printf %s "$HOME"', timeout=settings.SSH_COMMAND_TIMEOUT).stdout
+        self.home = home
+        profile = self.run.instance.profile
+        node_source = ""
+        if self.run.source_kind == SourceKind.NODE_PATH:
+            node_source = resolve_home(self.run.source_path, home)
+        data_root = resolve_home(profile.data_root, home)
+        self.layout = NodeLayout(data_root, self.run.project.slug, self.run.run_id, node_source)
+        return self
+
+    def __exit__(self, *exc):
+        self.transport.close()
+
+    @property
+    def wrapper_path(self) -> str:
+        return f"{self.layout.tools}/{wrapper_name()}"
+
+    def prepare(self) -> None:
+        layout = self.layout
+        dirs = [layout.active, layout.tools, layout.quarantine_base, f"{layout.run_root}/export/.partial"]
+        self.check(self.transport.run(["mkdir", "-p", *dirs], timeout=settings.SSH_COMMAND_TIMEOUT), "mkdir")
+        if self.transport.stat(self.wrapper_path) is None:
+            staging = f"{self.wrapper_path}.upload"
+            self.transport.upload(WRAPPER_FILE, staging)
+            self.check(self.transport.run(["mv", "-f", staging, self.wrapper_path], timeout=30), "install wrapper")
+
+    def ship_source(self) -> str | None:
+        """Upload and unpack the source; returns the resolved git commit for git sources."""
+        run = self.run
+        if run.source_kind == SourceKind.NODE_PATH or self.transport.stat(self.layout.src) is not None:
+            return run.resolved_commit or None
+        root = sources.confined_source(run.source_path)
+        commit = None
+        if run.source_kind == SourceKind.GIT:
+            commit = sources.resolve_commit(root, run.source_commit or "HEAD")
+            tarball = sources.git_tarball(root, commit)
+        else:
+            tarball = sources.directory_tarball(root)
+        with tempfile.NamedTemporaryFile(suffix=".tar") as handle:
+            handle.write(tarball)
+            handle.flush()
+            self.transport.upload(Path(handle.name), f"{self.layout.active}/src.tar")
+        self.call("extract", self.write_spec("extract", self.spec(0)))
+        return commit
+
+    def spec(self, attempt: int) -> dict:
+        run, layout = self.run, self.layout
+        inputs = [["config", layout.under_src(run.config_path)]]
+        inputs += [["data", resolve_home(path, self.home)] for path in run.data_paths]
+        manifest = resolve_home(run.manifest_path, self.home) if run.manifest_path else None
+        if manifest:
+            inputs.append(["manifest", manifest])
+        return {
+            **layout.as_dict(),
+            "run_id": run.run_id,
+            "attempt": attempt,
+            "argv": run.command,
+            "cwd": layout.src,
+            "env": {},
+            "gpus": run.gpus,
+            "inputs": inputs,
+            "config": layout.under_src(run.config_path),
+            "manifest": manifest,
+            "heartbeat_seconds": settings.RUN_HEARTBEAT_SECONDS,
+            "smoke_timeout": settings.SMOKE_TIMEOUT,
+        }
+
+    def write_spec(self, name: str, spec: dict) -> str:
+        path = self.layout.spec(name)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
+            json.dump(spec, handle)
+            handle.flush()
+            self.transport.upload(Path(handle.name), path)
+        return path
+
+    def call(self, subcommand: str, spec_path: str, timeout: float | None = None) -> dict:
+        argv = [settings.NODE_PYTHON, self.wrapper_path, subcommand, spec_path]
+        result = self.transport.run(argv, timeout=timeout or settings.SSH_COMMAND_TIMEOUT)
+        self.check(result, subcommand)
+        try:
+            return json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise NodeError(f"wrapper {subcommand} printed no JSON: {result.stdout[-300:]}") from None
+
+    @staticmethod
+    def check(result, what: str) -> None:
+        if result.exit_code != 0:
+            raise NodeError(f"{what} failed on the node (exit {result.exit_code}): {result.stderr.strip()[-400:]}")
+
+    def attempt_spec(self, attempt: int) -> str:
+        """The attempt's spec on the node, uploaded once; status checks reuse it."""
+        path = self.layout.spec(f"attempt-{attempt}")
+        if self.transport.stat(path) is None:
+            self.write_spec(f"attempt-{attempt}", self.spec(attempt))
+        return path
+
+    def launch(self, attempt: int, use_tmux: bool) -> tuple[str, str]:
+        """Start the attempt detached; returns (detach primitive, the command as launched)."""
+        spec_path = self.attempt_spec(attempt)
+        inner = [settings.NODE_PYTHON, self.wrapper_path, "run", spec_path]
+        if use_tmux:
+            session = f"rgpu-{self.run.run_id}-{attempt}"
+            argv = ["tmux", "new-session", "-d", "-s", session, shlex.join(inner)]
+            self.check(self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT), "tmux launch")
+            return "tmux", shlex.join(argv)
+        log = f"{self.layout.active}/launch-{attempt}.log"
+        script = f"cd / && setsid nohup {shlex.join(inner)} </dev/null >{shlex.quote(log)} 2>&1 &"
+        self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "nohup launch")
+        return "nohup", script

@@ -1,0 +1,61 @@
+"""Control-side sources: confine them to the allowed roots and pack them for shipping to the node."""
+
+import io
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+from django.conf import settings
+
+SKIP = {".git", "__pycache__", ".venv", "node_modules"}
+
+
+class SourceError(Exception):
+    pass
+
+
+def confined_source(path: str) -> Path:
+    """The resolved directory, if it lies inside one of settings.SOURCE_ROOTS."""
+    resolved = Path(path).expanduser().resolve()
+    roots = [Path(root).resolve() for root in settings.SOURCE_ROOTS]
+    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        allowed = ", ".join(str(root) for root in roots)
+        raise SourceError(f"{resolved} is outside the allowed source roots ({allowed}).")
+    if not resolved.is_dir():
+        raise SourceError(f"{resolved} is not a directory on the control host.")
+    return resolved
+
+
+def resolve_commit(repo: Path, revision: str) -> str:
+    result = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if result.returncode != 0:
+        raise SourceError(f"{revision!r} is not a commit in {repo}.")
+    return result.stdout.strip()
+
+
+def git_tarball(repo: Path, commit: str) -> bytes:
+    command = ["git", "-C", str(repo), "archive", "--format=tar", commit]
+    result = subprocess.run(command, capture_output=True, timeout=300)
+    if result.returncode != 0:
+        raise SourceError(f"git archive failed: {result.stderr.decode(errors='replace')[:300]}")
+    return result.stdout
+
+
+def directory_tarball(root: Path) -> bytes:
+    """Regular files and directories only: links could point outside the source root."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for directory, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP and not os.path.islink(os.path.join(directory, d)))
+            for name in sorted(files):
+                full = Path(directory) / name
+                if full.is_symlink() or not full.is_file():
+                    continue
+                archive.add(full, arcname=str(full.relative_to(root)), recursive=False)
+    return buffer.getvalue()

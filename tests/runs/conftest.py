@@ -1,0 +1,133 @@
+"""Runs on a real node: the loopback sshd, the tinyfit example copied per test, a real worker."""
+
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from profiles.models import Instance
+from profiles.transport import HostKey, scan_host_key
+from runs.models import Project, Run, RunState, SourceKind
+from tests.conftest import REPO
+
+TINYFIT = REPO / "examples" / "tinyfit"
+SETTLED = {
+    RunState.FAILED_PREFLIGHT,
+    RunState.FAILED_SMOKE,
+    RunState.FAILED_LAUNCH,
+    RunState.RUNNING,
+    RunState.EXPORTED,
+    RunState.QUARANTINED,
+}
+
+
+class Node:
+    """The node is this machine reached over SSH: its files can be read back directly."""
+
+    def __init__(self, project: Project):
+        self.root = Path(os.path.expanduser("~/proj")) / project.slug
+
+    def active(self, run):
+        return self.root / "active" / run.run_id
+
+    def export(self, run):
+        return self.root / "export" / run.run_id
+
+    def quarantine(self, run, attempt):
+        return self.root / "quarantine" / f"{run.run_id}--{attempt}"
+
+
+@pytest.fixture
+def project():
+    project = Project.objects.create(name=f"T {uuid.uuid4().hex[:6]}", slug=f"t{uuid.uuid4().hex[:10]}")
+    yield project
+    shutil.rmtree(Node(project).root, ignore_errors=True)
+
+
+@pytest.fixture
+def node(project):
+    return Node(project)
+
+
+@pytest.fixture
+def instance(project, sshd):
+    key: HostKey = scan_host_key("127.0.0.1", sshd.port, timeout=5)
+    return Instance.objects.create(
+        name=f"{project.slug}-node-{timezone.localdate():%Y%m%d}",
+        project=project,
+        profile_key="generic-ssh",
+        host="127.0.0.1",
+        port=sshd.port,
+        user=sshd.user,
+        credential_ref=sshd.credential_ref,
+        state="running",
+        host_key_type=key.key_type,
+        host_key_base64=key.key_base64,
+        host_key_confirmed_at=timezone.now(),
+    )
+
+
+@pytest.fixture
+def source():
+    """A private copy of the example under an allowed source root, editable per test."""
+    target = Path(settings.VAR_DIR) / "sources" / uuid.uuid4().hex
+    shutil.copytree(TINYFIT, target, ignore=shutil.ignore_patterns("ckpt", "output", "__pycache__"))
+    yield target
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def set_config(source: Path, **values) -> None:
+    lines = [line for line in (source / "config.yaml").read_text().splitlines() if line.split(":")[0] not in values]
+    lines += [f"{key}: {value}" for key, value in values.items()]
+    (source / "config.yaml").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def make_run(project, instance, source):
+    def make(**fields) -> Run:
+        defaults = {
+            "project": project,
+            "instance": instance,
+            "source_kind": SourceKind.LOCAL_DIR,
+            "source_path": str(source),
+            "command": [sys.executable, "train.py", "--config", "config.yaml"],
+            "config_path": "config.yaml",
+            "expected_minutes": 1,
+            "checkpoint_bytes": 1024**2,
+            "run_id": f"{project.slug}-{uuid.uuid4().hex[:8]}",
+        }
+        return Run.objects.create(**{**defaults, **fields})
+
+    return make
+
+
+def wait_state(run: Run, states, timeout: float = 120, refresh: bool = False) -> Run:
+    """Poll the database (and, when asked, the node through refresh_run) until run reaches a state."""
+    from runs.tasks import refresh_run
+
+    states = {RunState(state) for state in states}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.state in states:
+            return run
+        if refresh:
+            refresh_run(run.pk)
+        time.sleep(0.5)
+    events = list(run.events.values_list("message", flat=True))
+    raise AssertionError(f"{run.run_id} stayed {run.state}, wanted {states}; events: {events}")
+
+
+def wait_file(path: Path, timeout: float = 120) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return path
+        time.sleep(0.3)
+    raise AssertionError(f"{path} never appeared")
