@@ -105,7 +105,7 @@ class Run(models.Model):
     checkpoint_bytes = models.BigIntegerField(default=0)
     checkpoints_retained = models.PositiveIntegerField(default=2)
     scratch_bytes = models.BigIntegerField(default=0)
-    expected_files = models.PositiveIntegerField(default=1000, help_text="Inodes the run will create")
+    expected_files = models.PositiveBigIntegerField(default=1000, help_text="Inodes the run will create")
     state = models.CharField(max_length=20, choices=RunState.choices, default=RunState.DRAFT)
     attempt = models.PositiveIntegerField(default=0)
     # Bound identities (set by preflight, from what is actually on the node).

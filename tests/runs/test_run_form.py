@@ -1,0 +1,131 @@
+"""Creating a run: bad input gets a clear form error and saves nothing; pages show identities and paths."""
+
+import sys
+
+import pytest
+from django.urls import reverse
+
+from runs.actions import IllegalTransition, do_retry_run, do_start_preflight
+from runs.models import Run, RunEvent, RunState
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def form(project, instance, source):
+    return {
+        "project": project.pk,
+        "instance": instance.pk,
+        "title": "baseline; rm -rf / $(x)",
+        "source_kind": "local_dir",
+        "source_path": str(source),
+        "source_commit": "",
+        "command_line": f"{sys.executable} train.py --config config.yaml",
+        "config_path": "config.yaml",
+        "data_paths_text": "/tmp\n$HOME",
+        "manifest_path": "",
+        "gpus_text": "0,1",
+        "expected_minutes": "30",
+        "checkpoint_mib": "100",
+        "checkpoints_retained": "2",
+        "scratch_mib": "0",
+        "expected_files": "1000",
+    }
+
+
+def test_operator_creates_a_run_with_a_generated_safe_id(client, bob, form, project):
+    client.force_login(bob)
+    response = client.post(reverse("run-create"), form)
+    run = Run.objects.get()
+    assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
+    assert run.run_id.startswith(project.slug + "-") and set(run.run_id) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")
+    assert run.command == [sys.executable, "train.py", "--config", "config.yaml"]
+    assert run.gpus == [0, 1] and run.data_paths == ["/tmp", "$HOME"]
+    assert run.checkpoint_bytes == 100 * 1024**2
+    assert RunEvent.objects.get(run=run).kind == "created"
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "baseline; rm -rf / $(x)" in page  # shown, escaped, never executed
+    assert f"proj/{project.slug}/active/{run.run_id}" in page
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("config_path", "../secrets.yaml", "without &#x27;..&#x27;"),
+        ("config_path", "/etc/passwd", "relative to the source directory"),
+        ("data_paths_text", "/data/../../etc", "&#x27;..&#x27; is not allowed"),
+        ("data_paths_text", "relative/data", "must be absolute or start with $HOME/"),
+        ("manifest_path", "manifest.json", "must be absolute"),
+        ("command_line", "python 'unterminated", "cannot be parsed"),
+        ("command_line", "   ", "This field is required"),
+        ("gpus_text", "0,0", "distinct numbers"),
+        ("gpus_text", "gpu0", "comma-separated indices"),
+        ("source_path", "/etc", "outside the allowed source roots"),
+        ("checkpoint_mib", "-5", "greater than or equal to 0"),
+    ],
+)
+def test_bad_input_is_a_form_error_and_saves_nothing(client, bob, form, field, value, error):
+    client.force_login(bob)
+    response = client.post(reverse("run-create"), {**form, field: value})
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_node_source_path_with_dotdot_is_refused(client, bob, form):
+    client.force_login(bob)
+    response = client.post(reverse("run-create"), {**form, "source_kind": "node_path", "source_path": "/srv/../etc"})
+    assert "not allowed in node paths" in response.content.decode()
+
+
+def test_instance_of_another_project_is_refused(client, bob, form, instance):
+    from runs.models import Project
+
+    other = Project.objects.create(name="Other", slug="other")
+    client.force_login(bob)
+    response = client.post(reverse("run-create"), {**form, "project": other.pk})
+    assert "belongs to another project" in response.content.decode()
+
+
+def test_unconfirmed_host_key_is_refused(client, bob, form, instance):
+    instance.host_key_base64 = ""
+    instance.save()
+    client.force_login(bob)
+    response = client.post(reverse("run-create"), {**form})
+    assert "Confirm this instance" in response.content.decode()
+
+
+def test_git_source_binds_the_commit(client, bob, form, source):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(source)], check=True)
+    subprocess.run(["git", "-C", str(source), "add", "."], check=True)
+    subprocess.run(
+        ["git", "-C", str(source), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], check=True
+    )
+    head = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    client.force_login(bob)
+    client.post(reverse("run-create"), {**form, "source_kind": "git", "source_commit": "HEAD"})
+    assert Run.objects.get().source_commit == head
+    response = client.post(reverse("run-create"), {**form, "source_kind": "git", "source_commit": "nope"})
+    assert "is not a commit" in response.content.decode()
+
+
+def test_user_without_role_cannot_create_or_start(client, charlie, form, make_run):
+    client.force_login(charlie)
+    assert client.post(reverse("run-create"), form).status_code == 403
+    run = make_run()
+    assert client.post(reverse("run-preflight", args=[run.run_id])).status_code == 403
+    run.refresh_from_db()
+    assert run.state == RunState.DRAFT
+
+
+def test_illegal_transitions_raise(bob, make_run):
+    run = make_run()
+    with pytest.raises(IllegalTransition):
+        do_retry_run(run.pk, bob)
+    do_start_preflight(run.pk, bob)
+    with pytest.raises(IllegalTransition, match="cannot go from Preflight to Preflight"):
+        do_start_preflight(run.pk, bob)

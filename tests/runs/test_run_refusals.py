@@ -1,0 +1,128 @@
+"""Preflight and smoke refuse before paid compute, with the exact reason; quoting holds end to end."""
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from runs.actions import do_start_preflight
+from runs.models import GpuLock, RunState
+from tests.runs.conftest import SETTLED, wait_state
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_missing_data_path_fails_preflight_naming_the_path(bob, make_run, celery_worker_process):
+    missing = f"/tmp/remotegpu-no-such-data-{uuid.uuid4().hex}"
+    run = make_run(data_paths=[missing, "/tmp"])
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.FAILED_PREFLIGHT
+    assert run.preflight_report["problems"] == [f"Missing data on the node: {missing}"]
+    assert run.smoke_exit_code is None  # nothing ran
+
+
+def test_missing_manifest_fails_preflight(bob, make_run, celery_worker_process):
+    run = make_run(manifest_path="$HOME/no-such-manifest.json")
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.FAILED_PREFLIGHT
+    assert "Missing manifest on the node:" in run.preflight_report["problems"][0]
+
+
+def test_storage_budget_refuses_with_the_exact_shortfall(bob, make_run, celery_worker_process):
+    run = make_run(checkpoint_bytes=50 * 1024**4, checkpoints_retained=3, gpus=[0])
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.FAILED_PREFLIGHT
+    budget = run.preflight_report["budget"]
+    assert budget["required_bytes"] == 150 * 1024**4
+    assert budget["short_bytes"] == budget["needed_bytes"] - budget["free_bytes"] > 0
+    assert f"short by {budget['short_bytes']:,} bytes" in run.preflight_report["problems"][0]
+    assert not GpuLock.objects.exists()  # a refused run holds no GPU
+
+
+def test_inode_budget_refuses_with_the_shortfall(bob, make_run, celery_worker_process):
+    run = make_run(expected_files=4_000_000_000)
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.FAILED_PREFLIGHT
+    assert "Not enough inodes" in run.preflight_report["problems"][0]
+    assert f"short by {run.preflight_report['budget']['short_inodes']:,} inodes" in run.preflight_report["problems"][0]
+
+
+def test_smoke_that_raises_stops_at_failed_smoke_with_the_traceback(bob, make_run, source, celery_worker_process):
+    train = source / "train.py"
+    train.write_text(
+        train.read_text().replace(
+            "    if smoke:\n        config = dict(",
+            "    if smoke:\n        raise RuntimeError('shape mismatch in smoke')\n        config = dict(",
+        )
+    )
+    run = make_run(gpus=[1])
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.FAILED_SMOKE
+    assert run.smoke_exit_code == 1
+    assert "Traceback" in run.smoke_output and "shape mismatch in smoke" in run.smoke_output
+    assert not GpuLock.objects.exists()
+    assert run.launched_command == ""
+
+
+def test_smoke_with_a_traceback_but_exit_0_fails(bob, make_run, source, celery_worker_process):
+    script = "import traceback\ntry:\n    1/0\nexcept Exception:\n    traceback.print_exc()\n"
+    (source / "swallow.py").write_text(script)
+    run = make_run(command=[sys.executable, "swallow.py"])
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.FAILED_SMOKE and run.smoke_exit_code == 0
+
+
+def test_shell_metacharacters_reach_the_program_verbatim_and_closeout_quarantines(
+    bob, make_run, node, source, celery_worker_process
+):
+    canary = Path(f"/tmp/remotegpu-canary-{uuid.uuid4().hex}")
+    (source / "echo_args.py").write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    nasty = [
+        f"$(touch {canary})",
+        f"a; touch {canary}",
+        'it\'s "quoted"',
+        "two words",
+        "../../escape",
+        f"`touch {canary}`",
+    ]
+    run = make_run(command=[sys.executable, "echo_args.py", *nasty])
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.RUNNING, run.preflight_report
+    assert json.loads(run.smoke_output.strip().splitlines()[-1]) == nasty
+    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
+    # The command wrote no export: closeout fails, the attempt is quarantined with its reason.
+    reason = (node.quarantine(run, 1) / "reason.txt").read_text()
+    assert "required file run.json is missing" in reason
+    assert run.close_reason == reason.strip()
+    assert not node.export(run).exists()
+    assert json.loads((node.quarantine(run, 1) / "log.txt").read_text().strip()) == nasty
+    assert not canary.exists()
+    # Nothing was written outside the project's run root.
+    assert not (node.root.parent / "escape").exists() and not (node.root.parent.parent / "escape").exists()
+
+
+def test_closeout_refuses_a_forbidden_latest_pth(bob, make_run, node, source, celery_worker_process):
+    train = source / "train.py"
+    train.write_text(
+        train.read_text().replace(
+            '    print(f"done: best epoch',
+            '    shutil.copyfile(os.path.join(ckpt_dir, "latest.pth"), os.path.join(out_dir, "latest.pth"))\n'
+            '    print(f"done: best epoch',
+        )
+    )
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, {RunState.QUARANTINED, RunState.EXPORTED, RunState.FAILED_SMOKE}, refresh=True)
+    assert run.state == RunState.QUARANTINED
+    assert "latest.pth is forbidden inside an export" in run.close_reason
+    assert not node.export(run).exists()
+    assert (node.quarantine(run, 1) / "export-partial" / "best.pth").exists()
