@@ -197,7 +197,7 @@ def do_retry_run(run_pk: int, actor) -> Run:
 def do_record_status(run_pk: int, status: dict) -> Run:
     """Apply what the node says is true now: exit marker, then sealed export or quarantine."""
     run = Run.objects.get(pk=run_pk)
-    Run.objects.filter(pk=run_pk).update(last_status={k: v for k, v in status.items() if k != "log_tail"})
+    Run.objects.filter(pk=run_pk).update(last_status=status)  # the wrapper bounds log_tail to 4 KB
     finished = status.get("exit_code") is not None and not status.get("wrapper_alive")
     if run.state == RunState.RUNNING and finished:
         code = status["exit_code"]
