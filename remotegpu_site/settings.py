@@ -115,9 +115,15 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(LIGHT_PROBE_INTERVAL),
     },
 }
-CELERY_BEAT_SCHEDULE["refresh-live-runs"] = {
-    "task": "runs.tasks.refresh_live_runs",
-    "schedule": float(env.envint("RUN_REFRESH_INTERVAL", 15)),
+# Watchers: one per instance with live runs, a combined probe per tick, bounded life, beat re-arms.
+WATCH_TICK_SECONDS = float(os.environ.get("WATCH_TICK_SECONDS", "5"))
+WATCH_LEASE_SECONDS = float(os.environ.get("WATCH_LEASE_SECONDS", str(max(15.0, 4 * WATCH_TICK_SECONDS))))
+WATCH_LIFETIME_SECONDS = float(os.environ.get("WATCH_LIFETIME_SECONDS", "120"))
+PRESSURE_MIN_FREE_BYTES = env.envint("PRESSURE_MIN_FREE_GIB", 2) * 1024**3
+PRESSURE_MIN_FREE_FRACTION = float(os.environ.get("PRESSURE_MIN_FREE_FRACTION", "0.03"))
+CELERY_BEAT_SCHEDULE["arm-watchers"] = {
+    "task": "runs.tasks.arm_watchers",
+    "schedule": float(os.environ.get("WATCH_ARM_INTERVAL", "10")),
 }
 HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
 

@@ -3,6 +3,7 @@
 Views, tasks and (later) the API all call these. Work on the node is enqueued after commit.
 """
 
+from datetime import UTC, datetime
 from functools import partial
 
 from django.core.exceptions import ValidationError
@@ -10,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from runs import signals
 from runs.live import push_run_update
 from runs.models import RETRYABLE_STATES, RUN_TRANSITIONS, GpuLock, Run, RunEvent, RunState
 
@@ -27,12 +29,28 @@ def _locked(run_pk: int) -> Run:
     return Run.objects.select_for_update().select_related("instance", "project").get(pk=run_pk)
 
 
+def _push(run: Run, payload: dict) -> None:
+    """Send to the run page (and its project page) only after the rows are committed."""
+    transaction.on_commit(partial(push_run_update, run.run_id, payload, run.project.slug))
+
+
 def _event(run: Run, kind: str, message: str, actor=None, from_state="", to_state="", **data) -> RunEvent:
     event = RunEvent.objects.create(
         run=run, kind=kind, message=message, actor=actor, from_state=from_state, to_state=to_state, data=data
     )
-    payload = {"event": message, "kind": kind, "state": run.state, "at": event.at.isoformat()}
-    transaction.on_commit(partial(push_run_update, run.run_id, payload))
+    _push(
+        run,
+        {
+            "type": "event",
+            "id": event.pk,
+            "kind": kind,
+            "message": message,
+            "state": run.state,
+            "state_label": run.get_state_display(),
+            "health": run.health,
+            "at": event.at.isoformat(),
+        },
+    )
     return event
 
 
@@ -139,7 +157,14 @@ def do_mark_launched(run_pk: int, attempt: int, detach: str, command: str, wrapp
         run.detach, run.launched_command, run.wrapper_name = detach, command, wrapper
         run.launched_at = timezone.now()
         _transition(run, RunState.RUNNING, f"Attempt {attempt} launched detached ({detach})")
+        transaction.on_commit(partial(_arm_watcher, run.instance_id))
     return run
+
+
+def _arm_watcher(instance_id: int) -> None:
+    from runs.tasks import watch_instance
+
+    watch_instance.delay(instance_id)
 
 
 def do_mark_launch_failed(run_pk: int, attempt: int, error: str) -> Run:
@@ -149,30 +174,6 @@ def do_mark_launch_failed(run_pk: int, attempt: int, error: str) -> Run:
             return run
         _transition(run, RunState.FAILED_LAUNCH, f"Launch of attempt {attempt} failed: {error}")
         _release_gpus(run)
-    return run
-
-
-def do_mark_run_exited(run_pk: int, exit_code: int | None, message: str) -> Run:
-    with transaction.atomic(durable=True):
-        run = _locked(run_pk)
-        if run.state != RunState.RUNNING:
-            return run
-        run.exit_code, run.exited_at = exit_code, timezone.now()
-        _transition(run, RunState.EXITED, message, exit_code=exit_code)
-        _release_gpus(run)
-    return run
-
-
-def do_close_run(run_pk: int, exported: bool, reason: str) -> Run:
-    with transaction.atomic(durable=True):
-        run = _locked(run_pk)
-        if run.state != RunState.EXITED:
-            return run
-        run.close_reason = reason
-        if exported:
-            _transition(run, RunState.EXPORTED, "Export sealed on the node")
-        else:
-            _transition(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {reason}")
     return run
 
 
@@ -189,22 +190,125 @@ def do_retry_run(run_pk: int, actor) -> Run:
             raise ValidationError(holder)
         run.attempt += 1
         run.exit_code = None
+        # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
+        run.log_offset, run.alerts, run.failure_class, run.failure_excerpt = 0, [], "", ""
+        run.health, run.health_since = "", None
         _transition(run, RunState.LAUNCHING, f"Retry of the identical config: attempt {run.attempt}", actor)
         transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
     return run
 
 
-def do_record_status(run_pk: int, status: dict) -> Run:
-    """Apply what the node says is true now: exit marker, then sealed export or quarantine."""
-    run = Run.objects.get(pk=run_pk)
-    Run.objects.filter(pk=run_pk).update(last_status=status)  # the wrapper bounds log_tail to 4 KB
-    finished = status.get("exit_code") is not None and not status.get("wrapper_alive")
-    if run.state == RunState.RUNNING and finished:
-        code = status["exit_code"]
-        run = do_mark_run_exited(run_pk, code, f"Exited with code {code}")
-    if run.state == RunState.EXITED:
-        if status.get("exported"):
-            run = do_close_run(run_pk, True, "")
-        elif status.get("quarantine_reason"):
-            run = do_close_run(run_pk, False, status["quarantine_reason"])
-    return run
+def _exit(run: Run, exit_code: int | None, message: str) -> None:
+    run.exit_code, run.exited_at = exit_code, timezone.now()
+    _transition(run, RunState.EXITED, message, exit_code=exit_code)
+    _release_gpus(run)
+
+
+def _classify_failure(run: Run, status: dict, dead: bool) -> None:
+    if run.failure_class:
+        return
+    run.failure_class = signals.classify(run.exit_code, set(run.alerts), dead=dead)
+    run.failure_excerpt = signals.excerpt(status.get("log_tail") or "")
+    failure = signals.FAILURE_CLASSES[run.failure_class]
+    _event(run, "failure", f"Classified: {failure.label}. {failure.remediation}", failure_class=run.failure_class)
+
+
+def _alert(run: Run, name: str, detail: str = "") -> None:
+    run.alerts = [*run.alerts, name]
+    message = signals.SIGNAL_MESSAGES[name] + (f": {detail}" if detail else "")
+    _event(run, "alert", message, signal=name)
+
+
+def _set_health(run: Run, health: str, since) -> None:
+    if run.health != health:
+        run.health, run.health_since = health, since
+
+
+def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bool]:
+    """Apply one probe of a run. Material changes become events; returns (run, looks_dead).
+
+    Truth predicates (DOMAIN §3): finished = no process AND an exit marker (or a quarantine);
+    dead = no process AND no marker; stalled = alive BUT nothing written for stall_seconds.
+    """
+    with transaction.atomic(durable=True):
+        run = _locked(run_pk)
+        if run.state not in (RunState.RUNNING, RunState.EXITED) or status.get("attempt") != run.attempt:
+            return run, False
+        now = timezone.now()
+        if run.health == "unreachable":
+            _event(run, "probe", "Reachable again; watching resumes")
+            _set_health(run, "ok", now)
+        node_now = status["now"]
+        alive = status["wrapper_alive"] or status["child_alive"]
+        # A chunk read from an offset we have since moved past was already applied: skip it.
+        log_chunk, csv_chunk = "", ""
+        if status.get("log_from", run.log_offset) == run.log_offset:
+            log_chunk, run.log_offset = signals.strip_ansi(status["log_chunk"]), status["log_offset"]
+        if status.get("csv_from", run.csv_offset) == run.csv_offset:
+            csv_chunk, run.csv_offset = status["csv_chunk"], status["csv_offset"]
+        header, rows = signals.parse_csv_rows(run.last_status.get("csv_header"), csv_chunk)
+        run.curve = (run.curve + rows)[-5000:]
+        if status.get("heartbeat_at"):
+            run.heartbeat_at = datetime.fromtimestamp(status["heartbeat_at"], tz=UTC)
+
+        found = set(signals.log_signals(log_chunk))
+        newest = max(filter(None, [status.get("log_mtime"), status.get("ckpt_mtime")]), default=None)
+        if alive and newest is not None and node_now - newest > run.stall_seconds:
+            found.add("stalled")
+        heartbeat_age = node_now - status["heartbeat_at"] if status.get("heartbeat_at") else None
+        if status["wrapper_alive"] and heartbeat_age is not None and heartbeat_age > thresholds["stale_heartbeat"]:
+            found.add("stale_heartbeat")
+        pressure = signals.pressure(status["space"], thresholds["min_free_bytes"], thresholds["min_free_fraction"])
+        # Pressure re-arms when it clears, so a new crossing is news again.
+        run.alerts = [
+            name for name in run.alerts if name not in {"disk_pressure", "inode_pressure"} or name in pressure
+        ]
+        for name in sorted((found | pressure) - set(run.alerts)):
+            _alert(run, name)
+        _set_health(run, "stalled" if "stalled" in found else ("ok" if alive else run.health or "ok"), now)
+
+        finished = not alive and (status["exit_code"] is not None or status.get("quarantine_reason"))
+        dead = not alive and not finished and status["launched"] and not status["exported"]
+        if run.state == RunState.RUNNING and finished:
+            code = status["exit_code"]
+            _exit(run, code, f"Exited with code {code}" if code is not None else "Exited without an exit code (dead)")
+            if code == 0 and run.launched_at:
+                elapsed = (run.exited_at - run.launched_at).total_seconds()
+                if elapsed < 0.5 * run.expected_minutes * 60:
+                    _alert(run, "fast_finish", f"{elapsed:.0f} s of an expected {run.expected_minutes} min")
+        if run.state == RunState.EXITED:
+            if status["exported"]:
+                run.close_reason = ""
+                _transition(run, RunState.EXPORTED, "Export sealed on the node")
+            elif status.get("quarantine_reason"):
+                run.close_reason = status["quarantine_reason"]
+                _transition(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {run.close_reason}")
+                _classify_failure(run, status, dead=status["exit_code"] is None)
+        run.last_status = {
+            **{k: v for k, v in status.items() if k not in ("log_chunk", "csv_chunk")},
+            "csv_header": header,
+            "heartbeat_age": heartbeat_age,
+        }
+        run.save()
+        lines = log_chunk.splitlines()[-200:]
+        if lines:
+            _push(run, {"type": "log", "lines": lines})
+        if rows:
+            _push(run, {"type": "curve", "rows": rows})
+        _push(run, {"type": "status", "health": run.health, "heartbeat_age": heartbeat_age, "state": run.state})
+    return run, dead
+
+
+def do_mark_unreachable(instance_id: int, error: str) -> None:
+    """A failed probe says nothing about the runs: their state stays; the page says since when."""
+    with transaction.atomic(durable=True):
+        now = timezone.now()
+        for run in (
+            Run.objects.select_for_update()
+            .select_related("project")
+            .filter(instance_id=instance_id, state__in=[RunState.RUNNING, RunState.EXITED])
+        ):
+            if run.health != "unreachable":
+                _set_health(run, "unreachable", now)
+                run.save(update_fields=["health", "health_since"])
+                _event(run, "probe", f"Unreachable since {now:%Y-%m-%d %H:%M:%S} UTC: {error[:200]}")

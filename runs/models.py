@@ -124,6 +124,17 @@ class Run(models.Model):
     exited_at = models.DateTimeField(null=True, blank=True)
     close_reason = models.TextField(blank=True)
     last_status = models.JSONField(default=dict, blank=True)
+    # What the watcher has learned (DOMAIN §3): offsets into the node's files, the curve, health.
+    stall_seconds = models.PositiveIntegerField(default=1800, help_text="Alive but silent this long = stalled")
+    log_offset = models.BigIntegerField(default=0)
+    csv_offset = models.BigIntegerField(default=0)
+    curve = models.JSONField(default=list, blank=True)
+    alerts = models.JSONField(default=list, blank=True, help_text="Material signals already reported this attempt")
+    health = models.CharField(max_length=20, blank=True)
+    health_since = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    failure_class = models.CharField(max_length=20, blank=True)
+    failure_excerpt = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
 
@@ -175,3 +186,22 @@ class GpuLock(models.Model):
 
     def __str__(self):
         return f"GPU {self.gpu_index} on {self.instance_id} held by {self.run_id}"
+
+
+class WatchLease(models.Model):
+    """The one watcher of an instance's live runs: an owner and an expiry, claimed atomically.
+
+    One combined probe per instance per tick covers every live run on it, so the lease is per
+    instance and each live run is watched by exactly one lease holder.
+    """
+
+    instance = models.OneToOneField("profiles.Instance", on_delete=models.CASCADE, related_name="watch_lease")
+    owner = models.CharField(max_length=200)
+    expires_at = models.DateTimeField(db_index=True)
+    started_at = models.DateTimeField()
+    ticks = models.PositiveIntegerField(default=0)
+    connects = models.PositiveIntegerField(default=0)
+    unreachable_since = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"watch of {self.instance_id} by {self.owner} until {self.expires_at:%H:%M:%S}"

@@ -26,27 +26,69 @@ def wrapper_name() -> str:
     return f"wrapper-{hashlib.sha256(WRAPPER_FILE.read_bytes()).hexdigest()[:12]}.py"
 
 
-class NodeSession:
-    """One short connection to a run's node: open, do a few things, close."""
+class InstanceNode:
+    """One connection to an instance: $HOME resolved once, layouts for any of its runs."""
 
-    def __init__(self, run):
-        self.run = run
-        self.transport = transport_for(run.instance)
+    def __init__(self, instance):
+        self.instance = instance
+        self.transport = transport_for(instance)
 
     def __enter__(self):
         self.transport.__enter__()
-        home = self.transport.run_script('printf %s "$HOME"', timeout=settings.SSH_COMMAND_TIMEOUT).stdout
-        self.home = home
-        profile = self.run.instance.profile
-        node_source = ""
-        if self.run.source_kind == SourceKind.NODE_PATH:
-            node_source = resolve_home(self.run.source_path, home)
-        data_root = resolve_home(profile.data_root, home)
-        self.layout = NodeLayout(data_root, self.run.project.slug, self.run.run_id, node_source)
+        self.home = self.transport.run_script('printf %s "$HOME"', timeout=settings.SSH_COMMAND_TIMEOUT).stdout
         return self
 
     def __exit__(self, *exc):
         self.transport.close()
+
+    def layout_of(self, run) -> NodeLayout:
+        node_source = resolve_home(run.source_path, self.home) if run.source_kind == SourceKind.NODE_PATH else ""
+        data_root = resolve_home(self.instance.profile.data_root, self.home)
+        return NodeLayout(data_root, run.project.slug, run.run_id, node_source)
+
+    def probe(self, runs) -> dict:
+        """Every given run in one round-trip (the wrapper reads the request on stdin)."""
+        layouts = [self.layout_of(run) for run in runs]
+        wrapper = f"{layouts[0].tools}/{wrapper_name()}"
+        request = {
+            "runs": [
+                {
+                    "spec": layout.spec(f"attempt-{run.attempt}"),
+                    "log_offset": run.log_offset,
+                    "csv_offset": run.csv_offset,
+                }
+                for run, layout in zip(runs, layouts, strict=True)
+            ]
+        }
+        argv = [settings.NODE_PYTHON, wrapper, "probe"]
+        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT, stdin=json.dumps(request).encode())
+        NodeSession.check(result, "probe")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def abandon(self, run) -> dict:
+        layout = self.layout_of(run)
+        argv = [
+            settings.NODE_PYTHON,
+            f"{layout.tools}/{wrapper_name()}",
+            "abandon",
+            layout.spec(f"attempt-{run.attempt}"),
+        ]
+        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
+        NodeSession.check(result, "abandon")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class NodeSession(InstanceNode):
+    """One short connection to a run's node: open, do a few things, close."""
+
+    def __init__(self, run):
+        super().__init__(run.instance)
+        self.run = run
+
+    def __enter__(self):
+        super().__enter__()
+        self.layout = self.layout_of(self.run)
+        return self
 
     @property
     def wrapper_path(self) -> str:

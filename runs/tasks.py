@@ -1,12 +1,13 @@
 """Celery tasks of the runs app: node work happens here, outside transactions; results go to actions."""
 
+import os
 import socket
 
 from celery import shared_task
 from django.conf import settings
 
 from profiles.transport import TransportError
-from runs import actions
+from runs import actions, watch
 from runs.budget import storage_budget
 from runs.models import Project, Run, RunState
 from runs.remote import NodeSession, wrapper_name
@@ -79,22 +80,23 @@ def launch_run(run_pk: int, attempt: int) -> None:
     actions.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
 
 
-@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
-def refresh_run(run_pk: int) -> None:
-    run = Run.objects.select_related("instance", "project").filter(pk=run_pk).first()
-    if run is None or run.state not in (RunState.RUNNING, RunState.EXITED):
-        return
-    try:
-        with NodeSession(run) as node:
-            status = node.call("status", node.attempt_spec(run.attempt))
-    except TransportError:
-        return  # unreachable says nothing about the run: the next refresh tries again
-    actions.do_record_status(run_pk, status)
+@shared_task(
+    acks_late=True,
+    soft_time_limit=settings.WATCH_LIFETIME_SECONDS + 60,
+    time_limit=settings.WATCH_LIFETIME_SECONDS + 90,
+)
+def watch_instance(instance_id: int) -> str:
+    owner = f"{socket.gethostname()}:{os.getpid()}:{watch_instance.request.id}"
+    reason = watch.watch_instance(instance_id, owner)
+    if reason == "lifetime":
+        watch_instance.delay(instance_id)  # re-arm at once; beat's arm_watchers is the safety net
+    return reason
 
 
 @shared_task(acks_late=True, soft_time_limit=30, time_limit=60)
-def refresh_live_runs() -> int:
-    pks = list(Run.objects.filter(state__in=[RunState.RUNNING, RunState.EXITED]).values_list("pk", flat=True))
-    for pk in pks:
-        refresh_run.delay(pk)
-    return len(pks)
+def arm_watchers() -> int:
+    """Beat: start a watcher for every instance with live runs and no valid lease."""
+    instance_ids = watch.instances_needing_a_watcher()
+    for instance_id in instance_ids:
+        watch_instance.delay(instance_id)
+    return len(instance_ids)

@@ -12,7 +12,7 @@ from runs.dashboard import tiles_for
 from runs.forms import ProjectForm, RunForm
 from runs.layout import layout_for
 from runs.models import RETRYABLE_STATES, Project, Run, RunState
-from runs.tasks import refresh_run
+from runs.tasks import watch_instance
 
 
 def dashboard(request):
@@ -100,7 +100,8 @@ def run_retry(request, run_id):
 
 @require_POST
 def run_refresh(request, run_id):
+    """Make sure a watcher is on the run's instance; a second one is refused by the lease."""
     run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
-    refresh_run.delay(run.pk)
-    messages.success(request, "Checking the node now.")
+    watch_instance.delay(run.instance_id)
+    messages.success(request, "Watching the node.")
     return redirect(run)

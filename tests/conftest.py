@@ -58,6 +58,10 @@ def charlie(django_user_model):
     return django_user_model.objects.create_user("charlie", password="charlie-pass-1234")
 
 
+# Fast watchers for tests: a 1 s tick, a 5 s lease, a 30 s life.
+WATCH_ENV = {"WATCH_TICK_SECONDS": "1", "WATCH_LEASE_SECONDS": "5", "WATCH_LIFETIME_SECONDS": "30"}
+
+
 class WorkerProcess:
     """A real `celery worker` process on the machine's Redis, reading the test database."""
 
@@ -74,9 +78,10 @@ class WorkerProcess:
             return
         self.log_path.parent.mkdir(exist_ok=True)
         log = self.log_path.open("a")
-        command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=solo"]
+        # Threads: long-lived watcher tasks must not block preflights; one process dies as a whole.
+        command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=threads", "-c", "6"]
         command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", self.name, "-l", "info"]
-        env = subprocess_env(DATABASE_URL=self.database)
+        env = subprocess_env(DATABASE_URL=self.database, **WATCH_ENV)
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
         deadline = time.monotonic() + 60
         while not app.control.ping(timeout=0.5, destination=[self.name]):

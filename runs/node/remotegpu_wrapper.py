@@ -8,6 +8,8 @@ has the file it is executing changed under it. Subcommands, each reading a JSON 
   smoke      run the command once with REMOTEGPU_SMOKE=1 on CPU              -> JSON on stdout
   run        the detached attempt: pid, heartbeat, command, exit marker, closeout
   status     what is true on the node right now                              -> JSON on stdout
+  probe      status of many runs (request JSON on stdin): the watcher's tick -> JSON on stdout
+  abandon    quarantine an attempt that has no process and no exit marker
   extract    unpack a shipped source tarball safely into the run's src/
 """
 
@@ -316,14 +318,53 @@ def tail(path, limit=4000):
         return ""
 
 
-def cmd_status(spec):
+def read_from(path, offset, limit=65536):
+    """Bytes appended to path since offset (bounded); a shorter file means it was replaced: restart."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            start = offset if offset <= size else 0
+            handle.seek(start)
+            chunk = handle.read(limit)
+    except OSError:
+        return "", offset
+    # Only whole lines: a line still being written is read on the next tick.
+    cut = chunk.rfind(b"\n") + 1
+    return chunk[:cut].decode(errors="replace"), start + cut
+
+
+def largest_items(roots, count=5):
+    sizes = []
+    for root in roots:
+        if not os.path.isdir(root):
+            continue
+        for name in os.listdir(root):
+            full = os.path.join(root, name)
+            total = 0
+            for directory, _dirs, files in os.walk(full) if os.path.isdir(full) else [("", [], [full])]:
+                for file in files:
+                    try:
+                        total += os.lstat(os.path.join(directory, file)).st_size
+                    except OSError:
+                        continue
+            sizes.append({"path": full, "bytes": total})
+    return sorted(sizes, key=lambda item: -item["bytes"])[:count]
+
+
+def run_status(spec, log_offset=0, csv_offset=0):
+    requested_log, requested_csv = log_offset, csv_offset
     attempt = attempt_dir(spec)
     quarantined = quarantine_dir(spec)
     base = attempt if os.path.isdir(attempt) else quarantined
     pids = (read(os.path.join(base, "pid")) or "").split()
     exit_code = read(os.path.join(base, "exit_code"))
     heartbeat_at = read(os.path.join(base, "heartbeat"))
+    log_chunk, log_offset = read_from(os.path.join(base, "log.txt"), log_offset)
+    csv_chunk, csv_offset = read_from(os.path.join(spec["output"], "train.csv"), csv_offset)
     status = {
+        "run_id": spec["run_id"],
+        "attempt": spec["attempt"],
         "now": time.time(),
         "launched": bool(pids) or os.path.isdir(quarantined),
         "wrapper_alive": bool(pids) and alive(int(pids[0])),
@@ -334,10 +375,67 @@ def cmd_status(spec):
         "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
         "log_mtime": newest_mtime(base) if os.path.isdir(base) else None,
         "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
+        "log_from": requested_log,
+        "log_chunk": log_chunk,
+        "log_offset": log_offset,
+        "csv_from": requested_csv,
+        "csv_chunk": csv_chunk,
+        "csv_offset": csv_offset,
         "log_tail": tail(os.path.join(base, "log.txt")),
         "space": measure(spec["run_root"]),
     }
-    print(json.dumps(status))
+    if status["exit_code"] not in (None, 0):
+        cache = os.path.join(spec["run_root"], "cache")
+        status["regenerable"] = largest_items([cache, os.path.join(spec["active"], "smoke")])
+    return status
+
+
+def cmd_status(spec):
+    print(json.dumps(run_status(spec)))
+    return 0
+
+
+def gpu_utilization():
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rows = [line.split(",") for line in done.stdout.decode().splitlines() if line.count(",") == 2]
+    return [{"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)} for i, u, m in rows]
+
+
+def cmd_probe(request):
+    """Every live run of this node in one round-trip: the watcher's tick."""
+    answers = {}
+    for item in request["runs"]:
+        try:
+            spec = load_spec(item["spec"])
+            answers[spec["run_id"]] = run_status(spec, item.get("log_offset", 0), item.get("csv_offset", 0))
+        except (OSError, ValueError) as exc:
+            answers[item.get("run_id", item["spec"])] = {"error": str(exc)}
+    print(json.dumps({"now": time.time(), "gpus": gpu_utilization(), "runs": answers}))
+    return 0
+
+
+def cmd_abandon(spec):
+    """The control side saw no process and no exit marker: quarantine the attempt as dead."""
+    attempt = attempt_dir(spec)
+    pids = (read(os.path.join(attempt, "pid")) or "").split()
+    if any(alive(int(pid)) for pid in pids if int(pid) > 0):
+        print(json.dumps({"abandoned": False, "reason": "a process is alive"}))
+        return 0
+    if not os.path.isdir(attempt) or read(os.path.join(attempt, "exit_code")) is not None:
+        print(json.dumps({"abandoned": False, "reason": "nothing to abandon"}))
+        return 0
+    quarantine(spec, "dead: no process and no exit marker (wrapper killed, node rebooted or preempted)")
+    print(json.dumps({"abandoned": True}))
     return 0
 
 
@@ -369,12 +467,17 @@ COMMANDS = {
     "run": cmd_run,
     "status": cmd_status,
     "extract": cmd_extract,
+    "abandon": cmd_abandon,
 }
 
 
 def main(argv):
+    if len(argv) == 2 and argv[1] == "probe":
+        return cmd_probe(json.load(sys.stdin))
     if len(argv) != 3 or argv[1] not in COMMANDS:
-        sys.stderr.write("usage: remotegpu_wrapper.py {{{}}} SPEC.json\n".format(",".join(COMMANDS)))
+        sys.stderr.write(
+            "usage: remotegpu_wrapper.py {{{}}} SPEC.json | probe < REQUEST.json\n".format(",".join(COMMANDS))
+        )
         return 2
     return COMMANDS[argv[1]](load_spec(argv[2]))
 

@@ -108,17 +108,19 @@ def make_run(project, instance, source):
 
 
 def wait_state(run: Run, states, timeout: float = 120, refresh: bool = False) -> Run:
-    """Poll the database (and, when asked, the node through refresh_run) until run reaches a state."""
-    from runs.tasks import refresh_run
+    """Poll the database until run reaches a state; with refresh, arm watchers as beat would."""
+    from runs.tasks import arm_watchers
 
     states = {RunState(state) for state in states}
     deadline = time.monotonic() + timeout
+    next_arm = 0.0
     while time.monotonic() < deadline:
         run.refresh_from_db()
         if run.state in states:
             return run
-        if refresh:
-            refresh_run(run.pk)
+        if refresh and time.monotonic() > next_arm:
+            arm_watchers()
+            next_arm = time.monotonic() + 2
         time.sleep(0.5)
     events = list(run.events.values_list("message", flat=True))
     raise AssertionError(f"{run.run_id} stayed {run.state}, wanted {states}; events: {events}")

@@ -41,7 +41,7 @@ async def test_signed_in_client_receives_update_sent_by_another_process(alice):
     assert connected
     payload = {"state": "running", "note": json.dumps({"step": 3})}
     await push_from_another_process("vision-r1", payload)
-    assert await communicator.receive_json_from(timeout=20) == payload
+    assert await communicator.receive_json_from(timeout=20) == {**payload, "run_id": "vision-r1"}
     await communicator.disconnect()
 
 

@@ -1,0 +1,122 @@
+"""Material signals from what a node reports, and the failure classes with their remediation.
+
+Pure: no Django, no SSH. A log line proves only that something happened once; states are
+decided from live facts (process, markers, mtimes) by `health_of` and the actions.
+"""
+
+import re
+from dataclasses import dataclass
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+
+# Log patterns that are material the first time they appear in an attempt.
+LOG_SIGNALS = {
+    "traceback": re.compile(r"Traceback \(most recent call last\)"),
+    "killed": re.compile(r"^Killed\b|\bKilled$", re.MULTILINE),
+    "cuda_oom": re.compile(r"CUDA out of memory|CUDA error: out of memory"),
+    "nan_loss": re.compile(r"\bloss\b[^\n]{0,40}?[=:\s]\s*-?(nan|inf)\b", re.IGNORECASE),
+    "disk_full": re.compile(r"No space left on device|Disk quota exceeded|ENOSPC"),
+}
+SIGNAL_MESSAGES = {
+    "traceback": "A Traceback appeared in the log",
+    "killed": "The log says Killed",
+    "cuda_oom": "CUDA out of memory",
+    "nan_loss": "The loss became NaN/Inf",
+    "disk_full": "No space left on the device",
+    "stalled": "Stalled: alive but nothing written",
+    "stale_heartbeat": "The wrapper's heartbeat is stale",
+    "disk_pressure": "Disk pressure on the run root",
+    "inode_pressure": "Inode pressure on the run root",
+    "fast_finish": "Fast finish: under half the expected duration",
+}
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    key: str
+    label: str
+    remediation: str
+    retry_offered: bool
+
+
+FAILURE_CLASSES = {
+    "probabilistic": FailureClass(
+        "probabilistic",
+        "Probabilistic (preemption, stall, transient)",
+        "Retry the identical config: it resumes from the latest checkpoint.",
+        True,
+    ),
+    "disk_full": FailureClass(
+        "disk_full",
+        "Disk full",
+        "Free the largest regenerable items under the run's scratch allow-list, or expand the disk, then retry. "
+        "Never shrink the experiment silently.",
+        True,
+    ),
+    "oom": FailureClass("oom", "Out of memory (cgroup OOM / exit 137)", "Stop and fix: lower memory use.", False),
+    "cuda_oom": FailureClass("cuda_oom", "CUDA out of memory", "Stop and fix: batch size, precision, model.", False),
+    "nan": FailureClass("nan", "NaN/Inf loss", "Stop and fix: learning rate, data, numerics.", False),
+    "code_error": FailureClass(
+        "code_error", "Code error", "Stop and fix the code; a retry would fail the same way.", False
+    ),
+}
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+def log_signals(chunk: str) -> list[str]:
+    return [name for name, pattern in LOG_SIGNALS.items() if pattern.search(chunk)]
+
+
+def excerpt(log: str, limit: int = 1500) -> str:
+    """The traceback if there is one, else the end of the log."""
+    clean = strip_ansi(log)
+    start = clean.rfind("Traceback (most recent call last)")
+    return (clean[start:] if start >= 0 else clean)[-limit:]
+
+
+def classify(exit_code: int | None, signals: set[str], dead: bool = False) -> str:
+    """One failure class for an attempt that did not seal an export."""
+    if "disk_full" in signals:
+        return "disk_full"
+    if "cuda_oom" in signals:
+        return "cuda_oom"
+    if exit_code == 137 or "killed" in signals:
+        return "oom"
+    if "nan_loss" in signals:
+        return "nan"
+    if dead or "stalled" in signals:
+        return "probabilistic"
+    if "traceback" in signals or exit_code not in (None, 0):
+        return "code_error"
+    return "probabilistic"
+
+
+def parse_csv_rows(header: list[str] | None, chunk: str) -> tuple[list[str] | None, list[dict]]:
+    """New train.csv rows as numbers; the header comes with the first chunk."""
+    rows = []
+    for line in chunk.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if header is None or cells == header:
+            header = cells
+            continue
+        row = {}
+        for name, cell in zip(header, cells, strict=False):
+            try:
+                row[name] = float(cell)
+            except ValueError:
+                continue
+        if row:
+            rows.append(row)
+    return header, rows
+
+
+def pressure(space: dict, min_free_bytes: int, min_free_fraction: float) -> set[str]:
+    found = set()
+    if space["free_bytes"] < min_free_bytes or space["free_bytes"] < space["total_bytes"] * min_free_fraction:
+        found.add("disk_pressure")
+    if space["total_inodes"] and space["free_inodes"] < space["total_inodes"] * min_free_fraction:
+        found.add("inode_pressure")
+    return found

@@ -1,0 +1,96 @@
+"""The watcher of one instance's live runs: a lease, one combined probe per tick, a bounded life.
+
+It lives in the worker fleet. It never decides from a log line alone, never retries a run, and
+treats a failed probe as "unreachable", which changes no run's state.
+"""
+
+import time
+
+from django.conf import settings
+
+from profiles.models import Instance
+from profiles.transport import TransportError
+from runs import leases
+from runs.actions import do_mark_unreachable, do_observe_run
+from runs.models import Run, RunState
+from runs.remote import InstanceNode
+
+WATCHED = (RunState.RUNNING, RunState.EXITED)
+
+
+def thresholds() -> dict:
+    return {
+        "stale_heartbeat": 3 * settings.RUN_HEARTBEAT_SECONDS + 2 * settings.WATCH_TICK_SECONDS,
+        "min_free_bytes": settings.PRESSURE_MIN_FREE_BYTES,
+        "min_free_fraction": settings.PRESSURE_MIN_FREE_FRACTION,
+    }
+
+
+def live_runs(instance_id: int) -> list[Run]:
+    return list(
+        Run.objects.select_related("project", "instance")
+        .filter(instance_id=instance_id, state__in=WATCHED)
+        .order_by("pk")
+    )
+
+
+def tick(node: InstanceNode, runs: list[Run]) -> None:
+    """One combined probe for every live run on the node, then apply each answer."""
+    answer = node.probe(runs)
+    for run in runs:
+        status = answer["runs"].get(run.run_id)
+        if not status or "error" in status:
+            continue
+        observed, dead = do_observe_run(run.pk, status, thresholds())
+        if dead:
+            # No process and no marker: quarantine the attempt on the node; the next tick closes it.
+            node.abandon(observed)
+
+
+def watch_instance(instance_id: int, owner: str) -> str:
+    """Watch until the lifetime ends or nothing is live; returns why it stopped."""
+    lease_seconds = settings.WATCH_LEASE_SECONDS
+    if not leases.claim(instance_id, owner, lease_seconds):
+        return "refused"
+    instance = Instance.objects.get(pk=instance_id)
+    deadline = time.monotonic() + settings.WATCH_LIFETIME_SECONDS
+    node, reason = None, "lifetime"
+    try:
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            runs = live_runs(instance_id)
+            if not runs:
+                reason = "idle"
+                break
+            connected = node is None
+            if not leases.renew(instance_id, owner, lease_seconds, connected=connected):
+                reason = "lease lost"
+                break
+            try:
+                if node is None:
+                    node = InstanceNode(instance).__enter__()
+                tick(node, runs)
+            except TransportError as exc:
+                # Re-open next tick, never wait on a broken connection.
+                if node is not None:
+                    node.__exit__(None, None, None)
+                node = None
+                do_mark_unreachable(instance_id, str(exc))
+            time.sleep(max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started)))
+    finally:
+        if node is not None:
+            node.__exit__(None, None, None)
+        if reason != "lease lost":
+            leases.release(instance_id, owner)
+    return reason
+
+
+def instances_needing_a_watcher() -> list[int]:
+    from django.db.models import Q
+    from django.utils import timezone
+
+    live = Run.objects.filter(state__in=WATCHED).values_list("instance_id", flat=True).distinct()
+    covered = Instance.objects.filter(Q(watch_lease__expires_at__gte=timezone.now()), pk__in=live).values_list(
+        "pk", flat=True
+    )
+    return sorted(set(live) - set(covered))
