@@ -1,25 +1,52 @@
-"""Live run page: one group per run id. Later issues push state, events and progress here."""
+"""Live pages over Channels. Every group join is authorized per object; the DB stays the truth."""
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from runs.live import run_group
+from runs.live import project_group, run_group
+from runs.models import Project, Run
 
 UNAUTHENTICATED = 4401
+FORBIDDEN = 4403
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
+class _GroupConsumer(AsyncJsonWebsocketConsumer):
+    group = None
+
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=UNAUTHENTICATED)
             return
-        self.group = run_group(self.scope["url_route"]["kwargs"]["run_id"])
+        group = await self.authorized_group(user, self.scope["url_route"]["kwargs"])
+        if group is None:
+            await self.close(code=FORBIDDEN)
+            return
+        self.group = group
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code):
-        if hasattr(self, "group"):
+        if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def run_update(self, event):
         await self.send_json(event["payload"])
+
+
+class RunConsumer(_GroupConsumer):
+    """ws/runs/<run-id>/: state, events, log lines, curve rows and heartbeat of one run."""
+
+    @database_sync_to_async
+    def authorized_group(self, user, kwargs):
+        run_id = kwargs["run_id"]
+        return run_group(run_id) if Run.objects.visible_to(user).filter(run_id=run_id).exists() else None
+
+
+class ProjectConsumer(_GroupConsumer):
+    """ws/projects/<slug>/: state and health of the project's runs."""
+
+    @database_sync_to_async
+    def authorized_group(self, user, kwargs):
+        slug = kwargs["slug"]
+        return project_group(slug) if Project.objects.visible_to(user).filter(slug=slug).exists() else None

@@ -14,7 +14,7 @@ LOG_SIGNALS = {
     "traceback": re.compile(r"Traceback \(most recent call last\)"),
     "killed": re.compile(r"^Killed\b|\bKilled$", re.MULTILINE),
     "cuda_oom": re.compile(r"CUDA out of memory|CUDA error: out of memory"),
-    "nan_loss": re.compile(r"\bloss\b[^\n]{0,40}?[=:\s]\s*-?(nan|inf)\b", re.IGNORECASE),
+    "nan_loss": re.compile(r"loss\w*\s*(?:[=:]|\bis\b)?\s*-?(nan|inf)\b", re.IGNORECASE),
     "disk_full": re.compile(r"No space left on device|Disk quota exceeded|ENOSPC"),
 }
 SIGNAL_MESSAGES = {

@@ -9,6 +9,7 @@ urlpatterns = [
     path("runs/", views.run_list, name="run-list"),
     path("runs/new/", views.run_create, name="run-create"),
     path("runs/<slug:run_id>/", views.run_detail, name="run-detail"),
+    path("runs/<slug:run_id>/live.json", views.run_live, name="run-live"),
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),
     path("runs/<slug:run_id>/retry/", views.run_retry, name="run-retry"),
     path("runs/<slug:run_id>/refresh/", views.run_refresh, name="run-refresh"),

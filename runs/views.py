@@ -2,6 +2,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.core.exceptions import ValidationError
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
@@ -11,7 +12,8 @@ from runs.actions import do_create_run, do_retry_run, do_start_preflight
 from runs.dashboard import tiles_for
 from runs.forms import ProjectForm, RunForm
 from runs.layout import layout_for
-from runs.models import RETRYABLE_STATES, Project, Run, RunState
+from runs.models import LIVE_STATES, RETRYABLE_STATES, Project, Run, RunState
+from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.tasks import watch_instance
 
 
@@ -27,7 +29,10 @@ def dashboard(request):
 
 def project_detail(request, slug):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
-    return render(request, "runs/project_detail.html", {"project": project})
+    runs = project.runs.select_related("instance").order_by("-created")[:100]
+    live = [run for run in runs if run.state in LIVE_STATES]
+    context = {"project": project, "live_runs": live, "recent_runs": [r for r in runs if r not in live][:20]}
+    return render(request, "runs/project_detail.html", context)
 
 
 class ProjectCreateView(PermissionRequiredMixin, CreateView):
@@ -70,9 +75,32 @@ def run_detail(request, run_id):
         "layout": layout_for(run),
         "can_operate": request.user.has_perm("runs.operate"),
         "retryable": run.state in RETRYABLE_STATES,
-        "log_tail": run.last_status.get("log_tail", ""),
+        "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
+        "failure": FAILURE_CLASSES.get(run.failure_class),
+        "lease": getattr(run.instance, "watch_lease", None),
     }
     return render(request, "runs/run_detail.html", context)
+
+
+def run_live(request, run_id):
+    """What a (re)connecting run page needs before it follows the stream."""
+    run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
+    events = list(run.events.order_by("-at", "-id")[:200])[::-1]
+    failure = FAILURE_CLASSES.get(run.failure_class)
+    return JsonResponse(
+        {
+            "run_id": run.run_id,
+            "state": run.state,
+            "state_label": run.get_state_display(),
+            "health": run.health,
+            "health_since": run.health_since.isoformat() if run.health_since else None,
+            "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
+            "events": [{"id": e.pk, "kind": e.kind, "message": e.message, "at": e.at.isoformat()} for e in events],
+            "curve": run.curve,
+            "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
+            "failure": {"label": failure.label, "remediation": failure.remediation} if failure else None,
+        }
+    )
 
 
 def _run_action(request, run_id, action, success):

@@ -78,7 +78,9 @@ class Sshd:
         raise RuntimeError(f"sshd did not start: {(self.dir / 'sshd.log').read_text()}")
 
     def stop(self) -> None:
+        """Stop listening and cut every open session, as when a box drops off the network."""
         if self.process and self.process.poll() is None:
+            subprocess.run(["pkill", "-KILL", "-P", str(self.process.pid)], check=False)
             self.process.terminate()
             self.process.wait(timeout=10)
 

@@ -18,6 +18,26 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://localhost")
 
 
+@pytest.fixture(autouse=True)
+def runs(db):
+    """The runs the sockets subscribe to: a group join is authorized per object."""
+    from profiles.models import Instance
+    from runs.models import Project, Run
+
+    project = Project.objects.create(name="Vision", slug="vision")
+    instance = Instance.objects.create(name="vision-desk-20261129", project=project, profile_key="local")
+    for run_id in ("vision-r1", "vision-r2", "other-run"):
+        Run.objects.create(
+            run_id=run_id,
+            project=project,
+            instance=instance,
+            source_kind="node_path",
+            source_path="/srv/x",
+            command=["true"],
+            config_path="c.yaml",
+        )
+
+
 def session_cookie(user) -> bytes:
     client = Client()
     try:
@@ -67,3 +87,23 @@ async def test_foreign_origin_is_refused(alice):
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=headers)
     connected, _ = await communicator.connect()
     assert not connected
+
+
+async def test_unknown_run_is_refused(alice):
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, "/ws/runs/no-such-run/", headers=[(b"cookie", cookie), ORIGIN])
+    connected, code = await communicator.connect()
+    assert not connected and code == 4403
+
+
+async def test_project_group_hears_run_events(alice):
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, "/ws/projects/vision/", headers=[(b"cookie", cookie), ORIGIN])
+    assert (await communicator.connect())[0]
+    code = "import django; django.setup(); from runs.live import push_run_update; "
+    code += "push_run_update('vision-r1', {'type': 'event', 'message': 'hello'}, 'vision')"
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=REPO, env=subprocess_env())
+    assert await asyncio.wait_for(process.wait(), timeout=60) == 0
+    message = await communicator.receive_json_from(timeout=20)
+    assert message == {"type": "event", "message": "hello", "run_id": "vision-r1"}
+    await communicator.disconnect()

@@ -1,0 +1,22 @@
+// A WebSocket that reconnects with backoff; onOpen runs on every (re)connect so pages re-read the DB.
+window.liveSocket = function (path, handlers) {
+  const status = document.getElementById("connection");
+  let delay = 1000;
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const socket = new WebSocket(`${scheme}://${location.host}${path}`);
+    socket.onopen = () => {
+      delay = 1000;
+      if (status) status.textContent = "live";
+      handlers.onOpen && handlers.onOpen();
+    };
+    socket.onmessage = (message) => handlers.onMessage(JSON.parse(message.data));
+    socket.onclose = (event) => {
+      if (status) status.textContent = event.code >= 4400 ? "live updates refused" : "reconnecting…";
+      if (event.code >= 4400) return;
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 15000);
+    };
+  }
+  connect();
+};

@@ -1,0 +1,211 @@
+"""Durable monitoring on the real loopback sshd, with real workers, beat and WebSockets."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from remotegpu_site.asgi import application
+from runs.actions import do_retry_run, do_start_preflight
+from runs.models import RunEvent, RunState, WatchLease
+from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, subprocess_env
+from tests.runs.conftest import SETTLED, set_config, wait_state
+from tests.runs.test_live_channel import ORIGIN, session_cookie
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SCRIPT_HEADER = "import os, sys, time\nif os.environ.get('REMOTEGPU_SMOKE') == '1':\n    sys.exit(0)\n"
+
+
+def script_run(make_run, source, name, body, **fields):
+    (source / name).write_text(SCRIPT_HEADER + body)
+    return make_run(command=[sys.executable, name], **fields)
+
+
+def transitions(run):
+    return list(run.events.exclude(to_state="").values_list("to_state", flat=True))
+
+
+async def test_websocket_hears_running_logs_and_exported_in_order(alice, bob, make_run, source, celery_worker_process):
+    set_config(source, epochs=5, epoch_pause=0.3)
+    run = await sync_to_async(make_run)()
+    cookie = await sync_to_async(session_cookie)(alice)
+    path = f"/ws/runs/{run.run_id}/"
+    communicator = WebsocketCommunicator(application, path, headers=[(b"cookie", cookie), ORIGIN])
+    assert (await communicator.connect())[0]
+    await sync_to_async(do_start_preflight)(run.pk, bob)
+    messages = []
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline:
+        message = await communicator.receive_json_from(timeout=150)
+        messages.append(message)
+        if message.get("type") == "event" and message.get("state") == "exported":
+            break
+    await communicator.disconnect()
+    kinds = [(m["type"], m.get("state")) for m in messages]
+    running_at = kinds.index(("event", "running"))
+    exported_at = kinds.index(("event", "exported"))
+    log_lines = [line for m in messages if m["type"] == "log" for line in m["lines"]]
+    first_log_at = next(i for i, m in enumerate(messages) if m["type"] == "log")
+    assert running_at < first_log_at < exported_at
+    epochs = [line for line in log_lines if line.startswith("epoch ")]
+    assert epochs == [f"epoch {n}/5" + line.split(f"epoch {n}/5", 1)[1] for n, line in enumerate(epochs, 1)]
+    assert len(epochs) == 5 and len(set(log_lines)) == len(log_lines)
+    event_ids = [m["id"] for m in messages if m["type"] == "event"]
+    assert len(event_ids) == len(set(event_ids))
+    curve_rows = [row for m in messages if m["type"] == "curve" for row in m["rows"]]
+    assert [row["epoch"] for row in curve_rows] == [1, 2, 3, 4, 5]
+
+
+class Beat:
+    """A real `celery beat` arming watchers every second."""
+
+    def __init__(self, tmp_path, database):
+        log = (ARTIFACTS / "celery-beat.log").open("a")
+        env = subprocess_env(DATABASE_URL=database, WATCH_ARM_INTERVAL="1", **WATCH_ENV)
+        command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "beat"]
+        command += ["--schedule", str(tmp_path / "beat-schedule"), "-l", "info"]
+        self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=20)
+
+
+def test_killed_worker_is_replaced_by_exactly_one_watcher(tmp_path, bob, make_run, source, celery_worker_process):
+    set_config(source, epochs=12, epoch_pause=0.6)
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING
+    deadline = time.monotonic() + 30
+    while not WatchLease.objects.filter(instance=run.instance).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    first_owner = WatchLease.objects.get(instance=run.instance).owner
+    celery_worker_process.kill()
+    beat = Beat(tmp_path, celery_worker_process.database)
+    try:
+        celery_worker_process.start()
+        run = wait_state(run, {RunState.EXPORTED}, timeout=180)
+    finally:
+        beat.stop()
+    assert transitions(run) == ["preflight", "smoke", "launching", "running", "exited", "exported"]
+    assert RunEvent.objects.filter(run=run, message="Export sealed on the node").count() == 1
+    assert RunEvent.objects.filter(run=run, message__startswith="Exited with code 0").count() == 1
+    lease = WatchLease.objects.filter(instance=run.instance).first()
+    assert lease is None or lease.owner != first_owner
+    assert [row["epoch"] for row in run.curve] == list(range(1, 13))  # every row once, none lost
+
+
+@pytest.fixture
+def private_sshd(tmp_path):
+    from tests.sshd import Sshd
+
+    server = Sshd(tmp_path / "sshd").start()
+    yield server
+    server.stop()
+
+
+def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
+    bob, make_run, source, instance, private_sshd, celery_worker_process
+):
+    from profiles.transport import scan_host_key
+
+    key = scan_host_key("127.0.0.1", private_sshd.port, timeout=5)
+    instance.port, instance.host_key_type, instance.host_key_base64 = private_sshd.port, key.key_type, key.key_base64
+    instance.credential_ref = private_sshd.credential_ref
+    instance.save()
+    set_config(source, epochs=14, epoch_pause=0.7)
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING
+    private_sshd.stop()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.health == "unreachable":
+            break
+        time.sleep(0.3)
+    assert run.health == "unreachable" and run.state == RunState.RUNNING
+    assert run.events.filter(message__startswith="Unreachable since").count() == 1
+    private_sshd.start()
+    run = wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
+    assert run.events.filter(message__startswith="Reachable again").count() == 1
+    assert run.health == "ok"
+
+
+def test_silent_training_is_reported_stalled(bob, make_run, source, node, celery_worker_process):
+    body = "print('started', flush=True)\ntime.sleep(120)\n"
+    run = script_run(make_run, source, "silent.py", body, stall_seconds=3)
+    do_start_preflight(run.pk, bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.health == "stalled":
+            break
+        time.sleep(0.5)
+    assert run.health == "stalled" and run.state == RunState.RUNNING
+    assert run.events.filter(kind="alert", message__startswith="Stalled").count() == 1
+    pids = (node.active(run) / "attempt-1" / "pid").read_text().split()
+    os.kill(int(pids[1]), signal.SIGTERM)
+    wait_state(run, {RunState.QUARANTINED}, timeout=60)
+
+
+def test_raising_training_is_a_code_error_with_the_traceback(bob, make_run, source, celery_worker_process):
+    body = "print('epoch 1/3 train_loss=0.9', flush=True)\nraise ValueError('labels and logits disagree')\n"
+    run = script_run(make_run, source, "raises.py", body)
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=120)
+    assert run.exit_code == 1
+    assert run.failure_class == "code_error"
+    assert "Traceback" in run.failure_excerpt and "labels and logits disagree" in run.failure_excerpt
+    assert run.events.filter(kind="failure", message__contains="Stop and fix").exists()
+    assert run.events.filter(kind="alert", message="A Traceback appeared in the log").count() == 1
+
+
+def test_exit_137_is_classified_as_out_of_memory(bob, make_run, source, celery_worker_process):
+    body = "import signal\nprint('allocating', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    run = script_run(make_run, source, "oom.py", body)
+    do_start_preflight(run.pk, bob)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=120)
+    assert run.exit_code == 137 and run.failure_class == "oom"
+
+
+def test_dead_attempt_is_quarantined_and_offered_an_identical_retry(bob, make_run, source, node, celery_worker_process):
+    body = "print('working', flush=True)\ntime.sleep(6)\n"
+    run = script_run(make_run, source, "victim.py", body)
+    do_start_preflight(run.pk, bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING
+    pid_file = node.active(run) / "attempt-1" / "pid"
+    while not pid_file.exists():
+        time.sleep(0.2)
+    for pid in map(int, pid_file.read_text().split()):
+        os.kill(pid, signal.SIGKILL)  # the wrapper too: no exit marker will ever be written
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=60)
+    assert run.exit_code is None and run.failure_class == "probabilistic"
+    assert "dead: no process and no exit marker" in run.close_reason
+    do_retry_run(run.pk, bob)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=120)
+    # The identical config ran again to completion; it writes no export, so closeout quarantines it.
+    assert (run.attempt, run.exit_code) == (2, 0)
+    assert "required file run.json is missing" in run.close_reason
+
+
+def test_watchers_use_one_connection_and_one_probe_per_tick(bob, make_run, source, celery_worker_process):
+    set_config(source, epochs=6, epoch_pause=0.5)
+    runs = [make_run() for _ in range(3)]
+    for run in runs:
+        do_start_preflight(run.pk, bob)
+    for run in runs:
+        assert wait_state(run, SETTLED).state == RunState.RUNNING
+    time.sleep(3)
+    lease = WatchLease.objects.get(instance=runs[0].instance)
+    assert lease.ticks >= 2 and lease.connects == 1
+    assert WatchLease.objects.count() == 1  # three live runs on one instance: one watcher
+    for run in runs:
+        wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
