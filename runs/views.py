@@ -77,9 +77,25 @@ def run_detail(request, run_id):
         "retryable": run.state in RETRYABLE_STATES,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
         "failure": FAILURE_CLASSES.get(run.failure_class),
+        "preflight_summary": preflight_summary(run),
+        "smoke_summary": smoke_summary(run),
         "lease": getattr(run.instance, "watch_lease", None),
     }
     return render(request, "runs/run_detail.html", context)
+
+
+def preflight_summary(run) -> str:
+    if not run.preflight_report:
+        return "Not run yet."
+    problems = run.preflight_report.get("problems") or []
+    return "Failed: " + "; ".join(problems) if problems else "Passed."
+
+
+def smoke_summary(run) -> str:
+    if run.smoke_exit_code is None:
+        return "Not run yet."
+    passed = run.smoke_exit_code == 0 and run.state != RunState.FAILED_SMOKE
+    return f"{'passed' if passed else 'failed'} (exit {run.smoke_exit_code})"
 
 
 def run_live(request, run_id):
@@ -99,6 +115,18 @@ def run_live(request, run_id):
             "curve": run.curve,
             "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
             "failure": {"label": failure.label, "remediation": failure.remediation} if failure else None,
+            # Server-rendered facts that change as the run moves: the page refreshes them in place.
+            "fields": {
+                "source_tree_sha256": run.source_tree_sha256 or "not bound yet",
+                "config_sha256": run.config_sha256 or "not bound yet",
+                "manifest_sha256": run.manifest_sha256 or "not bound yet",
+                "smoke_output": run.smoke_output,
+                "launched_command": run.launched_command,
+                "exit_code": "" if run.exit_code is None else str(run.exit_code),
+                "attempt": str(run.attempt),
+                "preflight_summary": preflight_summary(run),
+                "smoke_summary": smoke_summary(run),
+            },
         }
     )
 

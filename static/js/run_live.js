@@ -100,6 +100,16 @@
     rows = data.curve;
     drawCurves();
     logTail.textContent = data.log_tail;
+    for (const [name, value] of Object.entries(data.fields)) {
+      document.querySelectorAll(`[data-field="${name}"]`).forEach((node) => (node.textContent = value));
+    }
+  }
+
+  let pending = null;
+  function reloadSoon() {
+    // Several events arrive together at a transition: one re-read of the DB covers them all.
+    clearTimeout(pending);
+    pending = setTimeout(reload, 300);
   }
 
   window.liveSocket(`/ws/runs/${runId}/`, {
@@ -108,6 +118,7 @@
       if (message.type === "event") {
         addEvent(message);
         setState(message.state, message.state_label);
+        if (message.kind !== "alert") reloadSoon();
       } else if (message.type === "log") {
         appendLog(message.lines);
       } else if (message.type === "curve") {

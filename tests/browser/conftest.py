@@ -37,6 +37,7 @@ class Stack:
 
     def __init__(self, var_dir, port):
         self.port = port
+        self.var_dir = var_dir
         self.url = f"http://127.0.0.1:{port}"
         self.lines: list[str] = []
         env = subprocess_env(

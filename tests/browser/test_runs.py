@@ -2,7 +2,6 @@
 
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from django.utils import timezone
@@ -43,15 +42,45 @@ def test_run_from_form_to_sealed_export(page, stack):
     page.wait_for_selector("#run-state:has-text('Draft')")
 
     page.click("button:has-text('Start preflight')")
-    deadline = time.monotonic() + 120
-    while "Closed: exported" not in page.inner_text("#run-state") and time.monotonic() < deadline:
-        time.sleep(2)
-        page.click("button:has-text('Check the node now')")
-    assert page.inner_text("#run-state") == "Closed: exported", page.inner_text("#timeline")
+    page.wait_for_selector("#connection:has-text('live')")
+    # No reload from here on: the badge, timeline, log and curves follow the WebSocket.
+    page.wait_for_selector("#run-state:has-text('Closed: exported')", timeout=120_000)
+    assert page.locator("#curves svg polyline").count() >= 3  # train_loss, val_loss, val_accuracy
     timeline = page.inner_text("#timeline")
     for step in ["Preflight passed", "CPU smoke passed", "launched detached", "Export sealed"]:
         assert step in timeline
     assert len(page.inner_text("code.identity >> nth=1")) == 64  # config SHA-256 bound
     assert "done: best epoch" in page.inner_text("pre.log-tail")
     page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
+    shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
+
+
+def test_log_line_with_markup_is_shown_as_text(page, stack):
+    slug = "escaping"
+    shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
+    source = Path(stack.var_dir) / "sources" / "markup"
+    source.mkdir(parents=True, exist_ok=True)
+    (source / "config.yaml").write_text("seed: 1\n")
+    (source / "markup.py").write_text(
+        "import os, time\nprint('<script>window.pwned = 1</script> <b>bold</b>', flush=True)\n"
+        "time.sleep(0 if os.environ.get('REMOTEGPU_SMOKE') == '1' else 8)\n"
+    )
+    dialogs = []
+    page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    sign_in(page, stack, stack.password)
+    create_project_and_local_instance(page, stack, slug)
+    page.goto(stack.url + "/runs/new/")
+    page.select_option("#id_project", label=slug.title())
+    page.select_option("#id_instance", index=1)
+    page.select_option("#id_source_kind", "local_dir")
+    page.fill("#id_source_path", str(source))
+    page.fill("#id_command_line", f"{sys.executable} markup.py")
+    page.fill("#id_config_path", "config.yaml")
+    page.click("button:has-text('Create run')")
+    assert page.locator(".error").count() == 0, page.locator(".error").all_inner_texts()
+    page.click("button:has-text('Start preflight')")
+    page.wait_for_selector("#log-tail:has-text('window.pwned')", timeout=60_000)
+    assert "<script>window.pwned = 1</script> <b>bold</b>" in page.inner_text("#log-tail")
+    assert page.locator("#log-tail script, #log-tail b").count() == 0
+    assert page.evaluate("window.pwned") is None and dialogs == []
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
