@@ -15,6 +15,7 @@ from profiles.actions import (
 )
 from profiles.forms import InstanceForm, StateForm
 from profiles.models import Instance, InstanceProbe
+from remotegpu_site.flash import perform
 from runs.models import Project
 
 
@@ -77,12 +78,7 @@ def instance_detail(request, pk):
 
 
 def _act(request, pk, action, success):
-    try:
-        action()
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(request, success)
+    perform(request, action, success)
     return redirect("instance-detail", pk=pk)
 
 

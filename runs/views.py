@@ -1,12 +1,12 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.contrib.auth.mixins import PermissionRequiredMixin
-from django.core.exceptions import ValidationError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
+from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs.actions import do_create_run, do_retry_run, do_start_preflight
 from runs.dashboard import tiles_for
@@ -133,12 +133,7 @@ def run_live(request, run_id):
 
 def _run_action(request, run_id, action, success):
     run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
-    try:
-        action(run.pk, request.user)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(request, success)
+    perform(request, lambda: action(run.pk, request.user), success)
     return redirect("run-detail", run_id=run_id)
 
 

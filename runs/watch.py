@@ -4,9 +4,12 @@ It lives in the worker fleet. It never decides from a log line alone, never retr
 treats a failed probe as "unreachable", which changes no run's state.
 """
 
+import logging
+import random
 import time
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 
 from profiles.models import Instance
 from profiles.transport import TransportError
@@ -16,6 +19,7 @@ from runs.models import Run, RunState
 from runs.remote import InstanceNode
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)
+log = logging.getLogger(__name__)
 
 
 def thresholds() -> dict:
@@ -47,6 +51,14 @@ def tick(node: InstanceNode, runs: list[Run]) -> None:
             node.abandon(observed)
 
 
+def _renew(instance_id: int, owner: str, seconds: float, connected: bool) -> bool:
+    try:
+        return leases.renew(instance_id, owner, seconds, connected=connected)
+    except DatabaseError as exc:
+        log.warning("watcher of instance %s could not renew its lease: %s", instance_id, exc)
+        return False
+
+
 def watch_instance(instance_id: int, owner: str) -> str:
     """Watch until the lifetime ends or nothing is live; returns why it stopped."""
     lease_seconds = settings.WATCH_LEASE_SECONDS
@@ -55,6 +67,10 @@ def watch_instance(instance_id: int, owner: str) -> str:
     instance = Instance.objects.get(pk=instance_id)
     deadline = time.monotonic() + settings.WATCH_LIFETIME_SECONDS
     node, reason = None, "lifetime"
+    failures, next_connect = 0, 0.0
+    # Watchers armed together would tick together: spread them over one tick.
+    connection.close()
+    time.sleep(random.uniform(0, settings.WATCH_TICK_SECONDS))
     try:
         while time.monotonic() < deadline:
             started = time.monotonic()
@@ -63,19 +79,28 @@ def watch_instance(instance_id: int, owner: str) -> str:
                 reason = "idle"
                 break
             connected = node is None
-            if not leases.renew(instance_id, owner, lease_seconds, connected=connected):
+            if not _renew(instance_id, owner, lease_seconds, connected):
                 reason = "lease lost"
                 break
             try:
-                if node is None:
+                if node is None and time.monotonic() >= next_connect:
                     node = InstanceNode(instance).__enter__()
-                tick(node, runs)
+                if node is not None:
+                    tick(node, runs)
+                    failures = 0
             except TransportError as exc:
-                # Re-open next tick, never wait on a broken connection.
+                # Never wait on a broken connection: drop it and re-open it later, backing off up to
+                # four ticks so an unreachable box (or a flooded sshd) is not hammered every tick.
                 if node is not None:
                     node.__exit__(None, None, None)
-                node = None
+                node, failures = None, failures + 1
+                next_connect = time.monotonic() + settings.WATCH_TICK_SECONDS * min(2 ** (failures - 1), 4)
                 do_mark_unreachable(instance_id, str(exc))
+            except DatabaseError as exc:
+                # The database is the truth: without it, observe nothing this tick and try again.
+                log.warning("watcher of instance %s skipped a tick: %s", instance_id, exc)
+            # Hold no database connection while asleep: a hundred watchers must not pin a hundred.
+            connection.close()
             time.sleep(max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started)))
     finally:
         if node is not None:

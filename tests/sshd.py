@@ -23,7 +23,8 @@ def keygen(path: Path) -> Path:
 
 
 class Sshd:
-    def __init__(self, directory: Path, port: int | None = None):
+    def __init__(self, directory: Path, port: int | None = None, extra_config: tuple[str, ...] = ()):
+        self.extra_config = list(extra_config)
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -54,6 +55,7 @@ class Sshd:
                     "PermitRootLogin prohibit-password",
                     "Subsystem sftp /usr/lib/openssh/sftp-server",
                     "LogLevel ERROR",
+                    *self.extra_config,
                     "",
                 ]
             )
@@ -96,3 +98,24 @@ class Sshd:
     @property
     def home(self) -> str:
         return os.path.expanduser("~")
+
+    def instance_fields(self, pinned: bool = True) -> dict:
+        """Instance model fields that reach this server (host key pinned unless asked not to)."""
+        fields = {
+            "profile_key": "generic-ssh",
+            "host": "127.0.0.1",
+            "port": self.port,
+            "user": self.user,
+            "credential_ref": self.credential_ref,
+            "state": "running",
+        }
+        if pinned:
+            from django.utils import timezone
+
+            from profiles.transport import scan_host_key
+
+            key = scan_host_key("127.0.0.1", self.port, timeout=5)
+            fields.update(
+                host_key_type=key.key_type, host_key_base64=key.key_base64, host_key_confirmed_at=timezone.now()
+            )
+        return fields

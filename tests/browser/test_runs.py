@@ -41,11 +41,16 @@ def test_run_from_form_to_sealed_export(page, stack):
     page.click("button:has-text('Create run')")
     page.wait_for_selector("#run-state:has-text('Draft')")
 
+    # A second browser tab on the project page: its live-runs table follows without a reload.
+    project_page = page.context.new_page()
+    project_page.goto(f"{stack.url}/projects/{slug}/")
+    project_page.wait_for_selector("#connection:has-text('live')")
     page.click("button:has-text('Start preflight')")
     page.wait_for_selector("#connection:has-text('live')")
     # No reload from here on: the badge, timeline, log and curves follow the WebSocket.
     page.wait_for_selector("#run-state:has-text('Closed: exported')", timeout=120_000)
     assert page.locator("#curves svg polyline").count() >= 3  # train_loss, val_loss, val_accuracy
+    project_page.wait_for_selector("#live-runs td.run-state:has-text('Closed: exported')", timeout=30_000)
     timeline = page.inner_text("#timeline")
     for step in ["Preflight passed", "CPU smoke passed", "launched detached", "Export sealed"]:
         assert step in timeline

@@ -30,16 +30,7 @@ def wait_for_probe(instance, count, timeout=60) -> InstanceProbe:
 @pytest.fixture
 def ssh_instance(sshd):
     project = Project.objects.create(name="Vision", slug="vision")
-    return Instance.objects.create(
-        name=f"vision-audit-{TODAY}",
-        project=project,
-        profile_key="generic-ssh",
-        host="127.0.0.1",
-        port=sshd.port,
-        user=sshd.user,
-        credential_ref=sshd.credential_ref,
-        state="running",
-    )
+    return Instance.objects.create(name=f"vision-audit-{TODAY}", project=project, **sshd.instance_fields(pinned=False))
 
 
 def test_audit_through_worker_and_sshd_matches_the_machine(client, bob, sshd, ssh_instance, celery_worker_process):

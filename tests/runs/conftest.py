@@ -12,7 +12,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from profiles.models import Instance
-from profiles.transport import HostKey, scan_host_key
 from runs.models import Project, Run, RunState, SourceKind
 from tests.conftest import REPO
 
@@ -57,20 +56,8 @@ def node(project):
 
 @pytest.fixture
 def instance(project, sshd):
-    key: HostKey = scan_host_key("127.0.0.1", sshd.port, timeout=5)
-    return Instance.objects.create(
-        name=f"{project.slug}-node-{timezone.localdate():%Y%m%d}",
-        project=project,
-        profile_key="generic-ssh",
-        host="127.0.0.1",
-        port=sshd.port,
-        user=sshd.user,
-        credential_ref=sshd.credential_ref,
-        state="running",
-        host_key_type=key.key_type,
-        host_key_base64=key.key_base64,
-        host_key_confirmed_at=timezone.now(),
-    )
+    name = f"{project.slug}-node-{timezone.localdate():%Y%m%d}"
+    return Instance.objects.create(name=name, project=project, **sshd.instance_fields())
 
 
 @pytest.fixture

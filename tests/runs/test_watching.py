@@ -113,11 +113,8 @@ def private_sshd(tmp_path):
 def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
     bob, make_run, source, instance, private_sshd, celery_worker_process
 ):
-    from profiles.transport import scan_host_key
-
-    key = scan_host_key("127.0.0.1", private_sshd.port, timeout=5)
-    instance.port, instance.host_key_type, instance.host_key_base64 = private_sshd.port, key.key_type, key.key_base64
-    instance.credential_ref = private_sshd.credential_ref
+    for field, value in private_sshd.instance_fields().items():
+        setattr(instance, field, value)
     instance.save()
     set_config(source, epochs=14, epoch_pause=0.7)
     run = make_run()
