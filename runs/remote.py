@@ -4,6 +4,7 @@ import hashlib
 import json
 import shlex
 import tempfile
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -101,7 +102,8 @@ class NodeSession(InstanceNode):
         dirs = [layout.active, layout.tools, layout.quarantine_base, f"{layout.run_root}/export/.partial"]
         self.check(self.transport.run(["mkdir", "-p", *dirs], timeout=settings.SSH_COMMAND_TIMEOUT), "mkdir")
         if self.transport.stat(self.wrapper_path) is None:
-            staging = f"{self.wrapper_path}.upload"
+            # A unique staging name: several runs may prepare the same project root at once.
+            staging = f"{self.wrapper_path}.upload-{uuid.uuid4().hex}"
             self.transport.upload(WRAPPER_FILE, staging)
             self.check(self.transport.run(["mv", "-f", staging, self.wrapper_path], timeout=30), "install wrapper")
 

@@ -30,3 +30,38 @@ def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run
     assert (node.active(run) / "attempt-1" / "pid").read_text() == pids
     wait_file(node.export(run) / "best.pth", timeout=120)
     assert len(list((node.root / "active" / run.run_id).glob("attempt-*"))) == 1
+
+
+def test_runs_preparing_the_same_project_root_at_once_all_succeed(make_run, node):
+    import shutil
+    import threading
+
+    from django.db import connection
+
+    runs = [make_run() for _ in range(6)]
+    sessions = [NodeSession(run).__enter__() for run in runs]  # connect first: race only on prepare
+    errors = []
+    try:
+        for _ in range(8):
+            shutil.rmtree(node.root / ".remotegpu", ignore_errors=True)
+            barrier = threading.Barrier(len(sessions))
+
+            def prepare(session, barrier=barrier):
+                barrier.wait()
+                try:
+                    session.prepare()
+                except Exception as exc:  # noqa: BLE001  collected and asserted below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=prepare, args=(session,)) for session in sessions]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        for session in sessions:
+            session.__exit__(None, None, None)
+        connection.close()
+    assert errors == []
+    assert len(list((node.root / ".remotegpu").glob("wrapper-*.py"))) == 1
+    assert not list((node.root / ".remotegpu").glob("*.upload*"))
