@@ -170,6 +170,16 @@ class NodeSession(InstanceNode):
         if result.exit_code != 0:
             raise NodeError(f"{what} failed on the node (exit {result.exit_code}): {result.stderr.strip()[-400:]}")
 
+    def roster(self) -> dict:
+        """The node's roster of this run's sealed export (validated by custody.roster.parse_roster)."""
+        spec_path = self.attempt_spec(max(self.run.attempt, 1))
+        argv = [settings.NODE_PYTHON, self.wrapper_path, "roster", spec_path]
+        result = self.transport.run(argv, timeout=settings.AUDIT_TIMEOUT)
+        try:
+            return json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise NodeError(f"roster printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
+
     def attempt_spec(self, attempt: int) -> str:
         """The attempt's spec on the node, uploaded once; status checks reuse it."""
         path = self.layout.spec(f"attempt-{attempt}")

@@ -10,6 +10,7 @@ has the file it is executing changed under it. Subcommands, each reading a JSON 
   status     what is true on the node right now                              -> JSON on stdout
   probe      status of many runs (request JSON on stdin): the watcher's tick -> JSON on stdout
   abandon    quarantine an attempt that has no process and no exit marker
+  roster     relative path, bytes and SHA-256 of every file of the sealed export -> JSON
   extract    unpack a shipped source tarball safely into the run's src/
 """
 
@@ -424,6 +425,34 @@ def cmd_probe(request):
     return 0
 
 
+def cmd_roster(spec):
+    """The exact roster of the sealed export: relative path, bytes, SHA-256, one streamed pass.
+
+    Only export/<run-id> is ever rostered: active/, cache/ and .partial/ are mutable or unsealed.
+    """
+    root = spec["export"]
+    if not os.path.isdir(root) or os.path.basename(os.path.dirname(root)) != "export":
+        print(json.dumps({"error": "no sealed export at " + root}))
+        return 1
+    files = []
+    for directory, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(directory, name)
+            if os.path.islink(full):
+                print(json.dumps({"error": "symlink in a sealed export: " + os.path.relpath(full, root)}))
+                return 1
+            files.append(
+                {
+                    "path": os.path.relpath(full, root).replace(os.sep, "/"),
+                    "bytes": os.path.getsize(full),
+                    "sha256": sha256_file(full),
+                }
+            )
+    print(json.dumps({"export": root, "files": files}))
+    return 0
+
+
 def cmd_abandon(spec):
     """The control side saw no process and no exit marker: quarantine the attempt as dead."""
     attempt = attempt_dir(spec)
@@ -468,6 +497,7 @@ COMMANDS = {
     "status": cmd_status,
     "extract": cmd_extract,
     "abandon": cmd_abandon,
+    "roster": cmd_roster,
 }
 
 

@@ -1,0 +1,53 @@
+"""A roster from the node, checked before any byte is trusted: confined paths, sane sizes, hex digests."""
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class RosterError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RosterEntry:
+    path: str
+    bytes: int
+    sha256: str
+
+
+def entry_problem(path: str) -> str | None:
+    if not path or path.startswith("/") or "\x00" in path or "\n" in path:
+        return f"{path!r} is not a relative path"
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts) or posixpath.normpath(path) != path:
+        return f"{path!r} escapes or is not normalised (path traversal)"
+    if parts[0] in ("active", "cache", ".partial") or "latest.pth" in parts:
+        return f"{path!r} does not belong in a sealed export"
+    return None
+
+
+def parse_roster(document: dict) -> list[RosterEntry]:
+    """Validated entries, or RosterError naming the first bad one."""
+    if "error" in document:
+        raise RosterError(document["error"])
+    entries, seen = [], set()
+    for item in document.get("files", []):
+        path = item.get("path", "")
+        problem = entry_problem(path)
+        if problem:
+            raise RosterError(problem)
+        if path in seen:
+            raise RosterError(f"{path!r} is listed twice")
+        size, digest = item.get("bytes"), str(item.get("sha256", ""))
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise RosterError(f"{path!r} has no valid size")
+        if not SHA256.fullmatch(digest):
+            raise RosterError(f"{path!r} has no valid SHA-256")
+        seen.add(path)
+        entries.append(RosterEntry(path, size, digest))
+    if not entries:
+        raise RosterError("the export is empty")
+    return entries

@@ -1,0 +1,59 @@
+"""The node computes the sealed export's roster over real SSH; the control side refuses bad entries."""
+
+import hashlib
+
+import pytest
+
+from custody.roster import RosterError, parse_roster
+from runs.models import RunState
+from runs.remote import NodeSession
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_roster_of_a_sealed_export_matches_the_bytes(make_run, node):
+    run = make_run(state=RunState.EXPORTED, attempt=1)
+    export = node.export(run)
+    (export / "test" / "synthetic").mkdir(parents=True)
+    files = {"best.pth": b"\x00" * 4096, "run.json": b"{}", "test/synthetic/metrics.json": b'{"accuracy": 1}'}
+    for name, data in files.items():
+        (export / name).write_bytes(data)
+    (node.active(run) / "scratch.bin").parent.mkdir(parents=True, exist_ok=True)
+    (node.active(run) / "scratch.bin").write_bytes(b"mutable")  # never part of a roster
+    with NodeSession(run) as session:
+        session.prepare()
+        entries = parse_roster(session.roster())
+    assert {entry.path: (entry.bytes, entry.sha256) for entry in entries} == {
+        name: (len(data), hashlib.sha256(data).hexdigest()) for name, data in files.items()
+    }
+
+
+def test_no_sealed_export_is_an_error_not_an_empty_roster(make_run):
+    run = make_run(state=RunState.RUNNING, attempt=1)
+    with NodeSession(run) as session:
+        session.prepare()
+        with pytest.raises(RosterError, match="no sealed export"):
+            parse_roster(session.roster())
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("../x", "path traversal"),
+        ("test/../../etc/passwd", "path traversal"),
+        ("/etc/passwd", "not a relative path"),
+        ("active/ckpt.pth", "does not belong"),
+        ("ckpt/latest.pth", "does not belong"),
+    ],
+)
+def test_bad_roster_entries_are_refused(path, problem):
+    document = {"files": [{"path": path, "bytes": 1, "sha256": "0" * 64}]}
+    with pytest.raises(RosterError, match=problem):
+        parse_roster(document)
+
+
+def test_bad_sizes_and_digests_are_refused():
+    with pytest.raises(RosterError, match="valid SHA-256"):
+        parse_roster({"files": [{"path": "best.pth", "bytes": 1, "sha256": "xyz"}]})
+    with pytest.raises(RosterError, match="valid size"):
+        parse_roster({"files": [{"path": "best.pth", "bytes": -1, "sha256": "0" * 64}]})
