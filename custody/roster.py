@@ -50,4 +50,21 @@ def parse_roster(document: dict) -> list[RosterEntry]:
         entries.append(RosterEntry(path, size, digest))
     if not entries:
         raise RosterError("the export is empty")
+    if document.get("sealed") is not None:
+        _compare_with_sealed(entries, document["sealed"])
     return entries
+
+
+def _compare_with_sealed(entries: list[RosterEntry], sealed: list[dict]) -> None:
+    """The export must still be exactly what the wrapper sealed: any change is a hash mismatch."""
+    then = {item["path"]: (item["bytes"], item["sha256"]) for item in sealed}
+    now = {entry.path: (entry.bytes, entry.sha256) for entry in entries}
+    for path in sorted(set(then) | set(now)):
+        if path not in now:
+            raise RosterError(f"hash mismatch: {path} was sealed but is gone")
+        if path not in then:
+            raise RosterError(f"hash mismatch: {path} appeared after sealing")
+        if then[path] != now[path]:
+            raise RosterError(
+                f"hash mismatch: {path} changed since sealing (sealed {then[path][1][:16]}…, now {now[path][1][:16]}…)"
+            )

@@ -74,6 +74,9 @@ STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
 SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
 NODE_PYTHON = os.environ.get("NODE_PYTHON", "python3")
+# Custody: where canonical copies of sealed exports live on the control side.
+CUSTODY_ROOT = Path(os.environ.get("REMOTEGPU_CUSTODY_ROOT", VAR_DIR / "custody"))
+METRIC_TOLERANCE = float(os.environ.get("METRIC_TOLERANCE", "1e-6"))
 PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
 
 DATABASES = {"default": env.database(VAR_DIR)}

@@ -54,6 +54,11 @@ def _event(run: Run, kind: str, message: str, actor=None, from_state="", to_stat
     return event
 
 
+def record_run_event(run: Run, kind: str, message: str, actor=None, data: dict | None = None) -> RunEvent:
+    """For other apps' actions (custody, teardown): an event on the run, pushed after commit."""
+    return _event(run, kind, message, actor, **(data or {}))
+
+
 def _transition(run: Run, target: RunState, message: str, actor=None, **data) -> None:
     source = RunState(run.state)
     if target not in RUN_TRANSITIONS[source]:

@@ -77,6 +77,7 @@ def run_detail(request, run_id):
         "retryable": run.state in RETRYABLE_STATES,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
         "failure": FAILURE_CLASSES.get(run.failure_class),
+        "custody": run.custody_records.prefetch_related("artifacts").first(),
         "preflight_summary": preflight_summary(run),
         "smoke_summary": smoke_summary(run),
         "lease": getattr(run.instance, "watch_lease", None),
@@ -147,6 +148,14 @@ def run_preflight(request, run_id):
 @permission_required("runs.operate", raise_exception=True)
 def run_retry(request, run_id):
     return _run_action(request, run_id, do_retry_run, "Retry of the identical config queued.")
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def run_verify(request, run_id):
+    from custody.actions import do_start_verification
+
+    return _run_action(request, run_id, do_start_verification, "Custody verification queued.")
 
 
 @require_POST

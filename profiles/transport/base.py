@@ -57,6 +57,9 @@ class Transport(Protocol):
 
     def run_script(self, script: str, timeout: float, stdin: bytes | None = None) -> CommandResult: ...
 
+    def reader(self, path: str, offset: int = 0):
+        """Context manager: a readable binary file on the node, positioned at offset."""
+
     def upload(self, local_path: Path, remote_path: str) -> None: ...
 
     def download(self, remote_path: str, local_path: Path) -> None: ...

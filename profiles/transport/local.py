@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from profiles.transport.base import CommandResult, CommandTimeout, PathStat, script_command
@@ -50,6 +51,12 @@ class LocalTransport:
 
     def run_script(self, script: str, timeout: float, stdin: bytes | None = None) -> CommandResult:
         return self.run(script_command(script), timeout, stdin)
+
+    @contextmanager
+    def reader(self, path: str, offset: int = 0):
+        with open(_expand(path), "rb") as handle:
+            handle.seek(offset)
+            yield handle
 
     def upload(self, local_path: Path, remote_path: str) -> None:
         shutil.copyfile(local_path, _expand(remote_path))

@@ -7,6 +7,7 @@ import shlex
 import socket
 import stat as statmod
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,6 +185,18 @@ class SSHTransport:
         sftp = self.connect().open_sftp()
         sftp.get_channel().settimeout(max(self.connect_timeout, 30))
         return sftp
+
+    @contextmanager
+    def reader(self, path: str, offset: int = 0):
+        """A file on the node opened for streaming from offset, with read-ahead (SFTP prefetch)."""
+        with self._sftp() as sftp:
+            handle = sftp.open(_sftp_path(path), "rb")
+            try:
+                handle.seek(offset)
+                handle.prefetch()
+                yield handle
+            finally:
+                handle.close()
 
     def upload(self, local_path: Path, remote_path: str) -> None:
         with self._sftp() as sftp:

@@ -238,6 +238,8 @@ def closeout(spec):
     problem = validate_export(spec, spec["partial"])
     if problem:
         return problem
+    # The roster as sealed: later custody checks compare the export against it byte for byte.
+    atomic_write(sealed_roster_path(spec), json.dumps(roster_of(spec["partial"])))
     os.rename(spec["partial"], spec["export"])  # atomic on one filesystem; never over an existing export
     return None
 
@@ -425,8 +427,26 @@ def cmd_probe(request):
     return 0
 
 
+def roster_of(root):
+    """Relative path, bytes and SHA-256 of every file under root, in one streamed pass."""
+    files = []
+    for directory, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(directory, name)
+            if os.path.islink(full):
+                raise ValueError("symlink in an export: " + os.path.relpath(full, root))
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            files.append({"path": rel, "bytes": os.path.getsize(full), "sha256": sha256_file(full)})
+    return files
+
+
+def sealed_roster_path(spec):
+    return os.path.join(spec["active"], "sealed-roster.json")
+
+
 def cmd_roster(spec):
-    """The exact roster of the sealed export: relative path, bytes, SHA-256, one streamed pass.
+    """The sealed export's roster now, next to the roster recorded when it was sealed.
 
     Only export/<run-id> is ever rostered: active/, cache/ and .partial/ are mutable or unsealed.
     """
@@ -434,22 +454,13 @@ def cmd_roster(spec):
     if not os.path.isdir(root) or os.path.basename(os.path.dirname(root)) != "export":
         print(json.dumps({"error": "no sealed export at " + root}))
         return 1
-    files = []
-    for directory, dirs, names in os.walk(root):
-        dirs.sort()
-        for name in sorted(names):
-            full = os.path.join(directory, name)
-            if os.path.islink(full):
-                print(json.dumps({"error": "symlink in a sealed export: " + os.path.relpath(full, root)}))
-                return 1
-            files.append(
-                {
-                    "path": os.path.relpath(full, root).replace(os.sep, "/"),
-                    "bytes": os.path.getsize(full),
-                    "sha256": sha256_file(full),
-                }
-            )
-    print(json.dumps({"export": root, "files": files}))
+    try:
+        files = roster_of(root)
+    except ValueError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 1
+    sealed = read(sealed_roster_path(spec))
+    print(json.dumps({"export": root, "files": files, "sealed": json.loads(sealed) if sealed else None}))
     return 0
 
 

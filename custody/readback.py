@@ -1,0 +1,92 @@
+"""The independent consumer: copy the canonical custody copy to a fresh place and prove it there.
+
+A matching hash proves identity, a safe load proves structure, a fresh evaluator proves the
+metric: none substitutes for another. Gates fail closed only where passing would make a
+reported number wrong; missing paperwork is a warning recorded on the custody record.
+"""
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from custody.checkpoint import safe_load
+from custody.metrics import load_columns, recompute
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _split_gates(consumer: Path, failures: list, warnings: list) -> None:
+    run_json = consumer / "run.json"
+    if not run_json.exists():
+        failures.append("run.json is missing: the export has no scientific identity")
+        return
+    run = json.loads(run_json.read_text())
+    selection = (run.get("selection") or {}).get("split")
+    if selection == "test":
+        failures.append("run.json declares model selection on the test split")
+    elif selection is None:
+        warnings.append("run.json does not say which split selected the checkpoint")
+    train_ids = set((run.get("splits") or {}).get("train", []))
+    if not train_ids:
+        warnings.append("run.json lists no training sample ids: leakage not checked")
+        return
+    for results in sorted(consumer.glob("test/*/results.parquet")):
+        columns = load_columns(results)
+        if "sample_id" not in columns:
+            warnings.append(f"{results.parent.name}: results have no sample_id: leakage not checked")
+            continue
+        overlap = train_ids & {int(i) for i in columns["sample_id"]}
+        if overlap:
+            failures.append(
+                f"train/test overlap in {results.parent.name}: {len(overlap)} sample id(s), e.g. {sorted(overlap)[:5]}"
+            )
+
+
+def read_back(canonical: Path, entries, tolerance: float) -> dict:
+    consumer = Path(tempfile.mkdtemp(prefix="remotegpu-readback-"))
+    failures, warnings, loaded, metrics = [], [], [], []
+    try:
+        for entry in entries:
+            target = consumer / entry.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(canonical / entry.path, target)
+            if _sha256(target) != entry.sha256:
+                failures.append(f"hash mismatch on readback: {entry.path}")
+        if not (consumer / "best.pth").exists():
+            failures.append("best.pth is missing")
+        for checkpoint in sorted(consumer.rglob("*.pth")):
+            result = safe_load(checkpoint)
+            loaded.append({"path": str(checkpoint.relative_to(consumer)), "ok": result.ok, "detail": result.detail})
+            if not result.ok:
+                failures.append(f"{checkpoint.relative_to(consumer)} does not load safely: {result.detail}")
+        tests = sorted(path for path in consumer.glob("test/*") if path.is_dir())
+        if not tests:
+            warnings.append("no test/<test-id>/ results: no metric to recompute")
+        for test in tests:
+            claimed_path, results_path = test / "metrics.json", test / "results.parquet"
+            if not claimed_path.exists() or not results_path.exists():
+                failures.append(f"test/{test.name} lacks metrics.json or results.parquet")
+                continue
+            if not (test / "vis").is_dir():
+                warnings.append(f"test/{test.name}: no vis/ (visuals are paperwork, not evidence)")
+            rows, metric_warnings = recompute(results_path, json.loads(claimed_path.read_text()), tolerance)
+            warnings += [f"test/{test.name}: {warning}" for warning in metric_warnings]
+            for row in rows:
+                metrics.append({"test": test.name, **row.__dict__})
+                if not row.within_tolerance:
+                    failures.append(
+                        f"metric drift in test/{test.name}: {row.name} claimed {row.claimed:.6g}, "
+                        f"recomputed {row.recomputed:.6g} (delta {row.delta:+.6g})"
+                    )
+        _split_gates(consumer, failures, warnings)
+    finally:
+        shutil.rmtree(consumer, ignore_errors=True)
+    return {"consumer": str(consumer), "loaded": loaded, "metrics": metrics, "failures": failures, "warnings": warnings}

@@ -1,0 +1,109 @@
+"""VERIFY end to end: the example trains and seals on the loopback sshd, then custody proves it."""
+
+import json
+import time
+
+import pytest
+
+from custody.actions import do_start_verification
+from custody.models import CustodyRecord, CustodyStatus
+from custody.pull import pull_file
+from custody.verify import custody_dir
+from runs.actions import do_start_preflight
+from runs.models import RunState
+from runs.remote import NodeSession
+from tests.runs.conftest import set_config, wait_state
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def exported(make_run, source, bob, **config):
+    set_config(source, epochs=3, **config)
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    return wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_SMOKE}, timeout=180)
+
+
+def wait_record(record, timeout=120) -> CustodyRecord:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record.refresh_from_db()
+        if record.status in (CustodyStatus.VERIFIED, CustodyStatus.FAILED):
+            return record
+        time.sleep(0.3)
+    raise AssertionError(f"custody #{record.pk} stayed {record.status}")
+
+
+def test_pull_readback_load_recompute_gives_a_verified_record(
+    client, bob, make_run, source, node, celery_worker_process
+):
+    run = exported(make_run, source, bob)
+    assert run.state == RunState.EXPORTED
+    record = wait_record(do_start_verification(run.pk, bob))
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    claimed = json.loads((node.export(run) / "test" / "synthetic" / "metrics.json").read_text())
+    accuracy = next(m for m in record.evidence["metrics"] if m["name"] == "accuracy")
+    assert accuracy["claimed"] == claimed["accuracy"] and accuracy["within_tolerance"]
+    assert {item["path"] for item in record.evidence["loaded"]} == {"best.pth", "last.pth"}
+    assert any("no vis/" in warning for warning in record.warnings)  # paperwork: warn and proceed
+    assert record.file_count == record.artifacts.filter(verified=True).count() >= 6
+    for artifact in record.artifacts.all():
+        assert (custody_dir(run) / artifact.path).stat().st_size == artifact.bytes
+    assert not list(custody_dir(run).rglob("*.partial"))
+    client.force_login(bob)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert f"Custody #{record.pk}" in page and record.roster_sha256 in page
+
+
+def test_a_flipped_byte_after_sealing_fails_closed_naming_the_file(bob, make_run, source, node, celery_worker_process):
+    run = exported(make_run, source, bob)
+    best = node.export(run) / "best.pth"
+    data = bytearray(best.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    best.write_bytes(bytes(data))
+    record = wait_record(do_start_verification(run.pk, bob))
+    assert record.status == CustodyStatus.FAILED
+    assert "hash mismatch: best.pth changed since sealing" in record.failure
+    assert run.events.filter(kind="custody", message__contains="failed closed").exists()
+
+
+def test_an_inflated_metric_fails_closed_with_the_recomputed_value(bob, make_run, source, celery_worker_process):
+    train = source / "train.py"
+    train.write_text(
+        train.read_text().replace(
+            'json.dump({"accuracy": accuracy, "loss": loss}',
+            'json.dump({"accuracy": accuracy + 0.05, "loss": loss}',
+        )
+    )
+    run = exported(make_run, source, bob)
+    record = wait_record(do_start_verification(run.pk, bob))
+    assert record.status == CustodyStatus.FAILED
+    assert "metric drift in test/synthetic: accuracy claimed" in record.failure
+    assert "(delta -0.05" in record.failure
+
+
+def test_a_killed_pull_resumes_from_what_arrived(bob, make_run, source, node, tmp_path, celery_worker_process):
+    run = exported(make_run, source, bob)
+    with NodeSession(run) as session:
+        session.prepare()
+        from custody.roster import parse_roster
+
+        entry = next(e for e in parse_roster(session.roster()) if e.path == "test/synthetic/results.parquet")
+        final = tmp_path / "results.parquet"
+        remote = f"{session.layout.export}/{entry.path}"
+        # What a pull killed half-way leaves: the first half under the .partial name, nothing final.
+        half = (node.export(run) / entry.path).read_bytes()[: entry.bytes // 2]
+        final.with_name(final.name + ".partial").write_bytes(half)
+        moved = pull_file(session.transport, remote, final, entry.bytes, entry.sha256)
+    assert moved == entry.bytes - len(half)
+    assert final.read_bytes() == (node.export(run) / entry.path).read_bytes()
+    assert not final.with_name(final.name + ".partial").exists()
+
+
+def test_only_a_sealed_export_can_be_verified(bob, make_run):
+    from runs.actions import IllegalTransition
+
+    run = make_run(state=RunState.RUNNING, attempt=1)
+    with pytest.raises(IllegalTransition):
+        do_start_verification(run.pk, bob)
+    assert not CustodyRecord.objects.exists()
