@@ -10,6 +10,7 @@ import time
 
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.utils import timezone
 
 from profiles.models import Instance
 from profiles.transport import TransportError
@@ -111,11 +112,6 @@ def watch_instance(instance_id: int, owner: str) -> str:
 
 
 def instances_needing_a_watcher() -> list[int]:
-    from django.db.models import Q
-    from django.utils import timezone
-
-    live = Run.objects.filter(state__in=WATCHED).values_list("instance_id", flat=True).distinct()
-    covered = Instance.objects.filter(Q(watch_lease__expires_at__gte=timezone.now()), pk__in=live).values_list(
-        "pk", flat=True
-    )
-    return sorted(set(live) - set(covered))
+    """Instances with live runs whose lease is missing or expired."""
+    live = Run.objects.filter(state__in=WATCHED).exclude(instance__watch_lease__expires_at__gte=timezone.now())
+    return sorted(set(live.values_list("instance_id", flat=True)))

@@ -120,3 +120,14 @@ def wait_file(path: Path, timeout: float = 120) -> Path:
             return path
         time.sleep(0.3)
     raise AssertionError(f"{path} never appeared")
+
+
+def wait_health(run: Run, health: str, timeout: float = 60) -> Run:
+    """Poll until the watcher reports a health (unreachable, stalled, …) for the run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.health == health:
+            return run
+        time.sleep(0.3)
+    return run

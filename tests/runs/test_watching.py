@@ -14,7 +14,7 @@ from remotegpu_site.asgi import application
 from runs.actions import do_retry_run, do_start_preflight
 from runs.models import RunEvent, RunState, WatchLease
 from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, subprocess_env
-from tests.runs.conftest import SETTLED, set_config, wait_state
+from tests.runs.conftest import SETTLED, set_config, wait_health, wait_state
 from tests.runs.test_live_channel import ORIGIN, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,12 +121,7 @@ def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
     do_start_preflight(run.pk, bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     private_sshd.stop()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.health == "unreachable":
-            break
-        time.sleep(0.3)
+    run = wait_health(run, "unreachable")
     assert run.health == "unreachable" and run.state == RunState.RUNNING
     assert run.events.filter(message__startswith="Unreachable since").count() == 1
     private_sshd.start()
@@ -140,12 +135,7 @@ def test_silent_training_is_reported_stalled(bob, make_run, source, node, celery
     run = script_run(make_run, source, "silent.py", body, stall_seconds=3)
     do_start_preflight(run.pk, bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.health == "stalled":
-            break
-        time.sleep(0.5)
+    run = wait_health(run, "stalled")
     assert run.health == "stalled" and run.state == RunState.RUNNING
     assert run.events.filter(kind="alert", message__startswith="Stalled").count() == 1
     pids = (node.active(run) / "attempt-1" / "pid").read_text().split()
