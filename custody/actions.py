@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from custody.models import Artifact, CustodyRecord, CustodyStatus
 from runs.actions import IllegalTransition, record_run_event
+from runs.live import push_run_update
 from runs.models import Run, RunState
 
 
@@ -44,16 +45,48 @@ def do_record_roster(record_id: int, entries, uri: str) -> None:
         record.save()
 
 
-def do_record_progress(record_id: int, bytes_done: int, files_done: int) -> None:
+def do_record_progress(record_id: int, bytes_done: int, files_done: int, rate: float = 0.0, eta: float = 0.0) -> None:
+    """Progress is not a state change: an UPDATE and a live push, no event."""
     CustodyRecord.objects.filter(pk=record_id).update(bytes_done=bytes_done, files_done=files_done)
+    record = CustodyRecord.objects.select_related("run__project").get(pk=record_id)
+    payload = {
+        "type": "custody",
+        "record": record.pk,
+        "status": record.status,
+        "bytes_done": bytes_done,
+        "total_bytes": record.total_bytes,
+        "files_done": files_done,
+        "file_count": record.file_count,
+        "rate": round(rate),
+        "eta": round(eta, 1),
+    }
+    push_run_update(record.run.run_id, payload)
+
+
+def do_close_interrupted(run_pk: int, current_id: int) -> int:
+    """Earlier records of this run still 'pulling' lost their worker: close them, pointing at the new one."""
+    with transaction.atomic(durable=True):
+        stale = list(
+            CustodyRecord.objects.select_for_update()
+            .filter(run_id=run_pk, status__in=[CustodyStatus.PULLING, CustodyStatus.VERIFYING], pk__lt=current_id)
+            .select_related("run")
+        )
+        for record in stale:
+            record.status = CustodyStatus.FAILED
+            record.failure = f"interrupted: the worker pulling it stopped; #{current_id} resumes from what arrived"
+            record.save(update_fields=["status", "failure"])
+            record_run_event(record.run, "custody", f"Custody #{record.pk} {record.failure}")
+    return len(stale)
 
 
 def do_finish_verification(record_id: int, evidence: dict | None, failure: str = "") -> CustodyRecord:
     with transaction.atomic(durable=True):
         record = CustodyRecord.objects.select_for_update().select_related("run").get(pk=record_id)
+        if record.status not in (CustodyStatus.PULLING, CustodyStatus.VERIFYING):
+            return record  # already closed (interrupted and superseded): a late finisher changes nothing
         if evidence is not None:
             failure = failure or "; ".join(evidence["failures"])
-            record.evidence = {key: evidence[key] for key in ("consumer", "loaded", "metrics")}
+            record.evidence = {key: evidence[key] for key in ("consumer", "loaded", "metrics", "architecture", "pull")}
             record.warnings = evidence["warnings"]
             record.consumer_location = evidence["consumer"]
             record.artifacts.update(verified=not failure)

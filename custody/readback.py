@@ -11,6 +11,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import yaml
+
+from custody.architecture import check_architecture
 from custody.checkpoint import safe_load
 from custody.metrics import load_columns, recompute
 
@@ -50,6 +53,30 @@ def _split_gates(consumer: Path, failures: list, warnings: list) -> None:
             )
 
 
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _architecture_gate(consumer: Path, state, failures: list, warnings: list) -> dict:
+    declared = (_read_json(consumer / "run.json") or {}).get("architecture")
+    try:
+        config = yaml.safe_load((consumer / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        config = None
+    if declared and config is None:
+        warnings.append("config.yaml is missing or unreadable: checkpoint↔config not checked")
+        return {"checked": False, "ok": True, "detail": "config.yaml unreadable"}
+    check = check_architecture(state, config, declared)
+    if not check.checked:
+        warnings.append(check.detail)
+    elif not check.ok:
+        failures.append(f"best.pth does not match the config's architecture: {check.detail}")
+    return check.__dict__
+
+
 def read_back(canonical: Path, entries, tolerance: float) -> dict:
     consumer = Path(tempfile.mkdtemp(prefix="remotegpu-readback-"))
     failures, warnings, loaded, metrics = [], [], [], []
@@ -62,11 +89,14 @@ def read_back(canonical: Path, entries, tolerance: float) -> dict:
                 failures.append(f"hash mismatch on readback: {entry.path}")
         if not (consumer / "best.pth").exists():
             failures.append("best.pth is missing")
+        architecture = None
         for checkpoint in sorted(consumer.rglob("*.pth")):
             result = safe_load(checkpoint)
             loaded.append({"path": str(checkpoint.relative_to(consumer)), "ok": result.ok, "detail": result.detail})
             if not result.ok:
                 failures.append(f"{checkpoint.relative_to(consumer)} does not load safely: {result.detail}")
+            elif checkpoint.relative_to(consumer) == Path("best.pth"):
+                architecture = _architecture_gate(consumer, result.state, failures, warnings)
         tests = sorted(path for path in consumer.glob("test/*") if path.is_dir())
         if not tests:
             warnings.append("no test/<test-id>/ results: no metric to recompute")
@@ -89,4 +119,11 @@ def read_back(canonical: Path, entries, tolerance: float) -> dict:
         _split_gates(consumer, failures, warnings)
     finally:
         shutil.rmtree(consumer, ignore_errors=True)
-    return {"consumer": str(consumer), "loaded": loaded, "metrics": metrics, "failures": failures, "warnings": warnings}
+    return {
+        "consumer": str(consumer),
+        "loaded": loaded,
+        "metrics": metrics,
+        "architecture": architecture,
+        "failures": failures,
+        "warnings": warnings,
+    }

@@ -1,12 +1,14 @@
 """One verification: roster on the node → pull with SHA-256 custody → independent readback."""
 
+import fcntl
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
 
 from custody import actions
-from custody.pull import HashMismatch, pull_file
+from custody.pull import HashMismatch, pull_export
 from custody.readback import read_back
 from custody.roster import RosterError, parse_roster
 from profiles.transport import TransportError
@@ -17,29 +19,77 @@ def custody_dir(run) -> Path:
     return Path(settings.CUSTODY_ROOT) / run.project.slug / run.run_id
 
 
+@contextmanager
+def custody_lock(canonical: Path):
+    """One pull per custody copy at a time; the kernel drops the lock when a killed worker dies."""
+    canonical.parent.mkdir(parents=True, exist_ok=True)
+    with open(canonical.parent / f".{canonical.name}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class ProgressMeter:
+    """Counts bytes and files as they land and reports at most twice a second (row + live push).
+
+    It also keeps the pull at or under CUSTODY_PULL_MAX_RATE, so a pull can share a box's uplink.
+    """
+
+    def __init__(self, record, total_bytes: int, total_files: int, max_rate: int = 0):
+        self.record, self.total_bytes, self.total_files = record, total_bytes, total_files
+        self.max_rate = max_rate
+        self.bytes = self.files = 0
+        self.started = self.last = time.monotonic()
+
+    def advance(self, moved: int, files: int) -> None:
+        self.bytes += moved
+        self.files += files
+        if self.max_rate:
+            ahead = self.bytes / self.max_rate - (time.monotonic() - self.started)
+            if ahead > 0:
+                time.sleep(ahead)
+        if time.monotonic() - self.last >= 0.5:
+            self.report()
+
+    def report(self, final: bool = False) -> None:
+        self.last = time.monotonic()
+        rate = self.bytes / max(self.last - self.started, 1e-6)
+        eta = 0.0 if final or not rate else (self.total_bytes - self.bytes) / rate
+        actions.do_record_progress(self.record.pk, self.bytes, self.files, rate=rate, eta=eta)
+
+
+def _pull(record, canonical: Path) -> tuple[list, dict]:
+    with NodeSession(record.run) as node:
+        node.prepare()
+        entries = parse_roster(node.roster())
+        actions.do_record_roster(record.pk, entries, str(canonical))
+        meter = ProgressMeter(record, sum(e.bytes for e in entries), len(entries), settings.CUSTODY_PULL_MAX_RATE)
+        stats = pull_export(node.transport, node.layout.export, entries, canonical, meter.advance)
+        meter.report(final=True)
+    seconds = round(time.monotonic() - meter.started, 3)
+    return entries, {**stats.__dict__, "seconds": seconds}
+
+
 def verify(record) -> None:
-    run = record.run
-    canonical = custody_dir(run)
-    try:
-        with NodeSession(run) as node:
-            node.prepare()
-            entries = parse_roster(node.roster())
-            actions.do_record_roster(record.pk, entries, str(canonical))
-            done_bytes, done_files, last_report = 0, 0, 0.0
-
-            def progress(moved: int) -> None:
-                nonlocal done_bytes, last_report
-                done_bytes += moved
-                if time.monotonic() - last_report > 0.5:
-                    actions.do_record_progress(record.pk, done_bytes, done_files)
-                    last_report = time.monotonic()
-
-            for entry in entries:
-                remote = f"{node.layout.export}/{entry.path}"
-                pull_file(node.transport, remote, canonical / entry.path, entry.bytes, entry.sha256, progress)
-                done_files += 1
-            actions.do_record_progress(record.pk, sum(e.bytes for e in entries), done_files)
-    except (RosterError, HashMismatch, TransportError) as exc:
-        actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}")
-        return
-    actions.do_finish_verification(record.pk, read_back(canonical, entries, settings.METRIC_TOLERANCE))
+    canonical = custody_dir(record.run)
+    with custody_lock(canonical) as held:
+        if not held:
+            actions.do_finish_verification(
+                record.pk, None, "another verification of this run is pulling now; run it again when that one ends"
+            )
+            return
+        # Holding the lock proves no one else is pulling: earlier unfinished records lost their worker.
+        actions.do_close_interrupted(record.run_id, record.pk)
+        try:
+            entries, pull = _pull(record, canonical)
+        except (RosterError, HashMismatch, TransportError) as exc:
+            actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}")
+            return
+        evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE)
+        actions.do_finish_verification(record.pk, {**evidence, "pull": pull})

@@ -11,4 +11,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("profiles.urls")),
     path("", include("runs.urls")),
+    path("", include("custody.urls")),
 ]

@@ -65,9 +65,10 @@ WATCH_ENV = {"WATCH_TICK_SECONDS": "1", "WATCH_LEASE_SECONDS": "5", "WATCH_LIFET
 class WorkerProcess:
     """A real `celery worker` process on the machine's Redis, reading the test database."""
 
-    def __init__(self, database: str):
+    def __init__(self, database: str, name: str = "test", **extra_env: str):
         self.database = database
-        self.name = f"test-{os.getpid()}@{socket.gethostname()}"
+        self.extra_env = extra_env
+        self.name = f"{name}-{os.getpid()}@{socket.gethostname()}"
         self.log_path = ARTIFACTS / "celery-worker.log"
         self.process: subprocess.Popen | None = None
 
@@ -81,7 +82,7 @@ class WorkerProcess:
         # Threads: long-lived watcher tasks must not block preflights; one process dies as a whole.
         command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=threads", "-c", "6"]
         command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", self.name, "-l", "info"]
-        env = subprocess_env(DATABASE_URL=self.database, **WATCH_ENV)
+        env = subprocess_env(DATABASE_URL=self.database, **WATCH_ENV, **self.extra_env)
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
         deadline = time.monotonic() + 60
         while not app.control.ping(timeout=0.5, destination=[self.name]):

@@ -62,6 +62,15 @@ def make_data(config):
     return inputs, targets, split
 
 
+# Each parameter's shape in config keys: custody checks the checkpoint against config.yaml with it.
+ARCHITECTURE = {
+    "0.weight": ["hidden", "features"],
+    "0.bias": ["hidden"],
+    "2.weight": ["classes", "hidden"],
+    "2.bias": ["classes"],
+}
+
+
 def build_model(config):
     return nn.Sequential(
         nn.Linear(config["features"], config["hidden"]), nn.ReLU(), nn.Linear(config["hidden"], config["classes"])
@@ -220,6 +229,7 @@ def finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir
     run = {
         "run_id": os.environ.get("REMOTEGPU_RUN_ID", "manual"),
         "model": "mlp",
+        "architecture": ARCHITECTURE,
         "seed": config["seed"],
         "deterministic": True,
         "selection": {"split": "val", "metric": "val_loss", "direction": "min", "epoch": best["epoch"]},

@@ -60,6 +60,9 @@ class Transport(Protocol):
     def reader(self, path: str, offset: int = 0):
         """Context manager: a readable binary file on the node, positioned at offset."""
 
+    def stream(self, argv: list[str], stdin: bytes | None = None):
+        """Context manager: the stdout of a node command as a binary stream, read as it arrives."""
+
     def upload(self, local_path: Path, remote_path: str) -> None: ...
 
     def download(self, remote_path: str, local_path: Path) -> None: ...

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from profiles.transport.base import CommandResult, CommandTimeout, PathStat, script_command
+from profiles.transport.stream import local_stream
 
 
 def _expand(path: str) -> str:
@@ -57,6 +58,9 @@ class LocalTransport:
         with open(_expand(path), "rb") as handle:
             handle.seek(offset)
             yield handle
+
+    def stream(self, argv: list[str], stdin: bytes | None = None):
+        return local_stream(argv, stdin)
 
     def upload(self, local_path: Path, remote_path: str) -> None:
         shutil.copyfile(local_path, _expand(remote_path))

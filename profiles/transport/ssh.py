@@ -23,6 +23,7 @@ from profiles.transport.base import (
     Unreachable,
     script_command,
 )
+from profiles.transport.stream import can_use_openssh, channel_stream, openssh_stream
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,13 @@ class SSHTransport:
                 yield handle
             finally:
                 handle.close()
+
+    def stream(self, argv: list[str], stdin: bytes | None = None):
+        """Context manager: the stdout of a node command as a binary stream (bulk pulls)."""
+        command = shlex.join(argv)
+        if can_use_openssh(self):
+            return openssh_stream(self, command, stdin)
+        return channel_stream(self.connect(), command, stdin, self.connect_timeout)
 
     def upload(self, local_path: Path, remote_path: str) -> None:
         with self._sftp() as sftp:

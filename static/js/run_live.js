@@ -105,6 +105,35 @@
     }
   }
 
+  function formatBytes(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return n.toFixed(i ? 1 : 0) + " " + units[i];
+  }
+
+  function showCustodyProgress(message) {
+    const box = document.getElementById("custody-progress");
+    if (!box || String(message.record) !== box.dataset.record) return;
+    box.hidden = false;
+    const bar = document.getElementById("custody-bar");
+    bar.max = Math.max(message.total_bytes, 1);
+    bar.value = message.bytes_done;
+    const eta = message.eta ? ` · ETA ${Math.ceil(message.eta)} s` : "";
+    document.getElementById("custody-progress-text").textContent =
+      `${formatBytes(message.bytes_done)} of ${formatBytes(message.total_bytes)} · ` +
+      `${message.files_done}/${message.file_count} files · ${formatBytes(message.rate)}/s${eta}`;
+  }
+
+  async function reloadCustody() {
+    // The evidence index is server-rendered; swap in the fresh section instead of reloading the page.
+    const response = await fetch(window.location.pathname, { credentials: "same-origin" });
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fresh = page.getElementById("custody");
+    const current = document.getElementById("custody");
+    if (fresh && current) current.replaceWith(document.importNode(fresh, true));
+  }
+
   let pending = null;
   function reloadSoon() {
     // Several events arrive together at a transition: one re-read of the DB covers them all.
@@ -118,12 +147,15 @@
       if (message.type === "event") {
         addEvent(message);
         setState(message.state, message.state_label);
+        if (message.kind === "custody") reloadCustody();
         if (message.kind !== "alert") reloadSoon();
       } else if (message.type === "log") {
         appendLog(message.lines);
       } else if (message.type === "curve") {
         rows = rows.concat(message.rows);
         drawCurves();
+      } else if (message.type === "custody") {
+        showCustodyProgress(message);
       } else if (message.type === "status") {
         setHealth(message.health);
         if (message.heartbeat_age != null) heartbeat.textContent = `heartbeat ${Math.round(message.heartbeat_age)} s ago`;

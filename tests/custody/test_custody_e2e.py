@@ -4,10 +4,12 @@ import json
 import time
 
 import pytest
+from django.urls import reverse
 
 from custody.actions import do_start_verification
 from custody.models import CustodyRecord, CustodyStatus
-from custody.pull import pull_file
+from custody.pull import partial_of, pull_one
+from custody.roster import parse_roster
 from custody.verify import custody_dir
 from runs.actions import do_start_preflight
 from runs.models import RunState
@@ -82,22 +84,53 @@ def test_an_inflated_metric_fails_closed_with_the_recomputed_value(bob, make_run
     assert "(delta -0.05" in record.failure
 
 
-def test_a_killed_pull_resumes_from_what_arrived(bob, make_run, source, node, tmp_path, celery_worker_process):
+def test_a_partial_file_resumes_from_what_arrived(bob, make_run, source, node, tmp_path, celery_worker_process):
     run = exported(make_run, source, bob)
     with NodeSession(run) as session:
         session.prepare()
-        from custody.roster import parse_roster
-
         entry = next(e for e in parse_roster(session.roster()) if e.path == "test/synthetic/results.parquet")
-        final = tmp_path / "results.parquet"
-        remote = f"{session.layout.export}/{entry.path}"
         # What a pull killed half-way leaves: the first half under the .partial name, nothing final.
         half = (node.export(run) / entry.path).read_bytes()[: entry.bytes // 2]
-        final.with_name(final.name + ".partial").write_bytes(half)
-        moved = pull_file(session.transport, remote, final, entry.bytes, entry.sha256)
+        partial = partial_of(tmp_path / entry.path)
+        partial.parent.mkdir(parents=True)
+        partial.write_bytes(half)
+        moved = pull_one(session.transport, session.layout.export, entry, tmp_path)
     assert moved == entry.bytes - len(half)
-    assert final.read_bytes() == (node.export(run) / entry.path).read_bytes()
-    assert not final.with_name(final.name + ".partial").exists()
+    assert (tmp_path / entry.path).read_bytes() == (node.export(run) / entry.path).read_bytes()
+    assert not partial.exists()
+
+
+def test_the_custody_record_exports_as_json(client, bob, charlie, make_run, source, celery_worker_process):
+    run = exported(make_run, source, bob)
+    record = wait_record(do_start_verification(run.pk, bob))
+    client.force_login(charlie)
+    response = client.get(reverse("custody-json", args=[record.pk]))
+    assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
+    document = response.json()
+    assert document["roster_sha256"] == record.roster_sha256 and document["status"] == "verified"
+    assert document["run"]["config_sha256"] == run.config_sha256
+    assert {a["path"] for a in document["artifacts"]} >= {"best.pth", "run.json", "test/synthetic/metrics.json"}
+    assert document["architecture"]["ok"] and document["architecture"]["checked"]
+    assert client.get(reverse("custody-json", args=[record.pk + 999])).status_code == 404
+
+
+def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_run, source, celery_worker_process):
+    train = source / "train.py"
+    # The export's config.yaml claims a narrower network than the one trained and checkpointed.
+    train.write_text(
+        train.read_text().replace(
+            "json.dump(run, handle, indent=2)",
+            "json.dump(run, handle, indent=2)\n"
+            '    cfg = os.path.join(out_dir, "config.yaml")\n'
+            '    open(cfg, "a").write("hidden: 32\\n")',
+        )
+    )
+    run = exported(make_run, source, bob)
+    assert run.state == RunState.EXPORTED, run.failure_excerpt
+    record = wait_record(do_start_verification(run.pk, bob))
+    assert record.status == CustodyStatus.FAILED
+    assert "best.pth does not match the config's architecture" in record.failure
+    assert "0.weight: checkpoint [64, 16], config says [32, 16]" in record.failure
 
 
 def test_only_a_sealed_export_can_be_verified(bob, make_run):

@@ -4,23 +4,28 @@ import os
 import time
 import uuid
 
+import paramiko
 import pytest
 
 from profiles.credentials import resolve_auth
-from profiles.transport import CommandTimeout, LocalTransport, SSHTransport, scan_host_key
+from profiles.transport import CommandTimeout, HostKey, LocalTransport, SSHTransport, TransportError, scan_host_key
 
 CANARY = f"/tmp/remotegpu-canary-{uuid.uuid4().hex}"
 NASTY = f'it\'s a "test"; $(touch {CANARY}) `touch {CANARY}` && echo * | cat'
 
 
-@pytest.fixture(params=["local", "ssh"])
+@pytest.fixture(params=["local", "ssh", "ssh-key-in-memory"])
 def transport(request, sshd):
     if request.param == "local":
         with LocalTransport() as local:
             yield local
         return
     key = scan_host_key("127.0.0.1", sshd.port, timeout=5)
-    with SSHTransport("127.0.0.1", sshd.port, sshd.user, key, resolve_auth(sshd.credential_ref), 5) as ssh:
+    auth = resolve_auth(sshd.credential_ref)
+    if request.param == "ssh-key-in-memory":
+        # A key held in an environment variable: bulk streams use paramiko's channel, not OpenSSH.
+        auth = {"pkey": paramiko.Ed25519Key.from_private_key_file(auth["key_filename"])}
+    with SSHTransport("127.0.0.1", sshd.port, sshd.user, key, auth, 5) as ssh:
         yield ssh
 
 
@@ -72,3 +77,31 @@ def test_home_relative_paths_expand_on_the_node(transport):
         assert transport.stat("$HOME").is_dir
     finally:
         transport.run_script(f'rm -f "$HOME"/{name}', timeout=10)
+
+
+def test_stream_delivers_every_byte_of_a_file_with_an_awkward_name(transport, tmp_path):
+    payload = os.urandom(3 << 20)
+    source = tmp_path / 'it\'s a "blob" $(x).bin'
+    source.write_bytes(payload)
+    with transport.stream(["cat", str(source)]) as stream:
+        received = b"".join(iter(lambda: stream.read(1 << 16), b""))
+    assert received == payload
+    with transport.stream(["tail", "-c", f"+{len(payload) - 99}", str(source)]) as stream:
+        assert stream.read() == payload[-100:]
+
+
+def test_stream_feeds_stdin_and_reports_a_failing_command(transport, tmp_path):
+    names = [f"file-{i:04d}.txt" for i in range(2000)]  # far more than one pipe buffer of names
+    with transport.stream(["wc", "-l"], stdin="".join(f"{n}\n" for n in names).encode()) as stream:
+        assert stream.read().strip() == b"2000"
+    with pytest.raises(TransportError), transport.stream(["cat", str(tmp_path / "missing")]) as stream:
+        stream.read()
+
+
+def test_a_bulk_stream_is_held_to_the_pinned_host_key(sshd, tmp_path):
+    """The OpenSSH path must refuse a changed host key exactly as the paramiko path does."""
+    wrong = HostKey.of(paramiko.ECDSAKey.generate())
+    ssh = SSHTransport("127.0.0.1", sshd.port, sshd.user, wrong, resolve_auth(sshd.credential_ref), 5)
+    with pytest.raises(TransportError), ssh.stream(["touch", str(tmp_path / "ran")]) as stream:
+        stream.read()
+    assert not (tmp_path / "ran").exists()

@@ -1,0 +1,134 @@
+"""Bulk byte streams from a node: the stdout of one command, read as it arrives.
+
+Bulk pulls go through the OpenSSH client when the worker has one and the credential is a key
+file: it moves bytes several times faster than paramiko's pure-Python packet layer, and it is
+held to the same pinned host key (a one-line known_hosts written for this stream only). Anything
+else (a key held in an environment variable, no `ssh` binary) streams over a paramiko exec
+channel: slower, never less safe.
+"""
+
+import shutil
+import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from profiles.transport.base import TransportError
+
+# AES-GCM uses the CPU's AES instructions; chacha20 is the fallback every OpenSSH has.
+FAST_CIPHERS = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com"
+HOST_ALIAS = "remotegpu-node"
+
+
+class StreamError(TransportError):
+    """The remote command behind a stream failed or the stream broke."""
+
+
+def _feed(pipe, data: bytes) -> None:
+    # A writer thread: the remote side may start answering before it has read all of its input.
+    with suppress(OSError):  # the remote side may stop reading early: not our error to report
+        pipe.write(data)
+    with suppress(OSError):
+        pipe.close()
+
+
+def openssh_argv(transport, known_hosts: Path, command: str) -> list[str]:
+    options = {
+        "BatchMode": "yes",
+        "IdentitiesOnly": "yes",
+        "IdentityAgent": "none",
+        "StrictHostKeyChecking": "yes",
+        "UserKnownHostsFile": str(known_hosts),
+        "GlobalKnownHostsFile": "/dev/null",
+        "HostKeyAlias": HOST_ALIAS,
+        "ConnectTimeout": str(int(transport.connect_timeout)),
+        "ServerAliveInterval": str(transport.keepalive),
+        "ServerAliveCountMax": "3",
+        "Compression": "no",
+        "LogLevel": "ERROR",
+    }
+    key_file = transport.auth["key_filename"]
+    argv = ["ssh", "-F", "/dev/null", "-c", FAST_CIPHERS, "-p", str(transport.port), "-i", key_file]
+    for key, value in options.items():
+        argv += ["-o", f"{key}={value}"]
+    return [*argv, "--", f"{transport.user}@{transport.host}", command]
+
+
+def can_use_openssh(transport) -> bool:
+    return bool(shutil.which("ssh")) and "key_filename" in transport.auth and transport.pinned is not None
+
+
+@contextmanager
+def openssh_stream(transport, command: str, stdin: bytes | None):
+    with tempfile.TemporaryDirectory(prefix="remotegpu-ssh-") as scratch:
+        known_hosts = Path(scratch) / "known_hosts"
+        pinned = transport.pinned
+        known_hosts.write_text(f"{HOST_ALIAS} {pinned.key_type} {pinned.key_base64}\n")
+        process = subprocess.Popen(
+            openssh_argv(transport, known_hosts, command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
+        threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
+        try:
+            yield process.stdout
+        except BaseException:
+            process.kill()
+            raise
+        finally:
+            process.stdout.close()
+            try:
+                process.wait(timeout=transport.connect_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.returncode != 0:
+            detail = process.stderr.read().decode(errors="replace").strip()[-500:]
+            process.stderr.close()
+            where = f"{transport.host}:{transport.port}"
+            raise StreamError(f"stream from {where} ended with {process.returncode}: {detail}")
+        process.stderr.close()
+
+
+@contextmanager
+def channel_stream(client, command: str, stdin: bytes | None, timeout: float):
+    channel = client.get_transport().open_session(timeout=timeout)
+    channel.settimeout(max(timeout, 30))
+    channel.exec_command(command)
+
+    def feed():
+        try:
+            channel.sendall(stdin or b"")
+        finally:
+            channel.shutdown_write()
+
+    threading.Thread(target=feed, daemon=True).start()
+    reader = channel.makefile("rb", 1 << 20)
+    try:
+        yield reader
+        status = channel.recv_exit_status()
+    finally:
+        channel.close()
+    if status != 0:
+        raise StreamError(f"stream command ended with {status}")
+
+
+@contextmanager
+def local_stream(argv: list[str], stdin: bytes | None):
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
+    try:
+        yield process.stdout
+    except BaseException:
+        process.kill()
+        raise
+    finally:
+        process.stdout.close()
+        process.wait()
+    error = process.stderr.read().decode(errors="replace").strip()[-500:]
+    process.stderr.close()
+    if process.returncode != 0:
+        raise StreamError(f"{argv[0]} ended with {process.returncode}: {error}")
