@@ -45,6 +45,10 @@ def do_record_roster(record_id: int, entries, uri: str) -> None:
         record.save()
 
 
+def do_record_mirror(record_id: int, uri: str, verified: bool) -> None:
+    CustodyRecord.objects.filter(pk=record_id).update(mirror_uri=uri, mirror_verified=verified)
+
+
 def do_record_progress(record_id: int, bytes_done: int, files_done: int, rate: float = 0.0, eta: float = 0.0) -> None:
     """Progress is not a state change: an UPDATE and a live push, no event."""
     CustodyRecord.objects.filter(pk=record_id).update(bytes_done=bytes_done, files_done=files_done)

@@ -25,6 +25,7 @@ def record_as_dict(record) -> dict:
         "created": record.created.isoformat(),
         "verified_at": record.verified_at.isoformat() if record.verified_at else None,
         "consumer_location": record.consumer_location,
+        "mirror": {"uri": record.mirror_uri, "verified": record.mirror_verified} if record.mirror_uri else None,
         "loaded": record.evidence.get("loaded", []),
         "metrics": record.evidence.get("metrics", []),
         "architecture": record.evidence.get("architecture"),

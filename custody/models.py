@@ -25,6 +25,8 @@ class CustodyRecord(models.Model):
     provider = models.CharField(max_length=40, blank=True)
     mutability = models.CharField(max_length=40, default="immutable sealed export")
     verified_at = models.DateTimeField(null=True, blank=True)
+    mirror_uri = models.CharField(max_length=500, blank=True, help_text="Node-side durable replica, if made")
+    mirror_verified = models.BooleanField(default=False)
     consumer_location = models.CharField(max_length=500, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     warnings = models.JSONField(default=list, blank=True)

@@ -64,11 +64,25 @@ class ProgressMeter:
         actions.do_record_progress(self.record.pk, self.bytes, self.files, rate=rate, eta=eta)
 
 
-def _pull(record, canonical: Path) -> tuple[list, dict]:
+def _mirror(node, record, warnings: list) -> None:
+    """Node → the box's durable tier first, where it has one: that copy survives release."""
+    target = node.mirror_target()
+    if target is None:
+        return
+    try:
+        node.mirror(target)
+    except TransportError as exc:
+        warnings.append(f"no durable mirror on the node: {exc}")
+        return
+    actions.do_record_mirror(record.pk, target, True)
+
+
+def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict]:
     with NodeSession(record.run) as node:
         node.prepare()
         entries = parse_roster(node.roster())
         actions.do_record_roster(record.pk, entries, str(canonical))
+        _mirror(node, record, warnings)
         meter = ProgressMeter(record, sum(e.bytes for e in entries), len(entries), settings.CUSTODY_PULL_MAX_RATE)
         stats = pull_export(node.transport, node.layout.export, entries, canonical, meter.advance)
         meter.report(final=True)
@@ -86,10 +100,12 @@ def verify(record) -> None:
             return
         # Holding the lock proves no one else is pulling: earlier unfinished records lost their worker.
         actions.do_close_interrupted(record.run_id, record.pk)
+        warnings = []
         try:
-            entries, pull = _pull(record, canonical)
+            entries, pull = _pull(record, canonical, warnings)
         except (RosterError, HashMismatch, TransportError) as exc:
             actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}")
             return
         evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE)
+        evidence["warnings"] = warnings + evidence["warnings"]
         actions.do_finish_verification(record.pk, {**evidence, "pull": pull})

@@ -15,6 +15,9 @@ HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[?[0-9A-Fa-f:]+\]
 USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
+SAFE_PATH = re.compile(r"[A-Za-z0-9_./$~+-]+")
+
+
 class InstanceForm(forms.ModelForm):
     profile_key = forms.ChoiceField(label="Platform", choices=())
     port = forms.IntegerField(initial=22, validators=[MinValueValidator(1), MaxValueValidator(65535)])
@@ -36,6 +39,7 @@ class InstanceForm(forms.ModelForm):
             "user",
             "credential_ref",
             "gpu_description",
+            "mirror_root",
             "rate_running",
             "rate_stopped",
         ]
@@ -62,6 +66,12 @@ class InstanceForm(forms.ModelForm):
         if user and not USER.fullmatch(user):
             raise forms.ValidationError("A user name is lowercase letters, digits, '_', '.', '-'.")
         return user
+
+    def clean_mirror_root(self):
+        root = self.cleaned_data["mirror_root"].strip()
+        if root and not (root.startswith(("/", "$HOME/", "~/")) and SAFE_PATH.fullmatch(root) and ".." not in root):
+            raise forms.ValidationError("An absolute path on the box (or under $HOME/), without '..' or spaces.")
+        return root
 
     def clean_credential_ref(self):
         reference = self.cleaned_data["credential_ref"]

@@ -51,6 +51,12 @@ class Instance(models.Model):
         help_text="env:NAME or an absolute key-file path on the workers. Never the key itself.",
     )
     gpu_description = models.CharField("GPU", max_length=120, blank=True)
+    mirror_root = models.CharField(
+        "durable mirror root",
+        max_length=300,
+        blank=True,
+        help_text="A durable disk on this box for sealed-export mirrors; blank = the platform's durable tier.",
+    )
     rate_running = models.DecimalField("hourly rate running", max_digits=10, decimal_places=4, default=0)
     rate_stopped = models.DecimalField("hourly rate stopped (storage)", max_digits=10, decimal_places=4, default=0)
     state = models.CharField(max_length=16, choices=InstanceState.choices, default=InstanceState.UNKNOWN)

@@ -79,6 +79,7 @@ CUSTODY_ROOT = Path(os.environ.get("REMOTEGPU_CUSTODY_ROOT", VAR_DIR / "custody"
 METRIC_TOLERANCE = float(os.environ.get("METRIC_TOLERANCE", "1e-6"))
 # Bytes per second one pull may take from a node (0: as fast as it goes); spares a shared uplink.
 CUSTODY_PULL_MAX_RATE = env.envint("CUSTODY_PULL_MAX_RATE", 0)
+CUSTODY_MIRROR_TIMEOUT = env.envint("CUSTODY_MIRROR_TIMEOUT", 3600)
 PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
 
 DATABASES = {"default": env.database(VAR_DIR)}

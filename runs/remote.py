@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import posixpath
 import shlex
 import tempfile
 import uuid
@@ -179,6 +180,27 @@ class NodeSession(InstanceNode):
             return json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise NodeError(f"roster printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
+
+    def mirror_target(self) -> str | None:
+        """Where this run's sealed export is mirrored on the node's durable tier, if it has one."""
+        root = self.instance.mirror_root or self.instance.profile.durable_root
+        if not root:
+            return None
+        return posixpath.join(
+            resolve_home(root, self.home), "remotegpu-custody", self.run.project.slug, self.run.run_id
+        )
+
+    def mirror(self, target: str) -> dict:
+        """Node → durable tier, hashed against the sealed roster on the node itself."""
+        argv = [settings.NODE_PYTHON, self.wrapper_path, "mirror", self.attempt_spec(max(self.run.attempt, 1)), target]
+        result = self.transport.run(argv, timeout=settings.CUSTODY_MIRROR_TIMEOUT)
+        try:
+            answer = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise NodeError(f"mirror printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
+        if "error" in answer or not answer.get("verified"):
+            raise NodeError(answer.get("error") or f"the existing mirror at {target} differs from the sealed roster")
+        return answer
 
     def attempt_spec(self, attempt: int) -> str:
         """The attempt's spec on the node, uploaded once; status checks reuse it."""

@@ -7,6 +7,7 @@ else (a key held in an environment variable, no `ssh` binary) streams over a par
 channel: slower, never less safe.
 """
 
+import fcntl
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +24,14 @@ HOST_ALIAS = "remotegpu-node"
 
 class StreamError(TransportError):
     """The remote command behind a stream failed or the stream broke."""
+
+
+F_SETPIPE_SZ = 1031  # Linux: a 1 MiB pipe lets one read take a whole chunk (64 KiB by default)
+
+
+def _widen(pipe) -> None:
+    with suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), F_SETPIPE_SZ, 1 << 20)
 
 
 def _feed(pipe, data: bytes) -> None:
@@ -72,6 +81,7 @@ def openssh_stream(transport, command: str, stdin: bytes | None):
             stderr=subprocess.PIPE,
             bufsize=0,
         )
+        _widen(process.stdout)
         threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
         try:
             yield process.stdout
@@ -119,6 +129,7 @@ def channel_stream(client, command: str, stdin: bytes | None, timeout: float):
 @contextmanager
 def local_stream(argv: list[str], stdin: bytes | None):
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    _widen(process.stdout)
     threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
     try:
         yield process.stdout

@@ -464,6 +464,48 @@ def cmd_roster(spec):
     return 0
 
 
+def copy_hashing(source, target):
+    digest = hashlib.sha256()
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        for block in iter(lambda: src.read(1 << 20), b""):
+            digest.update(block)
+            dst.write(block)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return digest.hexdigest()
+
+
+def cmd_mirror(spec, target):
+    """Copy the sealed export to a durable tier on this node (no bytes through the control host).
+
+    Each file is hashed while it is copied and compared with the roster recorded at sealing; the
+    copy is staged under <target>.partial and renamed into place only when every file matches.
+    """
+    sealed = read(sealed_roster_path(spec))
+    if not sealed:
+        print(json.dumps({"error": "no sealed roster for " + spec["export"]}))
+        return 1
+    files = json.loads(sealed)
+    if os.path.isdir(target):
+        same = roster_of(target) == files
+        print(json.dumps({"mirror": target, "existing": True, "verified": same}))
+        return 0 if same else 1
+    staging = target + ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    for item in files:
+        destination = os.path.join(staging, item["path"])
+        os.makedirs(os.path.dirname(destination), exist_ok=True)
+        if copy_hashing(os.path.join(spec["export"], item["path"]), destination) != item["sha256"]:
+            shutil.rmtree(staging, ignore_errors=True)
+            print(json.dumps({"error": "hash mismatch while mirroring " + item["path"]}))
+            return 1
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.rename(staging, target)
+    total = sum(item["bytes"] for item in files)
+    print(json.dumps({"mirror": target, "existing": False, "verified": True, "files": len(files), "bytes": total}))
+    return 0
+
+
 def cmd_abandon(spec):
     """The control side saw no process and no exit marker: quarantine the attempt as dead."""
     attempt = attempt_dir(spec)
@@ -513,6 +555,8 @@ COMMANDS = {
 
 
 def main(argv):
+    if len(argv) == 4 and argv[1] == "mirror":
+        return cmd_mirror(load_spec(argv[2]), argv[3])
     if len(argv) == 2 and argv[1] == "probe":
         return cmd_probe(json.load(sys.stdin))
     if len(argv) != 3 or argv[1] not in COMMANDS:

@@ -37,10 +37,12 @@ def wait_record(record, timeout=120) -> CustodyRecord:
 
 
 def test_pull_readback_load_recompute_gives_a_verified_record(
-    client, bob, make_run, source, node, celery_worker_process
+    client, bob, make_run, source, node, tmp_path, celery_worker_process
 ):
     run = exported(make_run, source, bob)
     assert run.state == RunState.EXPORTED
+    run.instance.mirror_root = str(tmp_path / "durable")  # the box's durable tier
+    run.instance.save()
     record = wait_record(do_start_verification(run.pk, bob))
     assert record.status == CustodyStatus.VERIFIED, record.failure
     claimed = json.loads((node.export(run) / "test" / "synthetic" / "metrics.json").read_text())
@@ -52,6 +54,9 @@ def test_pull_readback_load_recompute_gives_a_verified_record(
     for artifact in record.artifacts.all():
         assert (custody_dir(run) / artifact.path).stat().st_size == artifact.bytes
     assert not list(custody_dir(run).rglob("*.partial"))
+    mirror = tmp_path / "durable" / "remotegpu-custody" / run.project.slug / run.run_id
+    assert record.mirror_verified and record.mirror_uri == str(mirror)
+    assert (mirror / "best.pth").read_bytes() == (node.export(run) / "best.pth").read_bytes()
     client.force_login(bob)
     page = client.get(run.get_absolute_url()).content.decode()
     assert f"Custody #{record.pk}" in page and record.roster_sha256 in page
