@@ -1,6 +1,10 @@
 """Custody records: the evidence that a sealed export was copied, read back, loaded and recomputed."""
 
+import uuid
+
+from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 
 class CustodyStatus(models.TextChoices):
@@ -27,6 +31,8 @@ class CustodyRecord(models.Model):
     verified_at = models.DateTimeField(null=True, blank=True)
     mirror_uri = models.CharField(max_length=500, blank=True, help_text="Node-side durable replica, if made")
     mirror_verified = models.BooleanField(default=False)
+    copy_deleted_at = models.DateTimeField(null=True, blank=True)
+    mirror_deleted_at = models.DateTimeField(null=True, blank=True)
     consumer_location = models.CharField(max_length=500, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     warnings = models.JSONField(default=list, blank=True)
@@ -52,3 +58,133 @@ class Artifact(models.Model):
 
     def __str__(self):
         return self.path
+
+
+class TeardownKind(models.TextChoices):
+    SHUTDOWN = "shutdown", "Shut down"
+    RELEASE = "release", "Release"
+    DELETE_EVIDENCE = "delete_evidence", "Delete evidence"
+
+
+class TeardownStatus(models.TextChoices):
+    PENDING = "pending", "Pending approval"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    EXPIRED = "expired", "Expired"
+    EXECUTING = "executing", "Executing"
+    AWAITING_ATTESTATION = "attest", "Awaiting console attestation"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class EvidenceLocation(models.TextChoices):
+    NODE = "node", "export on the box"
+    CUSTODY = "custody", "custody copy"
+    MIRROR = "mirror", "durable mirror on the box"
+
+
+OPEN_TEARDOWN = [TeardownStatus.PENDING, TeardownStatus.APPROVED, TeardownStatus.EXECUTING]
+
+
+class TeardownRequestQuerySet(models.QuerySet):
+    def pending(self):
+        return self.filter(status=TeardownStatus.PENDING)
+
+
+class TeardownRequest(models.Model):
+    """One consequence (shut down, release, delete evidence), its checks, approval and execution."""
+
+    instance = models.ForeignKey("profiles.Instance", on_delete=models.PROTECT, related_name="teardown_requests")
+    kind = models.CharField(max_length=16, choices=TeardownKind.choices)
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    location = models.CharField(max_length=8, choices=EvidenceLocation.choices, blank=True)
+    level = models.CharField(max_length=2)
+    needs_second_person = models.BooleanField(default=True)
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    status = models.CharField(max_length=10, choices=TeardownStatus.choices, default=TeardownStatus.PENDING)
+    check_at_request = models.JSONField(default=dict)
+    check_at_execution = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True)
+    waive_active = models.BooleanField(default=False, help_text="An L3 approver waived unclosed active/ dirs")
+    retire_hold = models.BooleanField(default=False, help_text="This release retires the instance's hold")
+    idempotency_key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    provider_answer = models.JSONField(default=dict, blank=True)
+    failure = models.TextField(blank=True)
+    attested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    offline_verified = models.BooleanField(null=True)
+
+    objects = TeardownRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} {self.instance_id} ({self.status})"
+
+    def get_absolute_url(self):
+        return reverse("teardown-detail", args=[self.pk])
+
+    @property
+    def target(self) -> str:
+        if self.kind == TeardownKind.DELETE_EVIDENCE:
+            return f"{self.get_location_display()} of {self.run.run_id}"
+        return self.instance.name
+
+
+class ReleaseHold(models.Model):
+    """ "Never release": blocks release requests until an L3-approved release retires it (recorded)."""
+
+    instance = models.ForeignKey("profiles.Instance", on_delete=models.PROTECT, related_name="holds")
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    retired_reason = models.TextField(blank=True)
+    retired_by_request = models.ForeignKey(TeardownRequest, null=True, blank=True, on_delete=models.PROTECT)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return f"hold on {self.instance_id}"
+
+
+class AuditEntry(models.Model):
+    """Append-only: every request, approval, rejection, execution and result."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    action = models.CharField(max_length=32, db_index=True)
+    request = models.ForeignKey(TeardownRequest, null=True, blank=True, on_delete=models.PROTECT)
+    instance = models.ForeignKey("profiles.Instance", null=True, blank=True, on_delete=models.PROTECT)
+    message = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("the audit log is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("the audit log is append-only")

@@ -1,9 +1,16 @@
-"""Celery wrappers for custody work (L1: re-runnable any time, never changes the node's export)."""
+"""Celery wrappers for custody and teardown work."""
+
+import time
 
 from celery import shared_task
+from django.conf import settings
 
-from custody import verify
-from custody.models import CustodyRecord, CustodyStatus
+from custody import notify, teardown, verify
+from custody.models import CustodyRecord, CustodyStatus, TeardownKind, TeardownStatus
+from custody.providers import NeedsAttestation, ProviderError, execute, provider_says_stopped
+from custody.removal import remove_copy
+from profiles.nodes import transport_for
+from profiles.transport import TransportError
 
 
 @shared_task(acks_late=True, soft_time_limit=3600, time_limit=3660)
@@ -13,3 +20,66 @@ def verify_custody(record_id: int) -> str:
         return "nothing to do"  # a redelivery after the record was finished
     verify.verify(record)  # a redelivered pull resumes from the .partial files already in custody
     return "done"
+
+
+def _offline(instance) -> bool:
+    """Poll until the box stops answering (or the provider says stopped), up to the configured wait."""
+    deadline = time.monotonic() + settings.TEARDOWN_OFFLINE_WAIT
+    while True:
+        if provider_says_stopped(instance):
+            return True
+        try:
+            with transport_for(instance) as transport:
+                transport.run(["true"], timeout=settings.SSH_COMMAND_TIMEOUT)
+        except TransportError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(2)
+
+
+@shared_task(acks_late=True, soft_time_limit=600, time_limit=660)
+def execute_teardown(request_id: int) -> str:
+    from custody.models import TeardownRequest
+
+    attested = TeardownRequest.objects.filter(pk=request_id, status=TeardownStatus.EXECUTING).exclude(attested_by=None)
+    if attested.exists():  # a console consequence a person did: only the offline check remains
+        request = attested.select_related("instance").get()
+        offline = _offline(request.instance) if request.kind != TeardownKind.DELETE_EVIDENCE else None
+        teardown.do_finish_execution(request.pk, {"attested_by": request.attested_by.get_username()}, offline)
+        return "attested"
+    request = teardown.do_begin_execution(request_id)
+    if request is None:
+        return "nothing to do"  # not approved, already claimed, or refused by the re-check
+    try:
+        if request.kind == TeardownKind.DELETE_EVIDENCE:
+            answer = remove_copy(request.run, request.location)
+            teardown.do_finish_execution(request.pk, answer)
+            return "deleted"
+        answer = execute(request.instance, request.kind, str(request.idempotency_key))
+    except NeedsAttestation as steps:
+        teardown.do_await_attestation(request.pk, steps.steps)
+        return "awaiting attestation"
+    except (ProviderError, TransportError, OSError) as exc:
+        teardown.do_fail_execution(request.pk, str(exc))
+        return "failed"
+    offline = _offline(request.instance) if request.kind == TeardownKind.SHUTDOWN else None
+    teardown.do_finish_execution(request.pk, answer, offline)
+    return "done"
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def expire_teardown_requests() -> int:
+    return teardown.do_expire_requests()
+
+
+@shared_task(acks_late=True, soft_time_limit=30, time_limit=45, autoretry_for=(OSError,), max_retries=3)
+def post_webhook(url: str, data: dict) -> int:
+    return notify.post(url, data)
+
+
+@shared_task(acks_late=True, soft_time_limit=300, time_limit=330)
+def clean_caches(instance_id: int) -> dict:
+    from custody.caches import clean
+
+    return clean(instance_id)

@@ -4,4 +4,13 @@ from custody import views
 
 urlpatterns = [
     path("custody/<int:pk>.json", views.custody_json, name="custody-json"),
+    path("instances/<int:pk>/teardown/", views.teardown_create, name="teardown-create"),
+    path("instances/<int:pk>/hold/", views.instance_hold, name="instance-hold"),
+    path("instances/<int:pk>/cache-cleanup/", views.instance_cache_cleanup, name="instance-cache-cleanup"),
+    path("approvals/", views.approval_queue, name="approval-queue"),
+    path("teardown/<int:pk>/", views.teardown_detail, name="teardown-detail"),
+    path("teardown/<int:pk>/decide/", views.teardown_decide, name="teardown-decide"),
+    path("teardown/<int:pk>/attest/", views.teardown_attest, name="teardown-attest"),
+    path("teardown/<int:pk>/retry/", views.teardown_retry, name="teardown-retry"),
+    path("audit/", views.audit_log, name="audit-log"),
 ]

@@ -1,10 +1,20 @@
-"""Custody pages: the evidence index lives on the run page; here, its JSON export."""
+"""Custody pages: the custody record's JSON export, teardown requests, the approval queue, the audit log."""
 
-from django.http import JsonResponse
-from django.shortcuts import get_object_or_404
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.http import HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
+from custody import teardown
+from custody.audit import AUDIT_ACTIONS, export_audit, filter_audit
 from custody.export import record_as_dict
-from custody.models import CustodyRecord
+from custody.forms import TeardownRequestForm
+from custody.levels import consequence_of
+from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownStatus
+from custody.tasks import clean_caches
+from profiles.models import Instance
+from remotegpu_site.flash import perform
 from runs.models import Run
 
 
@@ -15,3 +25,116 @@ def custody_json(request, pk):
     response = JsonResponse(record_as_dict(record), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="custody-{record.run.run_id}-{record.pk}.json"'
     return response
+
+
+# ------------------------------------------------------------------ DELIVER
+
+
+def _back_to_instance(pk):
+    return redirect("instance-detail", pk=pk)
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def teardown_create(request, pk):
+    """One of the three buttons: kind comes from the button, never implied by another."""
+    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    form = TeardownRequestForm(request.POST, instance=instance)
+    if not form.is_valid():
+        messages.error(request, " ".join(f"{', '.join(errors)}" for errors in form.errors.values()))
+        return _back_to_instance(pk)
+    data = form.cleaned_data
+    created = []
+
+    def action():
+        created.append(
+            teardown.do_request_teardown(
+                instance.pk, data["kind"], request.user, data["reason"], data.get("run"), data.get("location") or "",
+                data.get("retire_hold", False),
+            )
+        )  # fmt: skip
+
+    if perform(request, action, "Request recorded."):
+        return redirect(created[0])
+    return _back_to_instance(pk)
+
+
+def approval_queue(request):
+    pending = TeardownRequest.objects.pending().select_related("instance__project", "requester", "run")
+    decided = TeardownRequest.objects.exclude(status=TeardownStatus.PENDING).select_related(
+        "instance", "requester", "approver"
+    )[:30]
+    context = {"pending": pending, "decided": decided, "can_approve": request.user.has_perm("runs.approve_cost")}
+    return render(request, "custody/approval_queue.html", context)
+
+
+def teardown_detail(request, pk):
+    req = get_object_or_404(TeardownRequest.objects.select_related("instance__project", "requester", "run"), pk=pk)
+    profile = req.instance.profile
+    context = {
+        "req": req,
+        "consequence": consequence_of(req.kind, profile, req.instance.project),
+        "profile": profile,
+        "may_decide": request.user.has_perm("runs.approve_cost") and request.user.pk != req.requester_id,
+        "is_requester": request.user.pk == req.requester_id,
+        "can_operate": request.user.has_perm("runs.operate"),
+        "audit": req.auditentry_set.select_related("actor").order_by("at", "id"),
+    }
+    return render(request, "custody/teardown_detail.html", context)
+
+
+@require_POST
+def teardown_decide(request, pk):
+    """Approve or reject; the requester and non-approvers get 403 whatever the page showed."""
+    decision = request.POST.get("decision")
+    comment = request.POST.get("comment", "")[:2000]
+    if decision == "approve":
+        waive = request.POST.get("waive_active") == "on"
+        perform(request, lambda: teardown.do_approve_teardown(pk, request.user, comment, waive), "Approved.")
+    elif decision == "reject":
+        perform(request, lambda: teardown.do_reject_teardown(pk, request.user, comment), "Rejected.")
+    else:
+        return HttpResponseBadRequest("decision must be approve or reject")
+    return redirect("teardown-detail", pk=pk)
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def teardown_attest(request, pk):
+    perform(request, lambda: teardown.do_attest_teardown(pk, request.user), "Attested; verifying offline.")
+    return redirect("teardown-detail", pk=pk)
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def teardown_retry(request, pk):
+    perform(request, lambda: teardown.do_retry_execution(pk, request.user), "Execution queued again.")
+    return redirect("teardown-detail", pk=pk)
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def instance_hold(request, pk):
+    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    reason = request.POST.get("reason", "")[:2000]
+    perform(request, lambda: teardown.do_place_hold(instance.pk, request.user, reason), "“Never release” hold placed.")
+    return _back_to_instance(pk)
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def instance_cache_cleanup(request, pk):
+    """The fourth, separate action: only allow-listed, regenerable caches (L1)."""
+    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    teardown.audit("cache_cleanup", f"Cache cleanup of {instance.name} queued", request.user, instance=instance)
+    clean_caches.delay(instance.pk)
+    messages.success(request, "Cache cleanup queued (allow-listed caches only).")
+    return _back_to_instance(pk)
+
+
+def audit_log(request):
+    entries = filter_audit(AuditEntry.objects.select_related("actor", "instance", "request"), request.GET)
+    if request.GET.get("format") in ("csv", "json"):
+        return export_audit(entries, request.GET["format"])
+    context = {"entries": entries[:500], "actions": AUDIT_ACTIONS, "query": request.GET}
+    return render(request, "custody/audit_log.html", context)

@@ -1,4 +1,5 @@
 import re
+import shlex
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -39,7 +40,11 @@ class InstanceForm(forms.ModelForm):
             "user",
             "credential_ref",
             "gpu_description",
+            "data_root_override",
             "mirror_root",
+            "provider_id",
+            "api_key_ref",
+            "shutdown_command",
             "rate_running",
             "rate_stopped",
         ]
@@ -67,11 +72,39 @@ class InstanceForm(forms.ModelForm):
             raise forms.ValidationError("A user name is lowercase letters, digits, '_', '.', '-'.")
         return user
 
-    def clean_mirror_root(self):
-        root = self.cleaned_data["mirror_root"].strip()
+    def _node_root(self, field: str) -> str:
+        root = self.cleaned_data[field].strip()
         if root and not (root.startswith(("/", "$HOME/", "~/")) and SAFE_PATH.fullmatch(root) and ".." not in root):
             raise forms.ValidationError("An absolute path on the box (or under $HOME/), without '..' or spaces.")
         return root
+
+    def clean_mirror_root(self):
+        return self._node_root("mirror_root")
+
+    def clean_data_root_override(self):
+        return self._node_root("data_root_override")
+
+    def clean_provider_id(self):
+        value = self.cleaned_data["provider_id"].strip()
+        if value and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", value):
+            raise forms.ValidationError("A provider id is letters, digits, '_', '.', ':' and '-'.")
+        return value
+
+    def clean_api_key_ref(self):
+        value = self.cleaned_data["api_key_ref"].strip()
+        if value and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*", value):
+            raise forms.ValidationError("Give env:NAME, the environment variable holding the key on the workers.")
+        return value
+
+    def clean_shutdown_command(self):
+        value = self.cleaned_data["shutdown_command"].strip()
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not a valid command line: {exc}.") from None
+        if value and (not argv or re.search(r"[\x00-\x1f]", value)):
+            raise forms.ValidationError("One command line, without control characters.")
+        return value
 
     def clean_credential_ref(self):
         reference = self.cleaned_data["credential_ref"]

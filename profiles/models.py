@@ -51,11 +51,26 @@ class Instance(models.Model):
         help_text="env:NAME or an absolute key-file path on the workers. Never the key itself.",
     )
     gpu_description = models.CharField("GPU", max_length=120, blank=True)
+    data_root_override = models.CharField(
+        "data root",
+        max_length=300,
+        blank=True,
+        help_text="Where runs work on this box; blank = the platform's data root.",
+    )
     mirror_root = models.CharField(
         "durable mirror root",
         max_length=300,
         blank=True,
         help_text="A durable disk on this box for sealed-export mirrors; blank = the platform's durable tier.",
+    )
+    provider_id = models.CharField(
+        "provider's instance id", max_length=100, blank=True, help_text="Pod / instance / machine id at the provider"
+    )
+    api_key_ref = models.CharField(
+        "API key reference", max_length=100, blank=True, help_text="env:NAME of the provider API key on the workers"
+    )
+    shutdown_command = models.CharField(
+        max_length=300, blank=True, help_text="SSH power-off command for this box; blank = sudo -n shutdown -h now"
     )
     rate_running = models.DecimalField("hourly rate running", max_digits=10, decimal_places=4, default=0)
     rate_stopped = models.DecimalField("hourly rate stopped (storage)", max_digits=10, decimal_places=4, default=0)
@@ -87,6 +102,10 @@ class Instance(models.Model):
     @property
     def profile(self):
         return get_profile(self.profile_key)
+
+    @property
+    def data_root(self) -> str:
+        return self.data_root_override or self.profile.data_root
 
     @property
     def pinned_host_key(self) -> HostKey | None:

@@ -28,7 +28,7 @@ class ProbeOutcome:
 
 def _script_for(kind: str, instance) -> tuple[str, float]:
     if kind == "audit":
-        return audit.audit_script(instance.profile.data_root), settings.AUDIT_TIMEOUT
+        return audit.audit_script(instance.data_root), settings.AUDIT_TIMEOUT
     return audit.LIGHT_SCRIPT, settings.SSH_COMMAND_TIMEOUT
 
 

@@ -13,6 +13,7 @@ from profiles.actions import (
     do_request_probe,
     needs_acknowledgement,
 )
+from profiles.costs import accrued_cost, danger_clocks
 from profiles.forms import InstanceForm, StateForm
 from profiles.models import Instance, InstanceProbe
 from remotegpu_site.flash import perform
@@ -62,6 +63,8 @@ def instance_create(request):
 
 
 def instance_detail(request, pk):
+    from custody.panel import teardown_panel  # custody builds on profiles, not the other way round
+
     instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
     probes = list(instance.probes.all()[:20])
     latest_audit = instance.probes.filter(kind=InstanceProbe.Kind.AUDIT, ok=True).first()
@@ -73,6 +76,9 @@ def instance_detail(request, pk):
         "latest_audit": latest_audit,
         "state_form": StateForm(initial={"state": instance.state}),
         "can_operate": request.user.has_perm("runs.operate"),
+        "teardown": teardown_panel(instance),
+        "clocks": danger_clocks(instance),
+        "cost": accrued_cost(instance),
     }
     return render(request, "profiles/instance_detail.html", context)
 

@@ -80,6 +80,19 @@ METRIC_TOLERANCE = float(os.environ.get("METRIC_TOLERANCE", "1e-6"))
 # Bytes per second one pull may take from a node (0: as fast as it goes); spares a shared uplink.
 CUSTODY_PULL_MAX_RATE = env.envint("CUSTODY_PULL_MAX_RATE", 0)
 CUSTODY_MIRROR_TIMEOUT = env.envint("CUSTODY_MIRROR_TIMEOUT", 3600)
+
+# DELIVER: teardown requests.
+TEARDOWN_APPROVAL_HOURS = env.envint("TEARDOWN_APPROVAL_HOURS", 24)
+TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline
+PROVIDER_API_TIMEOUT = env.envint("PROVIDER_API_TIMEOUT", 30)
+PROVIDER_API_BASES = {
+    "runpod": os.environ.get("RUNPOD_API_BASE", "https://rest.runpod.io"),
+    "vastai": os.environ.get("VASTAI_API_BASE", "https://console.vast.ai"),
+    "lambda": os.environ.get("LAMBDA_API_BASE", "https://cloud.lambdalabs.com"),
+    "paperspace": os.environ.get("PAPERSPACE_API_BASE", "https://api.paperspace.com"),
+}
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "remotegpu@localhost")
 PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
 
 DATABASES = {"default": env.database(VAR_DIR)}
@@ -130,6 +143,10 @@ PRESSURE_MIN_FREE_FRACTION = float(os.environ.get("PRESSURE_MIN_FREE_FRACTION", 
 CELERY_BEAT_SCHEDULE["arm-watchers"] = {
     "task": "runs.tasks.arm_watchers",
     "schedule": float(os.environ.get("WATCH_ARM_INTERVAL", "10")),
+}
+CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
+    "task": "custody.tasks.expire_teardown_requests",
+    "schedule": 300.0,
 }
 HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
 

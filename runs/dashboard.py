@@ -1,7 +1,8 @@
-"""What the dashboard home counts. Later models (instances, runs, teardown requests) plug in here."""
+"""What the dashboard home counts."""
 
 from dataclasses import dataclass
 
+from custody.models import TeardownRequest
 from profiles.models import Instance
 from runs.models import Project, Run
 
@@ -19,6 +20,7 @@ def tiles_for(user) -> list[Tile]:
         Tile("Projects", projects.count(), "lines of work"),
         Tile("Instances", Instance.objects.visible_to(user).billing().count(), "registered, not released"),
         Tile("Live runs", Run.objects.visible_to(user).live().count(), "preflight to exited"),
-        # Teardown requests arrive with the DELIVER issue.
-        Tile("Pending approvals", 0, "cost actions waiting for a second person"),
+        Tile(
+            "Pending approvals", TeardownRequest.objects.pending().count(), "consequences waiting for a second person"
+        ),
     ]

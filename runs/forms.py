@@ -9,9 +9,13 @@ from runs.models import Project, Run, SourceKind
 
 
 class ProjectForm(forms.ModelForm):
+    approval_webhook = forms.URLField(
+        required=False, assume_scheme="https", help_text="POSTed a JSON summary of each new teardown request."
+    )
+
     class Meta:
         model = Project
-        fields = ["name", "slug", "description"]
+        fields = ["name", "slug", "description", "shutdown_needs_approval", "approval_webhook"]
 
     def clean_slug(self):
         slug = self.cleaned_data["slug"]

@@ -75,4 +75,4 @@ def resolve_home(path: str, home: str) -> str:
 def layout_for(run) -> NodeLayout:
     """The layout as configured (with $HOME unresolved): what the run page shows."""
     node_source = run.source_path if run.source_kind == "node_path" else ""
-    return NodeLayout(run.instance.profile.data_root, run.project.slug, run.run_id, node_source)
+    return NodeLayout(run.instance.data_root, run.project.slug, run.run_id, node_source)

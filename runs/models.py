@@ -22,6 +22,10 @@ class Project(models.Model):
     )
     description = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
+    shutdown_needs_approval = models.BooleanField(
+        default=False, help_text="Ask a second person even for a shutdown that keeps every disk (L2)."
+    )
+    approval_webhook = models.URLField(blank=True, help_text="POSTed a JSON summary of each new teardown request.")
 
     objects = ProjectQuerySet.as_manager()
 
@@ -135,6 +139,7 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     failure_class = models.CharField(max_length=20, blank=True)
     failure_excerpt = models.TextField(blank=True)
+    export_deleted_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
 

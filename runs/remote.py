@@ -45,7 +45,7 @@ class InstanceNode:
 
     def layout_of(self, run) -> NodeLayout:
         node_source = resolve_home(run.source_path, self.home) if run.source_kind == SourceKind.NODE_PATH else ""
-        data_root = resolve_home(self.instance.profile.data_root, self.home)
+        data_root = resolve_home(self.instance.data_root, self.home)
         return NodeLayout(data_root, run.project.slug, run.run_id, node_source)
 
     def probe(self, runs) -> dict:

@@ -6,6 +6,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
+from profiles.costs import idle_billing
+from profiles.models import Instance
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs.actions import do_create_run, do_retry_run, do_start_preflight
@@ -23,6 +25,7 @@ def dashboard(request):
         "projects": Project.objects.visible_to(request.user)[:50],
         "checks": system_health(),
         "can_create_project": request.user.has_perm("runs.add_project"),
+        "idle_billing": idle_billing(Instance.objects.visible_to(request.user)),
     }
     return render(request, "runs/dashboard.html", context)
 

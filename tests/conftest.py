@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 
 from runs.roles import APPROVERS, OPERATORS
+from tests.provider_stub import API_KEY, KEY_ENV, ProviderStub
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
@@ -108,13 +109,29 @@ class WorkerProcess:
 
 
 @pytest.fixture(scope="session")
-def _worker(django_db_setup, django_db_blocker):
+def provider_stub():
+    """The cloud providers' HTTP APIs, local: the worker is pointed at it through its environment."""
+    stub = ProviderStub()
+    yield stub
+    stub.close()
+
+
+@pytest.fixture
+def provider_api(provider_stub, settings, monkeypatch):
+    """Point this test process (tasks called in-process) at the stub as well."""
+    settings.PROVIDER_API_BASES = {key: provider_stub.url for key in settings.PROVIDER_API_BASES}
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    return provider_stub
+
+
+@pytest.fixture(scope="session")
+def _worker(django_db_setup, django_db_blocker, provider_stub):
     from remotegpu_site.celery import app
 
     with django_db_blocker.unblock():
         url = database_url()
     app.control.purge()
-    worker = WorkerProcess(url)
+    worker = WorkerProcess(url, **provider_stub.env)
     yield worker
     worker.stop()
 

@@ -1,0 +1,143 @@
+"""Custody checks for each consequence, evaluated at request time and again at execution time.
+
+Each returns a snapshot {"ok", "items": [{"label", "ok", "detail"}]} that is stored on the request;
+execution compares its fresh snapshot with the approved one and refuses when the answer changed.
+"""
+
+import json
+from dataclasses import asdict, dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from custody.evidence import custody_copy_problem, latest_verified, present_copies, verified_copies
+from custody.models import EvidenceLocation, ReleaseHold, TeardownKind
+from profiles.nodes import transport_for
+from profiles.transport import TransportError
+from runs.layout import resolve_home
+from runs.models import LIVE_STATES, RunState
+
+# Scans /proc on the node: processes holding a file open for writing, or working, under the root.
+IDLE_SCRIPT = r"""
+import json, os, sys
+root = os.path.realpath(sys.argv[1]) + os.sep
+busy = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if (os.path.realpath("/proc/%s/cwd" % pid) + os.sep).startswith(root):
+            busy.append({"pid": int(pid), "why": "works in " + os.path.realpath("/proc/%s/cwd" % pid)})
+            continue
+        for fd in os.listdir("/proc/%s/fd" % pid):
+            target = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+            if not target.startswith(root):
+                continue
+            with open("/proc/%s/fdinfo/%s" % (pid, fd)) as info:
+                flags = int(info.readline().split()[1], 8)
+            if flags & 3:
+                busy.append({"pid": int(pid), "why": "writes " + target})
+                break
+    except OSError:
+        continue
+print(json.dumps({"busy": busy}))
+"""
+UNCLOSED = [RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH, RunState.QUARANTINED]
+
+
+@dataclass
+class Item:
+    label: str
+    ok: bool
+    detail: str
+    waivable: bool = False  # an L3 approver may waive it at approval (unclosed active/ dirs)
+
+
+def _snapshot(items: list[Item]) -> dict:
+    blocking = [item.label for item in items if not item.ok and not item.waivable]
+    return {
+        "ok": all(item.ok for item in items),
+        "blocking": blocking,
+        "items": [asdict(item) for item in items],
+    }
+
+
+def _no_live_run(instance) -> Item:
+    live = list(instance.runs.filter(state__in=LIVE_STATES).values_list("run_id", flat=True))
+    return Item("No live run on the box", not live, ", ".join(live) + " still live" if live else "none live")
+
+
+def _node_idle(instance) -> Item:
+    root = instance.data_root
+    try:
+        with transport_for(instance) as transport:
+            home = transport.run_script('printf %s "$HOME"', timeout=settings.SSH_COMMAND_TIMEOUT).stdout
+            argv = [settings.NODE_PYTHON, "-c", IDLE_SCRIPT, resolve_home(root, home)]
+            result = transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
+        busy = json.loads(result.stdout.strip().splitlines()[-1])["busy"]
+    except (TransportError, ValueError, IndexError, KeyError) as exc:
+        return Item("No writer under the run roots", False, f"could not confirm the box is idle: {exc}")
+    detail = "; ".join(f"pid {b['pid']} {b['why']}" for b in busy[:5]) or f"nothing writes under {root}"
+    return Item("No writer under the run roots", not busy, detail)
+
+
+def _no_expecting_watcher(instance) -> Item:
+    lease = getattr(instance, "watch_lease", None)
+    live = instance.runs.filter(state__in=LIVE_STATES).exists()
+    expecting = bool(lease and lease.expires_at > timezone.now() and live)
+    return Item("No watcher expecting progress", not expecting, "a watcher holds the lease" if expecting else "none")
+
+
+def shutdown_checks(instance, deep: bool = True) -> dict:
+    """deep: also ask the node (over SSH) whether anything still writes under the run roots."""
+    items = [_no_live_run(instance), _no_expecting_watcher(instance)]
+    if deep and not instance.profile.is_local:
+        items.append(_node_idle(instance))
+    return _snapshot(items)
+
+
+def release_checks(instance, waive_active: bool, retire_hold: bool, deep: bool = True) -> dict:
+    """deep: re-hash each custody copy instead of trusting its record."""
+    items = [_no_live_run(instance)]
+    for run in instance.runs.filter(state=RunState.EXPORTED, export_deleted_at__isnull=True):
+        record = latest_verified(run)
+        intact = deep and record and record.copy_deleted_at is None
+        problem = custody_copy_problem(record) if intact else None
+        if record is None:
+            items.append(Item(f"Custody of {run.run_id}", False, "sealed export has no verified custody record"))
+        elif problem and not record.mirror_verified:
+            items.append(Item(f"Custody of {run.run_id}", False, problem))
+        else:
+            items.append(Item(f"Custody of {run.run_id}", True, f"verified by custody #{record.pk}"))
+    unclosed = list(instance.runs.filter(state__in=UNCLOSED).values_list("run_id", flat=True))
+    if unclosed:
+        detail = "active/ not closed: " + ", ".join(unclosed) + ("; waived by the approver" if waive_active else "")
+        items.append(Item("Every active/ directory closed or waived", waive_active, detail, waivable=True))
+    hold = instance.holds.filter(retired_at__isnull=True).first()
+    if hold:
+        detail = f"“never release” hold by {hold.created_by}: {hold.reason}"
+        items.append(Item("No “never release” hold", retire_hold, detail + ("; to be retired" if retire_hold else "")))
+    lost = ", ".join(f"{t['name']} ({t['path']})" for t in instance.profile.tiers_lost_on("release")) or "nothing"
+    items.append(Item("What release destroys", True, lost))
+    return _snapshot(items)
+
+
+def deletion_checks(run, location: str, deep: bool = True) -> dict:
+    copies, notes = verified_copies(run, deep)
+    label = EvidenceLocation(location).label
+    exists = location in present_copies(run)
+    present = Item(f"The {label} exists", exists, "present" if exists else "already gone")
+    others = [EvidenceLocation(c).label for c in copies if c != location]
+    detail = "verified replica: " + ", ".join(others) if others else "this is the last verified copy"
+    items = [present, Item("A verified replica exists elsewhere", bool(others), "; ".join([detail, *notes]))]
+    return _snapshot(items)
+
+
+def checks_for(request, deep: bool = True) -> dict:
+    if request.kind == TeardownKind.SHUTDOWN:
+        return shutdown_checks(request.instance, deep)
+    if request.kind == TeardownKind.RELEASE:
+        return release_checks(request.instance, request.waive_active, request.retire_hold, deep)
+    return deletion_checks(request.run, request.location, deep)
+
+
+def active_hold(instance) -> ReleaseHold | None:
+    return instance.holds.filter(retired_at__isnull=True).first()

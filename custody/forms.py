@@ -1,0 +1,24 @@
+from django import forms
+
+from custody.models import EvidenceLocation, TeardownKind
+from runs.models import Run, RunState
+
+
+class TeardownRequestForm(forms.Form):
+    kind = forms.ChoiceField(choices=TeardownKind.choices)
+    reason = forms.CharField(max_length=2000, error_messages={"required": "Say why: the reason is audited."})
+    run = forms.ModelChoiceField(queryset=Run.objects.none(), required=False, to_field_name="run_id")
+    location = forms.ChoiceField(choices=[("", "—"), *EvidenceLocation.choices], required=False)
+    retire_hold = forms.BooleanField(required=False)
+
+    def __init__(self, *args, instance=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["run"].queryset = Run.objects.filter(instance=instance, state=RunState.EXPORTED)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") == TeardownKind.DELETE_EVIDENCE and not (data.get("run") and data.get("location")):
+            raise forms.ValidationError("Evidence deletion names one export and one location.")
+        if data.get("kind") != TeardownKind.DELETE_EVIDENCE:
+            data["run"], data["location"] = None, ""
+        return data

@@ -1,0 +1,65 @@
+"""Tell approvers a request waits: e-mail through Django's backend, and the project's webhook if set."""
+
+import json
+import logging
+import urllib.request
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db.models import Q
+
+from custody.models import TeardownRequest
+
+log = logging.getLogger(__name__)
+
+
+def summary(request: TeardownRequest) -> dict:
+    return {
+        "request": request.pk,
+        "kind": request.kind,
+        "level": request.level,
+        "instance": request.instance.name,
+        "platform": request.instance.profile.name,
+        "target": request.target,
+        "requester": request.requester.get_username(),
+        "reason": request.reason,
+        "expires_at": request.expires_at.isoformat(),
+    }
+
+
+def approver_emails() -> list[str]:
+    users = get_user_model().objects.filter(is_active=True).exclude(email="")
+    users = users.filter(
+        Q(groups__permissions__codename="approve_cost") | Q(user_permissions__codename="approve_cost")
+        | Q(is_superuser=True)
+    )  # fmt: skip
+    return sorted(set(users.values_list("email", flat=True)))
+
+
+def approvers_of(request_id: int) -> None:
+    """Best effort: a mail server or webhook outage must not undo a committed request."""
+    from custody.tasks import post_webhook
+
+    request = TeardownRequest.objects.select_related("instance__project", "requester").get(pk=request_id)
+    data = summary(request)
+    recipients = [email for email in approver_emails() if email != request.requester.email]
+    if recipients:
+        subject = f"[RemoteGPU] {request.level} {request.get_kind_display()} of {request.target} awaits approval"
+        body = "\n".join(f"{key}: {value}" for key, value in data.items())
+        try:
+            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+        except OSError as exc:
+            log.warning("approval mail for request %s not sent: %s", request_id, exc)
+    if request.instance.project.approval_webhook:
+        post_webhook.delay(request.instance.project.approval_webhook, data)
+
+
+def post(url: str, data: dict) -> int:
+    if not url.startswith(("https://", "http://")):
+        raise ValueError(f"a webhook is an http(s) URL, not {url[:20]!r}")
+    body = json.dumps({"event": "teardown.requested", **data}).encode()
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)  # noqa: S310 (checked above)
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        return response.status

@@ -1,0 +1,84 @@
+"""Money and danger clocks from an instance's state history and its rates (DOMAIN §6)."""
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.utils import timezone
+
+from profiles.models import InstanceEvent, InstanceState
+
+DAYS_AFTER_STOP = re.compile(r"(\d+)\s*days?\s+after\s+stop", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Cost:
+    running_hours: float
+    stopped_hours: float
+    total: Decimal
+    state_since: datetime
+
+
+def _periods(instance, now):
+    """(state, start, end) spans from creation to now, from the STATE events."""
+    events = list(instance.events.filter(kind=InstanceEvent.Kind.STATE).order_by("at", "id"))
+    state = events[0].data.get("old", instance.state) if events else instance.state
+    start = instance.created
+    for event in events:
+        yield state, start, event.at
+        state, start = event.data.get("new", state), event.at
+    yield state, start, now
+
+
+def accrued_cost(instance, now=None) -> Cost:
+    now = now or timezone.now()
+    hours = {InstanceState.RUNNING: 0.0, InstanceState.STOPPED: 0.0}
+    since = instance.created
+    for state, start, end in _periods(instance, now):
+        if state in hours:
+            hours[state] += max((end - start).total_seconds(), 0) / 3600
+        since = start
+    running, stopped = hours[InstanceState.RUNNING], hours[InstanceState.STOPPED]
+    total = instance.rate_running * Decimal(str(running)) + instance.rate_stopped * Decimal(str(stopped))
+    return Cost(running, stopped, total.quantize(Decimal("0.01")), since)
+
+
+def danger_clocks(instance, now=None) -> list[str]:
+    """Plain sentences for the clocks running on this box right now."""
+    now = now or timezone.now()
+    cost = accrued_cost(instance, now)
+    name, lines = instance.profile.name, []
+    hours = (now - cost.state_since).total_seconds() / 3600
+    if instance.state == InstanceState.STOPPED:
+        days = hours / 24
+        spent = instance.rate_stopped * Decimal(str(hours))
+        for clock in instance.profile.danger_clocks:
+            match = DAYS_AFTER_STOP.search(clock["clock"])
+            if match:
+                left = int(match.group(1)) - days
+                lines.append(f"stopped {days:.0f} days — {name}: {clock['what']} ({max(left, 0):.0f} days left)")
+            elif "continuous" in clock["clock"] and ("stop" in clock["what"] or "disk" in clock["what"]):
+                lines.append(f"stopped on {name}: {clock['what']} (${spent:.2f} so far)")
+    elif instance.state == InstanceState.RUNNING and not instance.runs.filter(state__in=_live_states()).exists():
+        spent = instance.rate_running * Decimal(str(hours))
+        lines.append(f"running with no live run for {hours:.1f} h (${spent:.2f} at the running rate)")
+    return lines
+
+
+def _live_states():
+    from runs.models import LIVE_STATES
+
+    return LIVE_STATES
+
+
+def idle_billing(instances) -> list[tuple]:
+    """(instance, its clocks) for boxes that bill while nothing of ours runs on them."""
+    rows = []
+    for instance in instances.exclude(state=InstanceState.RELEASED).select_related("project"):
+        if instance.state == InstanceState.STOPPED and not instance.rate_stopped:
+            continue
+        clocks = danger_clocks(instance)
+        if clocks:
+            rows.append((instance, clocks))
+    return rows

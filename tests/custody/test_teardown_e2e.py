@@ -1,0 +1,135 @@
+"""DELIVER end to end on the loopback sshd with the example training and a real worker."""
+
+import time
+
+import pytest
+from django.core.exceptions import PermissionDenied
+
+from custody.actions import do_start_verification
+from custody.models import AuditEntry, TeardownKind, TeardownRequest, TeardownStatus
+from custody.tasks import execute_teardown
+from custody.teardown import TeardownRefused, do_approve_teardown, do_request_teardown
+from custody.verify import custody_dir
+from profiles.models import InstanceState
+from runs.actions import do_start_preflight
+from runs.models import RunState
+from tests.custody.test_custody_e2e import exported, wait_record
+from tests.provider_stub import KEY_ENV
+from tests.runs.conftest import set_config, wait_state
+from tests.sshd import Sshd
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_request(request: TeardownRequest, statuses, timeout: float = 60) -> TeardownRequest:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        request.refresh_from_db()
+        if request.status in statuses:
+            return request
+        time.sleep(0.3)
+    raise AssertionError(f"request #{request.pk} stayed {request.status}: {request.failure}")
+
+
+def as_runpod(instance, pod: str) -> None:
+    """The loopback box, described as a RunPod pod whose API is the local stub."""
+    instance.profile_key, instance.provider_id, instance.api_key_ref = "runpod", pod, f"env:{KEY_ENV}"
+    instance.data_root_override = "$HOME/proj"
+    instance.save()
+
+
+def test_release_waits_for_the_run_and_custody_then_a_second_person(
+    alice, bob, make_run, source, instance, provider_stub, celery_worker_process
+):
+    as_runpod(instance, "pod-release-1")
+    set_config(source, epochs=4, epoch_pause=1)
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    wait_state(run, {RunState.RUNNING}, timeout=120)
+    with pytest.raises(TeardownRefused, match="still live"):
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
+
+    wait_state(run, {RunState.EXPORTED}, timeout=120)
+    with pytest.raises(TeardownRefused, match="no verified custody record"):
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
+
+    assert wait_record(do_start_verification(run.pk, bob)).status == "verified"
+    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
+    assert (request.level, request.status) == ("L3", TeardownStatus.PENDING)
+    with pytest.raises(PermissionDenied, match="never approve"):
+        do_approve_teardown(request.pk, bob, "my own")
+    do_approve_teardown(request.pk, alice, "custody verified, go")
+
+    request = wait_request(request, {TeardownStatus.DONE, TeardownStatus.FAILED})
+    assert request.status == TeardownStatus.DONE, request.failure
+    calls = provider_stub.calls_for("pod-release-1")
+    assert [call["verb"] for call in calls] == ["terminate"]
+    assert calls[0]["idempotency_key"] == str(request.idempotency_key)
+    instance.refresh_from_db()
+    assert instance.state == InstanceState.RELEASED
+
+
+def test_evidence_deletion_needs_a_verified_replica_and_refuses_a_tampered_one(
+    alice, bob, make_run, source, node, instance, celery_worker_process
+):
+    run = exported(make_run, source, bob)
+    assert wait_record(do_start_verification(run.pk, bob)).status == "verified"
+
+    # Approved while no worker runs; the custody copy (the only replica) is tampered before execution.
+    celery_worker_process.stop()
+    first = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "free the disk", run, "node")
+    do_approve_teardown(first.pk, alice, "the custody copy is verified")
+    best = custody_dir(run) / "best.pth"
+    data = bytearray(best.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    best.write_bytes(bytes(data))
+    execute_teardown(first.pk)
+    first.refresh_from_db()
+    assert first.status == TeardownStatus.FAILED
+    assert "Custody changed since approval" in first.failure and "best.pth" in first.failure
+    assert node.export(run).is_dir()  # nothing was deleted
+
+    # The export on the node is still verified: it is the replica that lets the custody copy go.
+    celery_worker_process.start()
+    second = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "bad copy", run, "custody")
+    do_approve_teardown(second.pk, alice, "node export stays")
+    assert wait_request(second, {TeardownStatus.DONE, TeardownStatus.FAILED}).status == TeardownStatus.DONE
+    assert not custody_dir(run).exists()
+
+    with pytest.raises(TeardownRefused, match="last verified copy"):
+        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "all of it", run, "node")
+    assert node.export(run).is_dir()
+    actions = set(AuditEntry.objects.values_list("action", flat=True))
+    assert {"requested", "approved", "executing", "refused", "done"} <= actions
+    assert AuditEntry.objects.filter(request=second, action="done").count() == 1
+
+
+def test_shutdown_waits_for_idle_then_powers_off_once_and_verifies_offline(
+    bob, make_run, source, instance, tmp_path, celery_worker_process
+):
+    box = Sshd(tmp_path / "box").start()  # this box really goes offline
+    marker = tmp_path / "poweroff-calls"
+    instance.__dict__.update(box.instance_fields())
+    instance.shutdown_command = f"bash -c 'echo once >> {marker}; kill {box.process.pid}'"
+    instance.save()
+    try:
+        set_config(source, epochs=4, epoch_pause=1)
+        run = make_run()
+        do_start_preflight(run.pk, bob)
+        wait_state(run, {RunState.RUNNING}, timeout=120)
+        with pytest.raises(TeardownRefused, match="still live"):
+            do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
+        wait_state(run, {RunState.EXPORTED}, timeout=120)
+
+        request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
+        assert request.level == "L2" and request.status == TeardownStatus.APPROVED  # no second person
+        labels = {item["label"]: item["ok"] for item in request.check_at_request["items"]}
+        assert labels["No writer under the run roots"] is True
+        request = wait_request(request, {TeardownStatus.DONE, TeardownStatus.FAILED}, timeout=90)
+        assert request.status == TeardownStatus.DONE, request.failure
+        assert request.offline_verified is True
+        assert marker.read_text() == "once\n"
+        instance.refresh_from_db()
+        assert instance.state == InstanceState.STOPPED
+    finally:
+        box.stop()

@@ -1,0 +1,191 @@
+"""Who may decide, exactly-once execution, levels from the profile, holds, audit export, adapters."""
+
+import csv
+import io
+import threading
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from custody import providers
+from custody.levels import consequence_of
+from custody.models import AuditEntry, ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
+from custody.tasks import execute_teardown
+from custody.teardown import TeardownRefused, do_approve_teardown, do_place_hold, do_request_teardown
+from profiles.catalog import get_profile
+from profiles.models import Instance
+from tests.provider_stub import KEY_ENV
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def dave(django_user_model):
+    from django.contrib.auth.models import Group
+
+    from runs.roles import OPERATORS
+
+    user = django_user_model.objects.create_user("dave", password="dave-pass-1234")
+    user.groups.set(Group.objects.filter(name=OPERATORS))
+    return user
+
+
+@pytest.fixture
+def pod(project):
+    return Instance.objects.create(
+        name=f"{project.slug}-pod-20261129", project=project, profile_key="runpod", host="203.0.113.9",
+        user="root", provider_id="pod-rules", api_key_ref=f"env:{KEY_ENV}", state="running",
+    )  # fmt: skip
+
+
+def test_the_requester_and_a_plain_operator_cannot_approve(client, alice, bob, dave, pod):
+    client.force_login(bob)
+    response = client.post(reverse("teardown-create", args=[pod.pk]), {"kind": "release", "reason": "finished"})
+    request = TeardownRequest.objects.get()
+    assert response.url == request.get_absolute_url()
+    page = client.get(request.get_absolute_url()).content.decode()
+    assert 'id="approve"' not in page and "a second person must approve it" in page
+    assert client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "approve"}).status_code == 403
+    client.force_login(dave)
+    assert client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "approve"}).status_code == 403
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.PENDING and request.approver is None
+
+
+def test_two_approvers_and_three_executors_terminate_once(alice, bob, pod, provider_api, django_user_model):
+    from django.contrib.auth.models import Group
+
+    erin = django_user_model.objects.create_user("erin")
+    erin.groups.set(Group.objects.filter(name="approvers"))
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "finished")
+    outcomes = []
+
+    def approve(user):
+        try:
+            do_approve_teardown(request.pk, user, "yes")
+            outcomes.append("approved")
+        except TeardownRefused as exc:
+            outcomes.append(str(exc))
+        finally:
+            connection.close()
+
+    def execute():
+        try:
+            outcomes.append(execute_teardown(request.pk))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=approve, args=(user,)) for user in (alice, erin)]
+    threads += [threading.Thread(target=execute) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    execute_teardown(request.pk)  # and the queued delivery, late
+    request.refresh_from_db()
+    assert outcomes.count("approved") == 1
+    assert request.status == TeardownStatus.DONE and request.attempts == 1
+    assert len(provider_api.calls_for("pod-rules", "terminate")) == 1
+    assert AuditEntry.objects.filter(request=request, action="executing").count() == 1
+
+
+def test_levels_come_from_the_survival_matrix(project):
+    # RunPod's stop wipes the container disk: L3. A generic box keeps its disk on stop: L2.
+    runpod = consequence_of(TeardownKind.SHUTDOWN, get_profile("runpod"), project)
+    generic = consequence_of(TeardownKind.SHUTDOWN, get_profile("generic-ssh"), project)
+    assert runpod.level == "L3" and runpod.needs_second_person and runpod.data_lost
+    assert generic.level == "L2" and not generic.needs_second_person
+    project.shutdown_needs_approval = True
+    assert consequence_of(TeardownKind.SHUTDOWN, get_profile("generic-ssh"), project).needs_second_person
+    for kind in (TeardownKind.RELEASE, TeardownKind.DELETE_EVIDENCE):
+        assert consequence_of(kind, get_profile("local"), project).level == "L3"
+
+
+def test_a_hold_blocks_release_until_an_approved_release_retires_it(alice, bob, pod, provider_api):
+    do_place_hold(pod.pk, bob, "shared team box")
+    with pytest.raises(TeardownRefused, match="never release"):
+        do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done", retire_hold=True)
+    do_approve_teardown(request.pk, alice, "the hold is stale")
+    execute_teardown(request.pk)
+    hold = ReleaseHold.objects.get()
+    assert hold.retired_by == alice and hold.retired_by_request == request and "stale" in hold.retired_reason
+    assert AuditEntry.objects.filter(action="hold_retired").count() == 1
+
+
+def test_a_duplicate_request_and_a_missing_reason_are_refused(bob, pod):
+    with pytest.raises(TeardownRefused, match="Say why"):
+        do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "  ")
+    first = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    with pytest.raises(TeardownRefused, match=f"#{first.pk}"):
+        do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done again")
+
+
+def test_expired_requests_cannot_be_approved(alice, bob, pod):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    TeardownRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    with pytest.raises(TeardownRefused, match="expired"):
+        do_approve_teardown(request.pk, alice)
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.EXPIRED
+
+
+def test_audit_log_filters_and_exports(client, alice, bob, pod):
+    do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    do_place_hold(pod.pk, alice, "keep")
+    client.force_login(alice)
+    page = client.get(reverse("audit-log"), {"action": "hold_placed"}).content.decode()
+    assert "“Never release” hold" in page and "requested (L3)" not in page
+    rows = list(csv.DictReader(io.StringIO(client.get(reverse("audit-log"), {"format": "csv"}).content.decode())))
+    assert [row["action"] for row in rows] == ["hold_placed", "requested"]
+    data = client.get(reverse("audit-log"), {"format": "json", "actor": "bob"}).json()
+    assert [entry["action"] for entry in data] == ["requested"]
+    with pytest.raises(ValueError, match="append-only"):
+        AuditEntry.objects.first().delete()
+
+
+@pytest.mark.parametrize(
+    ("profile_key", "kind", "verb"),
+    [
+        ("runpod", "shutdown", "stop"),
+        ("vastai", "shutdown", "stop"),
+        ("vastai", "release", "destroy"),
+        ("lambda", "release", "terminate"),
+        ("paperspace", "shutdown", "stop"),
+        ("paperspace", "release", "destroy"),
+    ],
+)
+def test_each_http_adapter_calls_its_documented_endpoint(project, provider_api, profile_key, kind, verb):
+    box = Instance.objects.create(
+        name=f"{project.slug}-{profile_key}-20261129", project=project, profile_key=profile_key,
+        provider_id=f"{profile_key}-{kind}", api_key_ref=f"env:{KEY_ENV}",
+    )  # fmt: skip
+    providers.execute(box, kind, "key-1")
+    assert [call["verb"] for call in provider_api.calls_for(box.provider_id)] == [verb]
+    assert providers.provider_says_stopped(box) is True
+
+
+def test_lambda_has_no_stop_and_console_platforms_need_attestation(project, provider_api):
+    lam = Instance.objects.create(name=f"{project.slug}-lam-20261129", project=project, profile_key="lambda")
+    with pytest.raises(providers.ProviderError, match="no shutdown"):
+        providers.execute(lam, "shutdown", "k")
+    autodl = Instance.objects.create(name=f"{project.slug}-adl-20261129", project=project, profile_key="autodl")
+    with pytest.raises(providers.NeedsAttestation) as steps:
+        providers.execute(autodl, "shutdown", "k")
+    assert any("关机" in step for step in steps.value.steps)
+
+
+def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "wrong")
+    box = Instance.objects.create(
+        name=f"{project.slug}-rp-20261129", project=project, profile_key="runpod", provider_id="p",
+        api_key_ref=f"env:{KEY_ENV}",
+    )  # fmt: skip
+    with pytest.raises(providers.ProviderError, match="answered 401"):
+        providers.execute(box, "release", "k")
+    assert provider_api.calls_for("p") == []
