@@ -10,7 +10,7 @@ from custody.models import CustodyRecord, CustodyStatus, TeardownKind, TeardownS
 from custody.providers import NeedsAttestation, ProviderError, execute, provider_says_stopped
 from custody.removal import remove_copy
 from profiles.nodes import transport_for
-from profiles.transport import TransportError
+from profiles.transport import TransportError, Unreachable
 
 
 @shared_task(acks_late=True, soft_time_limit=3600, time_limit=3660)
@@ -31,8 +31,10 @@ def _offline(instance) -> bool:
         try:
             with transport_for(instance) as transport:
                 transport.run(["true"], timeout=settings.SSH_COMMAND_TIMEOUT)
-        except TransportError:
+        except Unreachable:
             return True
+        except TransportError:
+            pass  # an unknown host key or a refused credential proves nothing about power
         if time.monotonic() > deadline:
             return False
         time.sleep(2)

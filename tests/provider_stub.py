@@ -28,6 +28,7 @@ ROUTES = [
 class ProviderStub:
     def __init__(self):
         self.calls: list[dict] = []
+        self.webhooks: list[dict] = []
         self.states: dict[str, str] = {}
         self.lock = threading.Lock()
         stub = self
@@ -39,6 +40,10 @@ class ProviderStub:
             def _answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null") if length else None
+                if self.path.startswith("/hooks/"):  # a project's approval webhook
+                    with stub.lock:
+                        stub.webhooks.append({"path": self.path, "body": body})
+                    return self._send(200, {"ok": True})
                 if self.headers.get("Authorization") != f"Bearer {API_KEY}":
                     return self._send(401, {"error": "unauthorized"})
                 for method, pattern, provider, verb in ROUTES:

@@ -5,10 +5,10 @@ import time
 from tests.conftest import ARTIFACTS
 
 
-def sign_in(page, stack, password):
+def sign_in(page, stack, password, username="admin"):
     page.goto(stack.url + "/")
     assert "/login/" in page.url
-    page.fill("#id_username", "admin")
+    page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit]")
 

@@ -1,0 +1,73 @@
+"""In the browser, as two people: an operator requests a release, an approver approves it."""
+
+import subprocess
+import sys
+import time
+
+from tests.browser.test_dashboard import sign_in
+from tests.conftest import ARTIFACTS, REPO, subprocess_env
+
+SEED = """
+from django.contrib.auth.models import Group, User
+from django.utils import timezone
+from profiles.models import Instance
+from runs.models import Project
+ops = User.objects.create_user("ops1", password="ops1-pass-1234")
+ops.groups.set([Group.objects.get(name="operators")])
+appr = User.objects.create_user("appr1", password="appr1-pass-1234")
+appr.groups.set([Group.objects.get(name="approvers")])
+project = Project.objects.create(name="Delivery", slug="delivery")
+Instance.objects.create(name=f"delivery-box-{timezone.localdate():%Y%m%d}", project=project,
+    profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running")
+"""
+
+
+def seed(stack) -> None:
+    env = subprocess_env(REMOTEGPU_VAR_DIR=str(stack.var_dir), DATABASE_URL="")
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", SEED], cwd=REPO, env=env, check=True, timeout=60)
+
+
+def sign_out(page, stack) -> None:
+    page.context.clear_cookies()
+    page.goto(stack.url + "/")
+
+
+def test_operator_requests_and_a_second_person_approves(page, stack):
+    seed(stack)
+    sign_in(page, stack, "ops1-pass-1234", username="ops1")
+    page.goto(stack.url + "/instances/")
+    page.click("a:has-text('delivery-box-')")
+
+    # Three distinct consequences, each with its own custody check.
+    shutdown, release = page.locator("#consequence-shutdown"), page.locator("#consequence-release")
+    assert shutdown.locator("[data-check='No watcher expecting progress']").count() == 1
+    assert release.locator("[data-check='What release destroys']").count() == 1
+    assert shutdown.locator("[data-check='What release destroys']").count() == 0
+    assert page.locator("#consequence-delete_evidence").is_visible()
+    assert "L3" in release.inner_text() and "L2" in shutdown.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "teardown-panel.png"), full_page=True)
+
+    release.locator("input[name=reason]").fill("experiment finished")
+    release.locator("#button-release").click()
+    page.wait_for_selector("#request-status:has-text('Pending approval')")
+    assert page.locator("#approve").count() == 0
+    assert "a second person must approve it" in page.inner_text("#own-request")
+    request_url = page.url
+
+    sign_out(page, stack)
+    sign_in(page, stack, "appr1-pass-1234", username="appr1")
+    page.goto(stack.url + "/approvals/")
+    card = page.locator("section.request").first
+    assert "ops1" in card.inner_text() and "experiment finished" in card.inner_text()
+    assert card.locator("[data-check='No live run on the box']").count() == 1
+    card.locator("a:has-text('Review and decide')").click()
+    assert page.url == request_url
+    page.fill("textarea[name=comment]", "nothing left on it")
+    page.click("#approve")
+    deadline = time.monotonic() + 60
+    while "Awaiting console attestation" not in page.inner_text("#request-status"):
+        assert time.monotonic() < deadline, page.inner_text("#request-status")
+        time.sleep(1)
+        page.reload()
+    assert "Choose release / destroy for that exact instance only." in page.inner_text("#attest")
+    page.screenshot(path=str(ARTIFACTS / "approval.png"), full_page=True)

@@ -1,0 +1,87 @@
+"""Approver notifications, console attestation, money and danger clocks."""
+
+import time
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core import mail
+from django.urls import reverse
+from django.utils import timezone
+
+from custody.models import TeardownKind, TeardownStatus
+from custody.teardown import do_approve_teardown, do_attest_teardown, do_request_teardown
+from profiles.costs import accrued_cost, danger_clocks
+from profiles.models import Instance, InstanceEvent
+from tests.custody.test_teardown_e2e import wait_request
+from tests.sshd import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_approvers_get_mail_and_the_project_webhook_a_summary(
+    alice, bob, project, provider_stub, celery_worker_process
+):
+    alice.email, bob.email = "alice@example.org", "bob@example.org"
+    alice.save(), bob.save()
+    project.approval_webhook = f"{provider_stub.url}/hooks/{project.slug}"
+    project.save()
+    box = Instance.objects.create(name=f"{project.slug}-box-20261129", project=project, profile_key="runpod")
+    request = do_request_teardown(box.pk, TeardownKind.RELEASE, bob, "finished")
+    assert [message.to for message in mail.outbox] == [["alice@example.org"]]  # never the requester
+    assert f"Release of {box.name} awaits approval" in mail.outbox[0].subject
+    deadline = time.monotonic() + 30
+    while not [hook for hook in provider_stub.webhooks if hook["path"].endswith(project.slug)]:
+        assert time.monotonic() < deadline, "the webhook was never posted"
+        time.sleep(0.2)
+    hook = next(hook for hook in provider_stub.webhooks if hook["path"].endswith(project.slug))
+    assert hook["body"]["event"] == "teardown.requested" and hook["body"]["request"] == request.pk
+
+
+def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
+    alice, bob, project, sshd, celery_worker_process
+):
+    fields = {**sshd.instance_fields(), "port": free_port()}  # pinned, but nothing listens: powered off
+    box = Instance.objects.create(name=f"{project.slug}-adl-20261129", project=project, **{
+        **fields, "profile_key": "autodl"})  # fmt: skip
+    request = do_request_teardown(box.pk, TeardownKind.RELEASE, bob, "finished")
+    do_approve_teardown(request.pk, alice, "ok")
+    request = wait_request(request, {TeardownStatus.AWAITING_ATTESTATION, TeardownStatus.FAILED})
+    assert request.status == TeardownStatus.AWAITING_ATTESTATION, request.failure
+    assert any("AutoDL console" in step for step in request.provider_answer["console_steps"])
+    do_attest_teardown(request.pk, bob)
+    request = wait_request(request, {TeardownStatus.DONE, TeardownStatus.FAILED})
+    assert request.status == TeardownStatus.DONE and request.offline_verified is True
+    assert request.attested_by == bob
+
+
+def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, alice):
+    now = timezone.now()
+    box = Instance.objects.create(
+        name=f"{project.slug}-adl-20261129", project=project, profile_key="autodl", state="stopped",
+        rate_running=Decimal("2.00"), rate_stopped=Decimal("0.10"),
+    )  # fmt: skip
+    Instance.objects.filter(pk=box.pk).update(created=now - timedelta(days=12, hours=10))
+    stop = InstanceEvent.objects.create(
+        instance=box, kind="state", message="stopped", data={"old": "running", "new": "stopped"}
+    )
+    InstanceEvent.objects.filter(pk=stop.pk).update(at=now - timedelta(days=12))
+    box.refresh_from_db()
+    cost = accrued_cost(box, now)
+    assert round(cost.running_hours, 3) == 10 and round(cost.stopped_hours, 3) == 288
+    assert cost.total == Decimal("48.80")  # 10 h × $2 + 288 h × $0.10
+    clocks = danger_clocks(box, now)
+    assert any(line.startswith("stopped 12 days — AutoDL") and "(3 days left)" in line for line in clocks)
+
+    vast = Instance.objects.create(
+        name=f"{project.slug}-vast-20261129", project=project, profile_key="vastai", state="stopped",
+        rate_stopped=Decimal("0.50"),
+    )  # fmt: skip
+    Instance.objects.filter(pk=vast.pk).update(created=now - timedelta(hours=10))
+    vast.refresh_from_db()
+    assert any(
+        "disk bills until you destroy it" in line and "$5.00 so far" in line for line in danger_clocks(vast, now)
+    )
+    client.force_login(alice)
+    page = client.get(reverse("dashboard")).content.decode()
+    assert "Idle but billing" in page and vast.name in page and box.name in page
