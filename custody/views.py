@@ -59,17 +59,24 @@ def teardown_create(request, pk):
     return _back_to_instance(pk)
 
 
+def visible_requests(user):
+    return TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user))
+
+
 def approval_queue(request):
-    pending = TeardownRequest.objects.pending().select_related("instance__project", "requester", "run")
-    decided = TeardownRequest.objects.exclude(status=TeardownStatus.PENDING).select_related(
-        "instance", "requester", "approver"
-    )[:30]
+    pending = visible_requests(request.user).pending().select_related("instance__project", "requester", "run")
+    decided = (
+        visible_requests(request.user)
+        .exclude(status=TeardownStatus.PENDING)
+        .select_related("instance", "requester", "approver")[:30]
+    )
     context = {"pending": pending, "decided": decided, "can_approve": request.user.has_perm("runs.approve_cost")}
     return render(request, "custody/approval_queue.html", context)
 
 
 def teardown_detail(request, pk):
-    req = get_object_or_404(TeardownRequest.objects.select_related("instance__project", "requester", "run"), pk=pk)
+    requests = visible_requests(request.user).select_related("instance__project", "requester", "run")
+    req = get_object_or_404(requests, pk=pk)
     profile = req.instance.profile
     context = {
         "req": req,
@@ -86,6 +93,7 @@ def teardown_detail(request, pk):
 @require_POST
 def teardown_decide(request, pk):
     """Approve or reject; the requester and non-approvers get 403 whatever the page showed."""
+    get_object_or_404(visible_requests(request.user), pk=pk)
     decision = request.POST.get("decision")
     comment = request.POST.get("comment", "")[:2000]
     if decision == "approve":
@@ -101,6 +109,7 @@ def teardown_decide(request, pk):
 @require_POST
 @permission_required("runs.operate", raise_exception=True)
 def teardown_attest(request, pk):
+    get_object_or_404(visible_requests(request.user), pk=pk)
     perform(request, lambda: teardown.do_attest_teardown(pk, request.user), "Attested; verifying offline.")
     return redirect("teardown-detail", pk=pk)
 
@@ -108,6 +117,7 @@ def teardown_attest(request, pk):
 @require_POST
 @permission_required("runs.operate", raise_exception=True)
 def teardown_retry(request, pk):
+    get_object_or_404(visible_requests(request.user), pk=pk)
     perform(request, lambda: teardown.do_retry_execution(pk, request.user), "Execution queued again.")
     return redirect("teardown-detail", pk=pk)
 
@@ -133,7 +143,10 @@ def instance_cache_cleanup(request, pk):
 
 
 def audit_log(request):
-    entries = filter_audit(AuditEntry.objects.select_related("actor", "instance", "request"), request.GET)
+    entries = AuditEntry.objects.select_related("actor", "instance", "request")
+    if not request.user.is_superuser:
+        entries = entries.filter(instance__in=Instance.objects.visible_to(request.user))
+    entries = filter_audit(entries, request.GET)
     if request.GET.get("format") in ("csv", "json"):
         return export_audit(entries, request.GET["format"])
     context = {"entries": entries[:500], "actions": AUDIT_ACTIONS, "query": request.GET}

@@ -26,9 +26,12 @@ INSTANCE_TRANSITIONS = {
 
 class InstanceQuerySet(models.QuerySet):
     def visible_to(self, user):
+        from runs.models import member_filter
+
         if not user.is_authenticated:
             return self.none()
-        return self
+        rule = member_filter(user, "project__")
+        return self if rule is None else self.filter(rule)
 
     def billing(self):
         return self.exclude(state=InstanceState.RELEASED)

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from api import pages as api_pages
 from remotegpu_site import views
 
 urlpatterns = [
@@ -12,4 +13,6 @@ urlpatterns = [
     path("", include("profiles.urls")),
     path("", include("runs.urls")),
     path("", include("custody.urls")),
+    path("api/", include("api.urls")),
+    path("account/tokens/", api_pages.tokens, name="api-tokens"),
 ]

@@ -205,6 +205,8 @@ def do_retry_run(run_pk: int, actor) -> Run:
 
 def _exit(run: Run, exit_code: int | None, message: str) -> None:
     run.exit_code, run.exited_at = exit_code, timezone.now()
+    if run.launched_at:
+        run.gpu_seconds += (run.exited_at - run.launched_at).total_seconds() * len(run.gpus)
     _transition(run, RunState.EXITED, message, exit_code=exit_code)
     _release_gpus(run)
 

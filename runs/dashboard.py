@@ -16,11 +16,14 @@ class Tile:
 
 def tiles_for(user) -> list[Tile]:
     projects = Project.objects.visible_to(user)
+    pending = TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user)).pending().count()
     return [
         Tile("Projects", projects.count(), "lines of work"),
         Tile("Instances", Instance.objects.visible_to(user).billing().count(), "registered, not released"),
         Tile("Live runs", Run.objects.visible_to(user).live().count(), "preflight to exited"),
         Tile(
-            "Pending approvals", TeardownRequest.objects.pending().count(), "consequences waiting for a second person"
+            "Pending approvals",
+            pending,
+            "consequences waiting for a second person",
         ),
     ]

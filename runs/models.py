@@ -5,12 +5,20 @@ from django.db import models
 from django.urls import reverse
 
 
+def member_filter(user, path: str) -> models.Q | None:
+    """None: no restriction (an admin sees every project); otherwise membership of the project at path."""
+    if user.is_superuser:
+        return None
+    return models.Q(**{f"{path}members": user})
+
+
 class ProjectQuerySet(models.QuerySet):
     def visible_to(self, user):
-        # History is shared across the team: every signed-in user sees every project.
+        """Members see their projects' history; admins see all; anonymous sees nothing."""
         if not user.is_authenticated:
             return self.none()
-        return self
+        rule = member_filter(user, "")
+        return self if rule is None else self.filter(rule)
 
 
 class Project(models.Model):
@@ -26,6 +34,7 @@ class Project(models.Model):
         default=False, help_text="Ask a second person even for a shutdown that keeps every disk (L2)."
     )
     approval_webhook = models.URLField(blank=True, help_text="POSTed a JSON summary of each new teardown request.")
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="projects")
 
     objects = ProjectQuerySet.as_manager()
 
@@ -86,7 +95,8 @@ class RunQuerySet(models.QuerySet):
     def visible_to(self, user):
         if not user.is_authenticated:
             return self.none()
-        return self
+        rule = member_filter(user, "project__")
+        return self if rule is None else self.filter(rule)
 
     def live(self):
         return self.filter(state__in=LIVE_STATES)
@@ -126,6 +136,7 @@ class Run(models.Model):
     launched_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     exited_at = models.DateTimeField(null=True, blank=True)
+    gpu_seconds = models.FloatField(default=0, help_text="GPU-seconds used, summed over attempts")
     close_reason = models.TextField(blank=True)
     last_status = models.JSONField(default=dict, blank=True)
     # What the watcher has learned (DOMAIN §3): offsets into the node's files, the curve, health.
@@ -147,6 +158,10 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        indexes = [
+            models.Index(fields=["-created", "-id"], name="run_history_order"),
+            models.Index(fields=["state", "-created"], name="run_state_created"),
+        ]
 
     def __str__(self):
         return self.run_id

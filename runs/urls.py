@@ -8,6 +8,7 @@ urlpatterns = [
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
     path("runs/", views.run_list, name="run-list"),
     path("runs/new/", views.run_create, name="run-create"),
+    path("runs/compare/", views.run_compare, name="run-compare"),
     path("runs/<slug:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<slug:run_id>/live.json", views.run_live, name="run-live"),
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),

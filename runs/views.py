@@ -6,10 +6,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
+from profiles import catalog
 from profiles.costs import idle_billing
 from profiles.models import Instance
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
+from runs import compare, history
 from runs.actions import do_create_run, do_retry_run, do_start_preflight
 from runs.dashboard import tiles_for
 from runs.forms import ProjectForm, RunForm
@@ -46,18 +48,37 @@ class ProjectCreateView(PermissionRequiredMixin, CreateView):
 
     def form_valid(self, form):
         response = super().form_valid(form)
+        self.object.members.add(self.request.user)  # the creator is the first member
         messages.success(self.request, f"Project “{self.object.name}” created.")
         return response
 
 
 def run_list(request):
-    runs = Run.objects.visible_to(request.user).select_related("project", "instance")
-    if request.GET.get("project"):
-        runs = runs.filter(project__slug=request.GET["project"])
-    if request.GET.get("state") in RunState.values:
-        runs = runs.filter(state=request.GET["state"])
-    context = {"runs": runs[:200], "states": RunState.choices, "can_create": request.user.has_perm("runs.operate")}
+    """Cross-project history: every run the user may see, filtered, searched, keyset-paginated."""
+    page = history.page_of(request.user, request.GET)
+    runs, _ = history.filtered(request.user, request.GET)
+    context = {
+        "page": page,
+        "states": RunState.choices,
+        "projects": Project.objects.visible_to(request.user),
+        "platforms": catalog.choices(),
+        "custody_choices": history.CUSTODY_CHOICES,
+        "query": request.GET,
+        "by_project": history.totals(runs, "project"),
+        "by_instance": history.totals(runs, "instance"),
+        "can_create": request.user.has_perm("runs.operate"),
+    }
     return render(request, "runs/run_list.html", context)
+
+
+def run_compare(request):
+    ids = [run_id for run_id in request.GET.getlist("run") if run_id][:6]
+    runs = {r.run_id: r for r in Run.objects.visible_to(request.user).filter(run_id__in=ids).select_related("instance")}
+    chosen = [runs[run_id] for run_id in dict.fromkeys(ids) if run_id in runs]
+    if len(chosen) < 2:
+        messages.error(request, "Pick at least two runs you can see to compare.")
+        return redirect("run-list")
+    return render(request, "runs/compare.html", compare.compare(chosen))
 
 
 @permission_required("runs.operate", raise_exception=True)

@@ -17,6 +17,7 @@ ops.groups.set([Group.objects.get(name="operators")])
 appr = User.objects.create_user("appr1", password="appr1-pass-1234")
 appr.groups.set([Group.objects.get(name="approvers")])
 project = Project.objects.create(name="Delivery", slug="delivery")
+project.members.add(ops, appr)
 Instance.objects.create(name=f"delivery-box-{timezone.localdate():%Y%m%d}", project=project,
     profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running")
 """

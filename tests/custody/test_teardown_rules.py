@@ -31,6 +31,11 @@ def dave(django_user_model):
     return user
 
 
+@pytest.fixture(autouse=True)
+def _members(project, dave):
+    project.members.add(dave)
+
+
 @pytest.fixture
 def pod(project):
     return Instance.objects.create(

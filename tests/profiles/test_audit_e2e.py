@@ -28,8 +28,9 @@ def wait_for_probe(instance, count, timeout=60) -> InstanceProbe:
 
 
 @pytest.fixture
-def ssh_instance(sshd):
+def ssh_instance(sshd, bob):
     project = Project.objects.create(name="Vision", slug="vision")
+    project.members.add(bob)
     return Instance.objects.create(name=f"vision-audit-{TODAY}", project=project, **sshd.instance_fields(pinned=False))
 
 

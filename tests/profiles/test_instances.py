@@ -18,8 +18,10 @@ PASTED_KEY = (
 
 
 @pytest.fixture
-def project():
-    return Project.objects.create(name="Vision", slug="vision")
+def project(alice, bob, charlie):
+    project = Project.objects.create(name="Vision", slug="vision")
+    project.members.add(alice, bob, charlie)
+    return project
 
 
 def form_data(project, **overrides):

@@ -43,8 +43,9 @@ class Node:
 
 
 @pytest.fixture
-def project():
+def project(alice, bob, charlie):
     project = Project.objects.create(name=f"T {uuid.uuid4().hex[:6]}", slug=f"t{uuid.uuid4().hex[:10]}")
+    project.members.add(alice, bob, charlie)
     yield project
     shutil.rmtree(Node(project).root, ignore_errors=True)
 

@@ -19,12 +19,13 @@ ORIGIN = (b"origin", b"http://localhost")
 
 
 @pytest.fixture(autouse=True)
-def runs(db):
-    """The runs the sockets subscribe to: a group join is authorized per object."""
+def runs(db, alice):
+    """The runs the sockets subscribe to: a group join is authorized per object (alice is a member)."""
     from profiles.models import Instance
     from runs.models import Project, Run
 
     project = Project.objects.create(name="Vision", slug="vision")
+    project.members.add(alice)
     instance = Instance.objects.create(name="vision-desk-20261129", project=project, profile_key="local")
     for run_id in ("vision-r1", "vision-r2", "other-run"):
         Run.objects.create(
@@ -87,6 +88,13 @@ async def test_foreign_origin_is_refused(alice):
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=headers)
     connected, _ = await communicator.connect()
     assert not connected
+
+
+async def test_a_user_outside_the_project_cannot_join_its_run(charlie):
+    cookie = await sync_to_async(session_cookie)(charlie)
+    communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
+    connected, code = await communicator.connect()
+    assert not connected and code == 4403
 
 
 async def test_unknown_run_is_refused(alice):

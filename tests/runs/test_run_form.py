@@ -82,6 +82,7 @@ def test_instance_of_another_project_is_refused(client, bob, form, instance):
     from runs.models import Project
 
     other = Project.objects.create(name="Other", slug="other")
+    other.members.add(bob)
     client.force_login(bob)
     response = client.post(reverse("run-create"), {**form, "project": other.pk})
     assert "belongs to another project" in response.content.decode()

@@ -1,0 +1,46 @@
+"""Every API error is JSON with a reason; never an HTML page, never a 500 for bad input."""
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, ValidationError
+from django.http import JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+MAX_BODY = 256 * 1024
+
+
+class BoundedJSONParser(JSONParser):
+    """Refuse oversized bodies before reading them."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        request = (parser_context or {}).get("request")
+        length = int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
+        if length > MAX_BODY:
+            raise PayloadTooLarge()
+        return super().parse(stream, media_type, parser_context)
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = f"The body is larger than {MAX_BODY} bytes."
+    default_code = "too_large"
+
+
+def handle(exc, context):
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
+    elif isinstance(exc, ValidationError):
+        return Response({"error": "invalid", "detail": exc.messages}, status=400)
+    elif isinstance(exc, PermissionDenied):
+        return Response({"error": "forbidden", "detail": str(exc)}, status=403)
+    response = exception_handler(exc, context)
+    if response is not None:
+        detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
+        code = getattr(exc, "default_code", "error")
+        response.data = {"error": code, "detail": detail}
+    return response
+
+
+def not_found(request, *args, **kwargs):
+    return JsonResponse({"error": "not_found", "detail": f"No API endpoint {request.path}"}, status=404)

@@ -1,0 +1,101 @@
+"""What the API shows and accepts. Reads come from the models; run creation goes through RunForm."""
+
+from rest_framework import serializers
+
+from custody.models import CustodyRecord, TeardownKind, TeardownRequest
+from profiles.models import Instance
+from runs.models import Project, Run, RunEvent
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Project
+        fields = ["slug", "name", "description", "created"]
+
+
+class InstanceSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    address = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Instance
+        fields = ["id", "name", "project", "profile_key", "address", "state", "gpu_description", "created"]
+
+
+class RunSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "run_id", "title", "project", "instance", "state", "attempt", "command", "config_path",
+            "source_kind", "source_path", "resolved_commit", "source_tree_sha256", "config_sha256",
+            "manifest_sha256", "gpus", "health", "exit_code", "created", "launched_at", "exited_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """Typed input; RunForm then applies every rule the web form applies."""
+
+    project = serializers.SlugField(max_length=40)
+    instance = serializers.CharField(max_length=100)
+    title = serializers.CharField(max_length=120, required=False, default="", allow_blank=True)
+    source_kind = serializers.CharField(max_length=16)
+    source_path = serializers.CharField(max_length=500)
+    source_commit = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
+    command = serializers.ListField(child=serializers.CharField(max_length=500), min_length=1, max_length=100)
+    config_path = serializers.CharField(max_length=300)
+    data_paths = serializers.ListField(child=serializers.CharField(max_length=500), max_length=50, default=list)
+    manifest_path = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+    gpus = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=63), max_length=64, default=list)
+    expected_minutes = serializers.IntegerField(min_value=1, max_value=100000, default=60)
+    checkpoint_mib = serializers.IntegerField(min_value=0, max_value=10**7, default=100)
+    scratch_mib = serializers.IntegerField(min_value=0, max_value=10**8, default=0)
+    checkpoints_retained = serializers.IntegerField(min_value=1, max_value=100, default=2)
+    expected_files = serializers.IntegerField(min_value=1, max_value=10**12, default=1000)
+
+
+class EventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunEvent
+        fields = ["id", "at", "kind", "message", "data"]
+
+
+class CustodySerializer(serializers.ModelSerializer):
+    run = serializers.SlugRelatedField(slug_field="run_id", read_only=True)
+
+    class Meta:
+        model = CustodyRecord
+        fields = [
+            "id", "run", "status", "uri", "roster_sha256", "total_bytes", "file_count", "bytes_done", "files_done",
+            "provider", "mutability", "mirror_uri", "mirror_verified", "verified_at", "consumer_location",
+            "evidence", "warnings", "failure", "created",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class TeardownSerializer(serializers.ModelSerializer):
+    instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    approver = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    run = serializers.SlugRelatedField(slug_field="run_id", read_only=True)
+
+    class Meta:
+        model = TeardownRequest
+        fields = [
+            "id", "kind", "instance", "run", "location", "level", "status", "requester", "reason", "approver",
+            "decision_comment", "check_at_request", "check_at_execution", "created", "expires_at", "finished_at",
+            "provider_answer", "failure", "offline_verified",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class TeardownCreateSerializer(serializers.Serializer):
+    instance = serializers.CharField(max_length=100)
+    kind = serializers.ChoiceField(choices=TeardownKind.choices)
+    reason = serializers.CharField(max_length=2000)
+    run = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
+    location = serializers.CharField(max_length=8, required=False, default="", allow_blank=True)
+    retire_hold = serializers.BooleanField(default=False)

@@ -1,0 +1,28 @@
+from django.contrib.auth.decorators import login_not_required
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import DefaultRouter
+
+from api import errors, views
+
+router = DefaultRouter(trailing_slash=True)
+router.register("projects", views.ProjectViewSet, basename="api-project")
+router.register("instances", views.InstanceViewSet, basename="api-instance")
+router.register("runs", views.RunViewSet, basename="api-run")
+router.register("custody", views.CustodyViewSet, basename="api-custody")
+router.register("teardown", views.TeardownViewSet, basename="api-teardown")
+
+
+def _open(patterns):
+    """DRF authenticates API calls itself (token or session): the site's login redirect must not."""
+    for pattern in patterns:
+        if hasattr(pattern, "callback"):
+            pattern.callback = login_not_required(pattern.callback)
+    return patterns
+
+
+urlpatterns = [
+    path("", include(_open(router.urls))),
+    path("schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema"),
+    re_path(r"^.*$", login_not_required(errors.not_found)),
+]

@@ -1,0 +1,175 @@
+"""The automation API: the same actions as the pages, the same rules; approval stays human."""
+
+import shlex
+
+from django.http import QueryDict
+from django.shortcuts import get_object_or_404
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+
+from api import serializers as s
+from custody.actions import do_start_verification
+from custody.models import CustodyRecord, TeardownRequest
+from custody.teardown import do_request_teardown
+from profiles.models import Instance
+from runs import history
+from runs.actions import do_create_run, do_start_preflight
+from runs.forms import RunForm
+from runs.models import Project, Run
+
+OPERATE = "runs.operate"
+
+
+class NewestFirst(CursorPagination):
+    ordering = ("-created", "-id")
+    page_size = 50
+
+
+def require(user, perm: str) -> None:
+    if not user.has_perm(perm):
+        raise PermissionDenied(f"This needs the {perm} permission.")
+
+
+class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = s.ProjectSerializer
+    lookup_field = "slug"
+
+    def get_queryset(self):
+        return Project.objects.visible_to(self.request.user).order_by("slug")
+
+
+class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = s.InstanceSerializer
+
+    def get_queryset(self):
+        return Instance.objects.visible_to(self.request.user).select_related("project").order_by("name")
+
+
+class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    lookup_field = "run_id"
+    pagination_class = NewestFirst
+
+    def get_queryset(self):
+        if self.action == "list":  # the history filters: project, instance, platform, state, custody, q, …
+            runs, _ = history.filtered(self.request.user, self.request.query_params)
+            return runs.select_related("project", "instance")
+        return Run.objects.visible_to(self.request.user).select_related("project", "instance")
+
+    def get_serializer_class(self):
+        return s.RunCreateSerializer if self.action == "create" else s.RunSerializer
+
+    def create(self, request, *args, **kwargs):
+        require(request.user, OPERATE)
+        typed = s.RunCreateSerializer(data=request.data)
+        typed.is_valid(raise_exception=True)
+        form = RunForm(form_data(request.user, typed.validated_data), user=request.user)
+        if not form.is_valid():
+            raise ValidationError({field: [str(e) for e in errors] for field, errors in form.errors.items()})
+        run = do_create_run(form.save(commit=False), request.user)
+        return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"])
+    def launch(self, request, run_id=None):
+        """Preflight → smoke → detached launch, as the page's button."""
+        require(request.user, OPERATE)
+        run = self.get_object()
+        do_start_preflight(run.pk, request.user)
+        run.refresh_from_db()
+        return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @action(detail=True, methods=["get"])
+    def events(self, request, run_id=None):
+        run = self.get_object()
+        after = request.query_params.get("after", "0")
+        if not after.isdigit():
+            raise ValidationError({"after": ["an event id (a non-negative integer)"]})
+        events = run.events.filter(pk__gt=int(after)).order_by("id")[:500]
+        return Response({"state": run.state, "events": s.EventSerializer(events, many=True).data})
+
+    @action(detail=True, methods=["post"])
+    def verify(self, request, run_id=None):
+        require(request.user, OPERATE)
+        record = do_start_verification(self.get_object().pk, request.user)
+        return Response(s.CustodySerializer(record).data, status=status.HTTP_202_ACCEPTED)
+
+    @action(detail=True, methods=["get"])
+    def custody(self, request, run_id=None):
+        record = self.get_object().custody_records.first()
+        if record is None:
+            return Response({"error": "not_found", "detail": "This run has no custody record yet."}, status=404)
+        return Response(s.CustodySerializer(record).data)
+
+
+def form_data(user, data: dict) -> QueryDict:
+    """The API's typed JSON, as the web form receives it; unknown names are plain form errors."""
+    project = Project.objects.visible_to(user).filter(slug=data["project"]).first()
+    instance = Instance.objects.visible_to(user).filter(name=data["instance"]).first()
+    if project is None:
+        raise ValidationError({"project": [f"no project {data['project']!r} that you can see"]})
+    if instance is None:
+        raise ValidationError({"instance": [f"no instance {data['instance']!r} that you can see"]})
+    form = QueryDict(mutable=True)
+    form.update(
+        {
+            "project": str(project.pk), "instance": str(instance.pk), "title": data["title"],
+            "source_kind": data["source_kind"], "source_path": data["source_path"],
+            "source_commit": data["source_commit"], "command_line": shlex.join(data["command"]),
+            "config_path": data["config_path"], "data_paths_text": "\n".join(data["data_paths"]),
+            "manifest_path": data["manifest_path"], "gpus_text": ",".join(map(str, data["gpus"])),
+            "expected_minutes": str(data["expected_minutes"]), "checkpoint_mib": str(data["checkpoint_mib"]),
+            "scratch_mib": str(data["scratch_mib"]), "checkpoints_retained": str(data["checkpoints_retained"]),
+            "expected_files": str(data["expected_files"]),
+        }
+    )  # fmt: skip
+    return form
+
+
+class CustodyViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = s.CustodySerializer
+    pagination_class = NewestFirst
+
+    def get_queryset(self):
+        runs = Run.objects.visible_to(self.request.user)
+        return CustodyRecord.objects.filter(run__in=runs).select_related("run")
+
+
+class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Scripts may *request* a consequence; approving one is a person's act in the approval queue."""
+
+    pagination_class = NewestFirst
+
+    def get_queryset(self):
+        instances = Instance.objects.visible_to(self.request.user)
+        return TeardownRequest.objects.filter(instance__in=instances).select_related(
+            "instance", "requester", "approver", "run"
+        )
+
+    def get_serializer_class(self):
+        return s.TeardownCreateSerializer if self.action == "create" else s.TeardownSerializer
+
+    def create(self, request, *args, **kwargs):
+        require(request.user, OPERATE)
+        typed = s.TeardownCreateSerializer(data=request.data)
+        typed.is_valid(raise_exception=True)
+        data = typed.validated_data
+        instance = get_object_or_404(Instance.objects.visible_to(request.user), name=data["instance"])
+        run = None
+        if data["run"]:
+            run = get_object_or_404(Run.objects.visible_to(request.user).filter(instance=instance), run_id=data["run"])
+        request_row = do_request_teardown(
+            instance.pk, data["kind"], request.user, data["reason"], run, data["location"], data["retire_hold"]
+        )
+        return Response(s.TeardownSerializer(request_row).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        self.get_object()  # 404 for what the user cannot see, before saying no
+        raise PermissionDenied("Approval stays human: an approver decides in the approval queue, not through the API.")
+
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        self.get_object()
+        raise PermissionDenied("Rejection stays human: an approver decides in the approval queue.")

@@ -1,0 +1,1 @@
+"""The RemoteGPU command-line client (stdlib only): `python -m remotegpu --help`."""

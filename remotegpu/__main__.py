@@ -1,0 +1,88 @@
+"""python -m remotegpu launch DIR … | follow RUN | verify RUN | custody RUN"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from remotegpu.client import ApiError, Client
+
+SETTLED = {"exported", "quarantined", "failed_preflight", "failed_smoke", "failed_launch"}
+
+
+def follow(client: Client, run_id: str, timeout: float, out=sys.stdout) -> str:
+    after, deadline = 0, time.monotonic() + timeout
+    while True:
+        answer = client.call("GET", f"/runs/{run_id}/events/?after={after}")
+        for event in answer["events"]:
+            print(f"{event['at']}  {event['kind']:<8} {event['message']}", file=out, flush=True)
+            after = event["id"]
+        if answer["state"] in SETTLED:
+            return answer["state"]
+        if time.monotonic() > deadline:
+            raise ApiError(f"{run_id} still {answer['state']} after {timeout:g}s")
+        time.sleep(1)
+
+
+def launch(client: Client, args) -> str:
+    body = {
+        "project": args.project, "instance": args.instance, "title": args.title,
+        "source_kind": "local_dir", "source_path": str(Path(args.directory).resolve()),
+        "command": args.command, "config_path": args.config, "gpus": args.gpus,
+        "expected_minutes": args.expected_minutes,
+    }  # fmt: skip
+    run = client.call("POST", "/runs/", body)
+    print(f"created {run['run_id']}", flush=True)
+    client.call("POST", f"/runs/{run['run_id']}/launch/", {})
+    return run["run_id"]
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m remotegpu", description=__doc__)
+    sub = top.add_subparsers(dest="verb", required=True)
+    start = sub.add_parser("launch", help="create a run from a directory, launch it and follow it (-- COMMAND…)")
+    start.add_argument("directory")
+    start.add_argument("--project", required=True)
+    start.add_argument("--instance", required=True)
+    start.add_argument("--config", default="config.yaml")
+    start.add_argument("--title", default="")
+    start.add_argument("--gpus", type=lambda text: [int(x) for x in text.split(",") if x], default=[])
+    start.add_argument("--expected-minutes", type=int, default=60)
+    start.add_argument("--no-follow", action="store_true")
+    start.add_argument("--timeout", type=float, default=24 * 3600)
+    for verb in ("follow", "verify", "custody"):
+        one = sub.add_parser(verb)
+        one.add_argument("run_id")
+        one.add_argument("--timeout", type=float, default=24 * 3600)
+    return top
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []  # the training command, verbatim
+    args = parser().parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    args.command = command
+    try:
+        client = Client(os.environ.get("REMOTEGPU_URL", "http://127.0.0.1:8000"), os.environ.get("REMOTEGPU_TOKEN", ""))
+        if args.verb == "launch":
+            args.command = args.command or ["python3", "train.py"]
+            run_id = launch(client, args)
+            state = "launched" if args.no_follow else follow(client, run_id, args.timeout)
+            print(f"{run_id}: {state}")
+            return 0 if state in ("launched", "exported") else 1
+        if args.verb == "follow":
+            print(f"{args.run_id}: {follow(client, args.run_id, args.timeout)}")
+        elif args.verb == "verify":
+            print(json.dumps(client.call("POST", f"/runs/{args.run_id}/verify/", {}), indent=2))
+        else:
+            print(json.dumps(client.call("GET", f"/runs/{args.run_id}/custody/"), indent=2))
+    except ApiError as exc:
+        print(f"remotegpu: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Cross-project history: filters, search and keyset pagination over the runs a user may see.
+
+Keyset (created, id) pagination: a page costs the same at run 100,000 as at run 1, where OFFSET
+would scan everything before it.
+"""
+
+import base64
+from dataclasses import dataclass
+from datetime import date, datetime, time
+
+from django.db.models import Count, Exists, OuterRef, Q, Sum, TextField
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from custody.models import CustodyRecord, CustodyStatus
+from runs.models import Run, RunState
+
+PAGE_SIZE = 50
+CUSTODY_CHOICES = ("verified", "failed", "none")
+
+
+@dataclass
+class Page:
+    runs: list
+    next_cursor: str | None
+    filters: dict
+
+
+def _day(text: str, end: bool = False) -> datetime | None:
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        return None
+    return timezone.make_aware(datetime.combine(day, time.max if end else time.min))
+
+
+def with_custody(runs):
+    verified = CustodyRecord.objects.filter(run=OuterRef("pk"), status=CustodyStatus.VERIFIED)
+    failed = CustodyRecord.objects.filter(run=OuterRef("pk"), status=CustodyStatus.FAILED)
+    return runs.annotate(custody_verified=Exists(verified), custody_failed=Exists(failed))
+
+
+def filtered(user, params) -> tuple:
+    """The runs matching params, and the filters that were understood (the rest are ignored)."""
+    runs = with_custody(Run.objects.visible_to(user))
+    used = {}
+    for key, lookup in (
+        ("project", "project__slug"),
+        ("instance", "instance__name"),
+        ("platform", "instance__profile_key"),
+    ):
+        if params.get(key):
+            runs, used[key] = runs.filter(**{lookup: params[key]}), params[key]
+    if params.get("state") in RunState.values:
+        runs, used["state"] = runs.filter(state=params["state"]), params["state"]
+    custody = params.get("custody")
+    if custody in CUSTODY_CHOICES:
+        used["custody"] = custody
+        if custody == "verified":
+            runs = runs.filter(custody_verified=True)
+        elif custody == "failed":
+            runs = runs.filter(custody_verified=False, custody_failed=True)
+        else:
+            runs = runs.filter(custody_verified=False, custody_failed=False)
+    if since := _day(params.get("since", "")):
+        runs, used["since"] = runs.filter(created__gte=since), params["since"]
+    if until := _day(params.get("until", ""), end=True):
+        runs, used["until"] = runs.filter(created__lte=until), params["until"]
+    if query := params.get("q", "").strip()[:200]:
+        used["q"] = query
+        runs = runs.annotate(command_text=Cast("command", TextField())).filter(
+            Q(run_id__icontains=query) | Q(title__icontains=query) | Q(command_text__icontains=query)
+            | Q(resolved_commit__startswith=query) | Q(source_commit__startswith=query)
+            | Q(config_sha256__startswith=query)
+        )  # fmt: skip
+    return runs, used
+
+
+def encode_cursor(run, oldest_first: bool) -> str:
+    raw = f"{'a' if oldest_first else 'd'}|{run.created.isoformat()}|{run.pk}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def decode_cursor(cursor: str):
+    try:
+        direction, created, pk = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        return direction == "a", datetime.fromisoformat(created), int(pk)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def page_of(user, params) -> Page:
+    runs, used = filtered(user, params)
+    oldest_first = params.get("sort") == "oldest"
+    if oldest_first:
+        used["sort"] = "oldest"
+    cursor = decode_cursor(params.get("after", "")) if params.get("after") else None
+    if cursor and cursor[0] == oldest_first:
+        _, created, pk = cursor
+        after = Q(created__gt=created) | Q(created=created, pk__gt=pk)
+        before = Q(created__lt=created) | Q(created=created, pk__lt=pk)
+        runs = runs.filter(after if oldest_first else before)
+    order = ["created", "id"] if oldest_first else ["-created", "-id"]
+    rows = list(runs.select_related("project", "instance").order_by(*order)[: PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    return Page(rows, encode_cursor(rows[-1], oldest_first) if more else None, used)
+
+
+def totals(runs, group: str) -> list[dict]:
+    """Per project or per instance: runs, GPU hours and verified results of the filtered set."""
+    field = {"project": "project__name", "instance": "instance__name"}[group]
+    rows = (
+        runs.order_by()
+        .values(field)
+        .annotate(
+            runs=Count("id"), gpu_seconds=Sum("gpu_seconds"), verified=Count("id", filter=Q(custody_verified=True))
+        )
+        .order_by(field)
+    )
+    return [
+        {
+            "name": row[field],
+            "runs": row["runs"],
+            "gpu_hours": (row["gpu_seconds"] or 0) / 3600,
+            "verified": row["verified"],
+        }
+        for row in rows
+    ]

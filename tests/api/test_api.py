@@ -1,0 +1,132 @@
+"""The automation API: tokens, membership, the human-only approval, and bad input → 4xx JSON."""
+
+import json
+
+import pytest
+from django.test import Client
+
+from api.models import ApiToken
+from custody.models import TeardownRequest
+from profiles.models import Instance
+
+pytestmark = pytest.mark.django_db
+
+
+def api(user) -> tuple[Client, str]:
+    _, token = ApiToken.objects.issue(user, "test")
+    return Client(HTTP_AUTHORIZATION=f"Token {token}"), token
+
+
+def post(client, path, body, **extra):
+    return client.post(path, data=json.dumps(body), content_type="application/json", **extra)
+
+
+@pytest.fixture
+def pod(project):
+    return Instance.objects.create(name=f"{project.slug}-pod-20261129", project=project, profile_key="runpod")
+
+
+def test_tokens_are_stored_hashed_and_revocable(bob):
+    row, token = ApiToken.objects.issue(bob, "ci")
+    assert token not in (row.key_sha256, row.prefix) and token.startswith(row.prefix)
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    assert client.get("/api/projects/").status_code == 200
+    row.revoked = True
+    row.save()
+    response = client.get("/api/projects/")
+    assert response.status_code == 401 and response.json()["error"] == "authentication_failed"
+    assert Client().get("/api/runs/").status_code == 401  # no redirect to a login page
+
+
+def test_an_api_approval_is_refused_even_for_an_approver(alice, bob, pod):
+    created = post(api(bob)[0], "/api/teardown/", {"instance": pod.name, "kind": "release", "reason": "finished"})
+    assert created.status_code == 201 and created.json()["level"] == "L3"
+    request_id = created.json()["id"]
+    for user in (alice, bob):
+        response = post(api(user)[0], f"/api/teardown/{request_id}/approve/", {})
+        assert response.status_code == 403 and "Approval stays human" in response.json()["detail"]
+    assert TeardownRequest.objects.get(pk=request_id).status == "pending"
+    # A shutdown needs the box to say it is idle; an unreachable box is a clear refusal, not a 500.
+    refused = post(api(bob)[0], "/api/teardown/", {"instance": pod.name, "kind": "shutdown", "reason": "night"})
+    assert refused.status_code == 400 and "could not confirm the box is idle" in str(refused.json()["detail"])
+
+
+def test_outsiders_see_nothing_through_the_api(django_user_model, bob, project, make_run):
+    run = make_run()
+    outsider, _ = api(django_user_model.objects.create_user("olga"))  # not a member of the project
+    assert outsider.get("/api/runs/").json()["results"] == []
+    assert outsider.get(f"/api/runs/{run.run_id}/").status_code == 404
+    assert outsider.get("/api/projects/").json() == []
+    member, _ = api(bob)
+    assert [r["run_id"] for r in member.get("/api/runs/").json()["results"]] == [run.run_id]
+    assert member.get(f"/api/runs/{run.run_id}/events/").json()["state"] == "draft"
+
+
+GOOD = {"project": "PROJECT", "instance": "INSTANCE", "source_kind": "local_dir", "source_path": "/x"}
+BAD_RUN_BODIES = [
+    [],
+    "text",
+    {"project": 5},
+    {**GOOD, "project": "nope", "command": ["t"], "config_path": "c"},
+    {**GOOD, "command": "not a list", "config_path": "c"},
+    {**GOOD, "command": ["t"], "config_path": "../../etc/passwd"},
+    {**GOOD, "source_kind": "weird", "command": ["t"], "config_path": "c", "gpus": [-1]},
+]
+
+
+@pytest.mark.parametrize("body", BAD_RUN_BODIES)
+def test_bad_run_input_is_a_4xx_json_error(bob, project, instance, body):
+    client, _ = api(bob)
+    if isinstance(body, dict):
+        names = {"PROJECT": project.slug, "INSTANCE": instance.name}
+        body = {k: names.get(v, v) if isinstance(v, str) else v for k, v in body.items()}
+    response = post(client, "/api/runs/", body)
+    assert 400 <= response.status_code < 500, response.content
+    assert response["Content-Type"] == "application/json" and "error" in response.json()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("get", "/api/runs/no-such-run/", None),
+        ("get", "/api/runs/no-such-run/events/", None),
+        ("get", "/api/runs/RUN/events/?after=abc", None),
+        ("post", "/api/runs/no-such-run/launch/", {}),
+        ("get", "/api/custody/999999/", None),
+        ("get", "/api/teardown/999999/", None),
+        ("post", "/api/teardown/", {"instance": "nope", "kind": "release", "reason": "x"}),
+        ("post", "/api/teardown/", {"instance": "INSTANCE", "kind": "explode", "reason": "x"}),
+        ("post", "/api/teardown/", {"instance": "INSTANCE", "kind": "release"}),
+        ("post", "/api/teardown/999999/approve/", {}),
+        ("get", "/api/no/such/endpoint/", None),
+        ("post", "/api/runs/", "OVERSIZED"),
+        ("get", "/api/runs/?cursor=not-a-cursor", None),
+    ],
+)
+def test_every_endpoint_answers_bad_input_with_4xx_json(bob, project, instance, make_run, method, path, body):
+    run = make_run()
+    client, _ = api(bob)
+    path = path.replace("RUN", run.run_id)
+    if body == "OVERSIZED":
+        response = client.post(path, data="[" + "1," * 300_000 + "1]", content_type="application/json")
+    elif method == "post":
+        body = {k: instance.name if v == "INSTANCE" else v for k, v in body.items()}
+        response = post(client, path, body)
+    else:
+        response = client.get(path)
+    assert 400 <= response.status_code < 500, (path, response.status_code, response.content[:300])
+    assert "error" in response.json()
+
+
+def test_the_schema_is_published(bob):
+    client, _ = api(bob)
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert schema.status_code == 200
+    text = schema.content.decode()
+    assert "/api/runs/{run_id}/launch/" in text and "/api/teardown/" in text
+
+
+def test_operators_only_create(charlie, project):
+    client, _ = api(charlie)  # a member without the operator role
+    response = post(client, "/api/runs/", {"project": project.slug})
+    assert response.status_code == 403 and "runs.operate" in response.json()["detail"]

@@ -1,0 +1,45 @@
+"""The CLI over the API on the loopback node: launch from a directory → follow → verify → custody."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from api.models import ApiToken
+from tests.conftest import REPO, subprocess_env
+from tests.runs.conftest import set_config
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def cli(live_server, token, *args, timeout=240) -> subprocess.CompletedProcess:
+    env = subprocess_env(REMOTEGPU_URL=live_server.url, REMOTEGPU_TOKEN=token)
+    command = [sys.executable, "-m", "remotegpu", *args]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, instance, source, celery_worker_process):
+    set_config(source, epochs=3)
+    _, token = ApiToken.objects.issue(bob, "cli")
+    launched = cli(
+        live_server, token, "launch", str(source), "--project", project.slug, "--instance", instance.name,
+        "--expected-minutes", "1", "--", sys.executable, "train.py", "--config", "config.yaml",
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    run_id = launched.stdout.split("created ", 1)[1].split()[0]
+    assert f"{run_id}: exported" in launched.stdout and "Preflight passed" in launched.stdout
+
+    assert cli(live_server, token, "verify", run_id).returncode == 0
+    deadline = time.monotonic() + 120
+    while True:
+        record = json.loads(cli(live_server, token, "custody", run_id).stdout)
+        if record["status"] in ("verified", "failed") or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert record["status"] == "verified", record["failure"]
+    assert any(metric["name"] == "accuracy" for metric in record["evidence"]["metrics"])
+
+    refused = cli(live_server, "rgpu_wrong", "custody", run_id)
+    assert refused.returncode == 2 and "401" in refused.stderr

@@ -1,0 +1,114 @@
+"""Cross-project history, membership and comparison on a seeded set spanning three projects."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from custody.models import CustodyRecord
+from profiles.models import Instance
+from runs import history
+from runs.models import Project, Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seeded(alice, bob):
+    """Three projects (bob belongs to two), six runs with known states, commits, configs and custody."""
+    projects = {}
+    for slug in ("vision", "speech", "secret"):
+        project = Project.objects.create(name=slug.title(), slug=slug)
+        project.members.add(alice)
+        if slug != "secret":
+            project.members.add(bob)
+        profile = "runpod" if slug == "speech" else "generic-ssh"
+        box = Instance.objects.create(name=f"{slug}-box-20261129", project=project, profile_key=profile)
+        projects[slug] = (project, box)
+    rows = [
+        ("vision", "vision-a", "exported", "abc123", "lr sweep", "verified"),
+        ("vision", "vision-b", "exported", "abc999", "lr sweep", "failed"),
+        ("vision", "vision-c", "running", "def456", "baseline", None),
+        ("speech", "speech-a", "exported", "abc123", "whisper tune", "verified"),
+        ("speech", "speech-b", "failed_smoke", "fff000", "whisper tune", None),
+        ("secret", "secret-a", "exported", "abc123", "hidden", "verified"),
+    ]
+    now = timezone.now()
+    for age, (slug, run_id, state, commit, title, custody) in enumerate(rows):
+        project, box = projects[slug]
+        run = Run.objects.create(
+            run_id=run_id, project=project, instance=box, state=state, resolved_commit=commit, title=title,
+            source_kind="node_path", source_path="/srv/x", command=["python", f"train_{slug}.py"],
+            config_path="c.yaml", config_sha256=uuid.uuid4().hex, gpus=[0], gpu_seconds=3600.0 * (age + 1),
+        )  # fmt: skip
+        Run.objects.filter(pk=run.pk).update(created=now - timedelta(days=age))
+        if custody:
+            CustodyRecord.objects.create(run=run, status=custody)
+    return projects
+
+
+def ids(user, **params):
+    return [run.run_id for run in history.page_of(user, params).runs]
+
+
+def test_filters_and_search_return_exactly_the_expected_runs(seeded, bob, alice):
+    assert ids(bob) == ["vision-a", "vision-b", "vision-c", "speech-a", "speech-b"]  # never secret-a
+    assert "secret-a" in ids(alice)
+    assert ids(bob, project="speech") == ["speech-a", "speech-b"]
+    assert ids(bob, platform="runpod") == ["speech-a", "speech-b"]
+    assert ids(bob, instance="vision-box-20261129", state="exported") == ["vision-a", "vision-b"]
+    assert ids(bob, custody="verified") == ["vision-a", "speech-a"]
+    assert ids(bob, custody="failed") == ["vision-b"]
+    assert ids(bob, custody="none") == ["vision-c", "speech-b"]
+    assert ids(bob, q="abc123") == ["vision-a", "speech-a"]  # commit prefix
+    assert ids(bob, q="train_speech") == ["speech-a", "speech-b"]  # command
+    assert ids(bob, q="WHISPER") == ["speech-a", "speech-b"]  # name, case-insensitive
+    since = (timezone.localdate() - timedelta(days=1)).isoformat()
+    assert ids(bob, since=since) == ["vision-a", "vision-b"]
+    assert ids(bob, sort="oldest")[0] == "speech-b"
+    assert ids(bob, state="no-such-state") == ids(bob)  # an unknown filter value is ignored, not a 500
+
+
+def test_keyset_pages_cover_everything_once(seeded, bob, monkeypatch):
+    monkeypatch.setattr(history, "PAGE_SIZE", 2)
+    seen, params = [], {}
+    while True:
+        page = history.page_of(bob, params)
+        seen += [run.run_id for run in page.runs]
+        if not page.next_cursor:
+            break
+        params = {"after": page.next_cursor}
+    assert seen == ["vision-a", "vision-b", "vision-c", "speech-a", "speech-b"]
+    assert ids(bob, after="garbage!!") == seen[:2]  # a bad cursor restarts, never errors
+
+
+def test_history_page_totals_and_outsider_view(client, seeded, bob, charlie):
+    client.force_login(bob)
+    page = client.get(reverse("run-list"), {"project": "vision"}).content.decode()
+    assert "vision-a" in page and "speech-a" not in page and "secret-a" not in page
+    runs, _ = history.filtered(bob, {})
+    by_project = {row["name"]: row for row in history.totals(runs, "project")}
+    assert by_project["Vision"]["gpu_hours"] == 6 and by_project["Vision"]["verified"] == 1
+    assert set(by_project) == {"Vision", "Speech"}
+    client.force_login(charlie)
+    page = client.get(reverse("run-list")).content.decode()
+    assert "No runs match" in page
+    assert client.get(reverse("run-detail", args=["vision-a"])).status_code == 404
+    assert client.get(reverse("project-detail", args=["vision"])).status_code == 404
+
+
+def test_comparison_flags_many_variables_and_shows_the_config_diff(client, bob, project, make_run, source):
+    first = make_run(title="a")
+    other = source.parent / f"{source.name}-b"
+    other.mkdir()
+    (other / "config.yaml").write_text((source / "config.yaml").read_text().replace("lr: 0.01", "lr: 0.1"))
+    (other / "config.yaml").write_text((other / "config.yaml").read_text().replace("hidden: 64", "hidden: 128"))
+    second = make_run(title="b", source_path=str(other))
+    client.force_login(bob)
+    page = client.get(reverse("run-compare"), {"run": [first.run_id, second.run_id]}).content.decode()
+    assert "This comparison changes 2 variables (hidden, lr); an ablation should change exactly one." in page
+    assert 'data-key="lr"' in page and 'data-key="hidden"' in page and 'data-key="epochs"' not in page
+    single = client.get(reverse("run-compare"), {"run": [first.run_id]})
+    assert single.status_code == 302  # two or more runs, else back to history with a message
