@@ -159,7 +159,9 @@ def do_reject_teardown(request_pk, approver, comment=""):
 def do_begin_execution(request_pk) -> TeardownRequest | None:
     """Claim an approved request exactly once and re-check custody; None when there is nothing to run."""
     with transaction.atomic(durable=True):
-        request = TeardownRequest.objects.select_for_update().select_related("instance", "run").get(pk=request_pk)
+        request = (
+            TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
+        )
         if request.status != TeardownStatus.APPROVED:
             return None  # already executing, done, or never approved: a second caller does nothing
         request.check_at_execution = checks.checks_for(request)
@@ -204,7 +206,9 @@ def do_finish_execution(request_pk, answer: dict, offline: bool | None = None) -
     from profiles.actions import do_change_instance_state
 
     with transaction.atomic(durable=True):
-        request = TeardownRequest.objects.select_for_update().select_related("instance", "run").get(pk=request_pk)
+        request = (
+            TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
+        )
         request.status, request.finished_at = TeardownStatus.DONE, timezone.now()
         request.provider_answer = {**request.provider_answer, **answer}
         request.offline_verified = offline

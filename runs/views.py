@@ -95,7 +95,8 @@ def run_detail(request, run_id):
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project", "instance"), run_id=run_id)
     context = {
         "run": run,
-        "events": run.events.select_related("actor"),
+        # The newest 200 events: a long run's timeline must not make its page slow (live.json pages likewise).
+        "events": list(run.events.select_related("actor").order_by("-at", "-id")[:200])[::-1],
         "layout": layout_for(run),
         "can_operate": request.user.has_perm("runs.operate"),
         "retryable": run.state in RETRYABLE_STATES,

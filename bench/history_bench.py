@@ -1,0 +1,198 @@
+#!/usr/bin/env python
+"""Benchmark: the history page, a filtered search and a run page over 100,000 runs and 2,000,000 events.
+
+For each database (SQLite, then PostgreSQL) it seeds three projects, 30 instances, N runs (a
+third with a custody record) and E events, then times each page through Django's test client
+(server time: URL routing, queries, template rendering) and counts its SQL queries.
+
+    .venv/bin/python bench/history_bench.py [--runs 100000] [--events 2000000] [--repeat 30] [--only sqlite|postgres]
+
+PostgreSQL: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/remotegpu_history_bench;
+the database is dropped and re-created). Prints one JSON line per database, then a table.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/remotegpu_history_bench")
+
+
+def child(args) -> None:
+    """One database, in its own process (settings are read once per process)."""
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    call_command("migrate", verbosity=0)
+    seed_started = time.perf_counter()
+    run_id = seed(args.runs, args.events)
+    seeded = time.perf_counter() - seed_started
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get(username="bench")
+    client = Client()
+    client.force_login(user)
+    pages = {
+        "history": "/runs/",
+        "history_filtered": "/runs/?project=bench-1&state=exported&custody=verified&q=abc",
+        "history_page_50": None,  # filled in: the page behind 49 "Older" clicks would be the same cost
+        "run_page": f"/runs/{run_id}/",
+    }
+    first = client.get("/runs/?project=bench-2")
+    cursor = first.content.decode().split("after=")[1].split('"')[0] if b"after=" in first.content else ""
+    pages["history_page_50"] = f"/runs/?project=bench-2&after={cursor}"
+    results = {"database": connection.vendor, "runs": args.runs, "events": args.events, "seed_s": round(seeded, 1)}
+    for name, url in pages.items():
+        timings, queries = [], 0
+        for _ in range(args.repeat):
+            with CaptureQueriesContext(connection) as captured:
+                started = time.perf_counter()
+                response = client.get(url)
+                timings.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200, (url, response.status_code)
+            queries = len(captured.captured_queries)
+        timings.sort()
+        results[name] = {
+            "p50_ms": round(statistics.median(timings), 1),
+            "p95_ms": round(timings[int(0.95 * (len(timings) - 1))], 1),
+            "queries": queries,
+        }
+    print("RESULT " + json.dumps(results), flush=True)
+
+
+def seed(runs: int, events: int) -> str:
+    import random
+    import uuid
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from custody.models import CustodyRecord
+    from profiles.models import Instance
+    from runs.models import Project, Run, RunEvent, RunState
+
+    user = get_user_model().objects.create_user("bench")
+    projects = []
+    for index in range(3):
+        project = Project.objects.create(name=f"Bench {index}", slug=f"bench-{index}")
+        project.members.add(user)
+        projects.append(project)
+    boxes = [
+        Instance.objects.create(
+            name=f"bench-{i % 3}-box{i}-20261129",
+            project=projects[i % 3],
+            profile_key=["generic-ssh", "runpod", "autodl"][i % 3],
+        )
+        for i in range(30)
+    ]
+    states = [RunState.EXPORTED, RunState.EXPORTED, RunState.QUARANTINED, RunState.RUNNING, RunState.FAILED_SMOKE]
+    now = timezone.now()
+    rng = random.Random(7)
+    batch = 5000
+    for start in range(0, runs, batch):
+        rows = []
+        for i in range(start, min(start + batch, runs)):
+            box = boxes[i % 30]
+            rows.append(
+                Run(
+                    run_id=f"bench-{i:07d}",
+                    title=f"sweep {i % 97} lr {rng.choice(['1e-3', '3e-4', '1e-4'])}",
+                    project_id=box.project_id,
+                    instance=box,
+                    state=states[i % 5],
+                    source_kind="node_path",
+                    source_path="/srv/src",
+                    command=["python", "train.py", "--seed", str(i)],
+                    config_path="config.yaml",
+                    resolved_commit=uuid.UUID(int=rng.getrandbits(128)).hex[:40],
+                    config_sha256=uuid.UUID(int=rng.getrandbits(128)).hex * 2,
+                    gpus=[0],
+                    gpu_seconds=float(i % 7200),
+                )
+            )
+        created = Run.objects.bulk_create(rows)
+        Run.objects.filter(pk__in=[r.pk for r in created]).update(created=now - timedelta(minutes=start))
+        CustodyRecord.objects.bulk_create(
+            [
+                CustodyRecord(run=r, status="verified" if i % 2 else "failed")
+                for i, r in enumerate(created)
+                if i % 3 == 0
+            ]
+        )
+    run_ids = list(Run.objects.values_list("pk", flat=True))
+    per_run = max(events // max(len(run_ids), 1), 1)
+    hot = Run.objects.order_by("-pk").first()
+    rows = []
+    for index, pk in enumerate(run_ids):
+        count = per_run if pk != hot.pk else per_run * 10  # one busy run for the run page
+        rows += [RunEvent(run_id=pk, kind="note", message=f"event {n} of run {index}") for n in range(count)]
+        if len(rows) >= 20000:
+            RunEvent.objects.bulk_create(rows)
+            rows = []
+    RunEvent.objects.bulk_create(rows)
+    return hot.run_id
+
+
+def run_child(database_url: str, args) -> dict:
+    var = tempfile.mkdtemp(prefix="remotegpu-history-bench-")
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="remotegpu_site.settings",
+        REMOTEGPU_VAR_DIR=var,
+        DATABASE_URL=database_url or f"sqlite:///{var}/bench.sqlite3",
+        LOG_LEVEL="ERROR",
+    )
+    command = [sys.executable, __file__, "--child", "--runs", str(args.runs), "--events", str(args.events)]
+    command += ["--repeat", str(args.repeat)]
+    output = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    for line in output.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    raise SystemExit(output.stdout[-2000:] + output.stderr[-4000:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--only", choices=["sqlite", "postgres"])
+    parser.add_argument("--child", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    results = []
+    if args.only != "postgres":
+        results.append(run_child("", args))
+    if args.only != "sqlite":
+        name = PG_URL.rsplit("/", 1)[1]
+        admin = PG_URL.rsplit("/", 1)[0] + "/postgres"
+        subprocess.run(["psql", admin, "-qc", f'DROP DATABASE IF EXISTS "{name}"'], check=True)
+        subprocess.run(["psql", admin, "-qc", f'CREATE DATABASE "{name}"'], check=True)
+        results.append(run_child(PG_URL, args))
+    for result in results:
+        print(json.dumps(result))
+    print("database | page | p50 ms | p95 ms | queries")
+    for result in results:
+        for page in ("history", "history_filtered", "history_page_50", "run_page"):
+            row = result[page]
+            print(f"{result['database']} | {page} | {row['p50_ms']} | {row['p95_ms']} | {row['queries']}")
+
+
+if __name__ == "__main__":
+    main()
