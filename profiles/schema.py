@@ -67,7 +67,7 @@ PROFILE_SCHEMA = {
         "meter_stop_verb": str,
         "irreversible": bool,
         "stop_effect": str,
-        "spot": {"available": bool, "grace_seconds": Optional(int)},
+        "spot": {"available": bool, "grace_seconds": Optional(int), "mtbi_hours": Optional(int)},
     },
     "surface": {
         "conveniences": ListOf(str),

@@ -11,9 +11,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
-from runs import signals
+from runs import environment, signals, sweeps
 from runs.live import push_run_update
-from runs.models import RETRYABLE_STATES, RUN_TRANSITIONS, GpuLock, Run, RunEvent, RunState
+from runs.models import LIVE_STATES, RETRYABLE_STATES, RUN_TRANSITIONS, GpuLock, Run, RunEvent, RunState, Sweep
 
 
 class IllegalTransition(ValidationError):
@@ -66,6 +66,10 @@ def _transition(run: Run, target: RunState, message: str, actor=None, **data) ->
     run.state = target
     run.save()
     _event(run, "state", message, actor, from_state=source.value, to_state=target.value, **data)
+    if run.sweep_id and target not in LIVE_STATES - {RunState.EXITED}:
+        from runs.tasks import advance_sweep  # a cell freed its GPU: the box's queue may move
+
+        transaction.on_commit(partial(advance_sweep.delay, run.sweep_id))
 
 
 def _acquire_gpus(run: Run) -> str | None:
@@ -127,6 +131,12 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
             if holder:
                 problems = [holder]
         run.preflight_report = {**report, "problems": problems}
+        run.write_bytes_per_second = report.get("write_bytes_per_second") or run.write_bytes_per_second
+        if report.get("environment"):
+            run.env_identity = environment.identity(report["environment"])
+            persistent = run.instance.profile.data["identity"]["persistent"]
+            for warning in environment.environment_warnings(report["environment"], persistent):
+                _event(run, "alert", warning)
         if problems:
             _transition(run, RunState.FAILED_PREFLIGHT, "Preflight failed: " + "; ".join(problems))
         else:
@@ -184,23 +194,28 @@ def do_mark_launch_failed(run_pk: int, attempt: int, error: str) -> Run:
 
 def do_retry_run(run_pk: int, actor) -> Run:
     """Retry the identical config as a new attempt; it resumes from the run's latest checkpoint."""
-    from runs.tasks import launch_run
-
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
         if run.state not in RETRYABLE_STATES:
             raise IllegalTransition(f"Only a quarantined or failed launch can be retried (this run is {run.state}).")
-        holder = _acquire_gpus(run)
-        if holder:
-            raise ValidationError(holder)
-        run.attempt += 1
-        run.exit_code = None
-        # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
-        run.log_offset, run.alerts, run.failure_class, run.failure_excerpt = 0, [], "", ""
-        run.health, run.health_since = "", None
-        _transition(run, RunState.LAUNCHING, f"Retry of the identical config: attempt {run.attempt}", actor)
-        transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
+        _relaunch(run, actor, "Retry of the identical config")
     return run
+
+
+def _relaunch(run: Run, actor, why: str) -> None:
+    """A new attempt of the identical command; it resumes from the run's latest checkpoint."""
+    from runs.tasks import launch_run
+
+    holder = _acquire_gpus(run)
+    if holder:
+        raise ValidationError(holder)
+    run.attempt += 1
+    run.exit_code = None
+    # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
+    run.log_offset, run.alerts, run.failure_class, run.failure_excerpt = 0, [], "", ""
+    run.health, run.health_since = "", None
+    _transition(run, RunState.LAUNCHING, f"{why}: attempt {run.attempt}", actor)
+    transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
 
 
 def _exit(run: Run, exit_code: int | None, message: str) -> None:
@@ -214,10 +229,25 @@ def _exit(run: Run, exit_code: int | None, message: str) -> None:
 def _classify_failure(run: Run, status: dict, dead: bool) -> None:
     if run.failure_class:
         return
-    run.failure_class = signals.classify(run.exit_code, set(run.alerts), dead=dead)
+    interrupted = (run.close_reason or "").startswith("interrupted")
+    run.failure_class = signals.classify(run.exit_code, set(run.alerts), dead=dead, interrupted=interrupted)
     run.failure_excerpt = signals.excerpt(status.get("log_tail") or "")
     failure = signals.FAILURE_CLASSES[run.failure_class]
     _event(run, "failure", f"Classified: {failure.label}. {failure.remediation}", failure_class=run.failure_class)
+
+
+def _maybe_relaunch(run: Run) -> None:
+    """An interruption of a run that opted in is relaunched, a bounded number of times."""
+    if run.failure_class != "interrupted" or not run.auto_relaunch:
+        return
+    if run.relaunches >= run.max_relaunches:
+        _event(run, "failure", f"Interrupted again; {run.relaunches} automatic relaunches used: relaunch by hand")
+        return
+    run.relaunches += 1
+    try:
+        _relaunch(run, None, f"Interrupted: automatic relaunch {run.relaunches} of {run.max_relaunches}")
+    except ValidationError as exc:
+        _event(run, "failure", f"Automatic relaunch refused: {' '.join(exc.messages)}")
 
 
 def _alert(run: Run, name: str, detail: str = "") -> None:
@@ -255,6 +285,8 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bo
             csv_chunk, run.csv_offset = status["csv_chunk"], status["csv_offset"]
         header, rows = signals.parse_csv_rows(run.last_status.get("csv_header"), csv_chunk)
         run.curve = (run.curve + rows)[-5000:]
+        if status.get("ran") and run.env_identity.get("ran") != status["ran"]:
+            run.env_identity = {**run.env_identity, "ran": status["ran"]}  # read back from the node
         if status.get("heartbeat_at"):
             run.heartbeat_at = datetime.fromtimestamp(status["heartbeat_at"], tz=UTC)
 
@@ -291,6 +323,7 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bo
                 run.close_reason = status["quarantine_reason"]
                 _transition(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {run.close_reason}")
                 _classify_failure(run, status, dead=status["exit_code"] is None)
+                _maybe_relaunch(run)
         run.last_status = {
             **{k: v for k, v in status.items() if k not in ("log_chunk", "csv_chunk")},
             "csv_header": header,
@@ -319,3 +352,57 @@ def do_mark_unreachable(instance_id: int, error: str) -> None:
                 _set_health(run, "unreachable", now)
                 run.save(update_fields=["health", "health_since"])
                 _event(run, "probe", f"Unreachable since {now:%Y-%m-%d %H:%M:%S} UTC: {error[:200]}")
+
+
+# ---------------------------------------------------------------- sweeps
+
+CELL_FIELDS = [
+    "project_id", "source_kind", "source_path", "source_commit", "command", "config_path", "data_paths",
+    "manifest_path", "expected_minutes", "checkpoint_bytes", "checkpoints_retained", "scratch_bytes",
+    "expected_files", "environment", "auto_relaunch", "max_relaunches", "stall_seconds",
+]  # fmt: skip
+
+
+def do_create_sweep(base_run: Run, name: str, cells: list[dict], boxes: list, gpus_per_box: int, independent: bool,
+                    actor) -> Sweep:  # fmt: skip
+    """One run per cell (validated cells in, nothing launched yet), then start what fits."""
+    with transaction.atomic(durable=True):
+        sweep = Sweep.objects.create(
+            project=base_run.project, name=name, base_run=base_run, overrides=cells, created_by=actor,
+            gpus_per_box=gpus_per_box if independent else 1, independent=independent,
+        )  # fmt: skip
+        sweep.instances.set(boxes)
+        order = sweeps.assign_boxes(len(cells), [box.pk for box in boxes] if independent else [boxes[0].pk])
+        for index, (overrides, box_pk) in enumerate(zip(cells, order, strict=True), start=1):
+            cell = Run(**{field: getattr(base_run, field) for field in CELL_FIELDS})
+            cell.instance_id, cell.sweep, cell.cell, cell.config_overrides = box_pk, sweep, index, overrides
+            cell.title = f"{name} · cell {index}: " + ", ".join(f"{k}={v}" for k, v in overrides.items())
+            cell.run_id, cell.created_by = new_run_id(base_run.project.slug), actor
+            cell.save()
+            _event(cell, "created", f"Sweep {name}: cell {index} queued on box {box_pk}", actor, to_state=cell.state)
+        transaction.on_commit(partial(do_advance_sweep, sweep.pk))
+    return sweep
+
+
+def do_advance_sweep(sweep_pk: int) -> list[str]:
+    """Start every queued cell that has a free GPU on its box, in cell order (one sweep lock at a time)."""
+    from runs.tasks import preflight_run
+
+    with transaction.atomic(durable=True):
+        sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
+        cells = {run.pk: run for run in Run.objects.select_for_update().filter(sweep=sweep).order_by("cell")}
+        holding = LIVE_STATES - {RunState.EXITED}
+        busy: dict[int, set[int]] = {}
+        for run in cells.values():
+            if run.state in holding:
+                busy.setdefault(run.instance_id if sweep.independent else 0, set()).update(run.gpus or [0])
+        queued = [(run.pk, run.instance_id if sweep.independent else 0) for run in cells.values()
+                  if run.state == RunState.DRAFT]  # fmt: skip
+        started = []
+        for run_pk, gpu in sweeps.plan_starts(queued, busy, sweep.gpus_per_box):
+            run = cells[run_pk]
+            run.gpus = [gpu]
+            _transition(run, RunState.PREFLIGHT, f"Sweep {sweep.name}: cell {run.cell} starts on GPU {gpu}")
+            transaction.on_commit(partial(preflight_run.delay, run.pk))
+            started.append(run.run_id)
+    return started

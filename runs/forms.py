@@ -2,9 +2,10 @@ import re
 import shlex
 from pathlib import PurePosixPath
 
+import yaml
 from django import forms
 
-from runs import sources
+from runs import sources, sweeps
 from runs.models import Project, Run, SourceKind
 
 
@@ -69,6 +70,9 @@ class RunForm(forms.ModelForm):
             "expected_minutes",
             "checkpoints_retained",
             "expected_files",
+            "environment",
+            "auto_relaunch",
+            "max_relaunches",
         ]
 
     def __init__(self, *args, user=None, **kwargs):
@@ -103,6 +107,12 @@ class RunForm(forms.ModelForm):
         if problems:
             raise forms.ValidationError(problems)
         return paths
+
+    def clean_environment(self):
+        value = self.cleaned_data["environment"].strip()
+        if value and (BAD_PATH_CHARS.search(value) or ".." in PurePosixPath(value).parts or value.startswith("-")):
+            raise forms.ValidationError("An interpreter path, a venv directory or a conda env name, without '..'.")
+        return value
 
     def clean_manifest_path(self):
         path = self.cleaned_data["manifest_path"].strip()
@@ -155,3 +165,47 @@ class RunForm(forms.ModelForm):
         if commit:
             run.save()
         return run
+
+
+class SweepForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    base_run = forms.ModelChoiceField(queryset=Run.objects.none(), to_field_name="run_id")
+    overrides = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6}),
+        help_text="A YAML or JSON list of cells, each a mapping of base-config keys, e.g. [{lr: 0.1}, {lr: 0.01}]",
+    )
+    instances = forms.ModelMultipleChoiceField(queryset=None, help_text="Boxes to spread independent cells over")
+    gpus_per_box = forms.IntegerField(min_value=1, max_value=16, initial=1)
+    independent = forms.BooleanField(required=False, initial=True, help_text="Cells may run at the same time")
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        from profiles.models import Instance
+
+        self.fields["base_run"].queryset = Run.objects.visible_to(user).filter(source_kind=SourceKind.LOCAL_DIR)
+        self.fields["instances"].queryset = Instance.objects.visible_to(user).billing()
+
+    def clean(self):
+        data = super().clean()
+        base, boxes = data.get("base_run"), data.get("instances") or []
+        if not base or "overrides" not in data:
+            return data
+        foreign = [box.name for box in boxes if box.project_id != base.project_id]
+        unpinned = [box.name for box in boxes if not box.profile.is_local and box.pinned_host_key is None]
+        if foreign:
+            self.add_error("instances", f"Not in the base run's project: {', '.join(foreign)}.")
+        if unpinned:
+            self.add_error("instances", f"Confirm the host key first: {', '.join(unpinned)}.")
+        try:
+            config = yaml.safe_load((sources.confined_source(base.source_path) / base.config_path).read_text())
+        except (OSError, yaml.YAMLError, sources.SourceError) as exc:
+            self.add_error("base_run", f"The base run's config cannot be read: {exc}")
+            return data
+        if not isinstance(config, dict):
+            self.add_error("base_run", "The base run's config is not a mapping of keys to values.")
+            return data
+        try:
+            data["cells"] = sweeps.parse_cells(data["overrides"], config)
+        except sweeps.SweepError as exc:
+            self.add_error("overrides", str(exc))
+        return data

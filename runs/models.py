@@ -151,6 +151,21 @@ class Run(models.Model):
     failure_class = models.CharField(max_length=20, blank=True)
     failure_excerpt = models.TextField(blank=True)
     export_deleted_at = models.DateTimeField(null=True, blank=True)
+    auto_relaunch = models.BooleanField(
+        "relaunch after an interruption", default=False,
+        help_text="When the box reboots or its container restarts mid-run, relaunch the identical command.",
+    )  # fmt: skip
+    max_relaunches = models.PositiveSmallIntegerField(default=3)
+    relaunches = models.PositiveSmallIntegerField(default=0)
+    environment = models.CharField(
+        max_length=300, blank=True,
+        help_text="Interpreter path, venv directory or conda env name on the node; blank = the image's python3",
+    )  # fmt: skip
+    env_identity = models.JSONField(default=dict, blank=True, help_text="sys.executable, Python, torch, CUDA")
+    sweep = models.ForeignKey("Sweep", null=True, blank=True, on_delete=models.PROTECT, related_name="cells")
+    cell = models.PositiveSmallIntegerField(null=True, blank=True)
+    config_overrides = models.JSONField(default=dict, blank=True, help_text="A sweep cell's changes to the config")
+    write_bytes_per_second = models.BigIntegerField(null=True, blank=True, help_text="Measured at preflight")
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
 
@@ -225,3 +240,26 @@ class WatchLease(models.Model):
 
     def __str__(self):
         return f"watch of {self.instance_id} by {self.owner} until {self.expires_at:%H:%M:%S}"
+
+
+class Sweep(models.Model):
+    """A base run and a list of config overrides: each cell is its own run, write path and identities."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="sweeps")
+    name = models.CharField(max_length=120)
+    base_run = models.ForeignKey("Run", on_delete=models.PROTECT, related_name="+")
+    overrides = models.JSONField(help_text="One mapping of config keys per cell")
+    instances = models.ManyToManyField("profiles.Instance", related_name="sweeps")
+    gpus_per_box = models.PositiveSmallIntegerField(default=1)
+    independent = models.BooleanField(default=True, help_text="Cells may run in parallel on separate boxes/GPUs")
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("sweep-detail", args=[self.pk])

@@ -12,7 +12,7 @@ from django.conf import settings
 
 from profiles.nodes import transport_for
 from profiles.transport import TransportError
-from runs import sources
+from runs import sources, sweeps
 from runs.layout import NodeLayout, resolve_home
 from runs.models import SourceKind
 
@@ -120,6 +120,10 @@ class NodeSession(InstanceNode):
             tarball = sources.git_tarball(root, commit)
         else:
             tarball = sources.directory_tarball(root)
+        if run.config_overrides:  # a sweep cell: its merged config, so its config hash is its own
+            base = (root / run.config_path).read_text()
+            merged = sweeps.merged_config(base, run.config_overrides).encode()
+            tarball = sources.replace_member(tarball, run.config_path, merged)
         with tempfile.NamedTemporaryFile(suffix=".tar") as handle:
             handle.write(tarball)
             handle.flush()
@@ -142,10 +146,13 @@ class NodeSession(InstanceNode):
             "cwd": layout.src,
             "env": {},
             "gpus": run.gpus,
+            "environment": resolve_home(run.environment, self.home) if run.environment else "",
             "inputs": inputs,
             "config": layout.under_src(run.config_path),
             "manifest": manifest,
             "heartbeat_seconds": settings.RUN_HEARTBEAT_SECONDS,
+            # Rewritten by the platform's start hook, so a container restart is seen as one.
+            "boot_marker": posixpath.join(posixpath.dirname(layout.run_root), ".remotegpu-boot"),
             "smoke_timeout": settings.SMOKE_TIMEOUT,
         }
 

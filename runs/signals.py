@@ -46,6 +46,12 @@ FAILURE_CLASSES = {
         "Retry the identical config: it resumes from the latest checkpoint.",
         True,
     ),
+    "interrupted": FailureClass(
+        "interrupted",
+        "Interrupted (reboot, container restart, preemption)",
+        "Relaunch the identical command: it resumes from the latest checkpoint.",
+        True,
+    ),
     "disk_full": FailureClass(
         "disk_full",
         "Disk full",
@@ -77,8 +83,10 @@ def excerpt(log: str, limit: int = 1500) -> str:
     return (clean[start:] if start >= 0 else clean)[-limit:]
 
 
-def classify(exit_code: int | None, signals: set[str], dead: bool = False) -> str:
+def classify(exit_code: int | None, signals: set[str], dead: bool = False, interrupted: bool = False) -> str:
     """One failure class for an attempt that did not seal an export."""
+    if interrupted:
+        return "interrupted"
     if "disk_full" in signals:
         return "disk_full"
     if "cuda_oom" in signals:

@@ -59,3 +59,16 @@ def directory_tarball(root: Path) -> bytes:
                     continue
                 archive.add(full, arcname=str(full.relative_to(root)), recursive=False)
     return buffer.getvalue()
+
+
+def replace_member(tarball: bytes, name: str, content: bytes) -> bytes:
+    """The same tarball with one file's content replaced (or added): a sweep cell's merged config."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(tarball)) as source, tarfile.open(fileobj=buffer, mode="w") as archive:
+        for member in source.getmembers():
+            if member.name != name:
+                archive.addfile(member, source.extractfile(member) if member.isfile() else None)
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(content), 0o644
+        archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()

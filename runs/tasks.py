@@ -9,6 +9,7 @@ from django.conf import settings
 from profiles.transport import TransportError
 from runs import actions, watch
 from runs.budget import storage_budget
+from runs.environment import environment_problems
 from runs.models import Project, Run, RunState
 from runs.remote import NodeSession, wrapper_name
 from runs.sources import SourceError
@@ -40,6 +41,9 @@ def preflight_run(run_pk: int) -> None:
         return
     report["commit"] = commit
     problems = [f"Missing {item['input']} on the node: {item['path']}" for item in report["missing"]]
+    problems += environment_problems(
+        report.get("environment") or {}, run.instance.profile.data["identity"]["persistent"]
+    )
     budget = storage_budget(run, report["space"], settings.STORAGE_MARGIN_FRACTION, settings.STORAGE_MARGIN_MIN_BYTES)
     report["budget"] = budget.as_dict()
     actions.do_finish_preflight(run_pk, report, problems + budget.problems())
@@ -100,3 +104,8 @@ def arm_watchers() -> int:
     for instance_id in instance_ids:
         watch_instance.delay(instance_id)
     return len(instance_ids)
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def advance_sweep(sweep_pk: int) -> list[str]:
+    return actions.do_advance_sweep(sweep_pk)

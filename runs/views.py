@@ -12,11 +12,12 @@ from profiles.models import Instance
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs import compare, history
-from runs.actions import do_create_run, do_retry_run, do_start_preflight
+from runs.actions import do_create_run, do_create_sweep, do_retry_run, do_start_preflight
+from runs.cadence import cadence_for
 from runs.dashboard import tiles_for
-from runs.forms import ProjectForm, RunForm
+from runs.forms import ProjectForm, RunForm, SweepForm
 from runs.layout import layout_for
-from runs.models import LIVE_STATES, RETRYABLE_STATES, Project, Run, RunState
+from runs.models import LIVE_STATES, RETRYABLE_STATES, Project, Run, RunState, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.tasks import watch_instance
 
@@ -105,6 +106,7 @@ def run_detail(request, run_id):
         "custody": run.custody_records.prefetch_related("artifacts").first(),
         "preflight_summary": preflight_summary(run),
         "smoke_summary": smoke_summary(run),
+        "cadence": cadence_for(run),
         "lease": getattr(run.instance, "watch_lease", None),
     }
     return render(request, "runs/run_detail.html", context)
@@ -190,3 +192,39 @@ def run_refresh(request, run_id):
     watch_instance.delay(run.instance_id)
     messages.success(request, "Watching the node.")
     return redirect(run)
+
+
+@permission_required("runs.operate", raise_exception=True)
+def sweep_create(request):
+    form = SweepForm(request.POST or None, user=request.user, initial={"base_run": request.GET.get("base")})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        sweep = do_create_sweep(
+            data["base_run"], data["name"], data["cells"], list(data["instances"]), data["gpus_per_box"],
+            data["independent"], request.user,
+        )  # fmt: skip
+        messages.success(request, f"Sweep “{sweep.name}”: {len(data['cells'])} cells queued.")
+        return redirect(sweep)
+    return render(request, "runs/sweep_form.html", {"form": form})
+
+
+def sweep_detail(request, pk):
+    sweep = get_object_or_404(Sweep.objects.filter(project__in=Project.objects.visible_to(request.user)), pk=pk)
+    grid = sweep_grid(sweep)
+    if request.GET.get("format") == "json":
+        cells = [{"run_id": row["run"].run_id, "state": row["run"].state, "label": row["run"].get_state_display(),
+                  "metric": row["metric"], "custody": row["custody"]} for row in grid]  # fmt: skip
+        return JsonResponse({"cells": cells})
+    return render(request, "runs/sweep_detail.html", {"sweep": sweep, "grid": grid})
+
+
+def sweep_grid(sweep) -> list[dict]:
+    from custody.evidence import latest_verified
+
+    rows = []
+    for run in sweep.cells.select_related("instance").order_by("cell"):
+        record = latest_verified(run)
+        metric = (record.evidence.get("metrics") or [None])[0] if record else None
+        custody = "verified" if record else ("failed" if run.custody_records.filter(status="failed").exists() else "")
+        rows.append({"run": run, "metric": metric, "custody": custody})
+    return rows

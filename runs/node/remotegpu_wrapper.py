@@ -89,6 +89,130 @@ def measure(path):
     }
 
 
+def boot_identity(spec):
+    """What changes when the box reboots or the container restarts: the kernel's boot id, the start
+    time of PID 1, and a marker the platform's start hook rewrites (vast.ai `onstart`)."""
+    fields = (read("/proc/1/stat") or ")").rsplit(")", 1)[1].split()
+    pid1_start = fields[19] if len(fields) > 19 else ""  # starttime, the 22nd field of /proc/<pid>/stat
+    marker = (read(spec["boot_marker"]) or "") if spec.get("boot_marker") else ""
+    return "|".join([read("/proc/sys/kernel/random/boot_id") or "", pid1_start, marker])
+
+
+def write_speed(root, size=32 << 20):
+    """Measured sequential write of `size` bytes with fsync under root, in bytes per second."""
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, ".remotegpu-write-probe")
+    block = os.urandom(1 << 20)
+    started = time.time()
+    with open(path, "wb") as handle:
+        for _ in range(size >> 20):
+            handle.write(block)
+        handle.flush()
+        os.fsync(handle.fileno())
+    elapsed = max(time.time() - started, 1e-6)
+    os.remove(path)
+    return int(size / elapsed)
+
+
+# ---------------------------------------------------------------- environment
+
+IDENTITY_SCRIPT = (
+    "import json, sys\n"
+    "info = {'sys_executable': sys.executable, 'python': sys.version.split()[0], 'prefix': sys.prefix}\n"
+    "try:\n"
+    "    import torch\n"
+    "    info.update(torch=torch.__version__, cuda=torch.version.cuda, cuda_available=torch.cuda.is_available())\n"
+    "except Exception as exc:\n"
+    "    info.update(torch=None, torch_error=type(exc).__name__)\n"
+    "print(json.dumps(info))\n"
+)
+CONDA_ROOTS = ("~/miniconda3", "~/anaconda3", "~/miniforge3", "/opt/conda", "/root/miniconda3")
+VENV_DIRS = ("~/.venvs", "~/venvs", "~/.virtualenvs")
+
+
+def conda_envs():
+    """{name: prefix} of every conda env on the box ("base" is the root), without creating any."""
+    envs = {}
+    conda = shutil.which("conda")
+    roots = [os.path.dirname(os.path.dirname(os.path.realpath(conda)))] if conda else []
+    roots += [expand(root) for root in CONDA_ROOTS]
+    for root in roots:
+        if not os.path.isdir(os.path.join(root, "conda-meta")):
+            continue
+        envs.setdefault("base", root)
+        envs_dir = os.path.join(root, "envs")
+        for name in sorted(os.listdir(envs_dir)) if os.path.isdir(envs_dir) else []:
+            envs.setdefault(name, os.path.join(envs_dir, name))
+    return envs
+
+
+def known_venvs(spec):
+    found = []
+    for base in [*(expand(d) for d in VENV_DIRS), os.path.dirname(spec["run_root"])]:
+        for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            if os.path.isfile(os.path.join(base, name, "pyvenv.cfg")):
+                found.append(os.path.join(base, name))
+    return found
+
+
+def interpreter_for(spec):
+    """The python a run uses: its named environment (interpreter, venv dir or conda env), else the image's."""
+    wanted = (spec.get("environment") or "").strip()
+    if not wanted:
+        argv0 = (spec.get("argv") or [""])[0]
+        if "/" in argv0 and os.path.basename(argv0).startswith("python"):
+            return argv0  # the command names its interpreter outright
+        return shutil.which("python3") or sys.executable
+    path = expand(wanted)
+    if os.path.isfile(path):
+        return path
+    if os.path.isfile(os.path.join(path, "bin", "python")):
+        return os.path.join(path, "bin", "python")
+    prefix = conda_envs().get(wanted)
+    return os.path.join(prefix, "bin", "python") if prefix else None
+
+
+def is_conda_base(interpreter):
+    """<root>/bin/python with <root>/conda-meta, not inside <root>/envs/: conda's base environment."""
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(interpreter)))
+    return os.path.isdir(os.path.join(prefix, "conda-meta")) and os.path.basename(os.path.dirname(prefix)) != "envs"
+
+
+def torch_pin(src):
+    """A torch requirement in the source's requirements.txt, if any (an install would replace the image's)."""
+    text = read(os.path.join(src, "requirements.txt")) or ""
+    for line in text.splitlines():
+        name = line.split("#", 1)[0].strip()
+        if name.lower().startswith("torch") and name[5:6] in ("=", "<", ">", "~", "!", " ", ""):
+            return name
+    return None
+
+
+def environment_report(spec):
+    interpreter = interpreter_for(spec)
+    report = {"requested": spec.get("environment") or "", "interpreter": interpreter}
+    report["available"] = {"conda": sorted(conda_envs()), "venvs": known_venvs(spec)}
+    if not interpreter or not os.path.isfile(interpreter):
+        report["error"] = "no interpreter for environment " + repr(spec.get("environment"))
+        return report
+    report["conda_base"] = is_conda_base(interpreter)
+    try:
+        done = subprocess.run([interpreter, "-c", IDENTITY_SCRIPT], stdout=subprocess.PIPE, timeout=120)
+        report.update(json.loads(done.stdout.decode().strip().splitlines()[-1]))
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
+        report["error"] = f"the interpreter {interpreter} did not run: {exc}"
+    report["torch_pin"] = torch_pin(spec["src"]) if os.path.isdir(spec["src"]) else None
+    return report
+
+
+def argv_in_environment(spec):
+    """A bare `python`/`python3` in the command means the run's environment's interpreter."""
+    argv = list(spec["argv"])
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = interpreter_for(spec) or argv[0]
+    return argv
+
+
 def attempt_dir(spec):
     return os.path.join(spec["active"], f"attempt-{spec['attempt']}")
 
@@ -136,6 +260,8 @@ def cmd_preflight(spec):
     report = {"missing": missing, "hashes": hashes, "space": measure(spec["run_root"])}
     report["tmux"] = shutil.which("tmux") is not None
     report["python"] = sys.version.split()[0]
+    report["write_bytes_per_second"] = write_speed(spec["run_root"])
+    report["environment"] = environment_report(spec)
     print(json.dumps(report))
     return 0
 
@@ -150,7 +276,7 @@ def cmd_smoke(spec):
     started = time.time()
     try:
         done = subprocess.run(
-            spec["argv"],
+            argv_in_environment(spec),
             cwd=spec["cwd"],
             env=run_env(spec, smoke=True),
             stdout=subprocess.PIPE,
@@ -194,7 +320,7 @@ def validate_export(spec, partial):
 
 def check_best_loads(spec, best):
     # Use the run's own interpreter when it is a python: it is the one that has torch.
-    argv0 = spec["argv"][0]
+    argv0 = argv_in_environment(spec)[0]
     python = argv0 if os.path.basename(argv0).startswith("python") else sys.executable
     try:
         done = subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=120)
@@ -251,13 +377,18 @@ def cmd_run(spec):
         os.makedirs(directory, exist_ok=True)
     log_path = os.path.join(attempt, "log.txt")
     atomic_write(os.path.join(attempt, "started_at"), f"{int(time.time())}\n")
+    atomic_write(os.path.join(attempt, "boot_identity"), boot_identity(spec) + "\n")
     stop = threading.Event()
     beat = os.path.join(attempt, "heartbeat")
     atomic_write(beat, f"{int(time.time())}\n")
     threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
     with open(log_path, "ab") as log:
         try:
-            child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=run_env(spec, False), stdout=log, stderr=log)
+            argv = argv_in_environment(spec)
+            child = subprocess.Popen(argv, cwd=spec["cwd"], env=run_env(spec, False), stdout=log, stderr=log)
+            # What actually ran, read back by the control side: the argv and the kernel's view of it.
+            exe = os.path.realpath(f"/proc/{child.pid}/exe") if os.path.exists(f"/proc/{child.pid}/exe") else ""
+            atomic_write(os.path.join(attempt, "ran.json"), json.dumps({"argv0": argv[0], "exe": exe}))
         except OSError as exc:
             log.write((f"cannot start the command: {exc}\n").encode())
             child = None
@@ -376,6 +507,8 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "heartbeat_at": int(heartbeat_at) if heartbeat_at else None,
         "exported": os.path.isdir(spec["export"]),
         "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
+        "rebooted": rebooted(spec, base),
+        "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),
         "log_mtime": newest_mtime(base) if os.path.isdir(base) else None,
         "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
         "log_from": requested_log,
@@ -391,6 +524,11 @@ def run_status(spec, log_offset=0, csv_offset=0):
         cache = os.path.join(spec["run_root"], "cache")
         status["regenerable"] = largest_items([cache, os.path.join(spec["active"], "smoke")])
     return status
+
+
+def rebooted(spec, base):
+    at_launch = read(os.path.join(base, "boot_identity"))
+    return at_launch is not None and at_launch != boot_identity(spec)
 
 
 def cmd_status(spec):
@@ -516,7 +654,10 @@ def cmd_abandon(spec):
     if not os.path.isdir(attempt) or read(os.path.join(attempt, "exit_code")) is not None:
         print(json.dumps({"abandoned": False, "reason": "nothing to abandon"}))
         return 0
-    quarantine(spec, "dead: no process and no exit marker (wrapper killed, node rebooted or preempted)")
+    if rebooted(spec, attempt):
+        quarantine(spec, "interrupted: no process, no exit marker, and the box rebooted or its container restarted")
+    else:
+        quarantine(spec, "dead: no process and no exit marker (wrapper killed, node rebooted or preempted)")
     print(json.dumps({"abandoned": True}))
     return 0
 

@@ -1,0 +1,37 @@
+"""Judging the environment a run resolved to on its node (the wrapper's preflight report)."""
+
+ALTERNATIVES_HINT = "create or pick a named environment (conda create -n <name> …, or python -m venv <dir>)"
+
+
+def environment_problems(report: dict, persistent: bool) -> list[str]:
+    """Reasons to refuse the launch; the environment is part of the run's identity."""
+    if not report:
+        return ["The node did not report the run's environment."]
+    if report.get("error"):
+        available = report.get("available") or {}
+        return [f"Environment: {report['error']}. On this box: conda {available.get('conda') or 'none'}, "
+                f"venvs {available.get('venvs') or 'none'}."]  # fmt: skip
+    if report.get("conda_base") and persistent:
+        available = report.get("available") or {}
+        named = [name for name in available.get("conda", []) if name != "base"] + available.get("venvs", [])
+        choices = ", ".join(named) if named else ALTERNATIVES_HINT
+        return [
+            f"Refusing deep-learning work in conda base ({report['interpreter']}) on a persistent machine: "
+            f"base is shared by everything on the box. Use a named environment instead: {choices}."
+        ]
+    return []
+
+
+def environment_warnings(report: dict, persistent: bool) -> list[str]:
+    pin, torch = report.get("torch_pin"), report.get("torch")
+    if pin and not persistent and torch and torch.split("+")[0] not in pin:
+        return [
+            f"requirements.txt asks for {pin!r} but the image's environment has torch {torch}: installing it "
+            "would replace the image's torch build (and its CUDA match). Keep the image's torch on a rental."
+        ]
+    return []
+
+
+def identity(report: dict) -> dict:
+    keys = ("requested", "interpreter", "sys_executable", "python", "torch", "cuda", "conda_base")
+    return {key: report.get(key) for key in keys}

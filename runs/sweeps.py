@@ -1,0 +1,68 @@
+"""Sweeps, the pure part: parse the cells, merge a cell into the base config, plan who runs where.
+
+Independent cells run in parallel, one per free GPU across the chosen boxes; the rest wait in
+a per-box queue in cell order. One writer per GPU always holds (GpuLock enforces it as well).
+"""
+
+import json
+
+import yaml
+
+MAX_CELLS = 200
+
+
+class SweepError(ValueError):
+    pass
+
+
+def parse_cells(text: str, base_config: dict) -> list[dict]:
+    """A YAML or JSON list of mappings; every key must already be in the base config."""
+    try:
+        cells = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SweepError(f"The overrides are not valid YAML or JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(cells, list) or not cells:
+        raise SweepError("Give a non-empty list of cells, e.g. [{lr: 0.1}, {lr: 0.01}].")
+    if len(cells) > MAX_CELLS:
+        raise SweepError(f"At most {MAX_CELLS} cells per sweep.")
+    seen = {}
+    for index, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or not cell:
+            raise SweepError(f"Cell {index} is not a mapping of config keys to values.")
+        unknown = sorted(str(key) for key in cell if key not in base_config)
+        if unknown:
+            raise SweepError(f"Cell {index}: unknown config key(s) {', '.join(unknown)} (not in the base config).")
+        if any(isinstance(value, dict | list) for value in cell.values()):
+            raise SweepError(f"Cell {index}: override scalar values only.")
+        key = json.dumps(cell, sort_keys=True, default=str)
+        if key in seen:
+            raise SweepError(f"Cell {index} duplicates cell {seen[key]}: each cell must differ.")
+        seen[key] = index
+    return cells
+
+
+def merged_config(base_text: str, overrides: dict) -> str:
+    config = yaml.safe_load(base_text) or {}
+    if not isinstance(config, dict):
+        raise SweepError("The base config is not a mapping.")
+    return yaml.safe_dump({**config, **overrides}, sort_keys=False, default_flow_style=False)
+
+
+def assign_boxes(cell_count: int, box_ids: list[int]) -> list[int]:
+    """Round-robin: cell i goes to box i mod n, so each box's queue is the cells in order."""
+    return [box_ids[index % len(box_ids)] for index in range(cell_count)]
+
+
+def plan_starts(queued: list[tuple[int, int]], busy: dict[int, set[int]], slots: int) -> list[tuple[int, int]]:
+    """(cell run pk, gpu index) to start now: queued cells in order, each on a free GPU of its box.
+
+    queued: (run pk, box id) in cell order; busy: box id → GPU indices held by live cells.
+    """
+    taken = {box: set(gpus) for box, gpus in busy.items()}
+    starts = []
+    for run_pk, box in queued:
+        free = [gpu for gpu in range(slots) if gpu not in taken.setdefault(box, set())]
+        if free:
+            taken[box].add(free[0])
+            starts.append((run_pk, free[0]))
+    return starts

@@ -1,0 +1,104 @@
+"""Sweeps: cells validated before anything launches; parallel across boxes, queued per box."""
+
+import time
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from profiles.models import Instance
+from runs import sweeps
+from runs.models import Run, RunState, Sweep
+from tests.runs.conftest import set_config
+from tests.sshd import Sshd
+
+BASE = {"lr": 0.01, "epochs": 3, "hidden": 64}
+
+
+def test_cells_parse_from_yaml_or_json_and_bad_cells_say_why():
+    assert sweeps.parse_cells("[{lr: 0.1}, {lr: 0.01}]", BASE) == [{"lr": 0.1}, {"lr": 0.01}]
+    assert sweeps.parse_cells('[{"hidden": 32}]', BASE) == [{"hidden": 32}]
+    cases = {
+        "[{lr: 0.1}": "not valid YAML or JSON",
+        "{lr: 0.1}": "non-empty list",
+        "[]": "non-empty list",
+        "[{lr: 0.1}, {lr: 0.1}]": "Cell 2 duplicates cell 1",
+        "[{lr: 0.1}, {momentum: 0.9}]": "Cell 2: unknown config key(s) momentum",
+        "[3]": "Cell 1 is not a mapping",
+        "[{lr: [1, 2]}]": "scalar values only",
+    }
+    for text, message in cases.items():
+        with pytest.raises(sweeps.SweepError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            sweeps.parse_cells(text, BASE)
+
+
+def test_plan_fills_free_gpus_in_cell_order_and_queues_the_rest():
+    queued = [(1, 10), (2, 20), (3, 10), (4, 20)]
+    assert sweeps.plan_starts(queued, {}, slots=1) == [(1, 0), (2, 0)]
+    assert sweeps.plan_starts(queued[2:], {10: {0}}, slots=1) == [(4, 0)]
+    assert sweeps.plan_starts(queued, {}, slots=2) == [(1, 0), (2, 0), (3, 1), (4, 1)]
+    assert "lr: 0.1" in sweeps.merged_config("lr: 0.01\nepochs: 3\n", {"lr": 0.1})
+
+
+@pytest.mark.django_db
+def test_a_bad_sweep_form_launches_nothing(client, bob, make_run, instance):
+    base = make_run()
+    client.force_login(bob)
+    before = Run.objects.count()
+    cases = {
+        "[{lr: 0.1}, {nope: 1}]": "Cell 2: unknown config key(s) nope",
+        "[{lr: 0.1}, {lr: 0.1}]": "Cell 2 duplicates cell 1",
+        "lr: [unclosed": "not valid YAML or JSON",
+    }
+    for overrides, message in cases.items():
+        response = client.post(
+            reverse("sweep-create"),
+            {"name": "s", "base_run": base.run_id, "overrides": overrides, "instances": [instance.pk],
+             "gpus_per_box": 1, "independent": "on"},
+        )  # fmt: skip
+        page = response.content.decode()
+        assert response.status_code == 200 and message in page
+    assert Run.objects.count() == before and not Sweep.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alone(
+    client, bob, project, make_run, instance, source, tmp_path, celery_worker_process
+):
+    box2_sshd = Sshd(tmp_path / "box2").start()
+    try:
+        box2 = Instance.objects.create(
+            name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}", project=project,
+            data_root_override=str(tmp_path / "box2-data"), **box2_sshd.instance_fields(),
+        )  # fmt: skip
+        set_config(source, epochs=3, epoch_pause=1)
+        base = make_run()
+        client.force_login(bob)
+        response = client.post(
+            reverse("sweep-create"),
+            {"name": "lr", "base_run": base.run_id, "instances": [instance.pk, box2.pk], "gpus_per_box": 1,
+             "independent": "on", "overrides": "[{lr: 0.1}, {lr: 0.05}, {batch_size: 0}, {lr: 0.001}]"},
+        )  # fmt: skip
+        sweep = Sweep.objects.get()
+        assert response.url == sweep.get_absolute_url()
+        cells = list(sweep.cells.order_by("cell"))
+        assert [c.instance_id for c in cells] == [instance.pk, box2.pk, instance.pk, box2.pk]
+        peak, deadline = 0, time.monotonic() + 300
+        while time.monotonic() < deadline:
+            states = [c.state for c in sweep.cells.order_by("cell")]
+            busy = sum(s in (RunState.PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING, RunState.RUNNING) for s in states)
+            peak = max(peak, busy)
+            assert busy <= 2  # one writer per box's single GPU
+            if all(s in (RunState.EXPORTED, RunState.FAILED_SMOKE, RunState.QUARANTINED) for s in states):
+                break
+            time.sleep(0.3)
+        states = {c.cell: c.state for c in sweep.cells.all()}
+        assert states == {1: "exported", 2: "exported", 3: "failed_smoke", 4: "exported"}, states
+        assert peak == 2
+        hashes = set(sweep.cells.exclude(cell=3).values_list("config_sha256", flat=True))
+        assert len(hashes) == 3  # each cell's own merged config, its own identity
+        assert (tmp_path / "box2-data" / project.slug / "export" / cells[1].run_id / "best.pth").exists()
+        page = client.get(sweep.get_absolute_url()).content.decode()
+        assert page.count("Exported") == 3 and "Failed smoke" in page
+    finally:
+        box2_sshd.stop()
