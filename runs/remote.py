@@ -188,6 +188,20 @@ class NodeSession(InstanceNode):
         except (ValueError, IndexError):
             raise NodeError(f"roster printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
 
+    def boot_marker(self) -> str:
+        return self.spec(0)["boot_marker"]
+
+    def install_start_hook(self, hook: str) -> None:
+        """vast.ai runs its on-start script at every container start: make it rewrite our boot
+        marker, so the watcher can tell a restarted container from a crashed run (idempotent)."""
+        line = f'echo "$(date +%s%N)" > {shlex.quote(self.boot_marker())}  # remotegpu: container started'
+        quoted_hook, quoted_line = shlex.quote(hook), shlex.quote(line)
+        script = (
+            f"touch {quoted_hook} && chmod +x {quoted_hook} && "
+            f"(grep -qxF {quoted_line} {quoted_hook} || printf '%s\\n' {quoted_line} >> {quoted_hook})"
+        )
+        self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "install start hook")
+
     def mirror_target(self) -> str | None:
         """Where this run's sealed export is mirrored on the node's durable tier, if it has one."""
         root = self.instance.mirror_root or self.instance.profile.durable_root

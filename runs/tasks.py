@@ -10,6 +10,7 @@ from profiles.transport import TransportError
 from runs import actions, watch
 from runs.budget import storage_budget
 from runs.environment import environment_problems
+from runs.layout import resolve_home
 from runs.models import Project, Run, RunState
 from runs.remote import NodeSession, wrapper_name
 from runs.sources import SourceError
@@ -24,6 +25,9 @@ def worker_selfcheck() -> dict:
 def _run_in(pk: int, state: RunState) -> Run | None:
     run = Run.objects.select_related("instance", "project").filter(pk=pk).first()
     return run if run is not None and run.state == state else None
+
+
+VAST_START_HOOK = "$HOME/onstart.sh"  # vast.ai saves its on-start script there and runs it at each start
 
 
 @shared_task(acks_late=True, soft_time_limit=600, time_limit=660)
@@ -76,7 +80,10 @@ def launch_run(run_pk: int, attempt: int) -> None:
                 # A redelivered task: the attempt is already running on the node; never start it twice.
                 actions.do_mark_launched(run_pk, attempt, run.detach or "unknown", run.launched_command, wrapper_name())
                 return
-            use_tmux = run.instance.profile.data["daemon"]["detach"] == "tmux" and run.preflight_report.get("tmux")
+            detach_kind = run.instance.profile.data["daemon"]["detach"]
+            if detach_kind == "onstart":
+                node.install_start_hook(resolve_home(VAST_START_HOOK, node.home))
+            use_tmux = detach_kind in ("tmux", "onstart") and run.preflight_report.get("tmux")
             detach, command = node.launch(attempt, bool(use_tmux))
     except TransportError as exc:
         actions.do_mark_launch_failed(run_pk, attempt, str(exc))

@@ -69,38 +69,39 @@ def can_use_openssh(transport) -> bool:
 
 
 @contextmanager
+def process_stream(argv: list[str], stdin: bytes | None, what: str, wait: float | None = None):
+    """The stdout of a local process (ssh, or the command itself) as a stream; a failure says why."""
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    _widen(process.stdout)
+    threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
+    try:
+        yield process.stdout
+    except BaseException:
+        process.kill()
+        raise
+    finally:
+        process.stdout.close()
+        try:
+            process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    detail = process.stderr.read().decode(errors="replace").strip()[-500:]
+    process.stderr.close()
+    if process.returncode != 0:
+        raise StreamError(f"{what} ended with {process.returncode}: {detail}")
+
+
+@contextmanager
 def openssh_stream(transport, command: str, stdin: bytes | None):
     with tempfile.TemporaryDirectory(prefix="remotegpu-ssh-") as scratch:
         known_hosts = Path(scratch) / "known_hosts"
         pinned = transport.pinned
         known_hosts.write_text(f"{HOST_ALIAS} {pinned.key_type} {pinned.key_base64}\n")
-        process = subprocess.Popen(
-            openssh_argv(transport, known_hosts, command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            bufsize=0,
-        )
-        _widen(process.stdout)
-        threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
-        try:
-            yield process.stdout
-        except BaseException:
-            process.kill()
-            raise
-        finally:
-            process.stdout.close()
-            try:
-                process.wait(timeout=transport.connect_timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.returncode != 0:
-            detail = process.stderr.read().decode(errors="replace").strip()[-500:]
-            process.stderr.close()
-            where = f"{transport.host}:{transport.port}"
-            raise StreamError(f"stream from {where} ended with {process.returncode}: {detail}")
-        process.stderr.close()
+        argv = openssh_argv(transport, known_hosts, command)
+        where = f"stream from {transport.host}:{transport.port}"
+        with process_stream(argv, stdin, where, wait=transport.connect_timeout) as stream:
+            yield stream
 
 
 @contextmanager
@@ -126,20 +127,5 @@ def channel_stream(client, command: str, stdin: bytes | None, timeout: float):
         raise StreamError(f"stream command ended with {status}")
 
 
-@contextmanager
 def local_stream(argv: list[str], stdin: bytes | None):
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-    _widen(process.stdout)
-    threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
-    try:
-        yield process.stdout
-    except BaseException:
-        process.kill()
-        raise
-    finally:
-        process.stdout.close()
-        process.wait()
-    error = process.stderr.read().decode(errors="replace").strip()[-500:]
-    process.stderr.close()
-    if process.returncode != 0:
-        raise StreamError(f"{argv[0]} ended with {process.returncode}: {error}")
+    return process_stream(argv, stdin, argv[0])

@@ -38,18 +38,22 @@ def as_runpod(instance, pod: str) -> None:
     instance.save()
 
 
-def test_release_waits_for_the_run_and_custody_then_a_second_person(
-    alice, bob, make_run, source, instance, provider_stub, celery_worker_process
-):
-    as_runpod(instance, "pod-release-1")
+def refused_while_live(make_run, source, bob, instance, kind):
+    """A run trains on the box: the consequence is refused while it is live; returns it once exported."""
     set_config(source, epochs=4, epoch_pause=1)
     run = make_run()
     do_start_preflight(run.pk, bob)
     wait_state(run, {RunState.RUNNING}, timeout=120)
     with pytest.raises(TeardownRefused, match="still live"):
-        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
+        do_request_teardown(instance.pk, kind, bob, "done with it")
+    return wait_state(run, {RunState.EXPORTED}, timeout=120)
 
-    wait_state(run, {RunState.EXPORTED}, timeout=120)
+
+def test_release_waits_for_the_run_and_custody_then_a_second_person(
+    alice, bob, make_run, source, instance, provider_stub, celery_worker_process
+):
+    as_runpod(instance, "pod-release-1")
+    run = refused_while_live(make_run, source, bob, instance, TeardownKind.RELEASE)
     with pytest.raises(TeardownRefused, match="no verified custody record"):
         do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
 
@@ -113,13 +117,7 @@ def test_shutdown_waits_for_idle_then_powers_off_once_and_verifies_offline(
     instance.shutdown_command = f"bash -c 'echo once >> {marker}; kill {box.process.pid}'"
     instance.save()
     try:
-        set_config(source, epochs=4, epoch_pause=1)
-        run = make_run()
-        do_start_preflight(run.pk, bob)
-        wait_state(run, {RunState.RUNNING}, timeout=120)
-        with pytest.raises(TeardownRefused, match="still live"):
-            do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
-        wait_state(run, {RunState.EXPORTED}, timeout=120)
+        refused_while_live(make_run, source, bob, instance, TeardownKind.SHUTDOWN)
 
         request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
         assert request.level == "L2" and request.status == TeardownStatus.APPROVED  # no second person

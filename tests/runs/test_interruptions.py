@@ -77,3 +77,22 @@ def test_without_opt_in_an_interruption_is_classified_and_only_offered(
     client.force_login(bob)
     page = client.get(run.get_absolute_url()).content.decode()
     assert "Retry identical config" in page and "Interrupted (reboot, container restart, preemption)" in page
+
+
+def test_the_start_hook_rewrites_the_boot_marker_and_is_installed_once(make_run, node, tmp_path, boot_marker):
+    import subprocess
+
+    from runs.remote import NodeSession
+
+    hook = tmp_path / "onstart.sh"
+    hook.write_text("#!/bin/bash\necho user line\n")
+    with NodeSession(make_run()) as session:
+        session.install_start_hook(str(hook))
+        session.install_start_hook(str(hook))
+    lines = hook.read_text().splitlines()
+    assert lines[:2] == ["#!/bin/bash", "echo user line"] and len(lines) == 3  # kept, and added once
+    subprocess.run(["bash", str(hook)], check=True, capture_output=True)
+    first = boot_marker.read_text()
+    time.sleep(0.01)
+    subprocess.run(["bash", str(hook)], check=True, capture_output=True)
+    assert boot_marker.read_text() != first  # each container start is a new boot identity
