@@ -8,3 +8,4 @@ class ProjectAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "created"]
     prepopulated_fields = {"slug": ["name"]}
     search_fields = ["name", "slug"]
+    filter_horizontal = ["members"]

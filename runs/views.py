@@ -37,8 +37,31 @@ def project_detail(request, slug):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
     runs = project.runs.select_related("instance").order_by("-created")[:100]
     live = [run for run in runs if run.state in LIVE_STATES]
-    context = {"project": project, "live_runs": live, "recent_runs": [r for r in runs if r not in live][:20]}
+    context = {
+        "project": project,
+        "live_runs": live,
+        "recent_runs": [r for r in runs if r not in live][:20],
+        "members": project.members.order_by("username"),
+        "can_share": request.user.has_perm("runs.change_project"),
+    }
     return render(request, "runs/project_detail.html", context)
+
+
+@require_POST
+@permission_required("runs.change_project", raise_exception=True)
+def project_add_member(request, slug):
+    """Share a project with a teammate (a member, or an admin, may add one)."""
+    from django.contrib.auth import get_user_model
+
+    project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+    username = request.POST.get("username", "").strip()[:150]
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        messages.error(request, f"No active user named “{username}”.")
+    else:
+        project.members.add(user)
+        messages.success(request, f"{username} is now a member of {project.name}.")
+    return redirect(project)
 
 
 class ProjectCreateView(PermissionRequiredMixin, CreateView):

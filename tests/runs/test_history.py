@@ -112,3 +112,16 @@ def test_comparison_flags_many_variables_and_shows_the_config_diff(client, bob, 
     assert 'data-key="lr"' in page and 'data-key="hidden"' in page and 'data-key="epochs"' not in page
     single = client.get(reverse("run-compare"), {"run": [first.run_id]})
     assert single.status_code == 302  # two or more runs, else back to history with a message
+
+
+def test_a_member_shares_a_project_and_the_new_member_sees_it(client, seeded, alice, charlie):
+    client.force_login(charlie)
+    assert client.get(reverse("project-detail", args=["secret"])).status_code == 404
+    client.force_login(alice)  # an operator and a member of "secret"
+    client.post(reverse("project-add-member", args=["secret"]), {"username": "charlie"})
+    client.post(reverse("project-add-member", args=["secret"]), {"username": "nobody"})
+    page = client.get(reverse("project-detail", args=["secret"])).content.decode()
+    assert "charlie" in page and "No active user named “nobody”." in page
+    client.force_login(charlie)
+    assert client.get(reverse("project-detail", args=["secret"])).status_code == 200
+    assert "secret-a" in ids(charlie)
