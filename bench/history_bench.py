@@ -43,7 +43,7 @@ def child(args) -> None:
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.get(username="bench")
-    client = Client()
+    client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user)
     pages = {
         "history": "/runs/",
@@ -52,6 +52,7 @@ def child(args) -> None:
         "run_page": f"/runs/{run_id}/",
     }
     first = client.get("/runs/?project=bench-2")
+    assert first.status_code == 200, first.status_code
     cursor = first.content.decode().split("after=")[1].split('"')[0] if b"after=" in first.content else ""
     pages["history_page_50"] = f"/runs/?project=bench-2&after={cursor}"
     results = {"database": connection.vendor, "runs": args.runs, "events": args.events, "seed_s": round(seeded, 1)}
