@@ -145,6 +145,10 @@ def seed(runs: int, events: int) -> str:
             RunEvent.objects.bulk_create(rows)
             rows = []
     RunEvent.objects.bulk_create(rows)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # fresh statistics, as autovacuum (PostgreSQL) would gather after a load
     return hot.run_id
 
 

@@ -22,7 +22,12 @@ class Cost:
 
 def _periods(instance, now):
     """(state, start, end) spans from creation to now, from the STATE events."""
-    events = list(instance.events.filter(kind=InstanceEvent.Kind.STATE).order_by("at", "id"))
+    prefetched = getattr(instance, "state_events", None)  # InstanceQuerySet.with_state_events()
+    events = (
+        prefetched
+        if prefetched is not None
+        else list(instance.events.filter(kind=InstanceEvent.Kind.STATE).order_by("at", "id"))
+    )
     state = events[0].data.get("old", instance.state) if events else instance.state
     start = instance.created
     for event in events:

@@ -33,6 +33,11 @@ class InstanceQuerySet(models.QuerySet):
         rule = member_filter(user, "project__")
         return self if rule is None else self.filter(rule)
 
+    def with_state_events(self):
+        """Prefetch each instance's state history once (cost and clocks read it)."""
+        state_events = InstanceEvent.objects.filter(kind=InstanceEvent.Kind.STATE).order_by("at", "id")
+        return self.prefetch_related(models.Prefetch("events", queryset=state_events, to_attr="state_events"))
+
     def billing(self):
         return self.exclude(state=InstanceState.RELEASED)
 

@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
 from profiles import catalog
-from profiles.costs import idle_billing
+from profiles.costs import accrued_cost, idle_billing
 from profiles.models import Instance
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
@@ -28,7 +28,7 @@ def dashboard(request):
         "projects": Project.objects.visible_to(request.user)[:50],
         "checks": system_health(),
         "can_create_project": request.user.has_perm("runs.add_project"),
-        "idle_billing": idle_billing(Instance.objects.visible_to(request.user)),
+        "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
     }
     return render(request, "runs/dashboard.html", context)
 
@@ -88,11 +88,23 @@ def run_list(request):
         "platforms": catalog.choices(),
         "custody_choices": history.CUSTODY_CHOICES,
         "query": request.GET,
-        "by_project": history.totals(runs, "project"),
-        "by_instance": history.totals(runs, "instance"),
+        **totals_with_cost(request.user, runs),
         "can_create": request.user.has_perm("runs.operate"),
     }
     return render(request, "runs/run_list.html", context)
+
+
+def totals_with_cost(user, runs) -> dict:
+    """Per project and per instance: runs, GPU hours, verified results, and what the boxes cost so far."""
+    cost = {box.name: (box.project.name, accrued_cost(box).total) for box in
+            Instance.objects.visible_to(user).select_related("project").with_state_events()}  # fmt: skip
+    grouped = history.totals(runs)
+    by_instance, by_project = grouped["instance"], grouped["project"]
+    for row in by_instance:
+        row["cost"] = cost.get(row["name"], (None, 0))[1]
+    for row in by_project:
+        row["cost"] = sum(total for project, total in cost.values() if project == row["name"])
+    return {"by_project": by_project, "by_instance": by_instance}
 
 
 def run_compare(request):

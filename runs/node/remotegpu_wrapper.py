@@ -134,6 +134,14 @@ def conda_envs():
     """{name: prefix} of every conda env on the box ("base" is the root), without creating any."""
     envs = {}
     conda = shutil.which("conda")
+    if conda:  # conda's own answer first: it knows envs created outside <root>/envs
+        try:
+            done = subprocess.run([conda, "env", "list", "--json"], stdout=subprocess.PIPE, timeout=60)
+            for prefix in json.loads(done.stdout.decode() or "{}").get("envs", []):
+                name = os.path.basename(prefix) if os.path.basename(os.path.dirname(prefix)) == "envs" else "base"
+                envs.setdefault(name, prefix)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass  # the directories below still tell
     roots = [os.path.dirname(os.path.dirname(os.path.realpath(conda)))] if conda else []
     roots += [expand(root) for root in CONDA_ROOTS]
     for root in roots:

@@ -88,8 +88,11 @@ def test_history_page_totals_and_outsider_view(client, seeded, bob, charlie):
     client.force_login(bob)
     page = client.get(reverse("run-list"), {"project": "vision"}).content.decode()
     assert "vision-a" in page and "speech-a" not in page and "secret-a" not in page
+    assert "Cost so far" in page
     runs, _ = history.filtered(bob, {})
-    by_project = {row["name"]: row for row in history.totals(runs, "project")}
+    grouped = history.totals(runs)
+    by_project = {row["name"]: row for row in grouped["project"]}
+    assert sum(row["runs"] for row in grouped["instance"]) == 5
     assert by_project["Vision"]["gpu_hours"] == 6 and by_project["Vision"]["verified"] == 1
     assert set(by_project) == {"Vision", "Speech"}
     client.force_login(charlie)
