@@ -55,6 +55,9 @@ class RunCreateSerializer(serializers.Serializer):
     scratch_mib = serializers.IntegerField(min_value=0, max_value=10**8, default=0)
     checkpoints_retained = serializers.IntegerField(min_value=1, max_value=100, default=2)
     expected_files = serializers.IntegerField(min_value=1, max_value=10**12, default=1000)
+    environment = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+    auto_relaunch = serializers.BooleanField(default=False)
+    max_relaunches = serializers.IntegerField(min_value=0, max_value=100, default=3)
 
 
 class EventSerializer(serializers.ModelSerializer):

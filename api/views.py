@@ -121,9 +121,12 @@ def form_data(user, data: dict) -> QueryDict:
             "manifest_path": data["manifest_path"], "gpus_text": ",".join(map(str, data["gpus"])),
             "expected_minutes": str(data["expected_minutes"]), "checkpoint_mib": str(data["checkpoint_mib"]),
             "scratch_mib": str(data["scratch_mib"]), "checkpoints_retained": str(data["checkpoints_retained"]),
-            "expected_files": str(data["expected_files"]),
+            "expected_files": str(data["expected_files"]), "environment": data["environment"],
+            "max_relaunches": str(data["max_relaunches"]),
         }
     )  # fmt: skip
+    if data["auto_relaunch"]:
+        form["auto_relaunch"] = "on"
     return form
 
 

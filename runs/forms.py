@@ -81,6 +81,11 @@ class RunForm(forms.ModelForm):
 
         self.fields["project"].queryset = Project.objects.visible_to(user)
         self.fields["instance"].queryset = Instance.objects.visible_to(user).billing()
+        self.fields["max_relaunches"].required = False  # only read when relaunching is on; default 3
+
+    def clean_max_relaunches(self):
+        value = self.cleaned_data.get("max_relaunches")
+        return 3 if value is None else value
 
     def clean_command_line(self):
         text = self.cleaned_data["command_line"]
