@@ -109,16 +109,19 @@ def teardown_decide(request, pk):
 @require_POST
 @permission_required("runs.operate", raise_exception=True)
 def teardown_attest(request, pk):
-    get_object_or_404(visible_requests(request.user), pk=pk)
-    perform(request, lambda: teardown.do_attest_teardown(pk, request.user), "Attested; verifying offline.")
-    return redirect("teardown-detail", pk=pk)
+    return _on_request(request, pk, teardown.do_attest_teardown, "Attested; verifying offline.")
 
 
 @require_POST
 @permission_required("runs.operate", raise_exception=True)
 def teardown_retry(request, pk):
+    return _on_request(request, pk, teardown.do_retry_execution, "Execution queued again.")
+
+
+def _on_request(request, pk, action, success):
+    """An operator's action on a request the user can see; a refusal becomes a message."""
     get_object_or_404(visible_requests(request.user), pk=pk)
-    perform(request, lambda: teardown.do_retry_execution(pk, request.user), "Execution queued again.")
+    perform(request, lambda: action(pk, request.user), success)
     return redirect("teardown-detail", pk=pk)
 
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from custody.models import TeardownKind, TeardownStatus
-from custody.teardown import do_approve_teardown, do_attest_teardown, do_request_teardown
+from custody.teardown import do_approve_teardown, do_request_teardown
 from profiles.costs import accrued_cost, danger_clocks
 from profiles.models import Instance, InstanceEvent
 from tests.custody.test_teardown_e2e import wait_request
@@ -39,7 +39,7 @@ def test_approvers_get_mail_and_the_project_webhook_a_summary(
 
 
 def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
-    alice, bob, project, sshd, celery_worker_process
+    client, alice, bob, project, sshd, celery_worker_process
 ):
     fields = {**sshd.instance_fields(), "port": free_port()}  # pinned, but nothing listens: powered off
     box = Instance.objects.create(name=f"{project.slug}-adl-20261129", project=project, **{
@@ -49,7 +49,10 @@ def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
     request = wait_request(request, {TeardownStatus.AWAITING_ATTESTATION, TeardownStatus.FAILED})
     assert request.status == TeardownStatus.AWAITING_ATTESTATION, request.failure
     assert any("AutoDL console" in step for step in request.provider_answer["console_steps"])
-    do_attest_teardown(request.pk, bob)
+    client.force_login(bob)
+    page = client.get(request.get_absolute_url()).content.decode()
+    assert "I did this in the console" in page and "Choose release / destroy for that exact instance only." in page
+    client.post(reverse("teardown-attest", args=[request.pk]))
     request = wait_request(request, {TeardownStatus.DONE, TeardownStatus.FAILED})
     assert request.status == TeardownStatus.DONE and request.offline_verified is True
     assert request.attested_by == bob
