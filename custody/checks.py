@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from custody.evidence import custody_copy_problem, latest_verified, present_copies, verified_copies
 from custody.models import EvidenceLocation, ReleaseHold, TeardownKind
-from profiles.nodes import transport_for
 from profiles.transport import TransportError
 from runs.layout import resolve_home
 from runs.models import LIVE_STATES, RunState
+from runs.remote import InstanceNode
 
 # Scans /proc on the node: processes holding a file open for writing, or working, under the root.
 IDLE_SCRIPT = r"""
@@ -68,10 +68,9 @@ def _no_live_run(instance) -> Item:
 def _node_idle(instance) -> Item:
     root = instance.data_root
     try:
-        with transport_for(instance) as transport:
-            home = transport.run_script('printf %s "$HOME"', timeout=settings.SSH_COMMAND_TIMEOUT).stdout
-            argv = [settings.NODE_PYTHON, "-c", IDLE_SCRIPT, resolve_home(root, home)]
-            result = transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
+        with InstanceNode(instance) as node:  # resolves $HOME once, as every node session does
+            argv = [settings.NODE_PYTHON, "-c", IDLE_SCRIPT, resolve_home(root, node.home)]
+            result = node.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
         busy = json.loads(result.stdout.strip().splitlines()[-1])["busy"]
     except (TransportError, ValueError, IndexError, KeyError) as exc:
         return Item("No writer under the run roots", False, f"could not confirm the box is idle: {exc}")
@@ -111,7 +110,7 @@ def release_checks(instance, waive_active: bool, retire_hold: bool, deep: bool =
     if unclosed:
         detail = "active/ not closed: " + ", ".join(unclosed) + ("; waived by the approver" if waive_active else "")
         items.append(Item("Every active/ directory closed or waived", waive_active, detail, waivable=True))
-    hold = instance.holds.filter(retired_at__isnull=True).first()
+    hold = active_hold(instance)
     if hold:
         detail = f"“never release” hold by {hold.created_by}: {hold.reason}"
         items.append(Item("No “never release” hold", retire_hold, detail + ("; to be retired" if retire_hold else "")))
