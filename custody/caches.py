@@ -2,6 +2,7 @@
 
 from django.conf import settings
 
+from custody.evidence import present_on
 from custody.teardown import audit
 from profiles.models import Instance
 from profiles.transport import TransportError
@@ -13,6 +14,12 @@ HOME_CACHES = [".cache/pip", ".cache/torch/kernels"]
 PROJECT_CACHE = "cache"
 
 
+def _sparing_evidence(instance, home: str, paths: list[str]) -> list[str]:
+    """Drop any cache path that holds (or is) a copy of a sealed export: evidence is never a cache."""
+    copies = [resolve_home(copy.path, home) for copy in present_on(instance)]
+    return [p for p in paths if not any(c == p or c.startswith(p.rstrip("/") + "/") for c in copies)]
+
+
 def clean(instance_id: int) -> dict:
     instance = Instance.objects.select_related("project").get(pk=instance_id)
     try:
@@ -21,6 +28,9 @@ def clean(instance_id: int) -> dict:
             paths = [f"{node.home}/{path}" for path in HOME_CACHES] + [
                 f"{root}/{instance.project.slug}/{PROJECT_CACHE}"
             ]
+            paths = _sparing_evidence(instance, node.home, paths)
+            if not paths:
+                return {"freed": 0, "paths": []}
             freed = node.transport.run(["du", "-sb", "--", *paths], timeout=settings.SSH_COMMAND_TIMEOUT).stdout
             node.transport.run(["rm", "-rf", "--", *paths], timeout=settings.SSH_COMMAND_TIMEOUT)
     except TransportError as exc:

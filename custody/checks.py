@@ -10,11 +10,12 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.utils import timezone
 
-from custody.evidence import custody_copy_problem, latest_verified, present_copies, verified_copies
+from custody.evidence import Consequence, in_flight, present_copies, survivors, touched
 from custody.models import EvidenceLocation, ReleaseHold, TeardownKind
+from custody.rehash import rehash
 from profiles.transport import TransportError
 from runs.layout import resolve_home
-from runs.models import LIVE_STATES, RunState
+from runs.models import LIVE_STATES, Run, RunState
 from runs.remote import InstanceNode
 
 # Scans /proc on the node: processes holding a file open for writing, or working, under the root.
@@ -85,57 +86,86 @@ def _no_expecting_watcher(instance) -> Item:
     return Item("No watcher expecting progress", not expecting, "a watcher holds the lease" if expecting else "none")
 
 
-def shutdown_checks(instance, deep: bool = True) -> dict:
+def evidence_items(instance, planned: Consequence, deep: bool) -> list[Item]:
+    """For each sealed export the consequence touches: does a verified copy survive it, and every
+    other consequence in flight? deep: re-hash the surviving copies where they live."""
+    if planned.kind == TeardownKind.DELETE_EVIDENCE:
+        runs = Run.objects.filter(pk=planned.run_id)
+    else:
+        runs = instance.runs.filter(state=RunState.EXPORTED)
+    items = []
+    for run in runs.select_related("project", "instance").order_by("pk"):
+        lost = touched(run, planned)
+        if not lost:
+            continue
+        verdict = survivors(run, [planned, *in_flight(run, planned.request_id)], rehash if deep else None)
+        detail = "loses " + ", ".join(copy.label for copy in lost) + "; " + verdict.detail()
+        items.append(Item(f"A verified copy of {run.run_id} survives", verdict.ok, detail))
+    return items
+
+
+def _unclosed_active(instance, waive_active: bool) -> list[Item]:
+    unclosed = list(
+        instance.runs.filter(state__in=UNCLOSED, active_closed_at__isnull=True).values_list("run_id", flat=True)
+    )
+    if not unclosed:
+        return []
+    detail = "active/ not closed: " + ", ".join(unclosed) + ("; waived by the approver" if waive_active else "")
+    return [Item("Every active/ directory closed or waived", waive_active, detail, waivable=True)]
+
+
+def shutdown_checks(instance, planned: Consequence, waive_active: bool = False, deep: bool = True) -> dict:
     """deep: also ask the node (over SSH) whether anything still writes under the run roots."""
     items = [_no_live_run(instance), _no_expecting_watcher(instance)]
     if deep and not instance.profile.is_local:
         items.append(_node_idle(instance))
+    items += evidence_items(instance, planned, deep)
+    if instance.profile.loses(instance.data_tier_info, "shutdown"):
+        items += _unclosed_active(instance, waive_active)
+    clock = release_clock(instance.profile)
+    if clock:
+        items.append(Item("Release clock", True, clock))
     return _snapshot(items)
 
 
-def release_checks(instance, waive_active: bool, retire_hold: bool, deep: bool = True) -> dict:
-    """deep: re-hash each custody copy instead of trusting its record."""
-    items = [_no_live_run(instance)]
-    for run in instance.runs.filter(state=RunState.EXPORTED, export_deleted_at__isnull=True):
-        record = latest_verified(run)
-        intact = deep and record and record.copy_deleted_at is None
-        problem = custody_copy_problem(record) if intact else None
-        if record is None:
-            items.append(Item(f"Custody of {run.run_id}", False, "sealed export has no verified custody record"))
-        elif problem and not record.mirror_verified:
-            items.append(Item(f"Custody of {run.run_id}", False, problem))
-        else:
-            items.append(Item(f"Custody of {run.run_id}", True, f"verified by custody #{record.pk}"))
-    unclosed = list(instance.runs.filter(state__in=UNCLOSED).values_list("run_id", flat=True))
-    if unclosed:
-        detail = "active/ not closed: " + ", ".join(unclosed) + ("; waived by the approver" if waive_active else "")
-        items.append(Item("Every active/ directory closed or waived", waive_active, detail, waivable=True))
+def release_clock(profile) -> str:
+    hours = profile.stopped_released_after_hours
+    if hours is None:
+        return ""
+    lost = ", ".join(f"{t['name']} ({t['path']})" for t in profile.tiers if profile.loses(t, "release")) or "nothing"
+    return f"a stopped box is released by {profile.name} after {hours} h, and with it: {lost}"
+
+
+def release_checks(instance, planned: Consequence, waive_active: bool, retire_hold: bool, deep: bool = True) -> dict:
+    """deep: re-hash each surviving copy where it lives instead of trusting its record."""
+    items = [_no_live_run(instance), *evidence_items(instance, planned, deep)]
+    items += _unclosed_active(instance, waive_active)
     hold = active_hold(instance)
     if hold:
         detail = f"“never release” hold by {hold.created_by}: {hold.reason}"
         items.append(Item("No “never release” hold", retire_hold, detail + ("; to be retired" if retire_hold else "")))
-    lost = ", ".join(f"{t['name']} ({t['path']})" for t in instance.profile.tiers_lost_on("release")) or "nothing"
+    profile = instance.profile
+    lost = ", ".join(f"{t['name']} ({t['path']})" for t in profile.tiers if profile.loses(t, "release")) or "nothing"
     items.append(Item("What release destroys", True, lost))
     return _snapshot(items)
 
 
-def deletion_checks(run, location: str, deep: bool = True) -> dict:
-    copies, notes = verified_copies(run, deep)
-    label = EvidenceLocation(location).label
-    exists = location in present_copies(run)
-    present = Item(f"The {label} exists", exists, "present" if exists else "already gone")
-    others = [EvidenceLocation(c).label for c in copies if c != location]
-    detail = "verified replica: " + ", ".join(others) if others else "this is the last verified copy"
-    items = [present, Item("A verified replica exists elsewhere", bool(others), "; ".join([detail, *notes]))]
+def deletion_checks(run, planned: Consequence, deep: bool = True) -> dict:
+    label = EvidenceLocation(planned.location).label
+    exists = planned.location in present_copies(run)
+    items = [Item(f"The {label} exists", exists, "present" if exists else "already gone")]
+    if exists:
+        items += evidence_items(run.instance, planned, deep)
     return _snapshot(items)
 
 
 def checks_for(request, deep: bool = True) -> dict:
+    planned = Consequence.of(request)
     if request.kind == TeardownKind.SHUTDOWN:
-        return shutdown_checks(request.instance, deep)
+        return shutdown_checks(request.instance, planned, request.waive_active, deep)
     if request.kind == TeardownKind.RELEASE:
-        return release_checks(request.instance, request.waive_active, request.retire_hold, deep)
-    return deletion_checks(request.run, request.location, deep)
+        return release_checks(request.instance, planned, request.waive_active, request.retire_hold, deep)
+    return deletion_checks(request.run, planned, deep)
 
 
 def active_hold(instance) -> ReleaseHold | None:

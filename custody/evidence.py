@@ -1,53 +1,180 @@
-"""Where verified copies of a run's sealed export live, and whether each is still intact."""
+"""The evidence invariant in one place (DOMAIN §5): the copies of each sealed export, what each
+consequence destroys, and which intact, verified copies survive every consequence in flight.
 
-import hashlib
-from pathlib import Path
+Shutdown, release, evidence deletion and cache cleanup all ask `survivors`; nothing else decides.
+A copy targeted by another approved or executing request — or on a tier that an approved,
+executing or (while the box stays stopped) done shutdown or release loses — counts as gone.
+"""
 
-from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation
+import posixpath
+from dataclasses import dataclass, field
+
+from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
+from profiles.catalog import UNKNOWN_TIER
+
+# Requests whose consequence may already have happened, or will without another decision.
+IN_FLIGHT = [
+    TeardownStatus.APPROVED,
+    TeardownStatus.EXECUTING,
+    TeardownStatus.AWAITING_ATTESTATION,
+    TeardownStatus.NEEDS_ATTENTION,
+]
+CONTROL_HOST = {"name": "control host", "path": "", "survives": {}, "note": "No box consequence touches it."}
+# The order in which copies are re-hashed: the cheapest proof first.
+PREFERENCE = [EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR, EvidenceLocation.NODE]
+
+
+@dataclass(frozen=True)
+class Copy:
+    run_id: int
+    location: str
+    path: str
+    instance_id: int | None  # None: on the control host, beyond any box consequence
+    tier: dict
+    verified: str  # how it was verified against the sealed roster; "" = never
+    gone: str = ""  # why it no longer counts; "" = present
+
+    @property
+    def label(self) -> str:
+        return f"{EvidenceLocation(self.location).label} ({self.tier['name']})"
+
+
+@dataclass(frozen=True)
+class Consequence:
+    """A teardown as far as evidence is concerned: what it would destroy."""
+
+    kind: str
+    instance_id: int
+    run_id: int | None = None
+    location: str = ""
+    request_id: int | None = None
+
+    @classmethod
+    def of(cls, request) -> "Consequence":
+        return cls(request.kind, request.instance_id, request.run_id, request.location, request.pk)
+
+    def describe(self) -> str:
+        name = TeardownKind(self.kind).label.lower()
+        return f"{name} #{self.request_id}" if self.request_id else name
+
+
+@dataclass
+class Verdict:
+    """Which copies of one export survive a set of consequences, and why the others do not count."""
+
+    run: object
+    survivors: list[Copy] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.survivors)
+
+    def detail(self) -> str:
+        head = "survives: " + ", ".join(c.label for c in self.survivors) if self.ok else "no verified copy survives"
+        return "; ".join([head, *self.notes])
 
 
 def latest_verified(run) -> CustodyRecord | None:
     return run.custody_records.filter(status=CustodyStatus.VERIFIED).order_by("-verified_at", "-id").first()
 
 
-def custody_copy_problem(record: CustodyRecord) -> str | None:
-    """Re-hash the custody copy against its artifacts; None when every file is intact."""
-    root = Path(record.uri)
-    for artifact in record.artifacts.all():
-        path = root / artifact.path
-        if not path.is_file():
-            return f"{artifact.path} is missing from the custody copy"
-        with open(path, "rb") as handle:
-            if hashlib.file_digest(handle, "sha256").hexdigest() != artifact.sha256:
-                return f"{artifact.path} in the custody copy no longer matches its recorded SHA-256"
-    return None
+def copies_of(run, record: CustodyRecord | None = None) -> list[Copy]:
+    """Every copy of the run's sealed export that was ever made, gone or not."""
+    from custody.verify import custody_dir
+
+    record = record or latest_verified(run)
+    instance = run.instance
+    export = posixpath.join(instance.data_root, run.project.slug, "export", run.run_id)
+    how = f"custody #{record.pk}, {record.verified_at:%Y-%m-%d %H:%M}" if record else ""
+    copies = [Copy(run.pk, EvidenceLocation.NODE, export, instance.pk, instance.data_tier_info, how,
+                   _gone(run.export_deleted_at))]  # fmt: skip
+    if record is None:
+        return copies
+    copies.append(
+        Copy(run.pk, EvidenceLocation.CUSTODY, str(custody_dir(run)), None, CONTROL_HOST, how,
+             _gone(record.copy_deleted_at))
+    )  # fmt: skip
+    if record.mirror_uri:
+        tier = instance.profile.tier_named(record.mirror_tier) or UNKNOWN_TIER
+        copies.append(
+            Copy(run.pk, EvidenceLocation.MIRROR, record.mirror_uri, instance.pk, tier,
+                 how if record.mirror_verified else "", _gone(record.mirror_deleted_at))
+        )  # fmt: skip
+    return copies
+
+
+def _gone(deleted_at) -> str:
+    return f"deleted {deleted_at:%Y-%m-%d %H:%M}" if deleted_at else ""
+
+
+def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
+    if consequence.kind == TeardownKind.DELETE_EVIDENCE:
+        return consequence.run_id == copy.run_id and consequence.location == copy.location
+    if copy.instance_id is None or copy.instance_id != consequence.instance_id:
+        return False
+    return profile.loses(copy.tier, "release" if consequence.kind == TeardownKind.RELEASE else "shutdown")
+
+
+def in_flight(run, exclude_request_id: int | None = None) -> list[Consequence]:
+    """Consequences that count as already happened for this run's copies."""
+    from custody.models import TeardownRequest
+
+    requests = TeardownRequest.objects.filter(status__in=IN_FLIGHT, instance_id=run.instance_id).exclude(
+        kind=TeardownKind.DELETE_EVIDENCE
+    ) | TeardownRequest.objects.filter(status__in=IN_FLIGHT, kind=TeardownKind.DELETE_EVIDENCE, run_id=run.pk)
+    found = [Consequence.of(r) for r in requests.exclude(pk=exclude_request_id).order_by("pk")]
+    if run.instance.state == "stopped":  # a done shutdown's release clock runs while the box stays stopped
+        done = run.instance.teardown_requests.filter(kind=TeardownKind.SHUTDOWN, status=TeardownStatus.DONE)
+        found += [Consequence.of(r) for r in done.order_by("-pk")[:1]]
+    return found
+
+
+def candidates(run, consequences: list[Consequence], copies: list[Copy] | None = None) -> Verdict:
+    """From the database only: verified, present copies that none of the consequences destroys."""
+    verdict = Verdict(run)
+    profile = run.instance.profile
+    for copy in copies if copies is not None else copies_of(run):
+        killers = [c for c in consequences if destroys(c, copy, profile)]
+        if copy.gone:
+            verdict.notes.append(f"{copy.label} {copy.gone}")
+        elif not copy.verified:
+            verdict.notes.append(f"{copy.label} was never verified")
+        elif killers:
+            verdict.notes.append(f"{copy.label} is lost by " + ", ".join(k.describe() for k in killers))
+        else:
+            verdict.survivors.append(copy)
+    verdict.survivors.sort(key=lambda copy: PREFERENCE.index(copy.location))
+    return verdict
+
+
+def survivors(run, consequences: list[Consequence], rehash=None) -> Verdict:
+    """The copies that survive; with rehash(run, copies) -> {location: problem or None}, only those
+    re-hashed intact where they live count (the first intact one suffices)."""
+    verdict = candidates(run, consequences)
+    if rehash is None or not verdict.survivors:
+        return verdict
+    problems = rehash(run, verdict.survivors)
+    intact = [copy for copy in verdict.survivors if problems.get(copy.location, "not re-hashed") is None]
+    for copy in verdict.survivors:
+        if copy.location in problems and problems[copy.location] is not None:
+            verdict.notes.append(f"{copy.label} does not count: {problems[copy.location]}")
+    verdict.survivors = intact
+    return verdict
+
+
+def touched(run, consequence: Consequence) -> list[Copy]:
+    """Present copies of this run that the consequence destroys."""
+    profile = run.instance.profile
+    return [copy for copy in copies_of(run) if not copy.gone and destroys(consequence, copy, profile)]
 
 
 def present_copies(run) -> list[str]:
     """Locations that still hold a copy (verified or not): what a deletion can target."""
-    record = latest_verified(run)
-    present = [] if run.export_deleted_at else [EvidenceLocation.NODE]
-    if record and record.copy_deleted_at is None:
-        present.append(EvidenceLocation.CUSTODY)
-    if record and record.mirror_uri and record.mirror_deleted_at is None:
-        present.append(EvidenceLocation.MIRROR)
-    return present
+    return [copy.location for copy in copies_of(run) if not copy.gone]
 
 
-def verified_copies(run, deep: bool) -> tuple[list[str], list[str]]:
-    """(locations holding a verified copy, notes); deep re-hashes the custody copy."""
-    record = latest_verified(run)
-    if record is None:
-        return [], ["no verified custody record"]
-    copies, notes = [], []
-    if run.export_deleted_at is None:
-        copies.append(EvidenceLocation.NODE)
-    if record.copy_deleted_at is None:
-        problem = custody_copy_problem(record) if deep else None
-        if problem:
-            notes.append(problem)
-        else:
-            copies.append(EvidenceLocation.CUSTODY)
-    if record.mirror_verified and record.mirror_deleted_at is None:
-        copies.append(EvidenceLocation.MIRROR)
-    return copies, notes
+def present_on(instance) -> list[Copy]:
+    """Every present copy of a sealed export that lives on this box (what cache cleanup must spare)."""
+    runs = instance.runs.filter(state="exported").select_related("project", "instance")
+    return [copy for run in runs for copy in copies_of(run) if copy.instance_id == instance.pk and not copy.gone]

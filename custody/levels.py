@@ -1,4 +1,8 @@
-"""Consequence levels come from the profile's survival matrix, not from a button's label (DOMAIN §5)."""
+"""Consequence levels come from the profile's survival matrix, not from a button's label (DOMAIN §5).
+
+A shutdown is L3 when the stop loses a tier, or when it starts a release clock that destroys a
+tier holding a sealed export or an unclosed active/ directory of this box.
+"""
 
 from dataclasses import dataclass
 
@@ -11,16 +15,43 @@ class Consequence:
     needs_second_person: bool
     stops_billing: str
     data_lost: list[str]
+    clock: str = ""
 
 
-def consequence_of(kind: str, profile, project) -> Consequence:
+def _names(tiers) -> list[str]:
+    return [f"{tier['name']} ({tier['path']})" for tier in tiers]
+
+
+def consequence_of(kind: str, instance) -> Consequence:
+    profile, project = instance.profile, instance.project
     billing = profile.data["billing"]
     if kind == TeardownKind.SHUTDOWN:
-        lost = [f"{tier['name']} ({tier['path']})" for tier in profile.tiers_lost_on("stop")]
-        if lost:
-            return Consequence("L3", True, billing["stop_effect"], lost)
-        return Consequence("L2", project.shutdown_needs_approval, billing["stop_effect"], [])
+        lost = _names(profile.tiers_lost_on("stop"))
+        clock = ""
+        if profile.stopped_released_after_hours is not None:
+            clock = f"stopping starts a {profile.stopped_released_after_hours} h clock after which the box is released"
+        if lost or (clock and _holds_evidence(instance)):
+            if clock:
+                lost += [f"{name} when the clock runs out" for name in _names(t for t in profile.tiers
+                         if profile.loses(t, "release") and t["survives"]["stop"] is not False)]  # fmt: skip
+            return Consequence("L3", True, billing["stop_effect"], list(dict.fromkeys(lost)), clock)
+        return Consequence("L2", project.shutdown_needs_approval, billing["stop_effect"], [], clock)
     if kind == TeardownKind.RELEASE:
-        lost = [f"{tier['name']} ({tier['path']})" for tier in profile.tiers_lost_on("release")]
+        lost = _names(t for t in profile.tiers if profile.loses(t, "release"))
         return Consequence("L3", True, f"{billing['meter_stop_verb']} and every charge of this box", lost)
     return Consequence("L3", True, "nothing (storage of this copy only)", ["the chosen copy of the export"])
+
+
+def _holds_evidence(instance) -> bool:
+    """A sealed export or an unclosed active/ on a tier this box's shutdown loses (by its clock)."""
+    from custody.checks import UNCLOSED
+    from custody.evidence import Consequence as Planned
+    from custody.evidence import touched
+    from runs.models import RunState
+
+    unclosed = instance.runs.filter(state__in=UNCLOSED, active_closed_at__isnull=True)
+    if instance.profile.loses(instance.data_tier_info, "shutdown") and unclosed.exists():
+        return True
+    planned = Planned(TeardownKind.SHUTDOWN, instance.pk)
+    exported = instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance")
+    return any(touched(run, planned) for run in exported)

@@ -31,6 +31,7 @@ class CustodyRecord(models.Model):
     verified_at = models.DateTimeField(null=True, blank=True)
     mirror_uri = models.CharField(max_length=500, blank=True, help_text="Node-side durable replica, if made")
     mirror_verified = models.BooleanField(default=False)
+    mirror_tier = models.CharField(max_length=60, blank=True, help_text="The profile tier the mirror was made on")
     copy_deleted_at = models.DateTimeField(null=True, blank=True)
     mirror_deleted_at = models.DateTimeField(null=True, blank=True)
     consumer_location = models.CharField(max_length=500, blank=True)
@@ -73,8 +74,28 @@ class TeardownStatus(models.TextChoices):
     EXPIRED = "expired", "Expired"
     EXECUTING = "executing", "Executing"
     AWAITING_ATTESTATION = "attest", "Awaiting console attestation"
+    NEEDS_ATTENTION = "attention", "Needs a person"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+S = TeardownStatus
+# The only legal moves (new requests start pending, or approved when no second person is needed).
+# needs-attention: an execution whose worker vanished mid-call; only a person may decide whether
+# it happened (done) or may run again with the same idempotency key (approved).
+TEARDOWN_TRANSITIONS = {
+    S.PENDING: {S.APPROVED, S.REJECTED, S.EXPIRED, S.CANCELLED},
+    S.APPROVED: {S.EXECUTING, S.FAILED},
+    S.EXECUTING: {S.DONE, S.FAILED, S.AWAITING_ATTESTATION, S.NEEDS_ATTENTION},
+    S.AWAITING_ATTESTATION: {S.EXECUTING},
+    S.NEEDS_ATTENTION: {S.DONE, S.APPROVED},
+    S.FAILED: {S.APPROVED},
+    S.REJECTED: set(),
+    S.EXPIRED: set(),
+    S.DONE: set(),
+    S.CANCELLED: set(),
+}
 
 
 class EvidenceLocation(models.TextChoices):
@@ -83,7 +104,13 @@ class EvidenceLocation(models.TextChoices):
     MIRROR = "mirror", "durable mirror on the box"
 
 
-OPEN_TEARDOWN = [TeardownStatus.PENDING, TeardownStatus.APPROVED, TeardownStatus.EXECUTING]
+OPEN_TEARDOWN = [
+    TeardownStatus.PENDING,
+    TeardownStatus.APPROVED,
+    TeardownStatus.EXECUTING,
+    TeardownStatus.AWAITING_ATTESTATION,
+    TeardownStatus.NEEDS_ATTENTION,
+]
 
 
 class TeardownRequestQuerySet(models.QuerySet):

@@ -1,7 +1,8 @@
 """What the instance page shows for DELIVER: each consequence with its own level and custody check."""
 
 from custody import checks
-from custody.evidence import present_copies, verified_copies
+from custody.evidence import Consequence as Planned
+from custody.evidence import candidates, copies_of, in_flight
 from custody.levels import consequence_of
 from custody.models import OPEN_TEARDOWN, EvidenceLocation, TeardownKind
 from runs.models import RunState
@@ -9,33 +10,38 @@ from runs.models import RunState
 
 def teardown_panel(instance) -> dict:
     """A preview from the database (no SSH, no re-hash): the request re-checks in full."""
-    profile, project = instance.profile, instance.project
     consequences = []
+    shutdown, release = Planned(TeardownKind.SHUTDOWN, instance.pk), Planned(TeardownKind.RELEASE, instance.pk)
     for kind, snapshot in (
-        (TeardownKind.SHUTDOWN, checks.shutdown_checks(instance, deep=False)),
-        (TeardownKind.RELEASE, checks.release_checks(instance, False, False, deep=False)),
+        (TeardownKind.SHUTDOWN, checks.shutdown_checks(instance, shutdown, deep=False)),
+        (TeardownKind.RELEASE, checks.release_checks(instance, release, False, False, deep=False)),
     ):
         consequences.append(
-            {
-                "kind": kind,
-                "label": kind.label,
-                "consequence": consequence_of(kind, profile, project),
-                "check": snapshot,
-            }
+            {"kind": kind, "label": kind.label, "consequence": consequence_of(kind, instance), "check": snapshot}
         )
-    exports = []
-    for run in instance.runs.filter(state=RunState.EXPORTED).select_related("project"):
-        copies, _ = verified_copies(run, deep=False)
-        present = present_copies(run)
-        locations = [
-            {"key": loc.value, "label": loc.label, "present": loc.value in present} for loc in EvidenceLocation
-        ]
-        exports.append({"run": run, "copies": [EvidenceLocation(c).label for c in copies], "locations": locations})
     return {
         "consequences": consequences,
-        "deletion": consequence_of(TeardownKind.DELETE_EVIDENCE, profile, project),
-        "exports": exports,
+        "deletion": consequence_of(TeardownKind.DELETE_EVIDENCE, instance),
+        "exports": [_export(run) for run in instance.runs.filter(state=RunState.EXPORTED).select_related("project")],
         "hold": checks.active_hold(instance),
         "open_requests": instance.teardown_requests.filter(status__in=OPEN_TEARDOWN).select_related("requester"),
         "recent_requests": instance.teardown_requests.select_related("requester")[:10],
     }
+
+
+def _export(run) -> dict:
+    """Each copy of one sealed export: where, which tier, verified, and whether it still counts."""
+    copies = copies_of(run)
+    counting = {copy.location for copy in candidates(run, in_flight(run), copies).survivors}
+    rows = [
+        {
+            "key": copy.location,
+            "label": EvidenceLocation(copy.location).label,
+            "tier": copy.tier["name"],
+            "present": not copy.gone,
+            "counts": copy.location in counting,
+            "state": copy.gone or ("verified" if copy.verified else "not verified"),
+        }
+        for copy in copies
+    ]
+    return {"run": run, "copies": [r["label"] for r in rows if r["counts"]], "locations": rows}

@@ -40,8 +40,14 @@ def _offline(instance) -> bool:
         time.sleep(2)
 
 
-@shared_task(acks_late=True, soft_time_limit=600, time_limit=660)
-def execute_teardown(request_id: int) -> str:
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=settings.TEARDOWN_EXECUTION_TIME_LIMIT - 60,
+    time_limit=settings.TEARDOWN_EXECUTION_TIME_LIMIT,
+    max_retries=None,
+)
+def execute_teardown(self, request_id: int) -> str:
     from custody.models import TeardownRequest
 
     attested = TeardownRequest.objects.filter(pk=request_id, status=TeardownStatus.EXECUTING).exclude(attested_by=None)
@@ -50,7 +56,11 @@ def execute_teardown(request_id: int) -> str:
         offline = _offline(request.instance) if request.kind != TeardownKind.DELETE_EVIDENCE else None
         teardown.do_finish_execution(request.pk, {"attested_by": request.attested_by.get_username()}, offline)
         return "attested"
-    request = teardown.do_begin_execution(request_id)
+    try:
+        request = teardown.do_begin_execution(request_id)
+    except teardown.EvidenceBusy:
+        # Consequences on one box run one at a time; the request stays approved meanwhile.
+        raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None
     if request is None:
         return "nothing to do"  # not approved, already claimed, or refused by the re-check
     try:
@@ -73,6 +83,11 @@ def execute_teardown(request_id: int) -> str:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def expire_teardown_requests() -> int:
     return teardown.do_expire_requests()
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def flag_stuck_teardowns() -> int:
+    return teardown.do_flag_stuck_executions()
 
 
 @shared_task(acks_late=True, soft_time_limit=30, time_limit=45, autoretry_for=(OSError,), max_retries=3)

@@ -1,8 +1,10 @@
 """DELIVER state changes: one function per verb, each in a transaction with an audit entry.
 
-pending → approved / rejected / expired → executing → done / failed (→ approved again on retry).
-Execution is claimed under a row lock, so a double click, two approvers or two workers run a
-consequence once; its idempotency key also travels to the provider.
+Every move goes through `_move`, which allows only TEARDOWN_TRANSITIONS. Requesting, approving and
+executing lock the instance row first: the evidence of every run on a box lives on that box or
+in custody, so consequences touching the same evidence are decided one at a time, each counting
+the others in flight as done (custody.evidence). Execution is claimed exactly once, its idempotency
+key travels to the provider, and a second consequence on a box waits while one executes.
 """
 
 from datetime import timedelta
@@ -14,9 +16,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from custody import checks, notify
+from custody.evidence import copies_of, latest_verified
 from custody.levels import consequence_of
 from custody.models import (
     OPEN_TEARDOWN,
+    TEARDOWN_TRANSITIONS,
     AuditEntry,
     EvidenceLocation,
     ReleaseHold,
@@ -29,6 +33,28 @@ from profiles.models import Instance
 
 class TeardownRefused(ValidationError):
     """A request, approval or execution that the rules forbid; the message says why."""
+
+
+class IllegalTransition(TeardownRefused):
+    """A move that TEARDOWN_TRANSITIONS does not allow."""
+
+
+class EvidenceBusy(Exception):
+    """Another consequence on the same box is executing: this one waits its turn."""
+
+
+def _move(request, to: str) -> None:
+    if to not in TEARDOWN_TRANSITIONS[request.status]:
+        current = TeardownStatus(request.status).label
+        raise IllegalTransition(f"Request #{request.pk} cannot go from {current} to {TeardownStatus(to).label}.")
+    request.status = to
+
+
+def _locked(request_pk) -> TeardownRequest:
+    """The instance row first, then the request: one order everywhere, so no two actions deadlock."""
+    instance_id = TeardownRequest.objects.values_list("instance_id", flat=True).get(pk=request_pk)
+    Instance.objects.select_for_update().get(pk=instance_id)
+    return TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
 
 
 def audit(action: str, message: str, actor=None, request=None, instance=None, **data) -> AuditEntry:
@@ -66,7 +92,7 @@ def do_request_teardown(instance_pk, kind, actor, reason, run=None, location="",
             instance=instance, kind=kind, run=run, location=location, requester=actor, reason=reason.strip()
         )
         request.retire_hold = retire_hold and kind == TeardownKind.RELEASE
-        consequence = consequence_of(kind, instance.profile, instance.project)
+        consequence = consequence_of(kind, instance)
         request.level, request.needs_second_person = consequence.level, consequence.needs_second_person
         request.check_at_request = checks.checks_for(request)
         refusal = _refusal(request.check_at_request) if request.check_at_request["blocking"] else ""
@@ -99,7 +125,7 @@ def _save_request(request) -> None:
 
 def _expire_if_due(request) -> bool:
     if request.status == TeardownStatus.PENDING and request.expires_at <= timezone.now():
-        request.status = TeardownStatus.EXPIRED
+        _move(request, TeardownStatus.EXPIRED)
         request.save(update_fields=["status"])
         audit("expired", f"Request #{request.pk} expired unapproved", None, request)
         return True
@@ -107,7 +133,7 @@ def _expire_if_due(request) -> bool:
 
 
 def _decide(request_pk, approver, comment):
-    request = TeardownRequest.objects.select_for_update().select_related("instance").get(pk=request_pk)
+    request = _locked(request_pk)
     if request.requester_id == approver.pk:
         raise PermissionDenied("The requester can never approve or reject their own request: ask a second person.")
     if not approver.has_perm("runs.approve_cost"):
@@ -123,7 +149,7 @@ def _decide(request_pk, approver, comment):
 def _expire_one(request_pk) -> None:
     """Its own transaction: the expiry stays recorded even though the decision is then refused."""
     with transaction.atomic(durable=True):
-        _expire_if_due(TeardownRequest.objects.select_for_update().get(pk=request_pk))
+        _expire_if_due(_locked(request_pk))
 
 
 def do_approve_teardown(request_pk, approver, comment="", waive_active=False):
@@ -132,11 +158,12 @@ def do_approve_teardown(request_pk, approver, comment="", waive_active=False):
         request = _decide(request_pk, approver, comment)
         request.waive_active = waive_active
         # From the database only: re-hashing custody copies (or asking the box) belongs to the
-        # request and to the execution, not to an approver's page request in between.
+        # request and to the execution, not to an approver's page request in between. Under the
+        # instance lock, so two approvals that each leave the other's copy cannot both pass.
         fresh = checks.checks_for(request, deep=False)
         if not fresh["ok"]:
             raise TeardownRefused(f"Not approvable now: {_refusal({**fresh, 'blocking': _failing(fresh)})}")
-        request.status = TeardownStatus.APPROVED
+        _move(request, TeardownStatus.APPROVED)
         request.save()
         waived = " (unclosed active/ waived)" if waive_active else ""
         audit("approved", f"Request #{request.pk} approved{waived}", approver, request, comment=comment)
@@ -152,29 +179,46 @@ def do_reject_teardown(request_pk, approver, comment=""):
     _expire_one(request_pk)
     with transaction.atomic(durable=True):
         request = _decide(request_pk, approver, comment)
-        request.status = TeardownStatus.REJECTED
+        _move(request, TeardownStatus.REJECTED)
         request.save()
         audit("rejected", f"Request #{request.pk} rejected", approver, request, comment=comment)
     return request
 
 
-def do_begin_execution(request_pk) -> TeardownRequest | None:
-    """Claim an approved request exactly once and re-check custody; None when there is nothing to run."""
+def do_cancel_teardown(request_pk, actor) -> TeardownRequest:
+    """The requester withdraws a pending request (e.g. one whose check no longer passes)."""
     with transaction.atomic(durable=True):
-        request = (
-            TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
-        )
+        request = _locked(request_pk)
+        if request.requester_id != actor.pk:
+            raise PermissionDenied("Only the requester may cancel a request; an approver rejects it.")
+        _move(request, TeardownStatus.CANCELLED)
+        request.decided_at = timezone.now()
+        request.save(update_fields=["status", "decided_at"])
+        audit("cancelled", f"Request #{request.pk} cancelled by its requester", actor, request)
+    return request
+
+
+def do_begin_execution(request_pk) -> TeardownRequest | None:
+    """Claim an approved request exactly once and re-check custody; None when there is nothing to run.
+
+    Raises EvidenceBusy while another consequence on the same box executes: the caller retries.
+    """
+    with transaction.atomic(durable=True):
+        request = _locked(request_pk)
         if request.status != TeardownStatus.APPROVED:
             return None  # already executing, done, or never approved: a second caller does nothing
+        executing = TeardownRequest.objects.filter(instance_id=request.instance_id, status=TeardownStatus.EXECUTING)
+        if executing.exists():
+            raise EvidenceBusy(f"request #{executing.first().pk} is executing on {request.instance.name}")
         request.check_at_execution = checks.checks_for(request)
         if not request.check_at_execution["ok"]:
-            request.status = TeardownStatus.FAILED
+            _move(request, TeardownStatus.FAILED)
             why = _refusal({**request.check_at_execution, "blocking": _failing(request.check_at_execution)})
             request.failure = f"Custody changed since approval; refusing to execute: {why}"
             request.save()
             audit("refused", request.failure, None, request)
             return None
-        request.status = TeardownStatus.EXECUTING
+        _move(request, TeardownStatus.EXECUTING)
         request.attempts += 1
         request.started_at = timezone.now()
         request.save()
@@ -186,7 +230,7 @@ def do_begin_execution(request_pk) -> TeardownRequest | None:
 def do_await_attestation(request_pk, steps: list[str]) -> None:
     with transaction.atomic(durable=True):
         request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
-        request.status = TeardownStatus.AWAITING_ATTESTATION
+        _move(request, TeardownStatus.AWAITING_ATTESTATION)
         request.provider_answer = {"console_steps": steps}
         request.save()
         audit("awaiting_attestation", f"Request #{request.pk}: console-only; steps shown", None, request)
@@ -197,28 +241,34 @@ def do_attest_teardown(request_pk, actor) -> TeardownRequest:
         request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
         if request.status != TeardownStatus.AWAITING_ATTESTATION:
             raise TeardownRefused(f"Request #{request.pk} is not waiting for an attestation.")
-        request.status, request.attested_by = TeardownStatus.EXECUTING, actor
+        _move(request, TeardownStatus.EXECUTING)
+        request.attested_by, request.started_at = actor, timezone.now()
         request.save()
         audit("attested", f"{actor} attests the console steps of #{request.pk} were done", actor, request)
         _enqueue_execution(request.pk)
     return request
 
 
-def do_finish_execution(request_pk, answer: dict, offline: bool | None = None) -> TeardownRequest:
+def do_finish_execution(
+    request_pk, answer: dict, offline: bool | None = None, actor=None, expect=TeardownStatus.EXECUTING
+) -> TeardownRequest:
     from profiles.actions import do_change_instance_state
 
     with transaction.atomic(durable=True):
         request = (
             TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
         )
-        request.status, request.finished_at = TeardownStatus.DONE, timezone.now()
+        if request.status != expect:
+            raise TeardownRefused(f"Request #{request.pk} is {request.get_status_display()}, not {expect.label}.")
+        _move(request, TeardownStatus.DONE)
+        request.finished_at = timezone.now()
         request.provider_answer = {**request.provider_answer, **answer}
         request.offline_verified = offline
         request.failure = ""
         request.save()
         _apply_effects(request)
         offline_note = {True: "; verified offline", False: "; NOT verified offline", None: ""}[offline]
-        audit("done", f"Request #{request.pk} done{offline_note}", None, request, answer=answer)
+        audit("done", f"Request #{request.pk} done{offline_note}", actor, request, answer=answer)
     target = {TeardownKind.SHUTDOWN: "stopped", TeardownKind.RELEASE: "released"}.get(request.kind)
     if target and request.instance.state != target:
         do_change_instance_state(request.instance_id, target, None, f"teardown request #{request.pk}")
@@ -234,19 +284,37 @@ def _apply_effects(request) -> None:
             hold.save()
             audit("hold_retired", hold.retired_reason, request.approver, request)
     if request.kind == TeardownKind.DELETE_EVIDENCE:
-        record = checks.latest_verified(request.run)
-        if request.location == EvidenceLocation.NODE:
-            type(request.run).objects.filter(pk=request.run_id).update(export_deleted_at=now)
-        elif request.location == EvidenceLocation.CUSTODY:
-            type(record).objects.filter(pk=record.pk).update(copy_deleted_at=now)
-        else:
-            type(record).objects.filter(pk=record.pk).update(mirror_deleted_at=now)
+        _mark_gone(request.run, [request.location], now)
+        return
+    # What the consequence wiped is gone for good; what only a release clock threatens stays
+    # counted as lost while the box is stopped (custody.evidence.in_flight).
+    verb = "stop" if request.kind == TeardownKind.SHUTDOWN else "release"
+    profile = request.instance.profile
+    for run in request.instance.runs.filter(state="exported").select_related("project", "instance"):
+        wiped = [
+            c.location
+            for c in copies_of(run)
+            if c.instance_id and not c.gone and (c.tier["survives"].get("stop") is False if verb == "stop"
+                                                 else profile.loses(c.tier, "release"))
+        ]  # fmt: skip
+        _mark_gone(run, wiped, now)
+
+
+def _mark_gone(run, locations, now) -> None:
+    record = latest_verified(run)
+    if EvidenceLocation.NODE in locations:
+        type(run).objects.filter(pk=run.pk).update(export_deleted_at=now)
+    if record and EvidenceLocation.CUSTODY in locations:
+        type(record).objects.filter(pk=record.pk).update(copy_deleted_at=now)
+    if record and EvidenceLocation.MIRROR in locations:
+        type(record).objects.filter(pk=record.pk).update(mirror_deleted_at=now)
 
 
 def do_fail_execution(request_pk, error: str) -> TeardownRequest:
     with transaction.atomic(durable=True):
         request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
-        request.status, request.failure, request.finished_at = TeardownStatus.FAILED, error, timezone.now()
+        _move(request, TeardownStatus.FAILED)
+        request.failure, request.finished_at = error, timezone.now()
         request.save()
         audit("failed", f"Request #{request.pk} failed: {error}", None, request)
     return request
@@ -255,12 +323,54 @@ def do_fail_execution(request_pk, error: str) -> TeardownRequest:
 def do_retry_execution(request_pk, actor) -> TeardownRequest:
     """A failed execution of an approved request may run again (same idempotency key)."""
     with transaction.atomic(durable=True):
-        request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
+        request = _locked(request_pk)
         if request.status != TeardownStatus.FAILED or request.decided_at is None:
             raise TeardownRefused("Only a failed execution of an approved request can be retried.")
-        request.status = TeardownStatus.APPROVED
+        _move(request, TeardownStatus.APPROVED)
         request.save(update_fields=["status"])
         audit("retried", f"Retry of request #{request.pk}", actor, request)
+        _enqueue_execution(request.pk)
+    return request
+
+
+def do_flag_stuck_executions() -> int:
+    """Executions whose worker vanished past the lease need a person: never a second provider call."""
+    due = timezone.now() - timedelta(seconds=settings.TEARDOWN_EXECUTION_LEASE)
+    flagged = 0
+    for pk in TeardownRequest.objects.filter(status=TeardownStatus.EXECUTING, started_at__lt=due).values_list(
+        "pk", flat=True
+    ):
+        with transaction.atomic(durable=True):
+            request = _locked(pk)
+            if request.status != TeardownStatus.EXECUTING or request.started_at >= due:
+                continue
+            _move(request, TeardownStatus.NEEDS_ATTENTION)
+            request.failure = (
+                f"The worker executing this stopped answering (started {request.started_at:%Y-%m-%d %H:%M:%S}); "
+                "the provider call may or may not have happened. An approver decides: it happened, or retry "
+                "with the same idempotency key."
+            )
+            request.save(update_fields=["status", "failure"])
+            audit("needs_attention", request.failure, None, request)
+            flagged += 1
+    return flagged
+
+
+def do_resolve_attention(request_pk, actor, happened: bool, comment: str = "") -> TeardownRequest:
+    """An approver settles an interrupted execution: it happened (done), or retry with the same key."""
+    if not actor.has_perm("runs.approve_cost"):
+        raise PermissionDenied("Only an approver may settle an interrupted execution.")
+    if happened:
+        answer = {"settled_by": actor.get_username(), "comment": comment}
+        return do_finish_execution(request_pk, answer, actor=actor, expect=TeardownStatus.NEEDS_ATTENTION)
+    with transaction.atomic(durable=True):
+        request = _locked(request_pk)
+        if request.status != TeardownStatus.NEEDS_ATTENTION:
+            raise TeardownRefused(f"Request #{request.pk} does not need a person.")
+        _move(request, TeardownStatus.APPROVED)
+        request.save(update_fields=["status"])
+        audit("retried", f"{actor} retries #{request.pk} with the same idempotency key", actor, request,
+              comment=comment)  # fmt: skip
         _enqueue_execution(request.pk)
     return request
 

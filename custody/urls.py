@@ -12,5 +12,7 @@ urlpatterns = [
     path("teardown/<int:pk>/decide/", views.teardown_decide, name="teardown-decide"),
     path("teardown/<int:pk>/attest/", views.teardown_attest, name="teardown-attest"),
     path("teardown/<int:pk>/retry/", views.teardown_retry, name="teardown-retry"),
+    path("teardown/<int:pk>/cancel/", views.teardown_cancel, name="teardown-cancel"),
+    path("teardown/<int:pk>/settle/", views.teardown_settle, name="teardown-settle"),
     path("audit/", views.audit_log, name="audit-log"),
 ]

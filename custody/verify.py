@@ -74,7 +74,7 @@ def _mirror(node, record, warnings: list) -> None:
     except TransportError as exc:
         warnings.append(f"no durable mirror on the node: {exc}")
         return
-    actions.do_record_mirror(record.pk, target, True)
+    actions.do_record_mirror(record.pk, target, True, node.instance.mirror_tier_info["name"])
 
 
 def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict]:

@@ -12,6 +12,7 @@ from custody.export import record_as_dict
 from custody.forms import TeardownRequestForm
 from custody.levels import consequence_of
 from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownStatus
+from custody.queue import waiting
 from custody.tasks import clean_caches
 from profiles.models import Instance
 from remotegpu_site.flash import perform
@@ -64,7 +65,11 @@ def visible_requests(user):
 
 
 def approval_queue(request):
-    pending = visible_requests(request.user).pending().select_related("instance__project", "requester", "run")
+    pending = waiting(
+        visible_requests(request.user)
+        .pending()
+        .select_related("instance__project", "requester", "run__project", "run__instance")
+    )
     decided = (
         visible_requests(request.user)
         .exclude(status=TeardownStatus.PENDING)
@@ -80,10 +85,12 @@ def teardown_detail(request, pk):
     profile = req.instance.profile
     context = {
         "req": req,
-        "consequence": consequence_of(req.kind, profile, req.instance.project),
+        "consequence": consequence_of(req.kind, req.instance),
+        "waiting": waiting([req])[0] if req.status == TeardownStatus.PENDING else None,
         "profile": profile,
         "may_decide": request.user.has_perm("runs.approve_cost") and request.user.pk != req.requester_id,
         "is_requester": request.user.pk == req.requester_id,
+        "can_settle": request.user.has_perm("runs.approve_cost"),
         "can_operate": request.user.has_perm("runs.operate"),
         "audit": req.auditentry_set.select_related("actor").order_by("at", "id"),
     }
@@ -116,6 +123,22 @@ def teardown_attest(request, pk):
 @permission_required("runs.operate", raise_exception=True)
 def teardown_retry(request, pk):
     return _on_request(request, pk, teardown.do_retry_execution, "Execution queued again.")
+
+
+@require_POST
+def teardown_cancel(request, pk):
+    return _on_request(request, pk, teardown.do_cancel_teardown, "Request cancelled.")
+
+
+@require_POST
+def teardown_settle(request, pk):
+    """An approver settles an interrupted execution: it happened, or retry with the same key."""
+    get_object_or_404(visible_requests(request.user), pk=pk)
+    happened = request.POST.get("outcome") == "happened"
+    comment = request.POST.get("comment", "")[:2000]
+    message = "Recorded as done." if happened else "Execution queued again with the same idempotency key."
+    perform(request, lambda: teardown.do_resolve_attention(pk, request.user, happened, comment), message)
+    return redirect("teardown-detail", pk=pk)
 
 
 def _on_request(request, pk, action, success):

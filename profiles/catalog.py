@@ -63,8 +63,52 @@ class Profile:
     def tiers_lost_on_stop(self) -> list[dict]:
         return self.tiers_lost_on("stop")
 
+    @property
+    def stopped_released_after_hours(self) -> int | None:
+        return self.data["billing"]["stopped_released_after_hours"]
+
+    def tier_named(self, name: str) -> dict | None:
+        return next((tier for tier in self.tiers if tier["name"] == name), None)
+
+    def tier_of(self, path: str, declared: str = "") -> dict:
+        """The tier a path sits on: the declared one, else the longest tier path that contains it.
+
+        Tiers sharing that path (RunPod's volume disk and network volume are both /workspace)
+        resolve to the one that survives least, and a path on no known tier to UNKNOWN_TIER:
+        not knowing where evidence lives must never make it look safer than it is.
+        """
+        if declared and self.tier_named(declared):
+            return self.tier_named(declared)
+        matches = [tier for tier in self.tiers if _contains(tier["path"], path)]
+        if not matches:
+            return UNKNOWN_TIER
+        longest = max(len(tier["path"].rstrip("/")) for tier in matches)
+        candidates = [tier for tier in matches if len(tier["path"].rstrip("/")) == longest]
+        return min(candidates, key=lambda tier: sum(tier["survives"][verb] is not False for verb in VERBS))
+
+    def loses(self, tier: dict, consequence: str) -> bool:
+        """Does a shutdown or release lose this tier, now or by a clock that the stop starts?"""
+        survives = tier["survives"]
+        released = survives["release"] is False or (survives["release"] is None and survives["destroy"] is False)
+        if consequence == "release":
+            return released
+        return survives["stop"] is False or (self.stopped_released_after_hours is not None and released)
+
     def survival_rows(self) -> list[dict]:
         return [{"tier": tier, "cells": [tier["survives"][verb] for verb in VERBS]} for tier in self.tiers]
+
+
+UNKNOWN_TIER = {
+    "name": "a disk of unknown tier",
+    "path": "",
+    "survives": dict.fromkeys(VERBS, False),
+    "note": "Not on any tier the profile lists: assumed lost by every consequence.",
+}
+
+
+def _contains(root: str, path: str) -> bool:
+    root = root.rstrip("/")
+    return path == root or path.startswith(root + "/") or root == ""
 
 
 def _merge(base: dict, override: dict) -> dict:

@@ -71,6 +71,18 @@ class Instance(models.Model):
         blank=True,
         help_text="A durable disk on this box for sealed-export mirrors; blank = the platform's durable tier.",
     )
+    data_tier = models.CharField(
+        "tier of the data root",
+        max_length=60,
+        blank=True,
+        help_text="Which of the platform's storage tiers the data root is on; blank = by its path (worst case).",
+    )
+    mirror_tier = models.CharField(
+        "tier of the mirror root",
+        max_length=60,
+        blank=True,
+        help_text="Which storage tier the durable mirror root is on; blank = by its path (worst case).",
+    )
     provider_id = models.CharField(
         "provider's instance id", max_length=100, blank=True, help_text="Pod / instance / machine id at the provider"
     )
@@ -114,6 +126,15 @@ class Instance(models.Model):
     @property
     def data_root(self) -> str:
         return self.data_root_override or self.profile.data_root
+
+    @property
+    def data_tier_info(self) -> dict:
+        """The tier a run's export sits on (DOMAIN §6: which consequence it survives)."""
+        return self.profile.tier_of(self.data_root, self.data_tier)
+
+    @property
+    def mirror_tier_info(self) -> dict:
+        return self.profile.tier_of(self.mirror_root or self.profile.durable_root or "", self.mirror_tier)
 
     @property
     def pinned_host_key(self) -> HostKey | None:

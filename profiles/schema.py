@@ -68,6 +68,9 @@ PROFILE_SCHEMA = {
         "irreversible": bool,
         "stop_effect": str,
         "spot": {"available": bool, "grace_seconds": Optional(int), "mtbi_hours": Optional(int)},
+        # A stopped box that the platform releases by itself after this many hours (a stop starts
+        # the release clock, so a shutdown eventually loses what a release loses); null: never.
+        "stopped_released_after_hours": Optional(int),
     },
     "surface": {
         "conveniences": ListOf(str),

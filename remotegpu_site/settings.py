@@ -3,6 +3,8 @@
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from remotegpu_site import env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -106,6 +108,13 @@ CUSTODY_MIRROR_TIMEOUT = env.envint("CUSTODY_MIRROR_TIMEOUT", 3600)
 # DELIVER: teardown requests.
 TEARDOWN_APPROVAL_HOURS = env.envint("TEARDOWN_APPROVAL_HOURS", 24)
 TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline
+# The hard limit of one execution (provider call + offline check), and the lease after which an
+# execution whose worker vanished goes to "needs a person": always longer than the limit.
+TEARDOWN_EXECUTION_TIME_LIMIT = env.envint("TEARDOWN_EXECUTION_TIME_LIMIT", 660)
+TEARDOWN_EXECUTION_LEASE = env.envint("TEARDOWN_EXECUTION_LEASE", TEARDOWN_EXECUTION_TIME_LIMIT + 240)
+TEARDOWN_BUSY_RETRY_SECONDS = env.envint("TEARDOWN_BUSY_RETRY_SECONDS", 10)  # another consequence executes
+if TEARDOWN_EXECUTION_LEASE <= TEARDOWN_EXECUTION_TIME_LIMIT:
+    raise ImproperlyConfigured("TEARDOWN_EXECUTION_LEASE must be longer than TEARDOWN_EXECUTION_TIME_LIMIT")
 PROVIDER_API_TIMEOUT = env.envint("PROVIDER_API_TIMEOUT", 30)
 PROVIDER_API_BASES = {
     "runpod": os.environ.get("RUNPOD_API_BASE", "https://rest.runpod.io"),
@@ -169,6 +178,10 @@ CELERY_BEAT_SCHEDULE["arm-watchers"] = {
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
     "task": "custody.tasks.expire_teardown_requests",
     "schedule": 300.0,
+}
+CELERY_BEAT_SCHEDULE["flag-stuck-teardowns"] = {
+    "task": "custody.tasks.flag_stuck_teardowns",
+    "schedule": float(max(5, min(60, TEARDOWN_EXECUTION_LEASE // 4))),
 }
 HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
 

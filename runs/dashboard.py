@@ -16,7 +16,10 @@ class Tile:
 
 def tiles_for(user) -> list[Tile]:
     projects = Project.objects.visible_to(user)
-    pending = TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user)).pending().count()
+    from custody.queue import approvable_count
+
+    requests = TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user)).pending()
+    pending = approvable_count(requests.select_related("instance__project", "run__project", "run__instance"))
     return [
         Tile("Projects", projects.count(), "lines of work"),
         Tile("Instances", Instance.objects.visible_to(user).billing().count(), "registered, not released"),

@@ -153,6 +153,9 @@ class Run(models.Model):
     failure_class = models.CharField(max_length=20, blank=True)
     failure_excerpt = models.TextField(blank=True)
     export_deleted_at = models.DateTimeField(null=True, blank=True)
+    active_closed_at = models.DateTimeField(
+        null=True, blank=True, help_text="A failed attempt's active/ was moved into quarantine/ by a person"
+    )
     auto_relaunch = models.BooleanField(
         "relaunch after an interruption", default=False,
         help_text="When the box reboots or its container restarts mid-run, relaunch the identical command.",

@@ -28,8 +28,15 @@ def wrapper_name() -> str:
     return f"wrapper-{hashlib.sha256(WRAPPER_FILE.read_bytes()).hexdigest()[:12]}.py"
 
 
+def _check(result, what: str) -> None:
+    if result.exit_code != 0:
+        raise NodeError(f"{what} failed on the node (exit {result.exit_code}): {result.stderr.strip()[-400:]}")
+
+
 class InstanceNode:
     """One connection to an instance: $HOME resolved once, layouts for any of its runs."""
+
+    check = staticmethod(_check)
 
     def __init__(self, instance):
         self.instance = instance
@@ -69,6 +76,33 @@ class InstanceNode:
         NodeSession.check(result, "probe")
         return json.loads(result.stdout.strip().splitlines()[-1])
 
+    def install_wrapper(self, tools: str) -> str:
+        """The current wrapper under tools/, uploaded once (staged under a unique name, then renamed)."""
+        path = f"{tools}/{wrapper_name()}"
+        if self.transport.stat(path) is None:
+            self.check(self.transport.run(["mkdir", "-p", tools], timeout=settings.SSH_COMMAND_TIMEOUT), "mkdir")
+            # A unique staging name: several runs may prepare the same project root at once.
+            staging = f"{path}.upload-{uuid.uuid4().hex}"
+            self.transport.upload(WRAPPER_FILE, staging)
+            self.check(self.transport.run(["mv", "-f", staging, path], timeout=30), "install wrapper")
+        return path
+
+    def rehash(self, run, copies: list[dict]) -> list[dict]:
+        """Re-hash copies on this node against control-side rosters: [{"root", "files"}] in, one answer each."""
+        wrapper = self.install_wrapper(self.layout_of(run).tools)
+        limit = str(int(settings.CUSTODY_MIRROR_TIMEOUT))
+        argv = ["timeout", "-k", "2", limit, settings.NODE_PYTHON, wrapper, "rehash"]
+        stdin = json.dumps({"copies": copies}).encode()
+        result = self.transport.run(argv, timeout=settings.CUSTODY_MIRROR_TIMEOUT, stdin=stdin)
+        NodeSession.check(result, "rehash")
+        try:
+            answers = json.loads(result.stdout.strip().splitlines()[-1])["copies"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            raise NodeError(f"rehash printed no answer: {result.stdout[-300:]}") from None
+        if not isinstance(answers, list) or len(answers) != len(copies):
+            raise NodeError("rehash answered for a different number of copies")
+        return answers
+
     def abandon(self, run) -> dict:
         layout = self.layout_of(run)
         argv = [
@@ -102,11 +136,7 @@ class NodeSession(InstanceNode):
         layout = self.layout
         dirs = [layout.active, layout.tools, layout.quarantine_base, f"{layout.run_root}/export/.partial"]
         self.check(self.transport.run(["mkdir", "-p", *dirs], timeout=settings.SSH_COMMAND_TIMEOUT), "mkdir")
-        if self.transport.stat(self.wrapper_path) is None:
-            # A unique staging name: several runs may prepare the same project root at once.
-            staging = f"{self.wrapper_path}.upload-{uuid.uuid4().hex}"
-            self.transport.upload(WRAPPER_FILE, staging)
-            self.check(self.transport.run(["mv", "-f", staging, self.wrapper_path], timeout=30), "install wrapper")
+        self.install_wrapper(layout.tools)
 
     def ship_source(self) -> str | None:
         """Upload and unpack the source; returns the resolved git commit for git sources."""
@@ -172,11 +202,6 @@ class NodeSession(InstanceNode):
             return json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise NodeError(f"wrapper {subcommand} printed no JSON: {result.stdout[-300:]}") from None
-
-    @staticmethod
-    def check(result, what: str) -> None:
-        if result.exit_code != 0:
-            raise NodeError(f"{what} failed on the node (exit {result.exit_code}): {result.stderr.strip()[-400:]}")
 
     def roster(self) -> dict:
         """The node's roster of this run's sealed export (validated by custody.roster.parse_roster)."""

@@ -652,6 +652,47 @@ def cmd_mirror(spec, target):
     return 0
 
 
+def rehash_problem(root, files):
+    """None when root holds exactly these files with these bytes and SHA-256; else the first problem."""
+    if not os.path.isdir(root) or os.path.islink(root):
+        return "missing: " + root
+    expected = set()
+    for item in files:
+        rel = item["path"]
+        if rel.startswith("/") or ".." in rel.split("/"):
+            return "refusing roster path " + rel
+        full = os.path.join(root, rel)
+        expected.add(rel)
+        if os.path.islink(full) or not os.path.isfile(full):
+            return rel + " is missing"
+        if os.path.getsize(full) != item["bytes"]:
+            return rel + " has changed size"
+        if sha256_file(full) != item["sha256"]:
+            return rel + " no longer matches its SHA-256"
+    for directory, _dirs, names in os.walk(root):
+        for name in names:
+            rel = os.path.relpath(os.path.join(directory, name), root).replace(os.sep, "/")
+            if rel not in expected:
+                return "unexpected file " + rel
+    return None
+
+
+def cmd_rehash(request):
+    """Re-hash copies of a sealed export where they live, against the roster the control side holds.
+
+    The roster comes from the control side (what custody verified), never from the box itself.
+    """
+    answers = []
+    for copy in request["copies"]:
+        try:
+            problem = rehash_problem(copy["root"], copy["files"])
+        except OSError as exc:
+            problem = "unreadable: " + str(exc)
+        answers.append({"root": copy["root"], "intact": problem is None, "problem": problem})
+    print(json.dumps({"schema": 1, "copies": answers}))
+    return 0
+
+
 def cmd_abandon(spec):
     """The control side saw no process and no exit marker: quarantine the attempt as dead."""
     attempt = attempt_dir(spec)
@@ -708,6 +749,8 @@ def main(argv):
         return cmd_mirror(load_spec(argv[2]), argv[3])
     if len(argv) == 2 and argv[1] == "probe":
         return cmd_probe(json.load(sys.stdin))
+    if len(argv) == 2 and argv[1] == "rehash":
+        return cmd_rehash(json.load(sys.stdin))
     if len(argv) != 3 or argv[1] not in COMMANDS:
         sys.stderr.write(
             "usage: remotegpu_wrapper.py {{{}}} SPEC.json | probe < REQUEST.json\n".format(",".join(COMMANDS))

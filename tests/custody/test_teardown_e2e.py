@@ -54,7 +54,7 @@ def test_release_waits_for_the_run_and_custody_then_a_second_person(
 ):
     as_runpod(instance, "pod-release-1")
     run = refused_while_live(make_run, source, bob, instance, TeardownKind.RELEASE)
-    with pytest.raises(TeardownRefused, match="no verified custody record"):
+    with pytest.raises(TeardownRefused, match="export on the box \\(container disk\\) was never verified"):
         do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
 
     assert wait_record(do_start_verification(run.pk, bob)).status == "verified"
@@ -100,7 +100,7 @@ def test_evidence_deletion_needs_a_verified_replica_and_refuses_a_tampered_one(
     assert wait_request(second, {TeardownStatus.DONE, TeardownStatus.FAILED}).status == TeardownStatus.DONE
     assert not custody_dir(run).exists()
 
-    with pytest.raises(TeardownRefused, match="last verified copy"):
+    with pytest.raises(TeardownRefused, match="no verified copy survives"):
         do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "all of it", run, "node")
     assert node.export(run).is_dir()
     actions = set(AuditEntry.objects.values_list("action", flat=True))

@@ -13,7 +13,6 @@ from custody.levels import consequence_of
 from custody.models import AuditEntry, ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_approve_teardown, do_place_hold, do_request_teardown
-from profiles.catalog import get_profile
 from profiles.models import Instance
 from tests.provider_stub import KEY_ENV
 
@@ -96,15 +95,23 @@ def test_two_approvers_and_three_executors_terminate_once(alice, bob, pod, provi
 
 
 def test_levels_come_from_the_survival_matrix(project):
+    def box(key):
+        return Instance(name=f"{project.slug}-{key}-20261129", project=project, profile_key=key)
+
     # RunPod's stop wipes the container disk: L3. A generic box keeps its disk on stop: L2.
-    runpod = consequence_of(TeardownKind.SHUTDOWN, get_profile("runpod"), project)
-    generic = consequence_of(TeardownKind.SHUTDOWN, get_profile("generic-ssh"), project)
+    runpod = consequence_of(TeardownKind.SHUTDOWN, box("runpod"))
+    generic = consequence_of(TeardownKind.SHUTDOWN, box("generic-ssh"))
     assert runpod.level == "L3" and runpod.needs_second_person and runpod.data_lost
-    assert generic.level == "L2" and not generic.needs_second_person
+    assert "720 h clock" in runpod.clock and "volume disk (/workspace) when the clock runs out" in runpod.data_lost
+    assert generic.level == "L2" and not generic.needs_second_person and not generic.clock
+    # AutoDL keeps its disks on stop, but the stop starts the 15-day release clock: shown, L2 while
+    # nothing sealed lives on a tier the clock destroys (the evidence tests cover the L3 case).
+    autodl = consequence_of(TeardownKind.SHUTDOWN, box("autodl"))
+    assert autodl.level == "L2" and "360 h clock" in autodl.clock
     project.shutdown_needs_approval = True
-    assert consequence_of(TeardownKind.SHUTDOWN, get_profile("generic-ssh"), project).needs_second_person
+    assert consequence_of(TeardownKind.SHUTDOWN, box("generic-ssh")).needs_second_person
     for kind in (TeardownKind.RELEASE, TeardownKind.DELETE_EVIDENCE):
-        assert consequence_of(kind, get_profile("local"), project).level == "L3"
+        assert consequence_of(kind, box("local")).level == "L3"
 
 
 def test_a_hold_blocks_release_until_an_approved_release_retires_it(alice, bob, pod, provider_api):

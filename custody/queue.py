@@ -1,0 +1,30 @@
+"""The approval queue: pending requests re-checked from the database, stale ones said to be so."""
+
+from dataclasses import dataclass
+
+from custody import checks
+from custody.teardown import _failing
+
+
+@dataclass
+class Waiting:
+    request: object
+    fresh: dict  # the check re-evaluated now (database only: no SSH, no re-hash)
+
+    @property
+    def approvable(self) -> bool:
+        return self.fresh["ok"] or not [label for label in _failing(self.fresh) if label in self.fresh["blocking"]]
+
+    @property
+    def why_not(self) -> str:
+        failing = [i for i in self.fresh["items"] if not i["ok"] and i["label"] in self.fresh["blocking"]]
+        return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)
+
+
+def waiting(requests) -> list[Waiting]:
+    """Each pending request with its check as it stands now; stale ones do not wait for approval."""
+    return [Waiting(request, checks.checks_for(request, deep=False)) for request in requests]
+
+
+def approvable_count(requests) -> int:
+    return sum(1 for item in waiting(requests) if item.approvable)

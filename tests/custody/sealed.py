@@ -1,0 +1,87 @@
+"""Sealed exports on the loopback box, as a finished verification leaves them.
+
+The export, the durable mirror and the custody copy are real files with real SHA-256s; the
+custody record and its artifacts are what `custody.verify` records (tested end to end elsewhere).
+The node is this machine over the loopback sshd, so `$HOME` on the node is this user's home.
+"""
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from django.utils import timezone
+
+from custody.models import Artifact, CustodyRecord, CustodyStatus
+from custody.verify import custody_dir
+from runs.models import RunState
+
+FILES = {"run.json": b'{"run": 1}\n', "config.yaml": b"lr: 0.01\n", "train.csv": b"epoch,loss\n0,1.0\n1,0.5\n"}
+MIRROR_ROOT = "$HOME/proj-durable"
+
+
+def node_path(path: str) -> Path:
+    return Path(path.replace("$HOME", os.path.expanduser("~"), 1))
+
+
+def export_dir(run) -> Path:
+    return node_path(run.instance.data_root) / run.project.slug / "export" / run.run_id
+
+
+def mirror_dir(run) -> Path:
+    return node_path(MIRROR_ROOT) / "remotegpu-custody" / run.project.slug / run.run_id
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+
+
+def seal(run, files: dict[str, bytes] | None = None) -> None:
+    """The run exported: its sealed export on the box, nothing verified yet."""
+    write_tree(export_dir(run), files or {**FILES, "best.pth": os.urandom(256)})
+    type(run).objects.filter(pk=run.pk).update(state=RunState.EXPORTED)
+    run.refresh_from_db()
+
+
+def verify(run, mirror: bool = False) -> CustodyRecord:
+    """Custody of the sealed export: the custody copy on the control host, and optionally the mirror."""
+    source = export_dir(run)
+    files = {str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()}
+    write_tree(custody_dir(run), files)
+    record = CustodyRecord.objects.create(
+        run=run, status=CustodyStatus.VERIFIED, uri=str(custody_dir(run)), verified_at=timezone.now(),
+        total_bytes=sum(map(len, files.values())), file_count=len(files),
+    )  # fmt: skip
+    Artifact.objects.bulk_create(
+        Artifact(record=record, path=name, bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), verified=True)
+        for name, data in files.items()
+    )
+    if mirror:
+        write_tree(mirror_dir(run), files)
+        record.mirror_uri, record.mirror_verified = str(mirror_dir(run)), True
+        record.mirror_tier = run.instance.mirror_tier_info["name"]
+        record.save()
+    return record
+
+
+def tamper(root: Path) -> None:
+    victim = next(p for p in sorted(root.rglob("*")) if p.is_file())
+    data = bytearray(victim.read_bytes())
+    data[0] ^= 1
+    victim.write_bytes(bytes(data))
+
+
+def intact(root: Path, record: CustodyRecord) -> bool:
+    for artifact in record.artifacts.all():
+        path = root / artifact.path
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != artifact.sha256:
+            return False
+    return True
+
+
+def cleanup(run) -> None:
+    for root in (export_dir(run), mirror_dir(run), custody_dir(run)):
+        shutil.rmtree(root, ignore_errors=True)

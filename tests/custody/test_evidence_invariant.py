@@ -1,0 +1,295 @@
+"""The last verified copy survives every sequence of consequences (DOMAIN §5, issue 13).
+
+Each reproduced path that destroyed the last copy is a test here, on the loopback box: the box's
+files are real files, the node-side re-hash runs the wrapper over SSH.
+"""
+
+import threading
+
+import pytest
+from celery.exceptions import Retry
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.urls import reverse
+
+from custody.models import (
+    TEARDOWN_TRANSITIONS,
+    EvidenceLocation,
+    TeardownKind,
+    TeardownRequest,
+    TeardownStatus,
+)
+from custody.tasks import execute_teardown
+from custody.teardown import (
+    IllegalTransition,
+    TeardownRefused,
+    _move,
+    do_approve_teardown,
+    do_cancel_teardown,
+    do_request_teardown,
+)
+from custody.verify import custody_dir
+from runs.dashboard import tiles_for
+from tests.custody import sealed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+NODE, CUSTODY, MIRROR = EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR
+
+
+@pytest.fixture
+def erin(django_user_model):
+    """A second approver."""
+    user = django_user_model.objects.create_user("erin", password="erin-pass-1234")
+    user.groups.set(Group.objects.filter(name__in=["operators", "approvers"]))
+    return user
+
+
+@pytest.fixture
+def exported(make_run):
+    runs = []
+
+    def make(**fields):
+        run = make_run(**fields)
+        sealed.seal(run)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        sealed.cleanup(run)
+
+
+def as_platform(instance, key: str, data_tier: str = "", mirror_tier: str = "") -> None:
+    """The loopback box described as a box of another platform, its disks on the named tiers."""
+    instance.profile_key, instance.data_root_override = key, "$HOME/proj"
+    instance.data_tier, instance.mirror_tier, instance.mirror_root = data_tier, mirror_tier, sealed.MIRROR_ROOT
+    instance.save()
+
+
+def delete(run, location, who, approver):
+    request = do_request_teardown(run.instance_id, TeardownKind.DELETE_EVIDENCE, who, "space", run, location)
+    do_approve_teardown(request.pk, approver, "ok")
+    return request
+
+
+def test_release_is_refused_after_the_custody_copy_was_deleted(alice, bob, instance, exported):
+    run = exported()
+    sealed.verify(run)
+    first = delete(run, CUSTODY, bob, alice)
+    assert execute_teardown(first.pk) == "deleted"
+    assert not custody_dir(run).exists()
+    with pytest.raises(TeardownRefused, match=f"A verified copy of {run.run_id} survives"):
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    assert sealed.export_dir(run).is_dir()
+
+
+def test_a_mirror_on_a_surviving_tier_counts_only_while_it_rehashes_on_the_node(alice, bob, instance, exported):
+    as_platform(instance, "runpod", data_tier="volume disk", mirror_tier="network volume")
+    run = exported()
+    record = sealed.verify(run, mirror=True)
+    execute_teardown(delete(run, CUSTODY, bob, alice).pk)
+
+    sealed.tamper(sealed.mirror_dir(run))
+    with pytest.raises(TeardownRefused, match="no longer matches its SHA-256"):
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    sealed.write_tree(sealed.mirror_dir(run), {a.path: (sealed.export_dir(run) / a.path).read_bytes()
+                                               for a in record.artifacts.all()})  # fmt: skip
+    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    item = next(i for i in request.check_at_request["items"] if i["label"].startswith("A verified copy"))
+    assert item["ok"] and "durable mirror on the box (network volume)" in item["detail"]
+    do_cancel_teardown(request.pk, bob)
+
+    import shutil
+
+    shutil.rmtree(sealed.mirror_dir(run))
+    with pytest.raises(TeardownRefused, match="missing"):
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+
+
+def test_a_mirror_on_a_tier_that_release_destroys_does_not_count(alice, bob, instance, exported):
+    as_platform(instance, "runpod", data_tier="volume disk", mirror_tier="volume disk")
+    run = exported()
+    sealed.verify(run, mirror=True)
+    execute_teardown(delete(run, CUSTODY, bob, alice).pk)
+    with pytest.raises(TeardownRefused, match=r"durable mirror on the box \(volume disk\) is lost by release"):
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+
+
+def test_two_deletions_each_leaving_the_other_cannot_both_be_approved(alice, erin, bob, instance, exported):
+    run = exported()
+    sealed.verify(run)
+    requests = [
+        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, location)
+        for location in (NODE, CUSTODY)
+    ]
+    outcomes = []
+
+    def approve(request, approver):
+        try:
+            do_approve_teardown(request.pk, approver, "ok")
+            outcomes.append("approved")
+        except TeardownRefused as exc:
+            outcomes.append(str(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=approve, args=pair) for pair in zip(requests, (alice, erin), strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("approved") == 1, outcomes
+    assert "Not approvable now" in next(o for o in outcomes if o != "approved")
+
+
+def _force_approved(*requests, approver):
+    """Two deletions approved before the invariant held (as the issue reproduced): only execution decides."""
+    TeardownRequest.objects.filter(pk__in=[r.pk for r in requests]).update(
+        status=TeardownStatus.APPROVED, approver=approver
+    )
+
+
+def test_two_approved_deletions_executed_at_once_leave_one_copy(alice, bob, instance, exported):
+    run = exported()
+    record = sealed.verify(run)
+    requests = [
+        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, location)
+        for location in (NODE, CUSTODY)
+    ]
+    _force_approved(*requests, approver=alice)
+    outcomes = []
+
+    def execute(request):
+        try:
+            while True:
+                try:
+                    outcomes.append(execute_teardown(request.pk))
+                    return
+                except Retry:  # another consequence on the box is executing: wait for its end
+                    pass
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=execute, args=(r,)) for r in requests for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = sorted(TeardownRequest.objects.filter(pk__in=[r.pk for r in requests]).values_list("status", flat=True))
+    assert statuses == [TeardownStatus.DONE, TeardownStatus.FAILED], statuses
+    assert outcomes.count("deleted") == 1 and outcomes.count("nothing to do") == 3, outcomes
+    failed = TeardownRequest.objects.get(status=TeardownStatus.FAILED)
+    assert "no verified copy survives" in failed.failure
+    assert sealed.intact(sealed.export_dir(run), record) or sealed.intact(custody_dir(run), record)
+
+
+def test_two_approved_deletions_in_two_worker_processes_leave_one_copy(
+    alice, bob, instance, exported, celery_worker_process
+):
+    from tests.conftest import WorkerProcess, database_url
+
+    second = WorkerProcess(database_url(), name="second", TEARDOWN_BUSY_RETRY_SECONDS="1")
+    second.start()
+    try:
+        run = exported()
+        record = sealed.verify(run)
+        requests = [
+            do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, location)
+            for location in (NODE, CUSTODY)
+        ]
+        _force_approved(*requests, approver=alice)
+        for request in requests:  # each delivered twice: both workers race for both
+            execute_teardown.delay(request.pk)
+            execute_teardown.delay(request.pk)
+        final = {TeardownStatus.DONE, TeardownStatus.FAILED}
+        from tests.custody.test_teardown_e2e import wait_request
+
+        done = [wait_request(request, final, timeout=60).status for request in requests]
+    finally:
+        second.stop()
+    assert sorted(done) == [TeardownStatus.DONE, TeardownStatus.FAILED]
+    assert sealed.intact(sealed.export_dir(run), record) or sealed.intact(custody_dir(run), record)
+
+
+@pytest.mark.parametrize(("platform", "tier"), [("gpushare", "data disk"), ("runpod", "volume disk")])
+def test_a_shutdown_that_loses_the_export_needs_a_surviving_verified_copy(alice, bob, instance, exported, platform,
+                                                                           tier):  # fmt: skip
+    as_platform(instance, platform, data_tier=tier)
+    run = exported()
+    with pytest.raises(TeardownRefused, match=f"export on the box \\({tier}\\) was never verified"):
+        do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+    sealed.verify(run)
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+    assert request.level == "L3" and request.needs_second_person and request.status == TeardownStatus.PENDING
+    labels = {item["label"]: item for item in request.check_at_request["items"]}
+    assert "custody copy (control host)" in labels[f"A verified copy of {run.run_id} survives"]["detail"]
+    assert "released by" in labels["Release clock"]["detail"]
+    alice_page = _page_of(request, alice)
+    assert 'id="clock"' in alice_page and "clock after which the box is released" in alice_page
+
+
+def _page_of(request, user) -> str:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.get(request.get_absolute_url()).content.decode()
+
+
+def no_auto_execution(instance) -> None:
+    """An L2 shutdown would execute at once through the session's worker: ask for a second person."""
+    instance.project.shutdown_needs_approval = True
+    instance.project.save()
+
+
+def test_a_shutdown_that_keeps_every_disk_needs_no_custody(bob, instance, exported):
+    no_auto_execution(instance)
+    exported()  # never verified: a stop that keeps the disk leaves it where it is
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+    assert request.level == "L2" and request.status == TeardownStatus.PENDING
+    assert request.check_at_request["ok"], request.check_at_request
+
+
+def test_a_stale_request_says_so_and_its_requester_cancels_it(client, alice, bob, instance, exported):
+    run = exported()
+    sealed.verify(run)
+    node = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, NODE)
+    custody = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, CUSTODY)
+    assert next(t for t in tiles_for(alice) if t.label == "Pending approvals").value == 2
+    do_approve_teardown(node.pk, alice, "ok")
+    assert next(t for t in tiles_for(alice) if t.label == "Pending approvals").value == 0
+
+    client.force_login(alice)
+    queue = client.get(reverse("approval-queue")).content.decode()
+    assert f'id="request-{custody.pk}"' in queue and "Not approvable now" in queue
+    client.force_login(bob)
+    assert "Not approvable now" in client.get(custody.get_absolute_url()).content.decode()
+    client.force_login(alice)
+    assert client.post(reverse("teardown-cancel", args=[custody.pk])).status_code == 403
+    client.force_login(bob)
+    client.post(reverse("teardown-cancel", args=[custody.pk]))
+    custody.refresh_from_db()
+    assert custody.status == TeardownStatus.CANCELLED
+
+
+def test_every_teardown_transition_outside_the_table_raises(bob, instance):
+    request = TeardownRequest(instance=instance, kind=TeardownKind.SHUTDOWN, requester=bob, reason="r", level="L2")
+    for start in TeardownStatus:
+        for target in TeardownStatus:
+            request.status = start
+            if target in TEARDOWN_TRANSITIONS[start]:
+                _move(request, target)
+                assert request.status == target
+            else:
+                with pytest.raises(IllegalTransition):
+                    _move(request, target)
+    assert set(TEARDOWN_TRANSITIONS) == set(TeardownStatus)
+
+
+def test_finishing_a_request_that_is_not_executing_is_refused(bob, instance):
+    from custody.teardown import do_finish_execution
+
+    no_auto_execution(instance)
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+    with pytest.raises(TeardownRefused, match="not Executing"):
+        do_finish_execution(request.pk, {})
