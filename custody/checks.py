@@ -15,7 +15,7 @@ from custody.models import EvidenceLocation, ReleaseHold, TeardownKind
 from custody.rehash import rehash
 from profiles.transport import TransportError
 from runs.layout import resolve_home
-from runs.models import LIVE_STATES, Run, RunState
+from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunState
 from runs.remote import InstanceNode
 
 # Scans /proc on the node: processes holding a file open for writing, or working, under the root.
@@ -41,7 +41,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         continue
 print(json.dumps({"busy": busy}))
 """
-UNCLOSED = [RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH, RunState.QUARANTINED]
+UNCLOSED = UNCLOSED_STATES
 
 
 @dataclass

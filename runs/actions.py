@@ -13,7 +13,17 @@ from django.utils.crypto import get_random_string
 
 from runs import environment, signals, sweeps
 from runs.live import push_run_update
-from runs.models import LIVE_STATES, RETRYABLE_STATES, RUN_TRANSITIONS, GpuLock, Run, RunEvent, RunState, Sweep
+from runs.models import (
+    LIVE_STATES,
+    RETRYABLE_STATES,
+    RUN_TRANSITIONS,
+    UNCLOSED_STATES,
+    GpuLock,
+    Run,
+    RunEvent,
+    RunState,
+    Sweep,
+)
 
 
 class IllegalTransition(ValidationError):
@@ -202,6 +212,38 @@ def do_retry_run(run_pk: int, actor) -> Run:
     return run
 
 
+def do_close_active(run_pk: int, actor, reason: str) -> Run:
+    """An operator closes a failed run's leftover active/ (moved into quarantine/ on the node)."""
+    from runs.tasks import close_active
+
+    if not reason.strip():
+        raise ValidationError("Say why: the reason is written beside the quarantined directory.")
+    with transaction.atomic(durable=True):
+        run = _locked(run_pk)
+        if run.state not in UNCLOSED_STATES or run.active_closed_at:
+            raise IllegalTransition("Only a failed or quarantined run's open active/ can be closed.")
+        _event(run, "note", f"Closing active/ requested: {reason.strip()}", actor)
+        transaction.on_commit(partial(close_active.delay, run.pk, actor.pk, reason.strip()))
+    return run
+
+
+def do_mark_active_closed(run_pk: int, actor_id: int | None, reason: str, answer: dict) -> Run:
+    with transaction.atomic(durable=True):
+        run = _locked(run_pk)
+        if run.active_closed_at is None:
+            run.active_closed_at = timezone.now()
+            run.save(update_fields=["active_closed_at"])
+            where = f"moved to {answer['to']}" if answer.get("moved") else answer.get("reason", "nothing left")
+            _event(run, "note", f"active/ closed ({where}): {reason}", actor_id and _user(actor_id), **answer)
+    return run
+
+
+def _user(pk):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=pk).first()
+
+
 def _relaunch(run: Run, actor, why: str) -> None:
     """A new attempt of the identical command; it resumes from the run's latest checkpoint."""
     from runs.tasks import launch_run
@@ -210,7 +252,7 @@ def _relaunch(run: Run, actor, why: str) -> None:
     if holder:
         raise ValidationError(holder)
     run.attempt += 1
-    run.exit_code = None
+    run.exit_code, run.active_closed_at = None, None  # the new attempt opens active/ again
     # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
     run.log_offset, run.alerts, run.failure_class, run.failure_excerpt = 0, [], "", ""
     run.health, run.health_since = "", None

@@ -81,6 +81,8 @@ RUN_TRANSITIONS = {
     S.EXPORTED: set(),
     S.QUARANTINED: {S.LAUNCHING},
 }
+# Failed attempts whose active/ may still hold checkpoints and logs on the node until closed.
+UNCLOSED_STATES = [RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH, RunState.QUARANTINED]
 LIVE_STATES = {S.PREFLIGHT, S.SMOKE, S.LAUNCHING, S.RUNNING, S.EXITED}
 RETRYABLE_STATES = {S.QUARANTINED, S.FAILED_LAUNCH}
 

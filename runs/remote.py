@@ -5,6 +5,7 @@ import json
 import posixpath
 import shlex
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -102,6 +103,22 @@ class InstanceNode:
         if not isinstance(answers, list) or len(answers) != len(copies):
             raise NodeError("rehash answered for a different number of copies")
         return answers
+
+    def close_active(self, run, reason: str) -> dict:
+        """Move the run's active/ into quarantine/<run-id>--closed-<time> on the node, with the reason."""
+        layout = self.layout_of(run)
+        wrapper = self.install_wrapper(layout.tools)
+        target = posixpath.join(layout.quarantine_base, f"{run.run_id}--closed-{int(time.time())}")
+        request = {"active": layout.active, "quarantine": target, "reason": reason}
+        argv = [settings.NODE_PYTHON, wrapper, "close-active"]
+        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT, stdin=json.dumps(request).encode())
+        try:
+            answer = json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise NodeError(f"close-active printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
+        if not isinstance(answer, dict) or "error" in answer:
+            raise NodeError(str(answer.get("error") if isinstance(answer, dict) else answer))
+        return answer
 
     def abandon(self, run) -> dict:
         layout = self.layout_of(run)

@@ -116,3 +116,18 @@ def arm_watchers() -> int:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def advance_sweep(sweep_pk: int) -> list[str]:
     return actions.do_advance_sweep(sweep_pk)
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def close_active(run_pk: int, actor_id: int, reason: str) -> str:
+    """Idempotent: a redelivery after the move finds no active/ and records it closed."""
+    from runs.actions import do_mark_active_closed
+    from runs.remote import InstanceNode
+
+    run = Run.objects.select_related("project", "instance").get(pk=run_pk)
+    with InstanceNode(run.instance) as node:
+        answer = node.close_active(run, reason)
+    if not answer.get("closed"):
+        return answer.get("reason", "not closed")
+    do_mark_active_closed(run.pk, actor_id, reason, answer)
+    return "closed"

@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<slug:run_id>/live.json", views.run_live, name="run-live"),
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),
     path("runs/<slug:run_id>/retry/", views.run_retry, name="run-retry"),
+    path("runs/<slug:run_id>/close-active/", views.run_close_active, name="run-close-active"),
     path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),
     path("runs/<slug:run_id>/refresh/", views.run_refresh, name="run-refresh"),
 ]

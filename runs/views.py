@@ -12,12 +12,12 @@ from profiles.models import Instance
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs import compare, history
-from runs.actions import do_create_run, do_create_sweep, do_retry_run, do_start_preflight
+from runs.actions import do_close_active, do_create_run, do_create_sweep, do_retry_run, do_start_preflight
 from runs.cadence import cadence_for
 from runs.dashboard import tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
 from runs.layout import layout_for
-from runs.models import LIVE_STATES, RETRYABLE_STATES, Project, Run, RunState, Sweep
+from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Project, Run, RunState, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.tasks import watch_instance
 
@@ -136,6 +136,7 @@ def run_detail(request, run_id):
         "layout": layout_for(run),
         "can_operate": request.user.has_perm("runs.operate"),
         "retryable": run.state in RETRYABLE_STATES,
+        "closable": run.state in UNCLOSED_STATES and run.active_closed_at is None,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
         "failure": FAILURE_CLASSES.get(run.failure_class),
         "custody": run.custody_records.prefetch_related("artifacts").first(),
@@ -210,6 +211,13 @@ def run_preflight(request, run_id):
 @permission_required("runs.operate", raise_exception=True)
 def run_retry(request, run_id):
     return _run_action(request, run_id, do_retry_run, "Retry of the identical config queued.")
+
+
+@require_POST
+@permission_required("runs.operate", raise_exception=True)
+def run_close_active(request, run_id):
+    reason = request.POST.get("reason", "")[:2000]
+    return _run_action(request, run_id, lambda pk, user: do_close_active(pk, user, reason), "Closing active/ queued.")
 
 
 @require_POST

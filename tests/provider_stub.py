@@ -30,6 +30,7 @@ class ProviderStub:
         self.calls: list[dict] = []
         self.webhooks: list[dict] = []
         self.states: dict[str, str] = {}
+        self.hold: dict[str, threading.Event] = {}  # target → answer only once set (a slow provider)
         self.lock = threading.Lock()
         stub = self
 
@@ -50,7 +51,10 @@ class ProviderStub:
                     match = re.fullmatch(pattern, self.path)
                     if method == self.command and match:
                         target = match.groupdict().get("id") or ",".join((body or {}).get("instance_ids", []))
-                        return self._send(200, stub.record(provider, verb, target, body, self.headers))
+                        answer = stub.record(provider, verb, target, body, self.headers)
+                        if verb != "status" and target in stub.hold:
+                            stub.hold[target].wait(timeout=60)
+                        return self._send(200, answer)
                 return self._send(404, {"error": f"no route {self.command} {self.path}"})
 
             def _send(self, code, payload):

@@ -693,6 +693,31 @@ def cmd_rehash(request):
     return 0
 
 
+def cmd_close_active(request):
+    """Move a failed run's leftover active/<run-id> into quarantine/ with a reason (nothing deleted)."""
+    active, target = request["active"], request["quarantine"]
+    parents = (os.path.basename(os.path.dirname(active)), os.path.basename(os.path.dirname(target)))
+    if parents != ("active", "quarantine"):
+        print(json.dumps({"error": "refusing paths outside active/ and quarantine/"}))
+        return 1
+    if not os.path.isdir(active):
+        print(json.dumps({"closed": True, "moved": False, "reason": "no active/ directory left"}))
+        return 0
+    for attempt in sorted(os.listdir(active)):
+        for pid in (read(os.path.join(active, attempt, "pid")) or "").split():
+            if pid.isdigit() and int(pid) > 0 and alive(int(pid)):
+                print(json.dumps({"closed": False, "reason": f"process {pid} of {attempt} is alive"}))
+                return 0
+    if os.path.exists(target):
+        print(json.dumps({"error": "quarantine target already exists: " + target}))
+        return 1
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.rename(active, target)
+    atomic_write(os.path.join(target, "reason.txt"), request["reason"].strip() + "\n")
+    print(json.dumps({"closed": True, "moved": True, "to": target}))
+    return 0
+
+
 def cmd_abandon(spec):
     """The control side saw no process and no exit marker: quarantine the attempt as dead."""
     attempt = attempt_dir(spec)
@@ -751,6 +776,8 @@ def main(argv):
         return cmd_probe(json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "rehash":
         return cmd_rehash(json.load(sys.stdin))
+    if len(argv) == 2 and argv[1] == "close-active":
+        return cmd_close_active(json.load(sys.stdin))
     if len(argv) != 3 or argv[1] not in COMMANDS:
         sys.stderr.write(
             "usage: remotegpu_wrapper.py {{{}}} SPEC.json | probe < REQUEST.json\n".format(",".join(COMMANDS))

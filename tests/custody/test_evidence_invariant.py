@@ -5,6 +5,7 @@ files are real files, the node-side re-hash runs the wrapper over SSH.
 """
 
 import threading
+import time
 
 import pytest
 from celery.exceptions import Retry
@@ -293,3 +294,71 @@ def test_finishing_a_request_that_is_not_executing_is_refused(bob, instance):
     request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
     with pytest.raises(TeardownRefused, match="not Executing"):
         do_finish_execution(request.pk, {})
+
+
+def test_an_operator_closes_a_failed_runs_active_dir_and_release_no_longer_waits(
+    client, bob, instance, make_run, node, celery_worker_process
+):
+    from runs.models import RunState
+
+    run = make_run()
+    (node.active(run) / "ckpt").mkdir(parents=True)
+    (node.active(run) / "ckpt" / "latest.pth").write_bytes(b"weights")
+    type(run).objects.filter(pk=run.pk).update(state=RunState.QUARANTINED)
+    first = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    unclosed = {i["label"]: i for i in first.check_at_request["items"]}["Every active/ directory closed or waived"]
+    assert not unclosed["ok"] and run.run_id in unclosed["detail"]  # only an approver's waiver passed it
+    do_cancel_teardown(first.pk, bob)
+
+    client.force_login(bob)
+    assert "Close active/ into quarantine" in client.get(run.get_absolute_url()).content.decode()
+    client.post(reverse("run-close-active", args=[run.run_id]), {"reason": "diverged; keep for a post-mortem"})
+    deadline = time.monotonic() + 30
+    while run.active_closed_at is None and time.monotonic() < deadline:
+        time.sleep(0.3)
+        run.refresh_from_db()
+    moved = list(node.root.glob(f"quarantine/{run.run_id}--closed-*"))
+    assert run.active_closed_at and len(moved) == 1 and not node.active(run).exists()
+    assert (moved[0] / "ckpt" / "latest.pth").read_bytes() == b"weights"
+    assert (moved[0] / "reason.txt").read_text() == "diverged; keep for a post-mortem\n"
+    assert run.events.filter(message__contains="active/ closed").exists()
+    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    assert "Every active/ directory closed or waived" not in [i["label"] for i in request.check_at_request["items"]]
+
+
+def test_a_worker_killed_inside_the_provider_call_needs_a_person_and_never_calls_twice(
+    client, alice, bob, instance, settings, provider_api, celery_worker_process
+):
+    from tests.custody.test_teardown_e2e import as_runpod, wait_request
+
+    as_runpod(instance, "pod-killed-1")  # a RunPod stop loses the container disk: L3, an approver
+    held = threading.Event()
+    provider_api.hold["pod-killed-1"] = held
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
+    do_approve_teardown(request.pk, alice, "go")
+    wait_request(request, {TeardownStatus.EXECUTING})
+    deadline = time.monotonic() + 30
+    while not provider_api.calls_for("pod-killed-1", "stop") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    celery_worker_process.kill()  # inside the provider call
+    held.set()
+
+    settings.TEARDOWN_EXECUTION_LEASE = 0
+    from custody.teardown import do_flag_stuck_executions
+
+    assert do_flag_stuck_executions() == 1
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.NEEDS_ATTENTION and "may or may not have happened" in request.failure
+    celery_worker_process.start()
+    execute_teardown.delay(request.pk)  # a redelivery finds a person's decision pending: nothing runs
+    with pytest.raises(TeardownRefused, match="already Needs a person"):
+        do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "again")
+    client.force_login(alice)
+    assert 'id="settle-retry"' in client.get(request.get_absolute_url()).content.decode()
+    assert len(provider_api.calls_for("pod-killed-1", "stop")) == 1
+
+    client.post(reverse("teardown-settle", args=[request.pk]), {"outcome": "retry", "comment": "console says running"})
+    request = wait_request(request, {TeardownStatus.DONE, TeardownStatus.FAILED}, timeout=60)
+    calls = provider_api.calls_for("pod-killed-1", "stop")
+    assert request.status == TeardownStatus.DONE and len(calls) == 2
+    assert {call["idempotency_key"] for call in calls} == {str(request.idempotency_key)}

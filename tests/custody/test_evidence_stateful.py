@@ -1,0 +1,233 @@
+"""A stateful property test of the evidence invariant (DOMAIN §5) over every platform profile.
+
+Hypothesis interleaves verify / request / approve / execute / tamper for shutdown, release and
+the three deletions on a box of a random platform (the loopback sshd, its disks on that
+platform's tiers). After every step, every sealed export still has at least one intact copy on
+disk (re-hashed from the files themselves), and no request executed twice.
+
+Execution goes through the real actions (claim under the instance lock, deep re-check with the
+node-side re-hash over SSH); only the provider is stood in for by its effect on the files: a
+shutdown or release wipes the tiers the profile says it loses (a release clock counted as run
+out), a deletion is the real `remove_copy`.
+"""
+
+import hashlib
+import shutil
+import uuid
+
+import pytest
+from django.contrib.auth.models import Group
+from django.utils import timezone
+from hypothesis import HealthCheck, event
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from custody.evidence import present_copies
+from custody.models import AuditEntry, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
+from custody.removal import remove_copy
+from custody.teardown import (
+    EvidenceBusy,
+    TeardownRefused,
+    do_approve_teardown,
+    do_begin_execution,
+    do_finish_execution,
+    do_flag_stuck_executions,
+    do_resolve_attention,
+)
+from custody.teardown import do_request_teardown as request_teardown
+from custody.verify import custody_dir
+from profiles.catalog import all_profiles
+from profiles.models import Instance
+from runs.models import Project, Run
+from tests.custody import sealed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LOCATIONS = [EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR]
+KINDS = [TeardownKind.SHUTDOWN, TeardownKind.RELEASE, TeardownKind.DELETE_EVIDENCE]
+STACK = {}  # the session's sshd and personas, handed to the machine by the test
+
+
+class EvidenceMachine(RuleBasedStateMachine):
+    @initialize(
+        profile=st.sampled_from(sorted(p.key for p in all_profiles())),
+        verified=st.lists(st.booleans(), min_size=2, max_size=2),
+    )
+    def a_box(self, profile, verified):
+        self.profile = next(p for p in all_profiles() if p.key == profile)
+        slug = f"h{uuid.uuid4().hex[:10]}"
+        self.project = Project.objects.create(name=slug, slug=slug, shutdown_needs_approval=True)
+        durable = self.profile.durable_root
+        box = {**STACK["sshd"].instance_fields(pinned=False), "profile_key": profile}
+        self.instance = Instance.objects.create(
+            name=f"{slug}-box-20261130", project=self.project, **box,
+            host_key_type=STACK["key"].key_type, host_key_base64=STACK["key"].key_base64,
+            host_key_confirmed_at=timezone.now(), data_root_override="$HOME/proj",
+            data_tier=self.profile.tier_of(self.profile.data_root)["name"],
+            mirror_root=sealed.MIRROR_ROOT if durable else "",
+            mirror_tier=self.profile.tier_of(durable)["name"] if durable else "",
+        )  # fmt: skip
+        self.runs, self.files, self.requests, self.effects = [], {}, [], {}
+        for _ in range(2):
+            run = Run.objects.create(project=self.project, instance=self.instance, command=["true"],
+                                     run_id=f"{slug}-{uuid.uuid4().hex[:6]}", config_path="c.yaml")  # fmt: skip
+            sealed.seal(run)
+            self.files[run.pk] = {p.name: p.read_bytes() for p in sealed.export_dir(run).iterdir()}
+            self.runs.append(run)
+            if verified[len(self.runs) - 1]:
+                sealed.verify(run, mirror=bool(durable))
+
+    def teardown(self):
+        for run in getattr(self, "runs", []):
+            sealed.cleanup(run)
+
+    # ------------------------------------------------------------------ the files themselves
+
+    def where(self, run, location) -> object:
+        return {
+            EvidenceLocation.NODE: sealed.export_dir(run),
+            EvidenceLocation.CUSTODY: custody_dir(run),
+            EvidenceLocation.MIRROR: sealed.mirror_dir(run),
+        }[location]
+
+    def intact(self, run, location) -> bool:
+        root = self.where(run, location)
+        if not root.is_dir() or {p.name for p in root.iterdir()} != set(self.files[run.pk]):
+            return False
+        return all(
+            hashlib.sha256((root / name).read_bytes()).digest() == hashlib.sha256(data).digest()
+            for name, data in self.files[run.pk].items()
+        )
+
+    def wipe_tiers(self, consequence: str) -> None:
+        tiers = {
+            EvidenceLocation.NODE: self.instance.data_tier_info,
+            EvidenceLocation.MIRROR: self.instance.mirror_tier_info,
+        }
+        for location, tier in tiers.items():
+            if self.profile.loses(tier, consequence):
+                for run in self.runs:
+                    shutil.rmtree(self.where(run, location), ignore_errors=True)
+
+    # ------------------------------------------------------------------ rules
+
+    @rule(index=st.integers(0, 1))
+    def verify(self, index):
+        run = self.runs[index]
+        if self.intact(run, EvidenceLocation.NODE) and self.instance.state != "released":
+            run.refresh_from_db()
+            if run.export_deleted_at is None:
+                sealed.verify(run, mirror=bool(self.profile.durable_root))
+
+    @rule(kind=st.sampled_from(KINDS), index=st.integers(0, 1), data=st.data())
+    def request(self, kind, index, data):
+        run, location = None, ""
+        if kind == TeardownKind.DELETE_EVIDENCE:
+            run = self.runs[index]
+            run.refresh_from_db()
+            present = present_copies(run)
+            if not present:
+                return
+            location = data.draw(st.sampled_from(present))
+        try:
+            made = request_teardown(self.instance.pk, kind, STACK["bob"], "property", run, location)
+        except TeardownRefused:
+            event(f"refused {kind}")
+            return
+        event(f"requested {kind}")
+        self.requests.append(made.pk)
+
+    def with_status(self, status) -> list[int]:
+        return list(TeardownRequest.objects.filter(pk__in=self.requests, status=status).values_list("pk", flat=True))
+
+    @precondition(lambda self: self.with_status(TeardownStatus.PENDING))
+    @rule(data=st.data())
+    def approve(self, data):
+        pk = data.draw(st.sampled_from(self.with_status(TeardownStatus.PENDING)))
+        try:
+            do_approve_teardown(pk, STACK["alice"], "property")
+            event("approved")
+        except TeardownRefused as exc:
+            event(f"approval refused: {str(exc)[:60]}")
+
+    @precondition(lambda self: self.with_status(TeardownStatus.APPROVED))
+    @rule(data=st.data(), worker_dies=st.booleans())
+    def execute(self, data, worker_dies):
+        """Claim, then the provider's effect; a worker that dies after the effect never finishes it."""
+        pk = data.draw(st.sampled_from(self.with_status(TeardownStatus.APPROVED)))
+        try:
+            claimed = do_begin_execution(pk)
+        except EvidenceBusy:
+            return
+        if claimed is None:
+            return
+        self.effects[pk] = self.effects.get(pk, 0) + 1
+        event(f"executed {claimed.kind}")
+        if claimed.kind == TeardownKind.DELETE_EVIDENCE:
+            remove_copy(claimed.run, claimed.location)
+        else:
+            self.wipe_tiers("shutdown" if claimed.kind == TeardownKind.SHUTDOWN else "release")
+        if not worker_dies:
+            do_finish_execution(pk, {"property": True})
+        self.instance.refresh_from_db()
+
+    @rule()
+    def lease_runs_out(self):
+        """The reconciler: executions past their lease (0 s here) need a person."""
+        do_flag_stuck_executions()
+
+    @precondition(lambda self: self.with_status(TeardownStatus.NEEDS_ATTENTION))
+    @rule(data=st.data())
+    def a_person_settles(self, data):
+        """The person checked the provider: the effect did happen (it always did here)."""
+        pk = data.draw(st.sampled_from(self.with_status(TeardownStatus.NEEDS_ATTENTION)))
+        do_resolve_attention(pk, STACK["alice"], happened=True, comment="seen in the console")
+        self.instance.refresh_from_db()
+
+    @rule(index=st.integers(0, 1), data=st.data())
+    def tamper(self, index, data):
+        """A flipped bit on one copy, never on the last intact one (that loss is no consequence's doing)."""
+        run = self.runs[index]
+        intact = [location for location in LOCATIONS if self.intact(run, location)]
+        if len(intact) >= 2:
+            sealed.tamper(self.where(run, data.draw(st.sampled_from(intact))))
+
+    # ------------------------------------------------------------------ the invariant
+
+    @invariant()
+    def every_sealed_export_keeps_an_intact_copy(self):
+        for run in getattr(self, "runs", []):
+            survivors = [loc for loc in LOCATIONS if self.intact(run, loc)]
+            assert survivors, f"{run.run_id} on {self.profile.key}: no intact copy left"
+
+    @invariant()
+    def nothing_executed_twice(self):
+        assert all(count == 1 for count in getattr(self, "effects", {}).values())
+        for pk in getattr(self, "requests", []):
+            assert AuditEntry.objects.filter(request_id=pk, action="executing").count() <= 1
+            status = TeardownRequest.objects.get(pk=pk).status
+            happened = {TeardownStatus.DONE, TeardownStatus.EXECUTING, TeardownStatus.NEEDS_ATTENTION}
+            assert (status in happened) == (pk in self.effects), (pk, status)
+
+
+def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, settings):
+    from profiles.transport import scan_host_key
+
+    settings.TEARDOWN_EXECUTION_LEASE = 0
+    Group.objects.get(name="approvers")  # the roles exist (data migration)
+    key = scan_host_key("127.0.0.1", sshd.port, timeout=5)
+    STACK.update(sshd=sshd, alice=alice, bob=bob, key=key)
+    run_state_machine_as_test(
+        EvidenceMachine,
+        settings=hypothesis_settings(
+            max_examples=40, stateful_step_count=25, deadline=None, derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )  # fmt: skip
