@@ -41,7 +41,9 @@ class InstanceForm(forms.ModelForm):
             "credential_ref",
             "gpu_description",
             "data_root_override",
+            "data_tier",
             "mirror_root",
+            "mirror_tier",
             "provider_id",
             "api_key_ref",
             "shutdown_command",
@@ -128,6 +130,10 @@ class InstanceForm(forms.ModelForm):
                 self.add_error("name", f"{problem} Suggested: {suggestion}")
         if profile is None:
             return data
+        for field in ("data_tier", "mirror_tier"):
+            if data.get(field) and not profile.tier_named(data[field]):
+                names = ", ".join(tier["name"] for tier in profile.tiers)
+                self.add_error(field, f"{profile.name}'s storage tiers are: {names}.")
         if not profile.is_local:
             if not data.get("user") and profile.default_user:
                 data["user"] = profile.default_user

@@ -91,6 +91,7 @@ def test_second_box_of_the_platform_needs_no_new_acknowledgement(client, bob, pr
         ({"rate_running": "-1"}, "greater than or equal to 0"),
         ({"profile_key": "azure"}, "Select a valid choice"),
         ({"credential_ref": ""}, "reached over SSH: this is required"),
+        ({"mirror_tier": "tape"}, "RunPod&#x27;s storage tiers are: container disk, volume disk, network volume."),
     ],
 )
 def test_bad_input_gets_a_clear_error_and_saves_nothing(client, bob, project, overrides, field_error):
@@ -178,3 +179,14 @@ def test_runpod_page_says_a_stop_wipes_the_container_disk(client, charlie):
     page = client.get(reverse("platform-detail", args=["runpod"])).content.decode()
     assert "wipes the container disk" in page
     assert page.count('class="lost"') >= 1
+
+
+def test_a_declared_tier_decides_which_consequence_a_copy_survives(client, bob, project):
+    client.force_login(bob)
+    post(client, form_data(project, data_tier="volume disk", mirror_tier="network volume"))
+    box = Instance.objects.get()
+    assert box.data_tier_info["name"] == "volume disk" and box.mirror_tier_info["name"] == "network volume"
+    assert box.profile.loses(box.data_tier_info, "release") and not box.profile.loses(box.mirror_tier_info, "release")
+    # Undeclared, /workspace is ambiguous on RunPod: the tier that survives least is assumed.
+    box.data_tier = box.mirror_tier = ""
+    assert box.data_tier_info["name"] == box.mirror_tier_info["name"] == "volume disk"
