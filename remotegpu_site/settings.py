@@ -138,10 +138,17 @@ CACHES = {
         "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     }
 }
+# channels_redis blocks in BZPOPMIN for 5 s per receive; redis-py 8 defaults every read to a 5 s
+# socket timeout, so an idle live page lost its socket every few seconds ("Timeout reading from
+# …"). The read timeout must exceed the blocking receive; connecting stays bounded.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "remotegpu", "expiry": 60},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 2}],
+            "prefix": "remotegpu",
+            "expiry": 60,
+        },
     }
 }
 
