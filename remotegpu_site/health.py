@@ -1,9 +1,14 @@
-"""System health: database, Redis, channel layer and Celery workers, checked in parallel.
+"""System health: database, Redis, channel layer and Celery workers.
 
-Each check returns (ok, detail); the panel names the part that is down and why.
+Each check returns (ok, detail); the panel names the part that is down and why. Pages never wait on
+infrastructure: a worker measures every check on a beat schedule (`measure_and_record`) and stores
+the result in Redis with its time; a page reads that record (one bounded GET) plus its own database,
+and says how old the measurement is. No measurement for a while means no worker or no beat.
 """
 
 import asyncio
+import json
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -83,7 +88,61 @@ def _run(name: str, func) -> Check:
     return Check(name, ok, detail)
 
 
-def system_health() -> list[Check]:
+def measure() -> list[Check]:
+    """Every check, in parallel (a worker's job: the Celery ping alone may take HEALTH_PING_TIMEOUT)."""
     with ThreadPoolExecutor(max_workers=len(CHECKS)) as pool:
         futures = [pool.submit(_run, name, func) for name, func in CHECKS.items()]
         return [future.result() for future in futures]
+
+
+RECORD_KEY = "remotegpu:health"
+
+
+def _client() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+
+
+def measure_and_record() -> list[Check]:
+    checks = measure()
+    record = {"at": time.time(), "checks": [check.__dict__ for check in checks]}
+    client = _client()
+    try:
+        client.set(RECORD_KEY, json.dumps(record), ex=int(settings.HEALTH_STALE_SECONDS * 10))
+    finally:
+        client.close()
+    return checks
+
+
+def system_health() -> list[Check]:
+    """For pages: the database (asked directly, cheaply), then the last recorded measurement."""
+    checks = [_run("Database", check_database)]
+    client = _client()
+    try:
+        raw = client.get(RECORD_KEY)
+    except redis.RedisError as exc:
+        detail = f"{type(exc).__name__}: {str(exc)[:160]}"
+        return (
+            checks
+            + [Check("Redis", False, detail)]
+            + [Check(name, False, "unknown while Redis is down") for name in ("Channel layer", "Celery workers")]
+        )
+    finally:
+        client.close()
+    if raw is None:
+        return checks + [Check("Redis", True, "answered")] + _stale("never")
+    record = json.loads(raw)
+    age = max(0.0, time.time() - record["at"])
+    if age > settings.HEALTH_STALE_SECONDS:
+        return checks + [Check("Redis", True, "answered")] + _stale(f"{age:.0f} s ago")
+    measured = {item["name"]: Check(**item) for item in record["checks"]}
+    note = f" (measured {age:.0f} s ago)"
+    return checks + [
+        Check(name, measured[name].ok, measured[name].detail + note)
+        for name in ("Redis", "Channel layer", "Celery workers")
+        if name in measured
+    ]
+
+
+def _stale(when: str) -> list[Check]:
+    why = f"no worker has measured health since {when}: is a Celery worker (and beat) running?"
+    return [Check("Channel layer", False, why), Check("Celery workers", False, why)]

@@ -191,6 +191,14 @@ CELERY_BEAT_SCHEDULE["flag-stuck-teardowns"] = {
     "schedule": float(max(5, min(60, TEARDOWN_EXECUTION_LEASE // 4))),
 }
 HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
+# Health is measured out of band by a worker every HEALTH_INTERVAL s; pages show the last result.
+HEALTH_INTERVAL = float(os.environ.get("HEALTH_INTERVAL", "5"))
+HEALTH_STALE_SECONDS = float(os.environ.get("HEALTH_STALE_SECONDS", str(4 * HEALTH_INTERVAL + HEALTH_PING_TIMEOUT)))
+CELERY_BEAT_SCHEDULE["record-health"] = {
+    "task": "runs.tasks.record_health",
+    "schedule": HEALTH_INTERVAL,
+    "options": {"expires": HEALTH_INTERVAL},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -131,3 +131,11 @@ def close_active(run_pk: int, actor_id: int, reason: str) -> str:
         return answer.get("reason", "not closed")
     do_mark_active_closed(run.pk, actor_id, reason, answer)
     return "closed"
+
+
+@shared_task(soft_time_limit=20, time_limit=30, ignore_result=True)
+def record_health() -> bool:
+    """Measure every part of the system here, so no page ever waits on a ping."""
+    from remotegpu_site.health import measure_and_record
+
+    return all(check.ok for check in measure_and_record())
