@@ -30,12 +30,19 @@ def entry_problem(path: str) -> str | None:
 
 
 def parse_roster(document: dict) -> list[RosterEntry]:
-    """Validated entries, or RosterError naming the first bad one."""
+    """Validated entries, or RosterError naming the first bad one (the box's answer is untrusted)."""
+    if not isinstance(document, dict):
+        raise RosterError("the node's roster is not a JSON object")
     if "error" in document:
-        raise RosterError(document["error"])
+        raise RosterError(str(document["error"])[:300])
+    files = document.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(item, dict) for item in files):
+        raise RosterError("the node's roster lists something other than files")
     entries, seen = [], set()
-    for item in document.get("files", []):
+    for item in files:
         path = item.get("path", "")
+        if not isinstance(path, str):
+            raise RosterError("a roster entry has no path")
         problem = entry_problem(path)
         if problem:
             raise RosterError(problem)
@@ -50,14 +57,22 @@ def parse_roster(document: dict) -> list[RosterEntry]:
         entries.append(RosterEntry(path, size, digest))
     if not entries:
         raise RosterError("the export is empty")
-    if document.get("sealed") is not None:
-        _compare_with_sealed(entries, document["sealed"])
+    # Fail closed: without the roster recorded at sealing, nothing proves these are the sealed bytes.
+    sealed = document.get("sealed")
+    if sealed is None:
+        raise RosterError("no sealed roster on the node: the export cannot be proven to be what was sealed")
+    if not isinstance(sealed, list) or not all(isinstance(item, dict) for item in sealed):
+        raise RosterError("the sealed roster on the node is malformed")
+    _compare_with_sealed(entries, sealed)
     return entries
 
 
 def _compare_with_sealed(entries: list[RosterEntry], sealed: list[dict]) -> None:
     """The export must still be exactly what the wrapper sealed: any change is a hash mismatch."""
-    then = {item["path"]: (item["bytes"], item["sha256"]) for item in sealed}
+    try:
+        then = {item["path"]: (item["bytes"], item["sha256"]) for item in sealed}
+    except (KeyError, TypeError):
+        raise RosterError("the sealed roster on the node is malformed") from None
     now = {entry.path: (entry.bytes, entry.sha256) for entry in entries}
     for path in sorted(set(then) | set(now)):
         if path not in now:

@@ -106,6 +106,10 @@ def verify(record) -> None:
         except (RosterError, HashMismatch, TransportError) as exc:
             actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}")
             return
-        evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE)
+        try:
+            evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE)
+        except Exception as exc:  # noqa: BLE001 — whatever a hostile export makes the reader raise, fail closed
+            actions.do_finish_verification(record.pk, None, f"read-back failed ({type(exc).__name__}): {exc}"[:2000])
+            return
         evidence["warnings"] = warnings + evidence["warnings"]
         actions.do_finish_verification(record.pk, {**evidence, "pull": pull})

@@ -1,6 +1,7 @@
 """The node computes the sealed export's roster over real SSH; the control side refuses bad entries."""
 
 import hashlib
+import json
 
 import pytest
 
@@ -20,6 +21,8 @@ def test_roster_of_a_sealed_export_matches_the_bytes(make_run, node):
         (export / name).write_bytes(data)
     (node.active(run) / "scratch.bin").parent.mkdir(parents=True, exist_ok=True)
     (node.active(run) / "scratch.bin").write_bytes(b"mutable")  # never part of a roster
+    sealed = [{"path": n, "bytes": len(d), "sha256": hashlib.sha256(d).hexdigest()} for n, d in sorted(files.items())]
+    (node.active(run) / "sealed-roster.json").write_text(json.dumps(sealed))  # as the wrapper seals it
     with NodeSession(run) as session:
         session.prepare()
         entries = parse_roster(session.roster())
@@ -57,3 +60,29 @@ def test_bad_sizes_and_digests_are_refused():
         parse_roster({"files": [{"path": "best.pth", "bytes": 1, "sha256": "xyz"}]})
     with pytest.raises(RosterError, match="valid size"):
         parse_roster({"files": [{"path": "best.pth", "bytes": -1, "sha256": "0" * 64}]})
+
+
+def test_a_missing_sealed_roster_fails_closed():
+    """A flipped digit plus a removed sealed-roster.json once verified as "verified" (issue 14)."""
+    entry = {"path": "train.csv", "bytes": 3, "sha256": "0" * 64}
+    with pytest.raises(RosterError, match="no sealed roster on the node"):
+        parse_roster({"files": [entry], "sealed": None})
+    with pytest.raises(RosterError, match="no sealed roster on the node"):
+        parse_roster({"files": [entry]})
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ([{"path": "best.pth"}], "not a JSON object"),
+        ({"files": {"best.pth": 1}}, "something other than files"),
+        ({"files": [["best.pth", 1]]}, "something other than files"),
+        ({"files": [{"bytes": 1, "sha256": "0" * 64}]}, "not a relative path"),
+        ({"files": [{"path": 7, "bytes": 1, "sha256": "0" * 64}]}, "has no path"),
+        ({"files": [{"path": "a", "bytes": 1, "sha256": "0" * 64}], "sealed": {"a": 1}}, "malformed"),
+        ({"files": [{"path": "a", "bytes": 1, "sha256": "0" * 64}], "sealed": [{"path": "a"}]}, "malformed"),
+    ],
+)
+def test_garbage_from_a_box_is_a_roster_error_not_a_crash(document, problem):
+    with pytest.raises(RosterError, match=problem):
+        parse_roster(document)
