@@ -1,8 +1,10 @@
 """Custody state changes: one function per verb, in a transaction, with a run event."""
 
 import hashlib
+from datetime import timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -104,3 +106,13 @@ def do_finish_verification(record_id: int, evidence: dict | None, failure: str =
             message = f"Custody #{record.pk} verified: {record.file_count} files, {len(record.warnings)} warning(s)"
         record_run_event(record.run, "custody", message, data={"record": record.pk})
     return record
+
+
+def do_fail_stranded_records() -> int:
+    """Records still pulling past RECONCILE_CUSTODY_SECONDS lost their worker: fail them with the way out."""
+    due = timezone.now() - timedelta(seconds=settings.RECONCILE_CUSTODY_SECONDS)
+    stranded = CustodyRecord.objects.filter(
+        status__in=[CustodyStatus.PULLING, CustodyStatus.VERIFYING], created__lt=due
+    )
+    reason = "interrupted: no worker finished this verification in time; verify again (the pull resumes)"
+    return sum(1 for pk in stranded.values_list("pk", flat=True) if do_finish_verification(pk, None, reason))

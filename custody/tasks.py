@@ -86,6 +86,13 @@ def expire_teardown_requests() -> int:
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def reconcile_custody() -> int:
+    from custody.actions import do_fail_stranded_records
+
+    return do_fail_stranded_records()
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def flag_stuck_teardowns() -> int:
     return teardown.do_flag_stuck_executions()
 

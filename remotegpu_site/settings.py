@@ -176,12 +176,27 @@ CELERY_BEAT_SCHEDULE = {
 WATCH_TICK_SECONDS = float(os.environ.get("WATCH_TICK_SECONDS", "5"))
 WATCH_LEASE_SECONDS = float(os.environ.get("WATCH_LEASE_SECONDS", str(max(15.0, 4 * WATCH_TICK_SECONDS))))
 WATCH_LIFETIME_SECONDS = float(os.environ.get("WATCH_LIFETIME_SECONDS", "120"))
+# A probe must end (on the box as well) well inside the lease, or a successor starts while a hung
+# probe is still out; its answer is then applied only if the lease is still held.
+WATCH_PROBE_TIMEOUT = float(os.environ.get("WATCH_PROBE_TIMEOUT", str(min(30.0, WATCH_LEASE_SECONDS / 2))))
+if WATCH_PROBE_TIMEOUT >= WATCH_LEASE_SECONDS:
+    raise ImproperlyConfigured("WATCH_PROBE_TIMEOUT must be shorter than WATCH_LEASE_SECONDS")
 PRESSURE_MIN_FREE_BYTES = env.envint("PRESSURE_MIN_FREE_GIB", 2) * 1024**3
 PRESSURE_MIN_FREE_FRACTION = float(os.environ.get("PRESSURE_MIN_FREE_FRACTION", "0.03"))
 CELERY_BEAT_SCHEDULE["arm-watchers"] = {
     "task": "runs.tasks.arm_watchers",
     "schedule": float(os.environ.get("WATCH_ARM_INTERVAL", "10")),
 }
+# Every state that waits on a task has a deadline (runs/reconcile.py); beat re-drives or fails it.
+RECONCILE_INTERVAL = float(os.environ.get("RECONCILE_INTERVAL", "60"))
+RECONCILE_PREFLIGHT_SECONDS = env.envint("RECONCILE_PREFLIGHT_SECONDS", 900)
+RECONCILE_SMOKE_SECONDS = env.envint("RECONCILE_SMOKE_SECONDS", SMOKE_TIMEOUT + 240)
+RECONCILE_LAUNCH_SECONDS = env.envint("RECONCILE_LAUNCH_SECONDS", 300)
+RECONCILE_EXITED_SECONDS = env.envint("RECONCILE_EXITED_SECONDS", 900)
+RECONCILE_CUSTODY_SECONDS = env.envint("RECONCILE_CUSTODY_SECONDS", 3900)
+RECONCILE_MAX_REDRIVES = env.envint("RECONCILE_MAX_REDRIVES", 2)
+CELERY_BEAT_SCHEDULE["reconcile"] = {"task": "runs.tasks.reconcile_runs", "schedule": RECONCILE_INTERVAL}
+CELERY_BEAT_SCHEDULE["reconcile-custody"] = {"task": "custody.tasks.reconcile_custody", "schedule": RECONCILE_INTERVAL}
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
     "task": "custody.tasks.expire_teardown_requests",
     "schedule": 300.0,

@@ -6,6 +6,7 @@ Views, tasks and (later) the API all call these. Work on the node is enqueued af
 from datetime import UTC, datetime
 from functools import partial
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -73,7 +74,7 @@ def _transition(run: Run, target: RunState, message: str, actor=None, **data) ->
     source = RunState(run.state)
     if target not in RUN_TRANSITIONS[source]:
         raise IllegalTransition(f"A run cannot go from {source.label} to {target.label}.")
-    run.state = target
+    run.state, run.state_changed_at, run.redrives = target, timezone.now(), 0
     run.save()
     _event(run, "state", message, actor, from_state=source.value, to_state=target.value, **data)
     if run.sweep_id and target not in LIVE_STATES - {RunState.EXITED}:
@@ -272,7 +273,8 @@ def _classify_failure(run: Run, status: dict, dead: bool) -> None:
     if run.failure_class:
         return
     interrupted = (run.close_reason or "").startswith("interrupted")
-    run.failure_class = signals.classify(run.exit_code, set(run.alerts), dead=dead, interrupted=interrupted)
+    seen = set(run.alerts) | ({"disk_full"} if (run.close_reason or "").startswith("disk_full") else set())
+    run.failure_class = signals.classify(run.exit_code, seen, dead=dead, interrupted=interrupted)
     run.failure_excerpt = signals.excerpt(status.get("log_tail") or "")
     failure = signals.FAILURE_CLASSES[run.failure_class]
     _event(run, "failure", f"Classified: {failure.label}. {failure.remediation}", failure_class=run.failure_class)
@@ -381,6 +383,17 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bo
     return run, dead
 
 
+def do_note_node_error(run_pk: int, error: str) -> None:
+    """The box answered but the wrapper failed there (a full disk, a broken interpreter): said once."""
+    with transaction.atomic(durable=True):
+        run = _locked(run_pk)
+        if "node_error" in run.alerts:
+            return
+        run.alerts = [*run.alerts, "node_error"]
+        run.save(update_fields=["alerts"])
+        _event(run, "alert", f"Node error (the box answers; this is not unreachability): {error[:300]}")
+
+
 def do_mark_unreachable(instance_id: int, error: str) -> None:
     """A failed probe says nothing about the runs: their state stays; the page says since when."""
     with transaction.atomic(durable=True):
@@ -448,3 +461,40 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
             transaction.on_commit(partial(preflight_run.delay, run.pk))
             started.append(run.run_id)
     return started
+
+
+def do_reconcile_run(run_pk: int) -> str:
+    """Re-drive the task an overdue run waits on, or fail it with the reason and the next step."""
+    from runs import reconcile
+
+    with transaction.atomic(durable=True):
+        run = _locked(run_pk)
+        deadline = reconcile.overdue(run)
+        if deadline is None:
+            return "in time"
+        waited = int((timezone.now() - (run.state_changed_at or run.created)).total_seconds())
+        if run.redrives < settings.RECONCILE_MAX_REDRIVES:
+            run.redrives += 1
+            run.state_changed_at = timezone.now()  # a fresh deadline for the re-driven task
+            run.save(update_fields=["redrives", "state_changed_at"])
+            _event(run, "alert", f"No answer from the {deadline.task} task for {waited} s (worker lost?): "
+                                 f"re-driving it ({run.redrives} of {settings.RECONCILE_MAX_REDRIVES})")  # fmt: skip
+            transaction.on_commit(partial(_redrive, run.pk, run.state, run.attempt))
+            return "re-driven"
+        why = f"{deadline.task} never finished ({waited} s, {run.redrives} re-drives)"
+        run.failure_class, run.failure_excerpt = "stranded", why
+        _transition(run, deadline.failure, f"{why}: {deadline.next_step}")
+        _release_gpus(run)
+    return "failed"
+
+
+def _redrive(run_pk: int, state: str, attempt: int) -> None:
+    from runs import tasks
+
+    task = {
+        RunState.PREFLIGHT: lambda: tasks.preflight_run.delay(run_pk),
+        RunState.SMOKE: lambda: tasks.smoke_run.delay(run_pk),
+        RunState.LAUNCHING: lambda: tasks.launch_run.delay(run_pk, attempt),
+        RunState.EXITED: lambda: tasks.close_out_run.delay(run_pk, attempt),
+    }[state]
+    task()

@@ -36,6 +36,14 @@ def renew(instance_id: int, owner: str, seconds: float, connected: bool = False)
     return bool(WatchLease.objects.filter(instance_id=instance_id, owner=owner, expires_at__gte=now).update(**changes))
 
 
+def still_held(instance_id: int, owner: str, seconds: float) -> bool:
+    """Extend the lease only if this owner still holds it unexpired (no tick counted): before
+    applying a probe's answer, a watcher that waited on a slow box proves it was not superseded."""
+    now = timezone.now()
+    extended = WatchLease.objects.filter(instance_id=instance_id, owner=owner, expires_at__gte=now)
+    return bool(extended.update(expires_at=now + timedelta(seconds=seconds)))
+
+
 def release(instance_id: int, owner: str) -> None:
     WatchLease.objects.filter(instance_id=instance_id, owner=owner).delete()
 

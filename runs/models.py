@@ -155,6 +155,8 @@ class Run(models.Model):
     failure_class = models.CharField(max_length=20, blank=True)
     failure_excerpt = models.TextField(blank=True)
     export_deleted_at = models.DateTimeField(null=True, blank=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True, help_text="When the run entered its state")
+    redrives = models.PositiveSmallIntegerField(default=0, help_text="Re-drives of the task of this state")
     active_closed_at = models.DateTimeField(
         null=True, blank=True, help_text="A failed attempt's active/ was moved into quarantine/ by a person"
     )

@@ -71,9 +71,9 @@ class InstanceNode:
             ]
         }
         # Bounded on the node as well: a probe we stopped waiting for must not keep running there.
-        limit = str(int(settings.SSH_COMMAND_TIMEOUT))
-        argv = ["timeout", "-k", "2", limit, settings.NODE_PYTHON, wrapper, "probe"]
-        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT, stdin=json.dumps(request).encode())
+        limit = str(max(1, int(settings.WATCH_PROBE_TIMEOUT) - 2))
+        argv = ["timeout", "-k", "1", limit, settings.NODE_PYTHON, wrapper, "probe"]
+        result = self.transport.run(argv, timeout=settings.WATCH_PROBE_TIMEOUT, stdin=json.dumps(request).encode())
         NodeSession.check(result, "probe")
         return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -1,10 +1,12 @@
 """Celery tasks of the runs app: node work happens here, outside transactions; results go to actions."""
 
+import json
 import os
 import socket
 
 from celery import shared_task
 from django.conf import settings
+from django.db import DatabaseError
 
 from profiles.transport import TransportError
 from runs import actions, watch
@@ -30,7 +32,12 @@ def _run_in(pk: int, state: RunState) -> Run | None:
 VAST_START_HOOK = "$HOME/onstart.sh"  # vast.ai saves its on-start script there and runs it at each start
 
 
-@shared_task(acks_late=True, soft_time_limit=600, time_limit=660)
+# The node work is idempotent (a launch re-reads the node first): a database error after it retries
+# the task instead of acking it and stranding the run (a terminated backend, a failover).
+DB_RETRY = {"autoretry_for": (DatabaseError,), "retry_backoff": 2, "retry_backoff_max": 30, "max_retries": 5}
+
+
+@shared_task(acks_late=True, soft_time_limit=600, time_limit=660, **DB_RETRY)
 def preflight_run(run_pk: int) -> None:
     run = _run_in(run_pk, RunState.PREFLIGHT)
     if run is None:
@@ -53,7 +60,9 @@ def preflight_run(run_pk: int) -> None:
     actions.do_finish_preflight(run_pk, report, problems + budget.problems())
 
 
-@shared_task(acks_late=True, soft_time_limit=settings.SMOKE_TIMEOUT + 60, time_limit=settings.SMOKE_TIMEOUT + 120)
+@shared_task(
+    acks_late=True, soft_time_limit=settings.SMOKE_TIMEOUT + 60, time_limit=settings.SMOKE_TIMEOUT + 120, **DB_RETRY
+)
 def smoke_run(run_pk: int) -> None:
     run = _run_in(run_pk, RunState.SMOKE)
     if run is None:
@@ -67,7 +76,7 @@ def smoke_run(run_pk: int) -> None:
     actions.do_finish_smoke(run_pk, result["exit_code"], result["output"])
 
 
-@shared_task(acks_late=True, soft_time_limit=120, time_limit=180)
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=180, **DB_RETRY)
 def launch_run(run_pk: int, attempt: int) -> None:
     run = _run_in(run_pk, RunState.LAUNCHING)
     if run is None or run.attempt != attempt:
@@ -139,3 +148,32 @@ def record_health() -> bool:
     from remotegpu_site.health import measure_and_record
 
     return all(check.ok for check in measure_and_record())
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def reconcile_runs() -> dict:
+    """Beat: every run past the deadline of its state is re-driven or failed with a reason."""
+    from runs import reconcile
+
+    waiting = Run.objects.filter(state__in=list(reconcile.deadlines())).only(
+        "pk", "state", "state_changed_at", "created"
+    )
+    outcomes = {}
+    for run in waiting:
+        if reconcile.overdue(run):
+            outcomes[run.pk] = actions.do_reconcile_run(run.pk)
+    return outcomes
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def close_out_run(run_pk: int, attempt: int) -> str:
+    """An EXITED run nobody sealed: the node quarantines the attempt (closeout never finished)."""
+    from runs.remote import InstanceNode
+
+    run = _run_in(run_pk, RunState.EXITED)
+    if run is None or run.attempt != attempt:
+        return "nothing to do"
+    with InstanceNode(run.instance) as node:
+        answer = node.abandon(run)
+    actions._arm_watcher(run.instance_id)  # the watcher's next probe reads the quarantine
+    return json.dumps(answer)

@@ -15,9 +15,9 @@ from django.utils import timezone
 from profiles.models import Instance
 from profiles.transport import TransportError
 from runs import leases
-from runs.actions import do_mark_unreachable, do_observe_run
+from runs.actions import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.models import Run, RunState
-from runs.remote import InstanceNode
+from runs.remote import InstanceNode, NodeError
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)
 log = logging.getLogger(__name__)
@@ -39,9 +39,15 @@ def live_runs(instance_id: int) -> list[Run]:
     )
 
 
-def tick(node: InstanceNode, runs: list[Run]) -> None:
-    """One combined probe for every live run on the node, then apply each answer."""
+class LeaseLost(Exception):
+    """Another watcher took over while this one waited on the box: its answer is not applied."""
+
+
+def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True) -> None:
+    """One combined probe for every live run on the node, then apply each answer (if still ours)."""
     answer = node.probe(runs)
+    if not still_mine():
+        raise LeaseLost
     for run in runs:
         status = answer["runs"].get(run.run_id)
         if not status or "error" in status:
@@ -49,7 +55,10 @@ def tick(node: InstanceNode, runs: list[Run]) -> None:
         observed, dead = do_observe_run(run.pk, status, thresholds())
         if dead:
             # No process and no marker: quarantine the attempt on the node; the next tick closes it.
-            node.abandon(observed)
+            try:
+                node.abandon(observed)
+            except NodeError as exc:  # the box answered: a node error (a full disk?), not unreachability
+                do_note_node_error(observed.pk, f"could not quarantine the dead attempt on the node: {exc}")
 
 
 def _renew(instance_id: int, owner: str, seconds: float, connected: bool) -> bool:
@@ -60,6 +69,12 @@ def _renew(instance_id: int, owner: str, seconds: float, connected: bool) -> boo
         return False
 
 
+def _reachable_again(instance_id: int, owner: str, since):
+    if since is not None:
+        leases.set_unreachable(instance_id, owner, None)
+    return None
+
+
 def watch_instance(instance_id: int, owner: str) -> str:
     """Watch until the lifetime ends or nothing is live; returns why it stopped."""
     lease_seconds = settings.WATCH_LEASE_SECONDS
@@ -67,7 +82,7 @@ def watch_instance(instance_id: int, owner: str) -> str:
         return "refused"
     instance = Instance.objects.get(pk=instance_id)
     deadline = time.monotonic() + settings.WATCH_LIFETIME_SECONDS
-    node, reason = None, "lifetime"
+    node, reason, unreachable_since = None, "lifetime", None
     failures, next_connect = 0, 0.0
     # Watchers armed together would tick together: spread them over one tick.
     connection.close()
@@ -87,8 +102,16 @@ def watch_instance(instance_id: int, owner: str) -> str:
                 if node is None and time.monotonic() >= next_connect:
                     node = InstanceNode(instance).__enter__()
                 if node is not None:
-                    tick(node, runs)
+                    tick(node, runs, lambda: leases.still_held(instance_id, owner, lease_seconds))
                     failures = 0
+                    unreachable_since = _reachable_again(instance_id, owner, unreachable_since)
+            except LeaseLost:
+                reason = "lease lost"
+                break
+            except NodeError as exc:
+                # The box answered, but our wrapper failed there: say so on the runs; the box is reachable.
+                for run in runs:
+                    do_note_node_error(run.pk, str(exc))
             except TransportError as exc:
                 # Never wait on a broken connection: drop it and re-open it later, backing off up to
                 # four ticks so an unreachable box (or a flooded sshd) is not hammered every tick.
@@ -97,6 +120,9 @@ def watch_instance(instance_id: int, owner: str) -> str:
                 node, failures = None, failures + 1
                 next_connect = time.monotonic() + settings.WATCH_TICK_SECONDS * min(2 ** (failures - 1), 4)
                 do_mark_unreachable(instance_id, str(exc))
+                if unreachable_since is None:
+                    unreachable_since = timezone.now()
+                    leases.set_unreachable(instance_id, owner, unreachable_since)
             except DatabaseError as exc:
                 # The database is the truth: without it, observe nothing this tick and try again.
                 log.warning("watcher of instance %s skipped a tick: %s", instance_id, exc)

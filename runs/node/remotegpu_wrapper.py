@@ -14,6 +14,8 @@ has the file it is executing changed under it. Subcommands, each reading a JSON 
   extract    unpack a shipped source tarball safely into the run's src/
 """
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -51,6 +53,40 @@ def atomic_write(path, text):
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+RESERVE = ".reserve"  # pre-allocated at launch, so the last markers need no new inode or block
+
+
+def reserve_markers(attempt):
+    """Files (with a block each) and a directory the wrapper may need when the disk is full."""
+    reserve = os.path.join(attempt, RESERVE)
+    os.makedirs(os.path.join(reserve, "quarantine"), exist_ok=True)
+    for name in ("exit_code", "reason.txt"):
+        with open(os.path.join(reserve, name), "w") as handle:
+            handle.write(" " * 4096)
+            handle.flush()
+            os.fsync(handle.fileno())
+    return reserve
+
+
+def durable_write(path, text, reserved):
+    """atomic_write, or, when the disk is full, the reserved file rewritten in place and renamed."""
+    try:
+        atomic_write(path, text)
+        return
+    except OSError as exc:
+        if exc.errno not in DISK_FULL or not os.path.exists(reserved):
+            raise
+        with contextlib.suppress(OSError):
+            os.remove(f"{path}.tmp-{os.getpid()}")
+    with open(reserved, "r+") as handle:
+        handle.write(text)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(reserved, path)
 
 
 def sha256_file(path):
@@ -305,7 +341,11 @@ def cmd_smoke(spec):
 
 def heartbeat(path, interval, stop):
     while not stop.wait(interval):
-        atomic_write(path, f"{int(time.time())}\n")
+        try:
+            atomic_write(path, f"{int(time.time())}\n")
+        except OSError:  # a full disk: rewrite the same-length stamp in place (no new inode or block)
+            with contextlib.suppress(OSError), open(path, "r+") as handle:
+                handle.write(f"{int(time.time())}\n")
 
 
 def validate_export(spec, partial):
@@ -352,18 +392,37 @@ def stage_export(spec, partial):
 
 def quarantine(spec, reason):
     target = quarantine_dir(spec)
-    os.makedirs(target, exist_ok=True)
+    source = attempt_dir(spec)
+    reserve = os.path.join(source, RESERVE)
+    try:
+        os.makedirs(target, exist_ok=True)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL or not os.path.isdir(os.path.join(reserve, "quarantine")):
+            raise
+        os.rename(os.path.join(reserve, "quarantine"), target)  # no new inode: the reserved directory
     if os.path.exists(spec["partial"]):
         os.replace(spec["partial"], os.path.join(target, "export-partial"))
     # The attempt (log, markers) moves; checkpoints stay in active/ so an identical retry resumes.
-    source = attempt_dir(spec)
     for name in sorted(os.listdir(source)):
-        os.replace(os.path.join(source, name), os.path.join(target, name))
-    atomic_write(os.path.join(target, "reason.txt"), reason.strip() + "\n")
+        if name != RESERVE:
+            os.replace(os.path.join(source, name), os.path.join(target, name))
+    durable_write(os.path.join(target, "reason.txt"), reason.strip() + "\n", os.path.join(reserve, "reason.txt"))
+    shutil.rmtree(reserve, ignore_errors=True)
     os.rmdir(source)
 
 
 def closeout(spec):
+    """Seal the export, or say why not; a full disk is a reason (disk_full), never the wrapper's death."""
+    try:
+        return seal(spec)
+    except OSError as exc:
+        shutil.rmtree(spec["partial"], ignore_errors=True)  # our own staging: give the space back
+        if exc.errno in DISK_FULL:
+            return "disk_full: {} while sealing the export ({})".format(os.strerror(exc.errno), exc.filename or "")
+        return f"closeout failed: {exc}"
+
+
+def seal(spec):
     if os.path.exists(spec["export"]):
         return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
     if not os.path.isdir(spec["output"]):
@@ -384,6 +443,7 @@ def cmd_run(spec):
     for directory in (spec["ckpt"], spec["output"], os.path.dirname(spec["partial"]), spec["quarantine_base"]):
         os.makedirs(directory, exist_ok=True)
     log_path = os.path.join(attempt, "log.txt")
+    reserve = reserve_markers(attempt)
     atomic_write(os.path.join(attempt, "started_at"), f"{int(time.time())}\n")
     atomic_write(os.path.join(attempt, "boot_identity"), boot_identity(spec) + "\n")
     stop = threading.Event()
@@ -407,12 +467,14 @@ def cmd_run(spec):
     if code < 0:
         code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
     stop.set()
-    atomic_write(os.path.join(attempt, "exit_code"), f"{code}\n")
+    durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
     problem = f"command exited with code {code}" if code != 0 else closeout(spec)
     if problem:
         quarantine(spec, problem)
         return 1
-    atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
+    with contextlib.suppress(OSError):  # a convenience marker: the export itself is what counts
+        atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
+    shutil.rmtree(reserve, ignore_errors=True)
     return 0
 
 
@@ -725,8 +787,18 @@ def cmd_abandon(spec):
     if any(alive(int(pid)) for pid in pids if int(pid) > 0):
         print(json.dumps({"abandoned": False, "reason": "a process is alive"}))
         return 0
-    if not os.path.isdir(attempt) or read(os.path.join(attempt, "exit_code")) is not None:
+    if not os.path.isdir(attempt):
         print(json.dumps({"abandoned": False, "reason": "nothing to abandon"}))
+        return 0
+    code = read(os.path.join(attempt, "exit_code"))
+    if code is not None:
+        if os.path.isdir(spec["export"]):
+            print(json.dumps({"abandoned": False, "reason": "sealed"}))
+            return 0
+        # The command exited but the wrapper died before sealing or quarantining (a full disk?).
+        shutil.rmtree(spec["partial"], ignore_errors=True)
+        quarantine(spec, f"closeout never finished after exit code {code.strip()}: the wrapper died while sealing")
+        print(json.dumps({"abandoned": True, "closeout": True}))
         return 0
     if rebooted(spec, attempt):
         quarantine(spec, "interrupted: no process, no exit marker, and the box rebooted or its container restarted")

@@ -1,0 +1,119 @@
+"""Nothing stranded (issue 14): every state that waits on a task has a deadline and a way out.
+
+Real parts: the loopback box, the tinyfit example, a real worker that is SIGKILLed, PostgreSQL
+backends terminated under the worker. Deadlines are shortened through the same settings a
+deployment uses; the reconciler (beat's `reconcile_runs`) is called where beat would call it.
+"""
+
+import time
+
+import pytest
+from django.db import connection
+
+from runs.actions import do_start_preflight
+from runs.models import RunState
+from runs.remote import NodeSession
+from runs.tasks import reconcile_runs
+from tests.runs.conftest import set_config, wait_state
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def short_deadlines(settings):
+    """Longer than each task takes on the loopback box, as the defaults are longer than the task limits."""
+    settings.RECONCILE_PREFLIGHT_SECONDS, settings.RECONCILE_SMOKE_SECONDS = 15, 20
+    settings.RECONCILE_LAUNCH_SECONDS, settings.RECONCILE_EXITED_SECONDS = 8, 20
+    return settings
+
+
+def reconcile_until(run, states, timeout=120):
+    """Beat's reconciler every second, the watchers armed as beat would, until the run settles."""
+    from runs.tasks import arm_watchers
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.state in states:
+            return run
+        reconcile_runs()
+        arm_watchers()
+        time.sleep(1)
+    events = list(run.events.values_list("message", flat=True))
+    raise AssertionError(f"{run.run_id} stayed {run.state}; events: {events}")
+
+
+def test_a_launch_whose_database_write_was_lost_is_adopted_from_the_node(
+    make_run, node, short_deadlines, celery_worker_process
+):
+    """The attempt runs on the box but the control side never recorded it (a terminated backend)."""
+    short_deadlines.RECONCILE_LAUNCH_SECONDS = 1
+    run = make_run(state=RunState.LAUNCHING, attempt=1)
+    with NodeSession(run) as session:
+        session.prepare()
+        session.ship_source()
+        session.launch(1, use_tmux=False)
+    time.sleep(1.1)
+    run = reconcile_until(run, {RunState.RUNNING, RunState.EXITED, RunState.EXPORTED})
+    assert run.events.filter(message__contains="re-driving it (1 of").exists()
+    run = wait_state(run, {RunState.EXPORTED}, refresh=True)
+    assert [p.name for p in node.active(run).iterdir() if p.name.startswith("attempt-")] == ["attempt-1"]
+    assert not node.quarantine(run, 1).exists() and node.export(run).is_dir()
+    assert run.events.filter(message__contains="launched detached").count() == 1  # adopted, never started twice
+
+
+def test_a_run_whose_task_never_answers_fails_with_its_next_step(make_run, short_deadlines):
+    short_deadlines.RECONCILE_PREFLIGHT_SECONDS = 1
+    run = make_run(state=RunState.PREFLIGHT)
+    type(run).objects.filter(pk=run.pk).update(redrives=short_deadlines.RECONCILE_MAX_REDRIVES)
+    time.sleep(1.1)
+    assert reconcile_runs() == {run.pk: "failed"}
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED_PREFLIGHT and run.failure_class == "stranded"
+    last = run.events.filter(kind="state").order_by("-pk").first().message
+    assert "preflight never finished" in last and "start preflight again" in last
+    assert reconcile_runs() == {}  # a final state: nothing more to do
+
+
+@pytest.mark.parametrize("moment", [RunState.PREFLIGHT, RunState.LAUNCHING])
+def test_a_worker_killed_mid_task_leaves_no_run_stranded(
+    bob, make_run, source, short_deadlines, celery_worker_process, moment
+):
+    set_config(source, epochs=2)
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.state == moment:
+            break
+        time.sleep(0.02)
+    celery_worker_process.kill()
+    run.refresh_from_db()
+    killed_in = run.state
+    celery_worker_process.start()
+    run = reconcile_until(run, {RunState.EXPORTED, RunState.FAILED_PREFLIGHT, RunState.FAILED_LAUNCH}, timeout=180)
+    assert run.state == RunState.EXPORTED, (killed_in, list(run.events.values_list("message", flat=True)))
+
+
+def test_terminated_database_backends_during_launch_do_not_strand_the_run(
+    bob, make_run, source, short_deadlines, celery_worker_process
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("terminating backends is a PostgreSQL fault")
+    set_config(source, epochs=2)
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.state == RunState.LAUNCHING:
+            break
+        time.sleep(0.02)
+    with connection.cursor() as cursor:  # every other backend of the test database: the worker's
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    run = reconcile_until(run, {RunState.EXPORTED, RunState.FAILED_LAUNCH}, timeout=180)
+    assert run.state == RunState.EXPORTED, list(run.events.values_list("message", flat=True))
