@@ -385,9 +385,15 @@ def check_best_loads(spec, best):
 
 
 def stage_export(spec, partial):
+    """Copy output/ into the staging directory file by file, so a full disk raises its own errno."""
     if os.path.exists(partial):
         shutil.rmtree(partial)
-    shutil.copytree(spec["output"], partial)
+    source = spec["output"]
+    for directory, _dirs, names in os.walk(source):
+        target = os.path.join(partial, os.path.relpath(directory, source))
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            shutil.copy2(os.path.join(directory, name), os.path.join(target, name), follow_symlinks=False)
 
 
 def quarantine(spec, reason):
@@ -419,6 +425,9 @@ def closeout(spec):
         shutil.rmtree(spec["partial"], ignore_errors=True)  # our own staging: give the space back
         if exc.errno in DISK_FULL:
             return "disk_full: {} while sealing the export ({})".format(os.strerror(exc.errno), exc.filename or "")
+        return f"closeout failed: {exc}"
+    except ValueError as exc:  # e.g. a symlink in the output: never sealed
+        shutil.rmtree(spec["partial"], ignore_errors=True)
         return f"closeout failed: {exc}"
 
 

@@ -1,0 +1,102 @@
+"""A full disk during closeout: the wrapper quarantines the attempt as disk_full, never dies (issue 14).
+
+The run root is a real tmpfs mounted with a small size or few inodes; the command fills it, then
+exits 0, so sealing the export is what runs out of space. Once the wrapper died there and the run
+stayed `exited` forever; with inodes gone it flapped between unreachable and reachable.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from runs.models import RunState
+from runs.remote import NodeSession
+from runs.tasks import launch_run
+from tests.runs.conftest import wait_state
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The sealed-export files, then fill what is left: blocks (one big file) or inodes (many empty ones).
+MAKE_EXPORT = """
+import os, sys
+out = os.environ["REMOTEGPU_OUTPUT_DIR"]
+os.makedirs(out, exist_ok=True)
+files = {"run.json": b"{}", "config.yaml": b"lr: 1\\n", "train.csv": b"epoch\\n0\\n", "best.pth": b"x"}
+for name, data in files.items():
+    with open(os.path.join(out, name), "wb") as handle:
+        handle.write(data)
+"""
+FILL_BLOCKS = (
+    MAKE_EXPORT
+    + """
+pad = os.path.join(out, "pad.bin")
+with open(pad, "wb") as handle:
+    try:
+        while True:
+            handle.write(b"\\0" * 65536)
+            handle.flush()
+    except OSError:
+        pass
+os.truncate(pad, max(0, os.path.getsize(pad) - 256 * 1024))  # leave a little: the copy needs it all
+"""
+)
+FILL_INODES = (
+    MAKE_EXPORT
+    + """
+made = []
+try:
+    while True:
+        path = os.path.join(out, "f%06d" % len(made))
+        open(path, "w").close()
+        made.append(path)
+except OSError:
+    pass
+for path in made[-3:]:
+    os.remove(path)  # three inodes free: the copy needs hundreds
+"""
+)
+
+
+@pytest.fixture
+def small_root(tmp_path, instance):
+    def mount(options: str):
+        root = tmp_path / "full"
+        root.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(root)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(root)
+        instance.data_root_override = str(root)
+        instance.save()
+        return root
+
+    mounted = []
+    yield mount
+    for root in mounted:
+        subprocess.run(["umount", "-l", str(root)], check=False)
+
+
+@pytest.mark.parametrize(
+    ("options", "script"),
+    [("size=6m,nr_inodes=4096", FILL_BLOCKS), ("size=64m,nr_inodes=400", FILL_INODES)],
+    ids=["blocks", "inodes"],
+)
+def test_a_full_disk_during_closeout_quarantines_as_disk_full(
+    make_run, small_root, celery_worker_process, options, script
+):
+    root = small_root(options)
+    run = make_run(command=[sys.executable, "-c", script], state=RunState.LAUNCHING, attempt=1)
+    with NodeSession(run) as node:  # what preflight does (its storage budget would refuse this disk)
+        node.prepare()
+        node.ship_source()
+    launch_run(run.pk, 1)
+    run = wait_state(run, {RunState.QUARANTINED, RunState.EXPORTED}, timeout=120, refresh=True)
+    assert run.state == RunState.QUARANTINED and run.close_reason.startswith("disk_full"), run.close_reason
+    assert run.failure_class == "disk_full"
+    quarantined = root / run.project.slug / "quarantine" / f"{run.run_id}--1"
+    assert (quarantined / "reason.txt").read_text().startswith("disk_full")
+    assert (quarantined / "exit_code").read_text().strip() == "0"
+    assert not (root / run.project.slug / "export" / ".partial" / run.run_id).exists()  # its staging freed
+    messages = list(run.events.values_list("message", flat=True))
+    assert not any("Unreachable" in message for message in messages), messages
