@@ -100,8 +100,16 @@ def stop_all(children: dict[str, subprocess.Popen], grace: float = 10.0) -> None
             process.wait()
 
 
-def supervise(children: dict[str, subprocess.Popen], say) -> int:
-    """Wait until a child exits or we are told to stop; then stop the rest."""
+RESTART_MIN, RESTART_MAX, STABLE_SECONDS = 1.0, 60.0, 60.0
+
+
+def supervise(children: dict[str, subprocess.Popen], say, start=None) -> int:
+    """Keep every child running until we are told to stop; then stop them all.
+
+    A child that exits is restarted with back-off (1 s doubling to 60 s, reset once it has stayed
+    up for a minute), and said so: one crashed worker must not take the dashboard down with it.
+    Without `start` (a function name -> new process) a child's exit stops the rest, as before.
+    """
     stopping = []
 
     def on_signal(signum, frame):
@@ -110,14 +118,30 @@ def supervise(children: dict[str, subprocess.Popen], say) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     exit_code = 0
+    delays = dict.fromkeys(children, RESTART_MIN)
+    started = dict.fromkeys(children, time.monotonic())
+    pending: dict[str, float] = {}  # name -> when to restart it
     while not stopping:
+        now = time.monotonic()
         for name, process in children.items():
-            code = process.poll()
-            if code is not None:
+            if name in pending or process.poll() is None:
+                continue
+            code = process.returncode
+            if start is None:
                 say(f"{name} exited with code {code}; stopping the rest")
                 exit_code = code or 1
                 stopping.append(name)
                 break
+            if now - started[name] > STABLE_SECONDS:
+                delays[name] = RESTART_MIN
+            say(f"{name} exited with code {code}; restarting it in {delays[name]:g} s")
+            pending[name] = now + delays[name]
+            delays[name] = min(RESTART_MAX, delays[name] * 2)
+        for name, when in list(pending.items()):
+            if now >= when and not stopping:
+                children[name], started[name] = start(name), now
+                del pending[name]
+                say(f"{name} restarted (pid {children[name].pid})")
         time.sleep(0.3)
     stop_all(children)
     return exit_code

@@ -42,3 +42,42 @@ def test_second_start_does_not_print_the_password_again(tmp_path):
     finally:
         second.interrupt()
     assert not any("password:" in line for line in second.lines)
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The direct children of a process and their command lines, read from /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid:
+            found[int(entry)] = command
+    return found
+
+
+def test_a_killed_worker_is_restarted_and_the_dashboard_stays_up(tmp_path):
+    import signal
+    import urllib.request
+
+    stack = Stack(tmp_path, free_port())
+    try:
+        stack.wait_for(r"RemoteGPU is up at")
+        stack.wait_listening()
+        worker = next(pid for pid, command in _children(stack.process.pid).items() if " worker " in command)
+        os.kill(worker, signal.SIGKILL)
+        stack.wait_for(r"worker exited with code -9; restarting it in 1 s")
+        stack.wait_for(r"worker restarted \(pid \d+\)")
+        with urllib.request.urlopen(stack.url + "/login/", timeout=10) as response:  # noqa: S310
+            assert response.status == 200
+        assert stack.process.poll() is None
+        assert any(" worker " in command for command in _children(stack.process.pid).values())
+    finally:
+        stack.interrupt()
+        stack.kill()

@@ -37,12 +37,15 @@ class Command(BaseCommand):
             self.stdout.write(f"Redis: REDIS_URL not reachable; started a private redis-server ({redis_url})")
 
         env = stack.child_env(redis_url, host)
-        children: dict[str, subprocess.Popen] = {}
-        for name, command in stack.child_commands(host, port, settings.VAR_DIR).items():
-            children[name] = subprocess.Popen(command, env=env)
+        commands = stack.child_commands(host, port, settings.VAR_DIR)
+
+        def start(name: str) -> subprocess.Popen:
+            return subprocess.Popen(commands[name], env=env)
+
+        children = {name: start(name) for name in commands}
         self.stdout.write(self.style.SUCCESS(f"RemoteGPU is up at http://{host}:{port}/  (Ctrl-C stops everything)"))
         self.stdout.flush()
-        code = stack.supervise(children, self.stdout.write)
+        code = stack.supervise(children, lambda line: (self.stdout.write(line), self.stdout.flush()), start)
         if private_redis is not None:
             # Last, so the worker and beat never see their broker vanish under them.
             stack.stop_all({"redis": private_redis})
