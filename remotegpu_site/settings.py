@@ -165,6 +165,10 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.envint("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = env.envint("CELERY_TASK_TIME_LIMIT", 360)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# An unacked message (its worker died) is redelivered after this long. It must exceed the longest
+# task (verify_custody: hard limit 3660 s), or a pull still running would be delivered twice; the
+# reconciler (runs/reconcile.py) recovers stranded states much sooner than this.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.envint("CELERY_VISIBILITY_TIMEOUT", 3900)}
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "remotegpu")
 CELERY_BEAT_SCHEDULE = {
     "light-probe-running-instances": {

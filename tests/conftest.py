@@ -86,9 +86,15 @@ class WorkerProcess:
         env = subprocess_env(DATABASE_URL=self.database, **WATCH_ENV, **self.extra_env)
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
         deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=0.5, destination=[self.name]):
+        while not self._ready(app):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"celery worker did not start; see {self.log_path}")
+
+    def _ready(self, app) -> bool:
+        if "REDIS_URL" in self.extra_env:  # a broker of its own: the worker's log says when it is ready
+            time.sleep(0.3)
+            return f"{self.name} ready." in self.log_path.read_text(errors="replace")
+        return bool(app.control.ping(timeout=0.5, destination=[self.name]))
 
     def kill(self) -> None:
         """SIGKILL, as when a worker machine dies: no warm shutdown, no cleanup."""
