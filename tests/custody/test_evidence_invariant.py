@@ -34,6 +34,15 @@ from runs.dashboard import tiles_for
 from tests.custody import sealed
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _in_process_only(request):
+    """Tests that run the session's worker say so; every other one executes consequences itself."""
+    if "celery_worker_process" not in request.fixturenames:
+        request.getfixturevalue("no_worker")
+
+
 NODE, CUSTODY, MIRROR = EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR
 
 

@@ -69,7 +69,7 @@ class EvidenceMachine(RuleBasedStateMachine):
         self.instance = Instance.objects.create(
             name=f"{slug}-box-20261130", project=self.project, **box,
             host_key_type=STACK["key"].key_type, host_key_base64=STACK["key"].key_base64,
-            host_key_confirmed_at=timezone.now(), data_root_override="$HOME/proj",
+            host_key_confirmed_at=timezone.now(), data_root_override="$HOME/proj", shutdown_command="true",
             data_tier=self.profile.tier_of(self.profile.data_root)["name"],
             mirror_root=sealed.MIRROR_ROOT if durable else "",
             mirror_tier=self.profile.tier_of(durable)["name"] if durable else "",
@@ -217,7 +217,7 @@ class EvidenceMachine(RuleBasedStateMachine):
             assert (status in happened) == (pk in self.effects), (pk, status)
 
 
-def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, settings):
+def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, settings, no_worker):
     from profiles.transport import scan_host_key
 
     settings.TEARDOWN_EXECUTION_LEASE = 0

@@ -96,7 +96,8 @@ def test_two_approvers_and_three_executors_terminate_once(alice, bob, pod, provi
 
 def test_levels_come_from_the_survival_matrix(project):
     def box(key):
-        return Instance(name=f"{project.slug}-{key}-20261129", project=project, profile_key=key)
+        name = f"{project.slug}-{key}-20261129"
+        return Instance.objects.get_or_create(name=name, project=project, profile_key=key)[0]
 
     # RunPod's stop wipes the container disk: L3. A generic box keeps its disk on stop: L2.
     runpod = consequence_of(TeardownKind.SHUTDOWN, box("runpod"))
@@ -109,6 +110,7 @@ def test_levels_come_from_the_survival_matrix(project):
     autodl = consequence_of(TeardownKind.SHUTDOWN, box("autodl"))
     assert autodl.level == "L2" and "360 h clock" in autodl.clock
     project.shutdown_needs_approval = True
+    project.save()
     assert consequence_of(TeardownKind.SHUTDOWN, box("generic-ssh")).needs_second_person
     for kind in (TeardownKind.RELEASE, TeardownKind.DELETE_EVIDENCE):
         assert consequence_of(kind, box("local")).level == "L3"
