@@ -107,6 +107,19 @@ def provider_says_stopped(instance) -> bool | None:
     return any(f'"{word}"' in text for word in STOPPED_WORDS)
 
 
+def provider_status(instance) -> dict:
+    """What the provider says about the box now, for a person settling an interrupted execution."""
+    if instance.profile_key not in ENDPOINTS or "status" not in ENDPOINTS[instance.profile_key]:
+        return {"status": "no status API: check the console"}
+    try:
+        body = api_call(instance, "status")["body"]
+    except ProviderError as exc:
+        return {"status": f"could not ask: {exc}"}
+    text = json.dumps(body).lower()
+    stopped = any(f'"{word}"' in text for word in STOPPED_WORDS)
+    return {"status": "stopped or gone" if stopped else "still running", "answer": body}
+
+
 def console_steps(instance, kind: str) -> list[str]:
     profile = instance.profile
     verb = profile.data["billing"]["meter_stop_verb"] if kind == TeardownKind.SHUTDOWN else "release / destroy"

@@ -92,9 +92,16 @@ def reconcile_custody() -> int:
     return do_fail_stranded_records()
 
 
-@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
-def flag_stuck_teardowns() -> int:
-    return teardown.do_flag_stuck_executions()
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def flag_stuck_teardowns() -> list[int]:
+    """Beat: interrupted executions need a person; ask the provider what it sees, for that person."""
+    from custody.models import TeardownRequest
+    from custody.providers import provider_status
+
+    flagged = teardown.do_flag_stuck_executions()
+    for request in TeardownRequest.objects.filter(pk__in=flagged).select_related("instance"):
+        teardown.do_record_provider_status(request.pk, provider_status(request.instance))
+    return flagged
 
 
 @shared_task(acks_late=True, soft_time_limit=30, time_limit=45, autoretry_for=(OSError,), max_retries=3)

@@ -333,10 +333,19 @@ def do_retry_execution(request_pk, actor) -> TeardownRequest:
     return request
 
 
-def do_flag_stuck_executions() -> int:
+def do_record_provider_status(request_pk, status: dict) -> None:
+    """Not a state change: what the provider said when the execution was found interrupted."""
+    with transaction.atomic(durable=True):
+        request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
+        request.provider_answer = {**request.provider_answer, "status_when_interrupted": status}
+        request.save(update_fields=["provider_answer"])
+        audit("provider_status", f"Provider says: {status.get('status')}", None, request, status=status)
+
+
+def do_flag_stuck_executions() -> list[int]:
     """Executions whose worker vanished past the lease need a person: never a second provider call."""
     due = timezone.now() - timedelta(seconds=settings.TEARDOWN_EXECUTION_LEASE)
-    flagged = 0
+    flagged = []
     for pk in TeardownRequest.objects.filter(status=TeardownStatus.EXECUTING, started_at__lt=due).values_list(
         "pk", flat=True
     ):
@@ -352,7 +361,7 @@ def do_flag_stuck_executions() -> int:
             )
             request.save(update_fields=["status", "failure"])
             audit("needs_attention", request.failure, None, request)
-            flagged += 1
+            flagged.append(pk)
     return flagged
 
 

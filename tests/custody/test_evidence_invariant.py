@@ -353,17 +353,19 @@ def test_a_worker_killed_inside_the_provider_call_needs_a_person_and_never_calls
     held.set()
 
     settings.TEARDOWN_EXECUTION_LEASE = 0
-    from custody.teardown import do_flag_stuck_executions
+    from custody.tasks import flag_stuck_teardowns
 
-    assert do_flag_stuck_executions() == 1
+    assert flag_stuck_teardowns() == [request.pk]  # what beat runs
     request.refresh_from_db()
     assert request.status == TeardownStatus.NEEDS_ATTENTION and "may or may not have happened" in request.failure
+    assert request.provider_answer["status_when_interrupted"]["status"] == "stopped or gone"  # the stub's answer
     celery_worker_process.start()
     execute_teardown.delay(request.pk)  # a redelivery finds a person's decision pending: nothing runs
     with pytest.raises(TeardownRefused, match="already Needs a person"):
         do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "again")
     client.force_login(alice)
-    assert 'id="settle-retry"' in client.get(request.get_absolute_url()).content.decode()
+    page = client.get(request.get_absolute_url()).content.decode()
+    assert 'id="settle-retry"' in page and "The provider says: <strong>stopped or gone" in page
     assert len(provider_api.calls_for("pod-killed-1", "stop")) == 1
 
     client.post(reverse("teardown-settle", args=[request.pk]), {"outcome": "retry", "comment": "console says running"})
