@@ -1,13 +1,17 @@
 """Live pages over Channels. Every group join is authorized per object; the DB stays the truth."""
 
+import contextlib
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
 
 from runs.live import project_group, run_group
 from runs.models import Project, Run
 
 UNAUTHENTICATED = 4401
 FORBIDDEN = 4403
+TRY_AGAIN_LATER = 1013  # the channel layer (Redis) is down: the page keeps its data and retries
 
 
 class _GroupConsumer(AsyncJsonWebsocketConsumer):
@@ -22,13 +26,18 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
         if group is None:
             await self.close(code=FORBIDDEN)
             return
+        try:
+            await self.channel_layer.group_add(group, self.channel_name)
+        except (OSError, RedisError, TimeoutError):
+            await self.close(code=TRY_AGAIN_LATER)  # never an HTTP 500 while Redis is away
+            return
         self.group = group
-        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code):
         if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            with contextlib.suppress(OSError, RedisError, TimeoutError):
+                await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def run_update(self, event):
         await self.send_json(event["payload"])

@@ -127,3 +127,19 @@ async def test_an_idle_page_keeps_its_socket_for_a_minute(alice):
     await push_from_another_process("vision-r1", {"state": "running"})
     assert await communicator.receive_json_from(timeout=20) == {"state": "running", "run_id": "vision-r1"}
     await communicator.disconnect()
+
+
+async def test_a_page_connecting_while_redis_is_down_is_told_to_retry_not_given_a_500(alice, settings):
+    from channels.layers import channel_layers
+
+    cookie = await sync_to_async(session_cookie)(alice)
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
+    channel_layers.backends.clear()  # the layer is built from the settings on first use
+    try:
+        communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
+        connected, code = await communicator.connect(timeout=10)
+        assert not connected and code == 1013
+    finally:
+        channel_layers.backends.clear()
