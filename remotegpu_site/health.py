@@ -27,14 +27,14 @@ class Check:
     detail: str
 
 
-def check_database() -> tuple[bool, str]:
+def check_database(close: bool = True) -> tuple[bool, str]:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchone()
     finally:
-        # Checked from a worker thread: leave no connection open behind it.
-        connection.close()
+        if close:  # checked from a pool thread: leave no connection open behind it
+            connection.close()
     return True, f"{connection.vendor} answered"
 
 
@@ -115,7 +115,7 @@ def measure_and_record() -> list[Check]:
 
 def system_health() -> list[Check]:
     """For pages: the database (asked directly, cheaply), then the last recorded measurement."""
-    checks = [_run("Database", check_database)]
+    checks = [_run("Database", lambda: check_database(close=False))]  # the request's own connection
     client = _client()
     try:
         raw = client.get(RECORD_KEY)
