@@ -1,6 +1,7 @@
 """Headers Django does not set by itself."""
 
 from django.conf import settings
+from django.http import HttpResponseBadRequest, JsonResponse
 
 
 class ContentSecurityPolicyMiddleware:
@@ -13,3 +14,37 @@ class ContentSecurityPolicyMiddleware:
         response = self.get_response(request)
         response.headers.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
         return response
+
+
+class RejectNulMiddleware:
+    """A NUL byte in a path, query or form value is a clear 400 (JSON under /api/), never a 500.
+
+    PostgreSQL refuses NUL in text, so `?q=%00` reached the database and failed there on every
+    page that filters; nothing legitimate ever sends one.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if self._has_nul(request):
+            message = "A NUL byte is not allowed in a request."
+            if request.path.startswith("/api/"):
+                return JsonResponse({"detail": message}, status=400)
+            return HttpResponseBadRequest(message)
+        return self.get_response(request)
+
+    @staticmethod
+    def _has_nul(request) -> bool:
+        if "\x00" in request.path:
+            return True
+        if request.content_type == "application/json" and (b"\\u0000" in request.body or b"\x00" in request.body):
+            return True
+        if request.method == "POST" and request.content_type in FORM_TYPES:
+            values = [*request.GET.lists(), *request.POST.lists()]
+        else:
+            values = list(request.GET.lists())
+        return any("\x00" in key or any("\x00" in value for value in items) for key, items in values)
+
+
+FORM_TYPES = {"application/x-www-form-urlencoded", "multipart/form-data"}

@@ -19,32 +19,39 @@ def _keys(username: str, address: str) -> list[str]:
     return [f"login-fail:user:{user_digest}", f"login-fail:addr:{address}"]
 
 
-def is_locked(username: str, address: str) -> bool:
+def admit(username: str, address: str) -> bool:
+    """Count this attempt and say whether it may be checked, in one atomic step per counter.
+
+    Checking first and recording after let 30 parallel wrong passwords all be checked (limit 5):
+    each INCR now reserves its attempt, so at most the limit are ever checked per window; a
+    successful sign-in clears the account's counter.
+    """
+    user_key, address_key = _keys(username, address)
     try:
-        counts = cache.get_many(_keys(username, address))
+        counts = {key: _incr(key) for key in (user_key, address_key)}
     except Exception as exc:  # redis errors vary by client version
         log.warning("login throttle unavailable (%s); allowing the attempt", type(exc).__name__)
-        return False
-    user_key, address_key = _keys(username, address)
+        return True
     # An address gets more tries than an account: a whole office may share one NAT address.
-    return (
-        int(counts.get(user_key, 0)) >= settings.LOGIN_FAILURE_LIMIT
-        or int(counts.get(address_key, 0)) >= settings.LOGIN_ADDRESS_FAILURE_LIMIT
+    return counts[user_key] <= settings.LOGIN_FAILURE_LIMIT and counts[address_key] <= (
+        settings.LOGIN_ADDRESS_FAILURE_LIMIT
     )
 
 
-def record_failure(username: str, address: str) -> None:
-    try:
-        for key in _keys(username, address):
-            # add() starts the window only on the first failure; incr() keeps its expiry.
-            if not cache.add(key, 1, timeout=settings.LOGIN_FAILURE_WINDOW):
-                cache.incr(key)
-    except Exception as exc:
-        log.warning("login throttle could not record a failure (%s)", type(exc).__name__)
+def _incr(key: str) -> int:
+    # add() starts the window on the first attempt; incr() is atomic in Redis and keeps the expiry.
+    if cache.add(key, 1, timeout=settings.LOGIN_FAILURE_WINDOW):
+        return 1
+    return cache.incr(key)
 
 
 def clear(username: str, address: str) -> None:
+    """A successful sign-in: the account starts afresh, and its attempt no longer counts for the address."""
+    user_key, address_key = _keys(username, address)
     try:
-        cache.delete(_keys(username, address)[0])
+        cache.delete(user_key)
+        cache.decr(address_key)
+    except ValueError:
+        pass  # the address window expired meanwhile: nothing to give back
     except Exception as exc:
         log.warning("login throttle could not clear (%s)", type(exc).__name__)

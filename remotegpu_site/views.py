@@ -23,16 +23,12 @@ class ThrottledLoginView(auth_views.LoginView):
     def post(self, request, *args, **kwargs):
         username = request.POST.get("username", "")
         address = client_address(request)
-        if throttle.is_locked(username, address):
+        if not throttle.admit(username, address):
             # Refuse before authenticate(): a locked account's password is not even checked.
             form = self.form_class(request, initial={"username": username})
             context = self.get_context_data(form=form, refusal=LOCKED_MESSAGE)
             return self.render_to_response(context, status=429)
         return super().post(request, *args, **kwargs)
-
-    def form_invalid(self, form):
-        throttle.record_failure(self.request.POST.get("username", ""), client_address(self.request))
-        return super().form_invalid(form)
 
     def form_valid(self, form):
         throttle.clear(form.get_user().get_username(), client_address(self.request))

@@ -84,3 +84,44 @@ def test_many_failures_from_one_address_lock_that_address(client, settings, djan
         client.post(reverse("login"), {"username": f"guess-{attempt}", "password": "nope"}, REMOTE_ADDR=address)
     response = client.post(reverse("login"), {"username": name, "password": "right-pass-1234"}, REMOTE_ADDR=address)
     assert response.status_code == 429
+
+
+@pytest.mark.django_db(transaction=True)
+def test_thirty_parallel_wrong_passwords_check_at_most_the_limit(settings, django_user_model):
+    """Counting and recording were two steps: 30 parallel wrong passwords were all checked (limit 5)."""
+    import threading
+
+    from django.db import connection
+    from django.test import Client
+
+    name = f"raced-{uuid.uuid4().hex[:8]}"
+    django_user_model.objects.create_user(name, password="right-pass-1234")
+    address = f"10.6.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    codes, start = [], threading.Barrier(30)
+
+    def attempt():
+        try:
+            start.wait()
+            response = Client().post(reverse("login"), {"username": name, "password": "nope"}, REMOTE_ADDR=address)
+            codes.append(response.status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=attempt) for _ in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(codes) == 30
+    assert codes.count(200) == settings.LOGIN_FAILURE_LIMIT  # checked (and wrong): the form again
+    assert codes.count(429) == 30 - settings.LOGIN_FAILURE_LIMIT  # refused before any password check
+
+
+def test_successful_sign_ins_do_not_use_up_the_address(client, settings, django_user_model):
+    name = f"office-{uuid.uuid4().hex[:8]}"
+    django_user_model.objects.create_user(name, password="right-pass-1234")
+    address = f"10.5.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    for _ in range(settings.LOGIN_ADDRESS_FAILURE_LIMIT + 2):
+        response = client.post(reverse("login"), {"username": name, "password": "right-pass-1234"}, REMOTE_ADDR=address)
+        assert response.status_code == 302
+        client.post(reverse("logout"))
