@@ -47,14 +47,16 @@ def resolve_auth(reference: str) -> dict:
     """paramiko connect() arguments for a reference: {"pkey": …} or {"key_filename": …}."""
     text = reference.strip()
     match = ENV_REFERENCE.fullmatch(text)
+    where = f"key file {Path(text).expanduser()}"
     if match:
         value = os.environ.get(match.group(1))
         if not value:
             raise CredentialError(f"environment variable {match.group(1)} is not set on this worker")
         if "PRIVATE KEY" in value:
             return {"pkey": _key_from_text(value)}
-        text = value.strip()
+        # Never echo a variable's value: it may be any secret of the worker (DATABASE_URL, …).
+        text, where = value.strip(), f"the key path in environment variable {match.group(1)}"
     path = Path(text).expanduser()
     if not path.is_file():
-        raise CredentialError(f"key file {path} does not exist on this worker")
+        raise CredentialError(f"{where} does not exist on this worker")
     return {"key_filename": str(path)}

@@ -53,6 +53,7 @@ class InstanceForm(forms.ModelForm):
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.user = user
         self.fields["profile_key"].choices = [("", "—")] + catalog.choices()
         self.fields["project"].queryset = Project.objects.visible_to(user)
         self.fields["name"].help_text = "<project>-<purpose>-<yyyymmdd>, e.g. vision-vitb-20261129"
@@ -129,6 +130,11 @@ class InstanceForm(forms.ModelForm):
                 suggestion = suggest_name(project.slug, purpose_guess(name, project.slug), timezone.localdate())
                 self.add_error("name", f"{problem} Suggested: {suggestion}")
         if profile is None:
+            return data
+        if profile.is_local and not (self.user and self.user.is_superuser):
+            # Its commands run on the control host itself, beside the database and every secret.
+            self.add_error("profile_key", "The local workstation runs commands on the control host: only an "
+                                          "administrator may register it.")  # fmt: skip
             return data
         for field in ("data_tier", "mirror_tier"):
             if data.get(field) and not profile.tier_named(data[field]):

@@ -11,6 +11,15 @@ from pathlib import Path
 from profiles.transport.base import CommandResult, CommandTimeout, PathStat, script_command
 from profiles.transport.stream import local_stream
 
+# What a command on the control host may inherit from the worker: never its secrets (SECRET_KEY,
+# DATABASE_URL, provider keys, credential variables), only what a shell and a GPU job need.
+INHERITED = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "SHELL", "TERM", "PYTHONUNBUFFERED"}
+INHERITED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_")
+
+
+def child_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+
 
 def _expand(path: str) -> str:
     return os.path.expanduser(path.replace("$HOME", "~", 1) if path.startswith("$HOME") else path)
@@ -35,6 +44,7 @@ class LocalTransport:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=self.cwd,
+            env=child_env(),
             start_new_session=True,
         )
         try:
@@ -60,7 +70,7 @@ class LocalTransport:
             yield handle
 
     def stream(self, argv: list[str], stdin: bytes | None = None):
-        return local_stream(argv, stdin)
+        return local_stream(argv, stdin, child_env())
 
     def upload(self, local_path: Path, remote_path: str) -> None:
         shutil.copyfile(local_path, _expand(remote_path))

@@ -69,9 +69,10 @@ def can_use_openssh(transport) -> bool:
 
 
 @contextmanager
-def process_stream(argv: list[str], stdin: bytes | None, what: str, wait: float | None = None):
+def process_stream(argv: list[str], stdin: bytes | None, what: str, wait: float | None = None, env=None):
     """The stdout of a local process (ssh, or the command itself) as a stream; a failure says why."""
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    pipe = subprocess.PIPE
+    process = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, bufsize=0, env=env)
     _widen(process.stdout)
     threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
     try:
@@ -127,5 +128,5 @@ def channel_stream(client, command: str, stdin: bytes | None, timeout: float):
         raise StreamError(f"stream command ended with {status}")
 
 
-def local_stream(argv: list[str], stdin: bytes | None):
-    return process_stream(argv, stdin, argv[0])
+def local_stream(argv: list[str], stdin: bytes | None, env: dict[str, str]):
+    return process_stream(argv, stdin, argv[0], env=env)

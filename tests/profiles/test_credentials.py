@@ -57,3 +57,14 @@ def test_wrong_key_is_refused_by_the_server(tmp_path, sshd):
     pinned = scan_host_key("127.0.0.1", sshd.port, timeout=5)
     with pytest.raises(CredentialError, match="refused the key"):
         SSHTransport("127.0.0.1", sshd.port, sshd.user, pinned, {"key_filename": str(stranger)}, 5).connect()
+
+
+def test_a_referenced_variable_is_never_echoed_in_an_error(monkeypatch):
+    """env:DATABASE_URL once showed the database password in the connection test's error."""
+    from profiles.credentials import resolve_auth
+    from profiles.transport import CredentialError
+
+    monkeypatch.setenv("SOME_WORKER_SECRET", "postgres://user:canary-password@db/x")
+    with pytest.raises(CredentialError) as error:
+        resolve_auth("env:SOME_WORKER_SECRET")
+    assert "canary" not in str(error.value) and "SOME_WORKER_SECRET" in str(error.value)

@@ -109,11 +109,33 @@ def test_pasted_key_is_never_echoed_back(client, bob, project):
     assert "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" not in response.content.decode()
 
 
-def test_local_workstation_needs_no_ssh_fields(client, bob, project):
-    client.force_login(bob)
+def test_local_workstation_needs_no_ssh_fields(client, admin_user, project):
+    client.force_login(admin_user)
     data = form_data(project, profile_key="local", host="", user="", credential_ref="", port="22")
     assert post(client, data).status_code == 302
     assert Instance.objects.get().address == "this machine"
+
+
+def test_an_operator_cannot_register_the_control_host_as_a_box(client, bob, project):
+    """An operator once ran a command on the control host through a `local` box and made herself superuser."""
+    client.force_login(bob)
+    data = form_data(project, profile_key="local", host="", user="", credential_ref="", port="22")
+    response = post(client, data)
+    assert response.status_code == 200 and "only an administrator may register it" in response.content.decode()
+    assert not Instance.objects.exists()
+
+
+def test_a_command_on_the_control_host_inherits_no_secret(monkeypatch):
+    from profiles.transport import LocalTransport
+
+    monkeypatch.setenv("DATABASE_URL", "postgres://canary-db-secret@h/db")
+    monkeypatch.setenv("REMOTEGPU_OTHER_PROJECT_KEY", "canary-provider-secret")
+    with LocalTransport() as transport:
+        out = transport.run(["env"], timeout=10).stdout
+        with transport.stream(["env"]) as handle:
+            streamed = handle.read()
+    assert "canary" not in out and "PATH=" in out
+    assert b"canary" not in streamed
 
 
 def test_user_defaults_to_the_platform_ssh_user(client, bob, project):
