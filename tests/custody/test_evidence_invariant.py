@@ -152,21 +152,23 @@ def test_two_deletions_each_leaving_the_other_cannot_both_be_approved(alice, eri
     assert "Not approvable now" in next(o for o in outcomes if o != "approved")
 
 
-def _force_approved(*requests, approver):
-    """Two deletions approved before the invariant held (as the issue reproduced): only execution decides."""
+def two_approved_deletions(run, requester, approver) -> list:
+    """The export on the box and the custody copy, each deletion approved before the invariant held
+    (as the issue reproduced, each approval seeing the other copy): only execution decides now."""
+    requests = [
+        do_request_teardown(run.instance_id, TeardownKind.DELETE_EVIDENCE, requester, "space", run, location)
+        for location in (NODE, CUSTODY)
+    ]
     TeardownRequest.objects.filter(pk__in=[r.pk for r in requests]).update(
         status=TeardownStatus.APPROVED, approver=approver
     )
+    return requests
 
 
 def test_two_approved_deletions_executed_at_once_leave_one_copy(alice, bob, instance, exported):
     run = exported()
     record = sealed.verify(run)
-    requests = [
-        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, location)
-        for location in (NODE, CUSTODY)
-    ]
-    _force_approved(*requests, approver=alice)
+    requests = two_approved_deletions(run, bob, alice)
     outcomes = []
 
     def execute(request):
@@ -203,11 +205,7 @@ def test_two_approved_deletions_in_two_worker_processes_leave_one_copy(
     try:
         run = exported()
         record = sealed.verify(run)
-        requests = [
-            do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, location)
-            for location in (NODE, CUSTODY)
-        ]
-        _force_approved(*requests, approver=alice)
+        requests = two_approved_deletions(run, bob, alice)
         for request in requests:  # each delivered twice: both workers race for both
             execute_teardown.delay(request.pk)
             execute_teardown.delay(request.pk)

@@ -27,6 +27,18 @@ def short_deadlines(settings):
     return settings
 
 
+def started_until(make_run, source, bob, state):
+    """A short tinyfit run started through the worker, caught the moment it enters `state`."""
+    set_config(source, epochs=2)
+    run = make_run()
+    do_start_preflight(run.pk, bob)
+    deadline = time.monotonic() + 120
+    while run.state != state and time.monotonic() < deadline:
+        time.sleep(0.02)
+        run.refresh_from_db()
+    return run
+
+
 def reconcile_until(run, states, timeout=120):
     """Beat's reconciler every second, the watchers armed as beat would, until the run settles."""
     from runs.tasks import arm_watchers
@@ -79,15 +91,7 @@ def test_a_run_whose_task_never_answers_fails_with_its_next_step(make_run, short
 def test_a_worker_killed_mid_task_leaves_no_run_stranded(
     bob, make_run, source, short_deadlines, celery_worker_process, moment
 ):
-    set_config(source, epochs=2)
-    run = make_run()
-    do_start_preflight(run.pk, bob)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.state == moment:
-            break
-        time.sleep(0.02)
+    run = started_until(make_run, source, bob, moment)
     celery_worker_process.kill()
     run.refresh_from_db()
     killed_in = run.state
@@ -101,15 +105,7 @@ def test_terminated_database_backends_during_launch_do_not_strand_the_run(
 ):
     if connection.vendor != "postgresql":
         pytest.skip("terminating backends is a PostgreSQL fault")
-    set_config(source, epochs=2)
-    run = make_run()
-    do_start_preflight(run.pk, bob)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.state == RunState.LAUNCHING:
-            break
-        time.sleep(0.02)
+    run = started_until(make_run, source, bob, RunState.LAUNCHING)
     with connection.cursor() as cursor:  # every other backend of the test database: the worker's
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
