@@ -211,6 +211,8 @@ CELERY_BEAT_SCHEDULE["flag-stuck-teardowns"] = {
     "schedule": float(max(5, min(60, TEARDOWN_EXECUTION_LEASE // 4))),
 }
 HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
+# An open live socket re-checks its user's session and access this often (seconds) before sending.
+LIVE_REAUTH_SECONDS = float(os.environ.get("LIVE_REAUTH_SECONDS", "5"))
 # Health is measured out of band by a worker every HEALTH_INTERVAL s; pages show the last result.
 HEALTH_INTERVAL = float(os.environ.get("HEALTH_INTERVAL", "5"))
 HEALTH_STALE_SECONDS = float(os.environ.get("HEALTH_STALE_SECONDS", str(4 * HEALTH_INTERVAL + HEALTH_PING_TIMEOUT)))

@@ -1,9 +1,12 @@
 """Live pages over Channels. Every group join is authorized per object; the DB stays the truth."""
 
 import contextlib
+import time
+from importlib import import_module
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from redis.exceptions import RedisError
 
 from runs.live import project_group, run_group
@@ -15,7 +18,11 @@ TRY_AGAIN_LATER = 1013  # the channel layer (Redis) is down: the page keeps its 
 
 
 class _GroupConsumer(AsyncJsonWebsocketConsumer):
+    """Authorized at connect, and again before sending once LIVE_REAUTH_SECONDS have passed: a user
+    removed from the project, or signed out, stops hearing an already open socket."""
+
     group = None
+    checked_at = 0.0
 
     async def connect(self):
         user = self.scope.get("user")
@@ -31,7 +38,7 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
         except (OSError, RedisError, TimeoutError):
             await self.close(code=TRY_AGAIN_LATER)  # never an HTTP 500 while Redis is away
             return
-        self.group = group
+        self.group, self.checked_at = group, time.monotonic()
         await self.accept()
 
     async def disconnect(self, code):
@@ -40,7 +47,29 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
                 await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def run_update(self, event):
+        if not await self.still_allowed():
+            await self.close(code=FORBIDDEN)
+            return
         await self.send_json(event["payload"])
+
+    async def still_allowed(self) -> bool:
+        if time.monotonic() - self.checked_at < settings.LIVE_REAUTH_SECONDS:
+            return True
+        allowed = (
+            await self.session_alive()
+            and await self.authorized_group(self.scope["user"], self.scope["url_route"]["kwargs"]) == self.group
+        )
+        self.checked_at = time.monotonic()
+        return allowed
+
+    @database_sync_to_async
+    def session_alive(self) -> bool:
+        """The session this socket was opened with still exists and still belongs to its user."""
+        key = getattr(self.scope.get("session"), "session_key", None)
+        if not key:
+            return False
+        data = import_module(settings.SESSION_ENGINE).SessionStore(key).load()
+        return str(data.get("_auth_user_id")) == str(self.scope["user"].pk)
 
 
 class RunConsumer(_GroupConsumer):

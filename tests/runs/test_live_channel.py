@@ -143,3 +143,25 @@ async def test_a_page_connecting_while_redis_is_down_is_told_to_retry_not_given_
         assert not connected and code == 1013
     finally:
         channel_layers.backends.clear()
+
+
+@pytest.mark.parametrize("how", ["removed from the project", "signed out"])
+async def test_an_open_socket_stops_when_access_ends(alice, settings, how):
+    """Sockets were authorised only at connect: a removed or signed-out user kept hearing log lines."""
+    from django.contrib.sessions.models import Session
+
+    from runs.models import Project
+
+    settings.LIVE_REAUTH_SECONDS = 0
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
+    assert (await communicator.connect())[0]
+    await push_from_another_process("vision-r1", {"line": "before"})
+    assert await communicator.receive_json_from(timeout=20) == {"line": "before", "run_id": "vision-r1"}
+    if how == "signed out":
+        await sync_to_async(lambda: Session.objects.all().delete())()
+    else:
+        await sync_to_async(lambda: Project.objects.get(slug="vision").members.remove(alice))()
+    await push_from_another_process("vision-r1", {"line": "after"})
+    output = await communicator.receive_output(timeout=20)
+    assert output == {"type": "websocket.close", "code": 4403}
