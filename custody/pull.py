@@ -47,12 +47,15 @@ def _in_custody(final: Path, entry) -> bool:
     return False
 
 
-def _copy_hashing(source, sink, digest, progress) -> int:
-    """Copy and hash in one pass through one reused buffer (no per-block allocation)."""
+def _copy_hashing(source, sink, digest, progress, limit: int) -> int:
+    """Copy and hash in one pass through one reused buffer, never more than `limit` bytes: the box
+    is untrusted, and a roster entry of 5 bytes must not let it write 64 MiB here."""
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     moved = 0
-    while count := source.readinto(buffer):
+    while count := source.readinto(view[: max(1, min(CHUNK, limit - moved + 1))]):
+        if moved + count > limit:
+            raise HashMismatch(f"the node sent more than the roster's {limit} bytes")
         digest.update(view[:count])
         sink.write(view[:count])
         moved += count
@@ -88,8 +91,12 @@ def pull_one(transport, remote_root: str, entry, canonical: Path, progress=None)
         progress(offset, 0)
     remote = f"{remote_root}/{entry.path}"
     argv = ["tail", "-c", f"+{offset + 1}", remote] if offset else ["cat", remote]
-    with transport.stream(argv) as source, open(partial, "ab", buffering=0) as sink:
-        moved = _copy_hashing(source, sink, digest, progress)
+    try:
+        with transport.stream(argv) as source, open(partial, "ab", buffering=0) as sink:
+            moved = _copy_hashing(source, sink, digest, progress, entry.bytes - offset)
+    except HashMismatch as exc:
+        partial.unlink(missing_ok=True)
+        raise HashMismatch(f"{entry.path}: {exc}") from None
     _seal(partial, final, entry, digest, offset + moved)
     if progress:
         progress(0, 1)
@@ -105,13 +112,15 @@ def pull_batch(transport, remote_root: str, entries, canonical: Path, progress=N
     with transport.stream(argv, stdin=names) as source, tarfile.open(fileobj=source, mode="r|") as archive:
         for member in archive:
             entry = wanted.pop(member.name, None)
-            if entry is None or not member.isreg():
+            if entry is None or not member.isreg() or member.issparse():
                 raise HashMismatch(f"the node sent {member.name!r}, which is not a pending file of the roster")
+            if member.size != entry.bytes:  # refused before a byte is written (a sparse or padded member)
+                raise HashMismatch(f"{member.name}: the node sent {member.size} bytes, the roster says {entry.bytes}")
             final = canonical / entry.path
             final.parent.mkdir(parents=True, exist_ok=True)
             digest = hashlib.sha256()
             with archive.extractfile(member) as data, open(partial_of(final), "wb", buffering=0) as sink:
-                size = _copy_hashing(data, sink, digest, progress)
+                size = _copy_hashing(data, sink, digest, progress, entry.bytes)
             _seal(partial_of(final), final, entry, digest, size)
             moved += size
             if progress:
