@@ -79,8 +79,16 @@ def instance_detail(request, pk):
         "teardown": teardown_panel(instance),
         "clocks": danger_clocks(instance),
         "cost": accrued_cost(instance),
+        "watch": _watch_of(instance),
     }
     return render(request, "profiles/instance_detail.html", context)
+
+
+def _watch_of(instance):
+    """The watcher's lease, if one holds it: it knows when the box stopped answering its probes."""
+    from runs.models import WatchLease
+
+    return WatchLease.objects.filter(instance=instance).first()
 
 
 def _act(request, pk, action, success):

@@ -111,7 +111,7 @@ def private_sshd(tmp_path):
 
 
 def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
-    bob, make_run, source, instance, private_sshd, celery_worker_process
+    client, bob, make_run, source, instance, private_sshd, celery_worker_process
 ):
     for field, value in private_sshd.instance_fields().items():
         setattr(instance, field, value)
@@ -124,6 +124,11 @@ def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
     run = wait_health(run, "unreachable")
     assert run.health == "unreachable" and run.state == RunState.RUNNING
     assert run.events.filter(message__startswith="Unreachable since").count() == 1
+    client.force_login(bob)
+    deadline = time.monotonic() + 10
+    while 'id="unreachable"' not in client.get(instance.get_absolute_url()).content.decode():
+        assert time.monotonic() < deadline, "the instance page never said the box is unreachable"
+        time.sleep(0.3)
     private_sshd.start()
     run = wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
     assert run.events.filter(message__startswith="Reachable again").count() == 1
