@@ -8,6 +8,8 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from tests.browser.test_dashboard import sign_in
 
 CLIENTS = 50
@@ -21,6 +23,13 @@ def load(url: str, cookie: str) -> tuple[int, float, bool]:
         return response.status, time.monotonic() - started, b'id="health"' in body
 
 
+def listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def test_fifty_concurrent_home_pages_all_answer_and_the_next_one_too(page, stack):
     sign_in(page, stack, stack.password)
     cookie = "; ".join(f"{c['name']}={c['value']}" for c in page.context.cookies())
@@ -31,3 +40,42 @@ def test_fifty_concurrent_home_pages_all_answer_and_the_next_one_too(page, stack
     assert slowest < 20, f"slowest page took {slowest:.1f} s"
     status, seconds, whole = load(stack.url + "/", cookie)
     assert status == 200 and whole and seconds < 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_concurrent_home_pages_on_postgresql(alice):
+    """The team deployment: daphne on the suite's database (PostgreSQL in CI), no worker at all."""
+    import subprocess
+    import sys
+
+    from django.db import connection
+    from django.test import Client
+
+    from tests.browser.conftest import free_port
+    from tests.conftest import REPO, database_url, subprocess_env
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the embedded default is the test above")
+    client = Client()
+    client.force_login(alice)  # a real session row: daphne reads the same database
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    port = free_port()
+    env = subprocess_env(DATABASE_URL=database_url(), SECURE_COOKIES="0", LOG_LEVEL="WARNING")
+    web = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "remotegpu_site.asgi:application"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not listening(port):
+            assert time.monotonic() < deadline and web.poll() is None, "daphne did not start"
+            time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/"
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            results = list(pool.map(lambda _: load(url, cookie), range(CLIENTS)))
+        assert all(status == 200 and whole for status, _, whole in results), results
+        status, seconds, whole = load(url, cookie)
+        assert status == 200 and whole and seconds < 5
+    finally:
+        web.terminate()
+        web.wait(timeout=10)
