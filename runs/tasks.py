@@ -162,6 +162,13 @@ def reconcile_runs() -> dict:
     for run in waiting:
         if reconcile.overdue(run):
             outcomes[run.pk] = actions.do_reconcile_run(run.pk)
+    # A sweep's advance is enqueued when a cell ends; if that message died with its worker, the
+    # queued cells would wait forever. Advancing is idempotent (planned from the rows), so re-plan.
+    for sweep_pk in (
+        Run.objects.filter(sweep__isnull=False, state=RunState.DRAFT).values_list("sweep", flat=True).distinct()
+    ):
+        for run_id in actions.do_advance_sweep(sweep_pk):
+            outcomes[run_id] = "sweep cell started"
     return outcomes
 
 

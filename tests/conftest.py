@@ -157,3 +157,15 @@ def sshd(tmp_path_factory):
     server = Sshd(tmp_path_factory.mktemp("sshd")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def no_worker(_worker):
+    """Consequences executed in this process only: the session's worker (if running) is stopped and the
+    queue emptied, so an approval's own enqueued execution never runs beside the test's (or after it)."""
+    from remotegpu_site.celery import app
+
+    _worker.stop()
+    app.control.purge()
+    yield
+    app.control.purge()

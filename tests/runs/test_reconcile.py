@@ -113,3 +113,17 @@ def test_terminated_database_backends_during_launch_do_not_strand_the_run(
         )
     run = reconcile_until(run, {RunState.EXPORTED, RunState.FAILED_LAUNCH}, timeout=180)
     assert run.state == RunState.EXPORTED, list(run.events.values_list("message", flat=True))
+
+
+def test_a_sweep_whose_advance_was_lost_starts_its_queued_cells(alice, make_run, instance, no_worker):
+    from remotegpu_site.celery import app
+    from runs.actions import do_create_sweep
+    from runs.models import Run
+
+    base = make_run()
+    sweep = do_create_sweep(base, "lost advance", [{"lr": 0.1}, {"lr": 0.2}], [instance], 1, True, alice)
+    app.control.purge()  # the advance (and any preflight) died with its worker: nothing is queued
+    Run.objects.filter(sweep=sweep).update(state=RunState.DRAFT)
+    outcomes = reconcile_runs()
+    started = Run.objects.filter(sweep=sweep, state=RunState.PREFLIGHT)
+    assert started.count() == 1 and outcomes == {started.get().run_id: "sweep cell started"}
