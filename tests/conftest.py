@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
 
 
-def database_url() -> str:
+WORKER_APPLICATION = "remotegpu-test-worker"  # how the session worker's PostgreSQL backends are named
+
+
+def database_url(application_name: str = "") -> str:
     """The URL of the database the tests are using (the test database once it exists)."""
     config = connection.settings_dict
     if connection.vendor == "sqlite":
@@ -28,7 +31,8 @@ def database_url() -> str:
     user = quote(config.get("USER") or "")
     password = f":{quote(config['PASSWORD'])}" if config.get("PASSWORD") else ""
     host, port = config.get("HOST") or "127.0.0.1", config.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{config['NAME']}"
+    query = f"?application_name={application_name}" if application_name else ""
+    return f"postgres://{user}{password}@{host}:{port}/{config['NAME']}{query}"
 
 
 def subprocess_env(**extra) -> dict[str, str]:
@@ -135,7 +139,7 @@ def _worker(django_db_setup, django_db_blocker, provider_stub):
     from remotegpu_site.celery import app
 
     with django_db_blocker.unblock():
-        url = database_url()
+        url = database_url(WORKER_APPLICATION)
     app.control.purge()
     worker = WorkerProcess(url, **provider_stub.env)
     yield worker

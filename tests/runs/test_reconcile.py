@@ -14,6 +14,7 @@ from runs.actions import do_start_preflight
 from runs.models import RunState
 from runs.remote import NodeSession
 from runs.tasks import reconcile_runs
+from tests.conftest import WORKER_APPLICATION
 from tests.runs.conftest import set_config, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,11 +107,16 @@ def test_terminated_database_backends_during_launch_do_not_strand_the_run(
     if connection.vendor != "postgresql":
         pytest.skip("terminating backends is a PostgreSQL fault")
     run = started_until(make_run, source, bob, RunState.LAUNCHING)
-    with connection.cursor() as cursor:  # every other backend of the test database: the worker's
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
+    # The worker's backends, terminated as a failover or an admin would, for the 3 s around the launch.
+    until = time.monotonic() + 3
+    while time.monotonic() < until:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = %s",
+                [WORKER_APPLICATION],
+            )
+        time.sleep(0.05)
     run = reconcile_until(run, {RunState.EXPORTED, RunState.FAILED_LAUNCH}, timeout=180)
     assert run.state == RunState.EXPORTED, list(run.events.values_list("message", flat=True))
 
