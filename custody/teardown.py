@@ -51,9 +51,13 @@ def _move(request, to: str) -> None:
 
 
 def _locked(request_pk) -> TeardownRequest:
-    """The instance row first, then the request: one order everywhere, so no two actions deadlock."""
+    """The instance row first, then the request: one order in every teardown transaction. A
+    transaction that locked only the request and then wrote an audit row (a foreign key to the
+    instance takes a share lock on it) deadlocked against one holding the instance lock. The lock
+    is FOR NO KEY UPDATE: it serialises consequences on the box without blocking the rows that
+    merely refer to it (audit entries, GPU locks, probes)."""
     instance_id = TeardownRequest.objects.values_list("instance_id", flat=True).get(pk=request_pk)
-    Instance.objects.select_for_update().get(pk=instance_id)
+    Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
     return TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
 
 
@@ -80,7 +84,7 @@ def do_request_teardown(instance_pk, kind, actor, reason, run=None, location="",
     if not reason.strip():
         raise TeardownRefused("Say why: the reason is part of the audit trail.")
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_pk)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
         if instance.state == "released":
             raise TeardownRefused("This box is already released.")
         duplicate = TeardownRequest.objects.filter(
@@ -229,7 +233,7 @@ def do_begin_execution(request_pk) -> TeardownRequest | None:
 
 def do_await_attestation(request_pk, steps: list[str]) -> None:
     with transaction.atomic(durable=True):
-        request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
+        request = _locked(request_pk)
         _move(request, TeardownStatus.AWAITING_ATTESTATION)
         request.provider_answer = {"console_steps": steps}
         request.save()
@@ -238,7 +242,7 @@ def do_await_attestation(request_pk, steps: list[str]) -> None:
 
 def do_attest_teardown(request_pk, actor) -> TeardownRequest:
     with transaction.atomic(durable=True):
-        request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
+        request = _locked(request_pk)
         if request.status != TeardownStatus.AWAITING_ATTESTATION:
             raise TeardownRefused(f"Request #{request.pk} is not waiting for an attestation.")
         _move(request, TeardownStatus.EXECUTING)
@@ -255,9 +259,7 @@ def do_finish_execution(
     from profiles.actions import do_change_instance_state
 
     with transaction.atomic(durable=True):
-        request = (
-            TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
-        )
+        request = _locked(request_pk)
         if request.status != expect:
             raise TeardownRefused(f"Request #{request.pk} is {request.get_status_display()}, not {expect.label}.")
         _move(request, TeardownStatus.DONE)
@@ -312,7 +314,7 @@ def _mark_gone(run, locations, now) -> None:
 
 def do_fail_execution(request_pk, error: str) -> TeardownRequest:
     with transaction.atomic(durable=True):
-        request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
+        request = _locked(request_pk)
         _move(request, TeardownStatus.FAILED)
         request.failure, request.finished_at = error, timezone.now()
         request.save()
@@ -336,7 +338,7 @@ def do_retry_execution(request_pk, actor) -> TeardownRequest:
 def do_record_provider_status(request_pk, status: dict) -> None:
     """Not a state change: what the provider said when the execution was found interrupted."""
     with transaction.atomic(durable=True):
-        request = TeardownRequest.objects.select_for_update().get(pk=request_pk)
+        request = _locked(request_pk)
         request.provider_answer = {**request.provider_answer, "status_when_interrupted": status}
         request.save(update_fields=["provider_answer"])
         audit("provider_status", f"Provider says: {status.get('status')}", None, request, status=status)
@@ -388,16 +390,15 @@ def do_place_hold(instance_pk, actor, reason) -> ReleaseHold:
     if not reason.strip():
         raise TeardownRefused("Say why this box must never be released.")
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_pk)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
         hold = ReleaseHold.objects.create(instance=instance, created_by=actor, reason=reason.strip())
         audit("hold_placed", f"“Never release” hold on {instance.name}: {hold.reason}", actor, instance=instance)
     return hold
 
 
 def do_expire_requests() -> int:
-    with transaction.atomic(durable=True):
-        due = list(TeardownRequest.objects.select_for_update().filter(status=TeardownStatus.PENDING,
-                                                                     expires_at__lte=timezone.now()))  # fmt: skip
-        for request in due:
-            _expire_if_due(request)
-    return len(due)
+    due = TeardownRequest.objects.filter(status=TeardownStatus.PENDING, expires_at__lte=timezone.now())
+    pks = list(due.values_list("pk", flat=True))
+    for pk in pks:
+        _expire_one(pk)  # each under its instance lock, like every other move
+    return len(pks)

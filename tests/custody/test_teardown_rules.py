@@ -19,6 +19,11 @@ from tests.provider_stub import KEY_ENV
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def _in_process_only(no_worker):
+    """These tests execute consequences themselves: an approval's enqueued execution must not race them."""
+
+
 @pytest.fixture
 def dave(django_user_model):
     from django.contrib.auth.models import Group
