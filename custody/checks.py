@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.utils import timezone
 
-from custody.evidence import Consequence, in_flight, present_copies, survivors, touched
+from custody.evidence import Consequence, copies_of, in_flight, present_copies, survivors, touched
 from custody.models import EvidenceLocation, ReleaseHold, TeardownKind
 from custody.rehash import rehash
 from profiles.transport import TransportError
@@ -95,10 +95,12 @@ def evidence_items(instance, planned: Consequence, deep: bool) -> list[Item]:
         runs = instance.runs.filter(state=RunState.EXPORTED)
     items = []
     for run in runs.select_related("project", "instance").order_by("pk"):
-        lost = touched(run, planned)
+        copies = copies_of(run)  # read once: what the consequence touches and what survives it
+        lost = touched(run, planned, copies)
         if not lost:
             continue
-        verdict = survivors(run, [planned, *in_flight(run, planned.request_id)], rehash if deep else None)
+        consequences = [planned, *in_flight(run, planned.request_id)]
+        verdict = survivors(run, consequences, rehash if deep else None, copies)
         detail = "loses " + ", ".join(copy.label for copy in lost) + "; " + verdict.detail()
         items.append(Item(f"A verified copy of {run.run_id} survives", verdict.ok, detail))
     return items

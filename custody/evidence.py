@@ -9,7 +9,7 @@ executing or (while the box stays stopped) done shutdown or release loses — co
 import posixpath
 from dataclasses import dataclass, field
 
-from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
+from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
 from profiles.catalog import UNKNOWN_TIER
 
 # Requests whose consequence may already have happened, or will without another decision.
@@ -79,11 +79,11 @@ def latest_verified(run) -> CustodyRecord | None:
     return run.custody_records.filter(status=CustodyStatus.VERIFIED).order_by("-verified_at", "-id").first()
 
 
-def copies_of(run, record: CustodyRecord | None = None) -> list[Copy]:
+def copies_of(run) -> list[Copy]:
     """Every copy of the run's sealed export that was ever made, gone or not."""
     from custody.verify import custody_dir
 
-    record = record or latest_verified(run)
+    record = latest_verified(run)
     instance = run.instance
     export = posixpath.join(instance.data_root, run.project.slug, "export", run.run_id)
     how = f"custody #{record.pk}, {record.verified_at:%Y-%m-%d %H:%M}" if record else ""
@@ -118,8 +118,6 @@ def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
 
 def in_flight(run, exclude_request_id: int | None = None) -> list[Consequence]:
     """Consequences that count as already happened for this run's copies."""
-    from custody.models import TeardownRequest
-
     requests = TeardownRequest.objects.filter(status__in=IN_FLIGHT, instance_id=run.instance_id).exclude(
         kind=TeardownKind.DELETE_EVIDENCE
     ) | TeardownRequest.objects.filter(status__in=IN_FLIGHT, kind=TeardownKind.DELETE_EVIDENCE, run_id=run.pk)
@@ -148,10 +146,10 @@ def candidates(run, consequences: list[Consequence], copies: list[Copy] | None =
     return verdict
 
 
-def survivors(run, consequences: list[Consequence], rehash=None) -> Verdict:
+def survivors(run, consequences: list[Consequence], rehash=None, copies: list[Copy] | None = None) -> Verdict:
     """The copies that survive; with rehash(run, copies) -> {location: problem or None}, only those
     re-hashed intact where they live count (the first intact one suffices)."""
-    verdict = candidates(run, consequences)
+    verdict = candidates(run, consequences, copies)
     if rehash is None or not verdict.survivors:
         return verdict
     problems = rehash(run, verdict.survivors)
@@ -163,10 +161,11 @@ def survivors(run, consequences: list[Consequence], rehash=None) -> Verdict:
     return verdict
 
 
-def touched(run, consequence: Consequence) -> list[Copy]:
+def touched(run, consequence: Consequence, copies: list[Copy] | None = None) -> list[Copy]:
     """Present copies of this run that the consequence destroys."""
     profile = run.instance.profile
-    return [copy for copy in copies_of(run) if not copy.gone and destroys(consequence, copy, profile)]
+    copies = copies if copies is not None else copies_of(run)
+    return [copy for copy in copies if not copy.gone and destroys(consequence, copy, profile)]
 
 
 def present_copies(run) -> list[str]:

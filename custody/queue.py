@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from custody import checks
-from custody.teardown import _failing
+from custody.teardown import _refusal
 
 
 @dataclass
@@ -13,12 +13,11 @@ class Waiting:
 
     @property
     def approvable(self) -> bool:
-        return self.fresh["ok"] or not [label for label in _failing(self.fresh) if label in self.fresh["blocking"]]
+        return not self.fresh["blocking"]  # failing items that no approver may waive
 
     @property
     def why_not(self) -> str:
-        failing = [i for i in self.fresh["items"] if not i["ok"] and i["label"] in self.fresh["blocking"]]
-        return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)
+        return _refusal(self.fresh)
 
 
 def waiting(requests) -> list[Waiting]:
