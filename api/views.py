@@ -4,10 +4,13 @@ import shlex
 
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from api import serializers as s
@@ -176,3 +179,13 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def reject(self, request, pk=None):
         self.get_object()
         raise PermissionDenied("Rejection stays human: an approver decides in the approval queue.")
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI schema, for signed-in callers only (it maps the whole surface); refusals are JSON."""
+
+    permission_classes = [IsAuthenticated]
+
+    def handle_exception(self, exc):
+        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
+        return super().handle_exception(exc)

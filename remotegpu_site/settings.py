@@ -125,6 +125,9 @@ PROVIDER_API_BASES = {
 }
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "remotegpu@localhost")
+# Project webhooks: https to public addresses only, unless the deployment allows more (runs/webhooks.py).
+WEBHOOK_ALLOW_HTTP = env.envbool("WEBHOOK_ALLOW_HTTP", default=False)
+WEBHOOK_ALLOW_PRIVATE = env.envbool("WEBHOOK_ALLOW_PRIVATE", default=False)
 PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
 
 DATABASES = {"default": env.database(VAR_DIR)}

@@ -5,7 +5,7 @@ from pathlib import PurePosixPath
 import yaml
 from django import forms
 
-from runs import sources, sweeps
+from runs import sources, sweeps, webhooks
 from runs.models import Project, Run, SourceKind
 
 
@@ -17,6 +17,13 @@ class ProjectForm(forms.ModelForm):
     class Meta:
         model = Project
         fields = ["name", "slug", "description", "shutdown_needs_approval", "approval_webhook"]
+
+    def clean_approval_webhook(self):
+        url = self.cleaned_data["approval_webhook"].strip()
+        problem = url and webhooks.url_problem(url)
+        if problem:
+            raise forms.ValidationError(problem)
+        return url
 
     def clean_slug(self):
         slug = self.cleaned_data["slug"]

@@ -141,7 +141,8 @@ def _worker(django_db_setup, django_db_blocker, provider_stub):
     with django_db_blocker.unblock():
         url = database_url(WORKER_APPLICATION)
     app.control.purge()
-    worker = WorkerProcess(url, **provider_stub.env)
+    # The test deployment's webhooks go to the stub on loopback over http, which it allows explicitly.
+    worker = WorkerProcess(url, **provider_stub.env, WEBHOOK_ALLOW_HTTP="1", WEBHOOK_ALLOW_PRIVATE="1")
     yield worker
     worker.stop()
 

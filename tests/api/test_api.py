@@ -126,6 +126,16 @@ def test_the_schema_is_published(bob):
     assert "/api/runs/{run_id}/launch/" in text and "/api/teardown/" in text
 
 
+def test_the_schema_and_the_docs_need_sign_in(client, bob):
+    anonymous = client.get("/api/schema/")
+    assert anonymous.status_code in (401, 403) and "detail" in anonymous.json()
+    assert client.get("/api/docs/").status_code == 302  # to the sign-in page
+    client.force_login(bob)
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200 and b"vendor/redoc/redoc.standalone.js" in docs.content
+    assert b"cdn" not in docs.content.lower() and b"<script>" not in docs.content  # self-hosted, no inline script
+
+
 def test_operators_only_create(charlie, project):
     client, _ = api(charlie)  # a member without the operator role
     response = post(client, "/api/runs/", {"project": project.slug})

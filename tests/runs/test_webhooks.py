@@ -1,0 +1,97 @@
+"""Issue 15 §8: a project webhook to 127.0.0.1 was accepted and the worker POSTed to it (blind SSRF)."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from custody import notify
+from runs.forms import ProjectForm
+from runs.webhooks import WebhookRefused, checked_address
+
+REFUSED = [
+    ("http://127.0.0.1:8000/hook", "https://"),
+    ("https://127.0.0.1/hook", "loopback"),
+    ("https://[::1]/hook", "loopback"),
+    ("https://[::ffff:127.0.0.1]/hook", "loopback"),
+    ("https://10.1.2.3/hook", "private"),
+    ("https://192.168.0.10/hook", "private"),
+    ("https://169.254.169.254/latest/meta-data", "link-local"),
+    ("https://0.0.0.0/hook", "private"),
+    ("https://localhost/hook", "localhost"),
+    ("https://api.localhost/hook", "localhost"),
+    ("https://user:secret@hooks.example.org/x", "no user name or password"),
+    ("ftp://hooks.example.org/x", "https://"),
+]
+
+
+def project_form(url):
+    return ProjectForm(data={"name": "Vision", "slug": "vision", "approval_webhook": url})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("url", "reason"), REFUSED)
+def test_the_project_form_refuses_webhooks_into_our_own_network(url, reason):
+    form = project_form(url)
+    assert not form.is_valid()
+    assert reason in " ".join(form.errors["approval_webhook"])
+
+
+@pytest.mark.django_db
+def test_a_public_https_webhook_is_accepted():
+    form = project_form("https://hooks.example.org/remotegpu?team=vision")
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["approval_webhook"] == "https://hooks.example.org/remotegpu?team=vision"
+
+
+class Recorder(BaseHTTPRequestHandler):
+    received: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        length = int(self.headers["Content-Length"])
+        Recorder.received.append(json.loads(self.rfile.read(length)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def listener():
+    Recorder.received = []
+    server = HTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook"
+    server.shutdown()
+
+
+def test_the_worker_never_posts_to_loopback_by_default(listener):
+    with pytest.raises(WebhookRefused, match="https://"):
+        notify.post(listener, {"request": 1})
+    with pytest.raises(WebhookRefused, match="loopback"):
+        notify.post(listener.replace("http://", "https://"), {"request": 1})
+    assert Recorder.received == []
+
+
+def test_a_deployment_that_allows_private_destinations_gets_its_post(listener, settings):
+    settings.WEBHOOK_ALLOW_HTTP = settings.WEBHOOK_ALLOW_PRIVATE = True
+    assert notify.post(listener, {"request": 7}) == 204
+    assert Recorder.received == [{"event": "teardown.requested", "request": 7}]
+
+
+def test_a_name_is_checked_against_what_it_resolves_to_at_send_time():
+    # This machine's own name resolves to one of its own addresses: private or loopback, never public.
+    name = socket.gethostname()
+    addresses = {info[4][0] for info in socket.getaddrinfo(name, 443, type=socket.SOCK_STREAM)}
+    assert addresses, "the machine's own name does not resolve"
+    with pytest.raises(WebhookRefused, match="resolves to"):
+        checked_address(f"https://{name}/hook")
+
+
+def test_a_name_that_does_not_resolve_is_refused_at_send_time():
+    with pytest.raises(WebhookRefused, match="does not resolve"):
+        checked_address("https://no-such-host.invalid/hook")
