@@ -1,12 +1,11 @@
 """Provider adapters behind one interface, chosen by the profile's `teardown.<verb>.via`.
 
 ssh: a power-off command over SSH (generic boxes). api: the provider's documented HTTP API with
-the key read from the worker's environment by name. console: no API; the dashboard shows the
-exact console steps and the operator attests they were done.
+the key of a credential granted to the instance's project, read from the worker's environment at
+use. console: no API; the dashboard shows the exact console steps and the operator attests them.
 """
 
 import json
-import os
 import shlex
 import urllib.error
 import urllib.request
@@ -14,8 +13,9 @@ import urllib.request
 from django.conf import settings
 
 from custody.models import TeardownKind
+from profiles.credentials import provider_key
 from profiles.nodes import transport_for
-from profiles.transport import TransportError
+from profiles.transport import CredentialError, TransportError
 
 DEFAULT_POWEROFF = "sudo -n shutdown -h now"
 
@@ -70,10 +70,10 @@ def _fill(template, provider_id: str):
 def api_call(instance, verb: str, idempotency_key: str = "") -> dict:
     provider = instance.profile_key
     method, path, body = ENDPOINTS[provider][verb]
-    name = instance.api_key_ref.removeprefix("env:")
-    key = os.environ.get(name) if name else None
-    if not key:
-        raise ProviderError(f"the API key variable {name or '(none set on the instance)'} is not set on this worker")
+    try:
+        key = provider_key(instance)
+    except CredentialError as exc:
+        raise ProviderError(str(exc)) from None
     if not instance.provider_id:
         raise ProviderError("the instance has no provider id")
     url = settings.PROVIDER_API_BASES[provider].rstrip("/") + _fill(path, instance.provider_id)

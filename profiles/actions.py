@@ -8,6 +8,8 @@ from django.utils import timezone
 
 from profiles.models import (
     INSTANCE_TRANSITIONS,
+    Credential,
+    CredentialEvent,
     Instance,
     InstanceEvent,
     InstanceProbe,
@@ -115,3 +117,33 @@ def do_confirm_host_key(instance_id: int, fingerprint: str, actor) -> Instance:
         instance.save()
         _event(instance, InstanceEvent.Kind.HOST_KEY, f"Host key pinned: {fingerprint}", actor)
     return instance
+
+
+def do_save_credential(credential: Credential, projects, *, actor) -> Credential:
+    """Register or change a credential and its grants, with an append-only event saying what changed.
+
+    The event names the projects granted and revoked and whether the location changed, never the
+    location's value on a change (a path or variable name is for administrators' eyes only).
+    """
+    with transaction.atomic(durable=True):
+        before = None
+        if credential.pk:
+            before = Credential.objects.select_for_update().get(pk=credential.pk)
+        old_projects = set(before.projects.values_list("slug", flat=True)) if before else set()
+        credential.created_by = before.created_by if before else actor
+        credential.save()
+        credential.projects.set(projects)
+        new_projects = {project.slug for project in projects}
+        granted, revoked = sorted(new_projects - old_projects), sorted(old_projects - new_projects)
+        moved = before is not None and before.reference != credential.reference
+        parts = ["Registered" if before is None else "Changed"]
+        parts += [f"granted to {', '.join(granted)}"] if granted else []
+        parts += [f"revoked from {', '.join(revoked)}"] if revoked else []
+        parts += ["location changed"] if moved else []
+        CredentialEvent.objects.create(
+            credential=credential,
+            actor=actor,
+            message="; ".join(parts),
+            data={"granted": granted, "revoked": revoked, "location_changed": moved},
+        )
+    return credential

@@ -1,6 +1,8 @@
-"""Credential references: an env-var name or a key-file path. The key itself is never stored.
+"""Registered credentials: an env-var name or a key-file path on the workers, never the secret.
 
-The value is read on the worker at the moment of use and goes straight to paramiko.
+The value is read on the worker at the moment of use and goes straight to paramiko (or into one
+provider request's Authorization header). An instance uses a credential only while it is granted to
+the instance's project: checked here, at every use, not only when the instance was saved.
 """
 
 import io
@@ -13,6 +15,10 @@ import paramiko
 from profiles.transport import CredentialError
 
 ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]*)")
+# The control plane's own secrets are never a box's credential, whoever registers them.
+CONTROL_PLANE_ENV = re.compile(
+    r"(DJANGO_)?SECRET_KEY|DATABASE_URL|REDIS_URL|CHANNEL_REDIS_URL|CELERY_\w*|EMAIL_HOST_PASSWORD|REMOTEGPU_\w*"
+)
 KEY_MATERIAL = re.compile(r"-----BEGIN|PRIVATE KEY|^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-)\s|^[A-Za-z0-9+/=]{60,}$")
 PASTED_KEY = (
     "This looks like key material. Never paste a key: give env:NAME (an environment variable "
@@ -25,7 +31,10 @@ def reference_problem(reference: str) -> str | None:
     text = reference.strip()
     if KEY_MATERIAL.search(text) or "\n" in reference:
         return PASTED_KEY
-    if ENV_REFERENCE.fullmatch(text):
+    match = ENV_REFERENCE.fullmatch(text)
+    if match and CONTROL_PLANE_ENV.fullmatch(match.group(1)):
+        return f"{match.group(1)} is one of RemoteGPU's own settings, not a credential for a box."
+    if match:
         return None
     if text.startswith(("/", "~/")) and not re.search(r"[\s\x00-\x1f]", text):
         return None
@@ -60,3 +69,29 @@ def resolve_auth(reference: str) -> dict:
     if not path.is_file():
         raise CredentialError(f"{where} does not exist on this worker")
     return {"key_filename": str(path)}
+
+
+def _granted(instance, credential, what: str):
+    if credential is None:
+        raise CredentialError(f"no {what} is chosen for instance {instance.name}")
+    if not credential.granted_to(instance.project_id):
+        raise CredentialError(
+            f"credential {credential.name} is no longer granted to this instance's project; "
+            "an administrator grants it on the Credentials page, or choose another"
+        )
+    return credential
+
+
+def ssh_auth(instance) -> dict:
+    """paramiko connect() arguments for the SSH key the instance's project may use."""
+    return resolve_auth(_granted(instance, instance.credential, "SSH key").reference)
+
+
+def provider_key(instance) -> str:
+    """The provider API key's value, read from the worker's environment at the moment of use."""
+    credential = _granted(instance, instance.api_credential, "provider API key")
+    match = ENV_REFERENCE.fullmatch(credential.reference)
+    value = os.environ.get(match.group(1)) if match else None
+    if not value:
+        raise CredentialError(f"the API key of credential {credential.name} is not set on this worker")
+    return value

@@ -8,7 +8,7 @@ from django.utils import timezone
 from profiles import catalog
 from profiles.actions import needs_acknowledgement
 from profiles.credentials import reference_problem
-from profiles.models import Instance, InstanceState
+from profiles.models import Credential, CredentialKind, Instance, InstanceState
 from profiles.naming import name_problem, purpose_guess, suggest_name
 from runs.models import Project
 
@@ -38,14 +38,14 @@ class InstanceForm(forms.ModelForm):
             "host",
             "port",
             "user",
-            "credential_ref",
+            "credential",
             "gpu_description",
             "data_root_override",
             "data_tier",
             "mirror_root",
             "mirror_tier",
             "provider_id",
-            "api_key_ref",
+            "api_credential",
             "shutdown_command",
             "rate_running",
             "rate_stopped",
@@ -56,6 +56,10 @@ class InstanceForm(forms.ModelForm):
         self.user = user
         self.fields["profile_key"].choices = [("", "—")] + catalog.choices()
         self.fields["project"].queryset = Project.objects.visible_to(user)
+        # Names only: where a credential lives on the workers is for administrators.
+        usable = Credential.objects.usable_by(user) if user else Credential.objects.none()
+        self.fields["credential"].queryset = usable.of_kind(CredentialKind.SSH_KEY)
+        self.fields["api_credential"].queryset = usable.of_kind(CredentialKind.PROVIDER_KEY)
         self.fields["name"].help_text = "<project>-<purpose>-<yyyymmdd>, e.g. vision-vitb-20261129"
 
     @property
@@ -93,12 +97,6 @@ class InstanceForm(forms.ModelForm):
             raise forms.ValidationError("A provider id is letters, digits, '_', '.', ':' and '-'.")
         return value
 
-    def clean_api_key_ref(self):
-        value = self.cleaned_data["api_key_ref"].strip()
-        if value and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*", value):
-            raise forms.ValidationError("Give env:NAME, the environment variable holding the key on the workers.")
-        return value
-
     def clean_shutdown_command(self):
         value = self.cleaned_data["shutdown_command"].strip()
         try:
@@ -108,17 +106,6 @@ class InstanceForm(forms.ModelForm):
         if value and (not argv or re.search(r"[\x00-\x1f]", value)):
             raise forms.ValidationError("One command line, without control characters.")
         return value
-
-    def clean_credential_ref(self):
-        reference = self.cleaned_data["credential_ref"]
-        if reference.strip():
-            problem = reference_problem(reference)
-            if problem:
-                # Never render pasted key material back into the page.
-                self.data = self.data.copy()
-                self.data[self.add_prefix("credential_ref")] = ""
-                raise forms.ValidationError(problem)
-        return reference.strip()
 
     def clean(self):
         data = super().clean()
@@ -143,9 +130,14 @@ class InstanceForm(forms.ModelForm):
         if not profile.is_local:
             if not data.get("user") and profile.default_user:
                 data["user"] = profile.default_user
-            for field in ("host", "user", "credential_ref"):
+            for field in ("host", "user", "credential"):
                 if not data.get(field) and field not in self.errors:
                     self.add_error(field, f"{profile.name} is reached over SSH: this is required.")
+        for field in ("credential", "api_credential"):
+            credential = data.get(field)
+            if credential and project and not credential.granted_to(project.pk):
+                self.add_error(field, f"{credential} is not granted to {project.name}; an administrator grants it "
+                                      "on the Credentials page.")  # fmt: skip
         if project and needs_acknowledgement(project, profile.key) and not data.get("acknowledge"):
             self.add_error("acknowledge", f"First {profile.name} box in {project.name}: read the notes below first.")
         return data
@@ -154,3 +146,32 @@ class InstanceForm(forms.ModelForm):
 class StateForm(forms.Form):
     state = forms.ChoiceField(choices=InstanceState.choices)
     reason = forms.CharField(max_length=200, required=False)
+
+
+class CredentialForm(forms.ModelForm):
+    """An administrator registers where a secret lives on the workers, and which projects may use it."""
+
+    projects = forms.ModelMultipleChoiceField(
+        queryset=Project.objects.order_by("name"), required=False, widget=forms.CheckboxSelectMultiple
+    )
+
+    class Meta:
+        model = Credential
+        fields = ["name", "kind", "reference", "projects", "note"]
+
+    def clean_reference(self):
+        reference = self.cleaned_data["reference"]
+        problem = reference_problem(reference)
+        if problem:
+            # Never render pasted key material back into the page.
+            self.data = self.data.copy()
+            self.data[self.add_prefix("reference")] = ""
+            raise forms.ValidationError(problem)
+        return reference.strip()
+
+    def clean(self):
+        data = super().clean()
+        reference = data.get("reference") or ""
+        if data.get("kind") == CredentialKind.PROVIDER_KEY and reference and not reference.startswith("env:"):
+            self.add_error("reference", "A provider API key is read from an environment variable: env:NAME.")
+        return data

@@ -24,6 +24,75 @@ INSTANCE_TRANSITIONS = {
 }
 
 
+class CredentialKind(models.TextChoices):
+    SSH_KEY = "ssh-key", "SSH private key"
+    PROVIDER_KEY = "provider-key", "Provider API key"
+
+
+class CredentialQuerySet(models.QuerySet):
+    def of_kind(self, kind):
+        return self.filter(kind=kind)
+
+    def usable_by(self, user):
+        """Credentials granted to at least one project the user can see (admins: all)."""
+        from runs.models import Project
+
+        if user.is_superuser:
+            return self
+        return self.filter(projects__in=Project.objects.visible_to(user)).distinct()
+
+
+class Credential(models.Model):
+    """A secret registered by an administrator, by where it lives on the workers; never its value.
+
+    An instance picks one of the credentials granted to its project, so an operator can name only
+    what an administrator put there for them (issue 15): no free-form env:NAME or key path.
+    """
+
+    name = models.SlugField(max_length=60, unique=True)
+    kind = models.CharField(max_length=20, choices=CredentialKind.choices)
+    reference = models.CharField(
+        "where on the workers",
+        max_length=300,
+        help_text="env:NAME (a variable set on every worker) or the absolute path of a key file on the "
+        "workers. Never the secret itself.",
+    )
+    projects = models.ManyToManyField("runs.Project", blank=True, related_name="credentials")
+    note = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+
+    objects = CredentialQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("credential-edit", args=[self.pk])
+
+    def granted_to(self, project_id: int) -> bool:
+        return self.projects.filter(pk=project_id).exists()
+
+
+class CredentialEvent(models.Model):
+    """Append-only: who registered a credential, changed where it lives, or granted/revoked projects."""
+
+    credential = models.ForeignKey(Credential, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    message = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.credential_id}: {self.message[:60]}"
+
+
 class InstanceQuerySet(models.QuerySet):
     def visible_to(self, user):
         from runs.models import member_filter
@@ -52,11 +121,14 @@ class Instance(models.Model):
     host = models.CharField(max_length=253, blank=True)
     port = models.PositiveIntegerField(default=22)
     user = models.CharField(max_length=64, blank=True)
-    credential_ref = models.CharField(
-        "credential reference",
-        max_length=300,
+    credential = models.ForeignKey(
+        Credential,
+        verbose_name="SSH key",
+        null=True,
         blank=True,
-        help_text="env:NAME or an absolute key-file path on the workers. Never the key itself.",
+        on_delete=models.PROTECT,
+        related_name="ssh_instances",
+        help_text="One of the SSH keys an administrator granted to this project.",
     )
     gpu_description = models.CharField("GPU", max_length=120, blank=True)
     data_root_override = models.CharField(
@@ -86,8 +158,14 @@ class Instance(models.Model):
     provider_id = models.CharField(
         "provider's instance id", max_length=100, blank=True, help_text="Pod / instance / machine id at the provider"
     )
-    api_key_ref = models.CharField(
-        "API key reference", max_length=100, blank=True, help_text="env:NAME of the provider API key on the workers"
+    api_credential = models.ForeignKey(
+        Credential,
+        verbose_name="provider API key",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="api_instances",
+        help_text="One of the provider API keys an administrator granted to this project.",
     )
     shutdown_command = models.CharField(
         max_length=300, blank=True, help_text="SSH power-off command for this box; blank = sudo -n shutdown -h now"

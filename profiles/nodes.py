@@ -2,7 +2,7 @@
 
 from django.conf import settings
 
-from profiles.credentials import resolve_auth
+from profiles.credentials import ssh_auth
 from profiles.transport import LocalTransport, SSHTransport, Transport, scan_host_key
 
 
@@ -14,7 +14,7 @@ def transport_for(instance) -> Transport:
         instance.port,
         instance.user,
         pinned=instance.pinned_host_key,
-        auth=resolve_auth(instance.credential_ref),
+        auth=ssh_auth(instance),
         connect_timeout=settings.SSH_CONNECT_TIMEOUT,
         keepalive=settings.SSH_KEEPALIVE,
     )

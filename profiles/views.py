@@ -1,6 +1,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -11,11 +12,12 @@ from profiles.actions import (
     do_confirm_host_key,
     do_create_instance,
     do_request_probe,
+    do_save_credential,
     needs_acknowledgement,
 )
 from profiles.costs import accrued_cost, danger_clocks
-from profiles.forms import InstanceForm, StateForm
-from profiles.models import Instance, InstanceProbe
+from profiles.forms import CredentialForm, InstanceForm, StateForm
+from profiles.models import Credential, Instance, InstanceProbe
 from remotegpu_site.flash import perform
 from runs.models import Project
 
@@ -125,3 +127,28 @@ def instance_set_state(request, pk):
         return redirect("instance-detail", pk=pk)
     state, reason = form.cleaned_data["state"], form.cleaned_data["reason"]
     return _act(request, pk, lambda: do_change_instance_state(pk, state, request.user, reason), "State recorded.")
+
+
+def _admin_only(request):
+    if not request.user.is_superuser:
+        raise PermissionDenied("Only an administrator registers credentials.")
+
+
+def credential_list(request):
+    _admin_only(request)
+    credentials = Credential.objects.prefetch_related("projects").annotate(
+        ssh_uses=Count("ssh_instances", distinct=True), api_uses=Count("api_instances", distinct=True)
+    )
+    return render(request, "profiles/credential_list.html", {"credentials": credentials})
+
+
+def credential_edit(request, pk=None):
+    _admin_only(request)
+    credential = get_object_or_404(Credential, pk=pk) if pk else None
+    form = CredentialForm(request.POST or None, instance=credential)
+    if request.method == "POST" and form.is_valid():
+        saved = do_save_credential(form.save(commit=False), form.cleaned_data["projects"], actor=request.user)
+        messages.success(request, f"Credential {saved.name} saved.")
+        return redirect("credential-list")
+    events = credential.events.select_related("actor")[:20] if credential else []
+    return render(request, "profiles/credential_form.html", {"form": form, "credential": credential, "events": events})

@@ -7,7 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 API_KEY = "stub-api-key-not-a-secret"
-KEY_ENV = "REMOTEGPU_TEST_PROVIDER_KEY"
+KEY_ENV = "STUB_PROVIDER_API_KEY"
 
 # (method, path pattern) → (provider, verb)
 ROUTES = [
@@ -92,3 +92,14 @@ class ProviderStub:
 
     def close(self):
         self.server.shutdown()
+
+
+def api_credential(project):
+    """The stub's API key, registered as a provider credential and granted to project."""
+    from profiles.models import Credential, CredentialKind
+
+    credential, _ = Credential.objects.get_or_create(
+        name="stub-provider-key", defaults={"kind": CredentialKind.PROVIDER_KEY, "reference": f"env:{KEY_ENV}"}
+    )
+    credential.projects.add(project)
+    return credential

@@ -99,14 +99,24 @@ class Sshd:
     def home(self) -> str:
         return os.path.expanduser("~")
 
-    def instance_fields(self, pinned: bool = True) -> dict:
+    def credential_for(self, project):
+        """This server's client key, registered as a credential and granted to project."""
+        from profiles.models import Credential, CredentialKind
+
+        credential, _ = Credential.objects.get_or_create(
+            name=f"sshd-{self.port}", defaults={"kind": CredentialKind.SSH_KEY, "reference": self.credential_ref}
+        )
+        credential.projects.add(project)
+        return credential
+
+    def instance_fields(self, project, pinned: bool = True) -> dict:
         """Instance model fields that reach this server (host key pinned unless asked not to)."""
         fields = {
             "profile_key": "generic-ssh",
             "host": "127.0.0.1",
             "port": self.port,
             "user": self.user,
-            "credential_ref": self.credential_ref,
+            "credential": self.credential_for(project),
             "state": "running",
         }
         if pinned:

@@ -41,7 +41,7 @@ def test_approvers_get_mail_and_the_project_webhook_a_summary(
 def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
     client, alice, bob, project, sshd, celery_worker_process
 ):
-    fields = {**sshd.instance_fields(), "port": free_port()}  # pinned, but nothing listens: powered off
+    fields = {**sshd.instance_fields(project), "port": free_port()}  # pinned, but nothing listens: powered off
     box = Instance.objects.create(name=f"{project.slug}-adl-20261129", project=project, **{
         **fields, "profile_key": "autodl"})  # fmt: skip
     request = do_request_teardown(box.pk, TeardownKind.RELEASE, bob, "finished")

@@ -65,7 +65,7 @@ class EvidenceMachine(RuleBasedStateMachine):
         slug = f"h{uuid.uuid4().hex[:10]}"
         self.project = Project.objects.create(name=slug, slug=slug, shutdown_needs_approval=True)
         durable = self.profile.durable_root
-        box = {**STACK["sshd"].instance_fields(pinned=False), "profile_key": profile}
+        box = {**STACK["sshd"].instance_fields(self.project, pinned=False), "profile_key": profile}
         self.instance = Instance.objects.create(
             name=f"{slug}-box-20261130", project=self.project, **box,
             host_key_type=STACK["key"].key_type, host_key_base64=STACK["key"].key_base64,

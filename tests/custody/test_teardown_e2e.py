@@ -14,7 +14,7 @@ from profiles.models import InstanceState
 from runs.actions import do_start_preflight
 from runs.models import RunState
 from tests.custody.test_custody_e2e import exported, wait_record
-from tests.provider_stub import KEY_ENV
+from tests.provider_stub import api_credential
 from tests.runs.conftest import set_config, wait_state
 from tests.sshd import Sshd
 
@@ -33,7 +33,8 @@ def wait_request(request: TeardownRequest, statuses, timeout: float = 60) -> Tea
 
 def as_runpod(instance, pod: str) -> None:
     """The loopback box, described as a RunPod pod whose API is the local stub."""
-    instance.profile_key, instance.provider_id, instance.api_key_ref = "runpod", pod, f"env:{KEY_ENV}"
+    instance.profile_key, instance.provider_id = "runpod", pod
+    instance.api_credential = api_credential(instance.project)
     instance.data_root_override = "$HOME/proj"
     instance.save()
 
@@ -113,7 +114,7 @@ def test_shutdown_waits_for_idle_then_powers_off_once_and_verifies_offline(
 ):
     box = Sshd(tmp_path / "box").start()  # this box really goes offline
     marker = tmp_path / "poweroff-calls"
-    instance.__dict__.update(box.instance_fields())
+    instance.__dict__.update(box.instance_fields(instance.project))
     instance.shutdown_command = f"bash -c 'echo once >> {marker}; kill {box.process.pid}'"
     instance.save()
     try:

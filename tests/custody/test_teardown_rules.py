@@ -14,7 +14,7 @@ from custody.models import AuditEntry, ReleaseHold, TeardownKind, TeardownReques
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_approve_teardown, do_place_hold, do_request_teardown
 from profiles.models import Instance
-from tests.provider_stub import KEY_ENV
+from tests.provider_stub import KEY_ENV, api_credential
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +44,7 @@ def _members(project, dave):
 def pod(project):
     return Instance.objects.create(
         name=f"{project.slug}-pod-20261129", project=project, profile_key="runpod", host="203.0.113.9",
-        user="root", provider_id="pod-rules", api_key_ref=f"env:{KEY_ENV}", state="running",
+        user="root", provider_id="pod-rules", api_credential=api_credential(project), state="running",
     )  # fmt: skip
 
 
@@ -182,7 +182,7 @@ def test_audit_log_filters_and_exports(client, alice, bob, pod):
 def test_each_http_adapter_calls_its_documented_endpoint(project, provider_api, profile_key, kind, verb):
     box = Instance.objects.create(
         name=f"{project.slug}-{profile_key}-20261129", project=project, profile_key=profile_key,
-        provider_id=f"{profile_key}-{kind}", api_key_ref=f"env:{KEY_ENV}",
+        provider_id=f"{profile_key}-{kind}", api_credential=api_credential(project),
     )  # fmt: skip
     providers.execute(box, kind, "key-1")
     assert [call["verb"] for call in provider_api.calls_for(box.provider_id)] == [verb]
@@ -203,7 +203,7 @@ def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "wrong")
     box = Instance.objects.create(
         name=f"{project.slug}-rp-20261129", project=project, profile_key="runpod", provider_id="p",
-        api_key_ref=f"env:{KEY_ENV}",
+        api_credential=api_credential(project),
     )  # fmt: skip
     with pytest.raises(providers.ProviderError, match="answered 401"):
         providers.execute(box, "release", "k")

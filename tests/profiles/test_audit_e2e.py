@@ -31,7 +31,9 @@ def wait_for_probe(instance, count, timeout=60) -> InstanceProbe:
 def ssh_instance(sshd, bob):
     project = Project.objects.create(name="Vision", slug="vision")
     project.members.add(bob)
-    return Instance.objects.create(name=f"vision-audit-{TODAY}", project=project, **sshd.instance_fields(pinned=False))
+    return Instance.objects.create(
+        name=f"vision-audit-{TODAY}", project=project, **sshd.instance_fields(project, pinned=False)
+    )
 
 
 def test_audit_through_worker_and_sshd_matches_the_machine(client, bob, sshd, ssh_instance, celery_worker_process):

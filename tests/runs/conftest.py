@@ -58,7 +58,7 @@ def node(project):
 @pytest.fixture
 def instance(project, sshd):
     name = f"{project.slug}-node-{timezone.localdate():%Y%m%d}"
-    return Instance.objects.create(name=name, project=project, **sshd.instance_fields())
+    return Instance.objects.create(name=name, project=project, **sshd.instance_fields(project))
 
 
 @pytest.fixture

@@ -69,7 +69,7 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
     try:
         box2 = Instance.objects.create(
             name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}", project=project,
-            data_root_override=str(tmp_path / "box2-data"), **box2_sshd.instance_fields(),
+            data_root_override=str(tmp_path / "box2-data"), **box2_sshd.instance_fields(project),
         )  # fmt: skip
         set_config(source, epochs=3, epoch_pause=1)
         base = make_run()

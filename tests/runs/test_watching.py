@@ -113,7 +113,7 @@ def private_sshd(tmp_path):
 def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
     client, bob, make_run, source, instance, private_sshd, celery_worker_process
 ):
-    for field, value in private_sshd.instance_fields().items():
+    for field, value in private_sshd.instance_fields(instance.project).items():
         setattr(instance, field, value)
     instance.save()
     set_config(source, epochs=14, epoch_pause=0.7)
