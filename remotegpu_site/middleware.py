@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.http import HttpResponseBadRequest, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 
 
 class ContentSecurityPolicyMiddleware:
@@ -27,11 +28,14 @@ class RejectNulMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if self._has_nul(request):
-            message = "A NUL byte is not allowed in a request."
+        try:
+            refused = self._has_nul(request) and "A NUL byte is not allowed in a request."
+        except MultiPartParserError:
+            refused = "The request body is not valid multipart/form-data."
+        if refused:
             if request.path.startswith("/api/"):
-                return JsonResponse({"detail": message}, status=400)
-            return HttpResponseBadRequest(message)
+                return JsonResponse({"error": "invalid", "detail": refused}, status=400)
+            return HttpResponseBadRequest(refused)
         return self.get_response(request)
 
     @staticmethod

@@ -17,3 +17,9 @@ urlpatterns = [
     path("api/", include("api.urls")),
     path("account/tokens/", api_pages.tokens, name="api-tokens"),
 ]
+
+# Under /api/ Django's own error pages answer in JSON as well.
+handler400 = views.bad_request
+handler403 = views.permission_denied
+handler404 = views.page_not_found
+handler500 = views.server_error

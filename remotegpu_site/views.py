@@ -4,6 +4,7 @@ from dataclasses import asdict
 
 from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
+from django.views import defaults as django_defaults
 
 from remotegpu_site import throttle
 from remotegpu_site.health import system_health
@@ -39,3 +40,22 @@ def health_json(request):
     checks = system_health()
     body = {"ok": all(check.ok for check in checks), "checks": [asdict(check) for check in checks]}
     return JsonResponse(body, status=200 if body["ok"] else 503)
+
+
+def _api_error(status: int, code: str, detail: str):
+    """Django's own error pages, answered in JSON under /api/: a client there never parses HTML."""
+
+    def view(request, exception=None):
+        if request.path.startswith("/api/"):
+            return JsonResponse({"error": code, "detail": detail}, status=status)
+        return defaults[status](request, **({} if status == 500 else {"exception": exception}))
+
+    return view
+
+
+defaults = {400: django_defaults.bad_request, 403: django_defaults.permission_denied,
+            404: django_defaults.page_not_found, 500: django_defaults.server_error}  # fmt: skip
+bad_request = _api_error(400, "invalid", "The request could not be read.")
+permission_denied = _api_error(403, "forbidden", "You do not have permission to do this.")
+page_not_found = _api_error(404, "not_found", "Not found.")
+server_error = _api_error(500, "server_error", "Something went wrong on our side; it is logged.")

@@ -37,6 +37,7 @@ def test_a_nul_in_a_form_is_a_400(client, alice):
 def test_the_api_answers_json_not_html(client, alice):
     client.force_login(alice)
     response = client.get("/api/runs/?q=%00")
-    assert response.status_code == 400 and response.json() == {"detail": "A NUL byte is not allowed in a request."}
+    assert response.status_code == 400
+    assert response.json() == {"error": "invalid", "detail": "A NUL byte is not allowed in a request."}
     response = client.post("/api/projects/", data='{"name": "x\\u0000"}', content_type="application/json")
     assert response.status_code == 400 and response["Content-Type"] == "application/json"
