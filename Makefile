@@ -5,8 +5,9 @@ PY := $(VENV)/bin/python
 
 .PHONY: run test lint deps bench
 
+# One person on their own machine: the control host may be a node (REMOTEGPU_LOCAL_NODE=0 turns it off).
 run: deps
-	$(PY) manage.py runstack
+	REMOTEGPU_LOCAL_NODE=$${REMOTEGPU_LOCAL_NODE:-1} $(PY) manage.py runstack
 
 test: deps
 	VENV=$(VENV) ./bin/test

@@ -2,6 +2,7 @@ import re
 import shlex
 
 from django import forms
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils import timezone
 
@@ -54,7 +55,11 @@ class InstanceForm(forms.ModelForm):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["profile_key"].choices = [("", "—")] + catalog.choices()
+        self.fields["profile_key"].choices = [("", "—")] + [
+            (key, name)
+            for key, name in catalog.choices()
+            if settings.LOCAL_NODE or not catalog.get_profile(key).is_local
+        ]
         self.fields["project"].queryset = Project.objects.visible_to(user)
         # Names only: where a credential lives on the workers is for administrators.
         usable = Credential.objects.usable_by(user) if user else Credential.objects.none()

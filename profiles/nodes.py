@@ -3,12 +3,15 @@
 from django.conf import settings
 
 from profiles.credentials import ssh_auth
-from profiles.transport import LocalTransport, SSHTransport, Transport, scan_host_key
+from profiles.transport import CredentialError, LocalTransport, SSHTransport, Transport, scan_host_key
 
 
 def transport_for(instance) -> Transport:
     if instance.profile.is_local:
-        return LocalTransport()
+        if not settings.LOCAL_NODE:
+            # Fail closed: a box registered while it was on runs nothing once the deployment turns it off.
+            raise CredentialError("this deployment does not run commands on the control host (REMOTEGPU_LOCAL_NODE)")
+        return LocalTransport(user=settings.LOCAL_NODE_USER or None)
     return SSHTransport(
         instance.host,
         instance.port,

@@ -128,6 +128,11 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "remotegpu@localhost")
 # Project webhooks: https to public addresses only, unless the deployment allows more (runs/webhooks.py).
 WEBHOOK_ALLOW_HTTP = env.envbool("WEBHOOK_ALLOW_HTTP", default=False)
 WEBHOOK_ALLOW_PRIVATE = env.envbool("WEBHOOK_ALLOW_PRIVATE", default=False)
+# The control host as a node (the `local` profile): for the one-person `make run` only. Its commands
+# run beside the database and every secret, so a team deployment leaves it off; LOCAL_NODE_USER
+# names an unprivileged OS account they run as (the worker must be able to switch to it).
+LOCAL_NODE = env.envbool("REMOTEGPU_LOCAL_NODE", default=False)
+LOCAL_NODE_USER = os.environ.get("REMOTEGPU_LOCAL_NODE_USER", "")
 PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
 
 DATABASES = {"default": env.database(VAR_DIR)}

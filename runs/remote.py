@@ -12,16 +12,12 @@ from pathlib import Path
 from django.conf import settings
 
 from profiles.nodes import transport_for
-from profiles.transport import TransportError
 from runs import sources, sweeps
 from runs.layout import NodeLayout, resolve_home
 from runs.models import SourceKind
+from runs.protocol import NodeError, parse_answer, status_problem
 
 WRAPPER_FILE = Path(__file__).parent / "node" / "remotegpu_wrapper.py"
-
-
-class NodeError(TransportError):
-    """The node answered, but not with what the wrapper promises."""
 
 
 def wrapper_name() -> str:
@@ -56,10 +52,22 @@ class InstanceNode:
         data_root = resolve_home(self.instance.data_root, self.home)
         return NodeLayout(data_root, run.project.slug, run.run_id, node_source)
 
+    def invoke(self, tools: str, subcommand: str, *args: str, request=None, timeout=None, bound=False) -> dict:
+        """Run one wrapper subcommand on the node: its answer, checked against the protocol, or NodeError.
+
+        bound: a `timeout` on the node as well, so a call we stopped waiting for stops there too.
+        """
+        timeout = timeout or settings.SSH_COMMAND_TIMEOUT
+        argv = [settings.NODE_PYTHON, f"{tools}/{wrapper_name()}", subcommand, *args]
+        if bound:
+            argv = ["timeout", "-k", "1", str(max(1, int(timeout) - 2)), *argv]
+        stdin = json.dumps(request).encode() if request is not None else None
+        result = self.transport.run(argv, timeout=timeout, stdin=stdin)
+        return parse_answer(subcommand, result.exit_code, result.stdout, result.stderr)
+
     def probe(self, runs) -> dict:
-        """Every given run in one round-trip (the wrapper reads the request on stdin)."""
+        """Every given run in one round-trip; a malformed run status becomes {"error": why}."""
         layouts = [self.layout_of(run) for run in runs]
-        wrapper = f"{layouts[0].tools}/{wrapper_name()}"
         request = {
             "runs": [
                 {
@@ -70,12 +78,14 @@ class InstanceNode:
                 for run, layout in zip(runs, layouts, strict=True)
             ]
         }
-        # Bounded on the node as well: a probe we stopped waiting for must not keep running there.
-        limit = str(max(1, int(settings.WATCH_PROBE_TIMEOUT) - 2))
-        argv = ["timeout", "-k", "1", limit, settings.NODE_PYTHON, wrapper, "probe"]
-        result = self.transport.run(argv, timeout=settings.WATCH_PROBE_TIMEOUT, stdin=json.dumps(request).encode())
-        NodeSession.check(result, "probe")
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        answer = self.invoke(
+            layouts[0].tools, "probe", request=request, timeout=settings.WATCH_PROBE_TIMEOUT, bound=True
+        )
+        statuses = {}
+        for run_id, status in answer["runs"].items():
+            problem = status_problem(status)
+            statuses[run_id] = {"error": problem} if problem else status
+        return {**answer, "runs": statuses}
 
     def install_wrapper(self, tools: str) -> str:
         """The current wrapper under tools/, uploaded once (staged under a unique name, then renamed)."""
@@ -90,47 +100,27 @@ class InstanceNode:
 
     def rehash(self, run, copies: list[dict]) -> list[dict]:
         """Re-hash copies on this node against control-side rosters: [{"root", "files"}] in, one answer each."""
-        wrapper = self.install_wrapper(self.layout_of(run).tools)
-        limit = str(int(settings.CUSTODY_MIRROR_TIMEOUT))
-        argv = ["timeout", "-k", "2", limit, settings.NODE_PYTHON, wrapper, "rehash"]
-        stdin = json.dumps({"copies": copies}).encode()
-        result = self.transport.run(argv, timeout=settings.CUSTODY_MIRROR_TIMEOUT, stdin=stdin)
-        NodeSession.check(result, "rehash")
-        try:
-            answers = json.loads(result.stdout.strip().splitlines()[-1])["copies"]
-        except (ValueError, IndexError, KeyError, TypeError):
-            raise NodeError(f"rehash printed no answer: {result.stdout[-300:]}") from None
-        if not isinstance(answers, list) or len(answers) != len(copies):
+        tools = self.layout_of(run).tools
+        self.install_wrapper(tools)
+        request = {"copies": copies}
+        answers = self.invoke(tools, "rehash", request=request, timeout=settings.CUSTODY_MIRROR_TIMEOUT, bound=True)[
+            "copies"
+        ]
+        if len(answers) != len(copies) or not all(isinstance(answer, dict) for answer in answers):
             raise NodeError("rehash answered for a different number of copies")
         return answers
 
     def close_active(self, run, reason: str) -> dict:
         """Move the run's active/ into quarantine/<run-id>--closed-<time> on the node, with the reason."""
         layout = self.layout_of(run)
-        wrapper = self.install_wrapper(layout.tools)
+        self.install_wrapper(layout.tools)
         target = posixpath.join(layout.quarantine_base, f"{run.run_id}--closed-{int(time.time())}")
         request = {"active": layout.active, "quarantine": target, "reason": reason}
-        argv = [settings.NODE_PYTHON, wrapper, "close-active"]
-        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT, stdin=json.dumps(request).encode())
-        try:
-            answer = json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise NodeError(f"close-active printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
-        if not isinstance(answer, dict) or "error" in answer:
-            raise NodeError(str(answer.get("error") if isinstance(answer, dict) else answer))
-        return answer
+        return self.invoke(layout.tools, "close-active", request=request)
 
     def abandon(self, run) -> dict:
         layout = self.layout_of(run)
-        argv = [
-            settings.NODE_PYTHON,
-            f"{layout.tools}/{wrapper_name()}",
-            "abandon",
-            layout.spec(f"attempt-{run.attempt}"),
-        ]
-        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
-        NodeSession.check(result, "abandon")
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"))
 
 
 class NodeSession(InstanceNode):
@@ -212,23 +202,12 @@ class NodeSession(InstanceNode):
         return path
 
     def call(self, subcommand: str, spec_path: str, timeout: float | None = None) -> dict:
-        argv = [settings.NODE_PYTHON, self.wrapper_path, subcommand, spec_path]
-        result = self.transport.run(argv, timeout=timeout or settings.SSH_COMMAND_TIMEOUT)
-        self.check(result, subcommand)
-        try:
-            return json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise NodeError(f"wrapper {subcommand} printed no JSON: {result.stdout[-300:]}") from None
+        return self.invoke(self.layout.tools, subcommand, spec_path, timeout=timeout)
 
     def roster(self) -> dict:
         """The node's roster of this run's sealed export (validated by custody.roster.parse_roster)."""
         spec_path = self.attempt_spec(max(self.run.attempt, 1))
-        argv = [settings.NODE_PYTHON, self.wrapper_path, "roster", spec_path]
-        result = self.transport.run(argv, timeout=settings.AUDIT_TIMEOUT)
-        try:
-            return json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise NodeError(f"roster printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
+        return self.call("roster", spec_path, timeout=settings.AUDIT_TIMEOUT)
 
     def boot_marker(self) -> str:
         return self.spec(0)["boot_marker"]
@@ -255,14 +234,10 @@ class NodeSession(InstanceNode):
 
     def mirror(self, target: str) -> dict:
         """Node → durable tier, hashed against the sealed roster on the node itself."""
-        argv = [settings.NODE_PYTHON, self.wrapper_path, "mirror", self.attempt_spec(max(self.run.attempt, 1)), target]
-        result = self.transport.run(argv, timeout=settings.CUSTODY_MIRROR_TIMEOUT)
-        try:
-            answer = json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise NodeError(f"mirror printed no JSON (exit {result.exit_code}): {result.stderr[-300:]}") from None
-        if "error" in answer or not answer.get("verified"):
-            raise NodeError(answer.get("error") or f"the existing mirror at {target} differs from the sealed roster")
+        spec_path = self.attempt_spec(max(self.run.attempt, 1))
+        answer = self.invoke(self.layout.tools, "mirror", spec_path, target, timeout=settings.CUSTODY_MIRROR_TIMEOUT)
+        if not answer["verified"]:
+            raise NodeError(f"the existing mirror at {target} differs from the sealed roster")
         return answer
 
     def attempt_spec(self, attempt: int) -> str:

@@ -50,7 +50,10 @@ def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True) -> None:
         raise LeaseLost
     for run in runs:
         status = answer["runs"].get(run.run_id)
-        if not status or "error" in status:
+        if not status:
+            continue
+        if "error" in status:  # the box answered for this run, but not with a status we can apply
+            do_note_node_error(run.pk, f"the node's status of this run: {status['error']}")
             continue
         observed, dead = do_observe_run(run.pk, status, thresholds())
         if dead:

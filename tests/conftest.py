@@ -142,7 +142,9 @@ def _worker(django_db_setup, django_db_blocker, provider_stub):
         url = database_url(WORKER_APPLICATION)
     app.control.purge()
     # The test deployment's webhooks go to the stub on loopback over http, which it allows explicitly.
-    worker = WorkerProcess(url, **provider_stub.env, WEBHOOK_ALLOW_HTTP="1", WEBHOOK_ALLOW_PRIVATE="1")
+    worker = WorkerProcess(
+        url, **provider_stub.env, WEBHOOK_ALLOW_HTTP="1", WEBHOOK_ALLOW_PRIVATE="1", REMOTEGPU_LOCAL_NODE="1"
+    )
     yield worker
     worker.stop()
 
@@ -162,6 +164,12 @@ def sshd(tmp_path_factory):
     server = Sshd(tmp_path_factory.mktemp("sshd")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def local_node(settings):
+    """This process may use the control host as a node (as the one-person `make run` does)."""
+    settings.LOCAL_NODE = True
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """LocalTransport: the node is this machine (the local-workstation profile)."""
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -17,8 +18,20 @@ INHERITED = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "SHELL",
 INHERITED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_")
 
 
-def child_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+def child_env(user: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith(INHERITED_PREFIXES)}
+    if user:
+        account = pwd.getpwnam(user)
+        env.update(HOME=account.pw_dir, USER=user, LOGNAME=user, SHELL=account.pw_shell or "/bin/sh")
+    return env
+
+
+def as_user(user: str | None) -> dict:
+    """Popen arguments that run a child as user (its own groups only), or none."""
+    if not user:
+        return {}
+    account = pwd.getpwnam(user)
+    return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
 
 
 def _expand(path: str) -> str:
@@ -26,8 +39,15 @@ def _expand(path: str) -> str:
 
 
 class LocalTransport:
-    def __init__(self, cwd: str | None = None):
+    """Commands on this machine, with a scrubbed environment; as an unprivileged user when one is named.
+
+    With a user, every file operation goes through a child running as that user too: a run's
+    symlink to the control host's secrets must not be followed with the worker's rights.
+    """
+
+    def __init__(self, cwd: str | None = None, user: str | None = None):
         self.cwd = cwd
+        self.user = user
 
     def __enter__(self):
         return self
@@ -44,8 +64,9 @@ class LocalTransport:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=self.cwd,
-            env=child_env(),
+            env=child_env(self.user),
             start_new_session=True,
+            **as_user(self.user),
         )
         try:
             out, err = process.communicate(input=stdin or b"", timeout=timeout)
@@ -63,22 +84,54 @@ class LocalTransport:
     def run_script(self, script: str, timeout: float, stdin: bytes | None = None) -> CommandResult:
         return self.run(script_command(script), timeout, stdin)
 
+    def _path(self, path: str) -> str:
+        """A node path with $HOME / ~ meaning the home of the user commands run as."""
+        if not self.user:
+            return _expand(path)
+        for prefix in ("$HOME", "~"):
+            if path == prefix or path.startswith(prefix + "/"):
+                return pwd.getpwnam(self.user).pw_dir + path[len(prefix) :]
+        return path
+
+    def _as_user(self, argv: list[str], timeout: float = 300, stdin: bytes | None = None) -> CommandResult:
+        result = self.run(argv, timeout, stdin)
+        if result.exit_code != 0:
+            raise OSError(f"{argv[0]} as {self.user} failed: {result.stderr.strip()[:200]}")
+        return result
+
     @contextmanager
     def reader(self, path: str, offset: int = 0):
+        if self.user:
+            with self.stream(["tail", "-c", f"+{offset + 1}", self._path(path)]) as handle:
+                yield handle
+            return
         with open(_expand(path), "rb") as handle:
             handle.seek(offset)
             yield handle
 
     def stream(self, argv: list[str], stdin: bytes | None = None):
-        return local_stream(argv, stdin, child_env())
+        return local_stream(argv, stdin, child_env(self.user), **as_user(self.user))
 
     def upload(self, local_path: Path, remote_path: str) -> None:
+        if self.user:
+            self._as_user(["sh", "-c", 'cat > "$1"', "sh", self._path(remote_path)], stdin=local_path.read_bytes())
+            return
         shutil.copyfile(local_path, _expand(remote_path))
 
     def download(self, remote_path: str, local_path: Path) -> None:
+        if self.user:
+            with self.stream(["cat", self._path(remote_path)]) as source, open(local_path, "wb") as out:
+                shutil.copyfileobj(source, out)
+            return
         shutil.copyfile(_expand(remote_path), local_path)
 
     def stat(self, path: str) -> PathStat | None:
+        if self.user:
+            result = self.run(["stat", "-L", "-c", "%s %Y %F", self._path(path)], timeout=30)
+            if result.exit_code != 0:
+                return None
+            size, mtime, kind = result.stdout.strip().split(" ", 2)
+            return PathStat(path, int(size), float(mtime), kind == "directory")
         try:
             info = os.stat(_expand(path))
         except FileNotFoundError:
@@ -86,12 +139,22 @@ class LocalTransport:
         return PathStat(path, info.st_size, info.st_mtime, os.path.isdir(_expand(path)))
 
     def listdir(self, path: str) -> list[PathStat]:
+        if self.user:
+            base = self._path(path)
+            names = self._as_user(["ls", "-A", base]).stdout.splitlines()
+            return [PathStat(name, *self._stat_fields(f"{base}/{name}")) for name in sorted(names)]
         base = _expand(path)
         entries = []
         for name in sorted(os.listdir(base)):
             info = os.stat(os.path.join(base, name))
             entries.append(PathStat(name, info.st_size, info.st_mtime, os.path.isdir(os.path.join(base, name))))
         return entries
+
+    def _stat_fields(self, path: str) -> tuple[int, float, bool]:
+        found = self.stat(path)
+        if found is None:
+            raise OSError(f"{path} vanished while it was listed")
+        return found.size, found.mtime, found.is_dir
 
     def close(self) -> None:
         """Nothing to close: each command is its own process."""

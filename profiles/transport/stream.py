@@ -69,10 +69,10 @@ def can_use_openssh(transport) -> bool:
 
 
 @contextmanager
-def process_stream(argv: list[str], stdin: bytes | None, what: str, wait: float | None = None, env=None):
+def process_stream(argv: list[str], stdin: bytes | None, what: str, wait: float | None = None, env=None, **popen):
     """The stdout of a local process (ssh, or the command itself) as a stream; a failure says why."""
     pipe = subprocess.PIPE
-    process = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, bufsize=0, env=env)
+    process = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, bufsize=0, env=env, **popen)
     _widen(process.stdout)
     threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
     try:
@@ -128,5 +128,5 @@ def channel_stream(client, command: str, stdin: bytes | None, timeout: float):
         raise StreamError(f"stream command ended with {status}")
 
 
-def local_stream(argv: list[str], stdin: bytes | None, env: dict[str, str]):
-    return process_stream(argv, stdin, argv[0], env=env)
+def local_stream(argv: list[str], stdin: bytes | None, env: dict[str, str], **popen):
+    return process_stream(argv, stdin, argv[0], env=env, **popen)

@@ -45,6 +45,7 @@ class Stack:
             DATABASE_URL="",
             CELERY_QUEUE=f"remotegpu-e2e-{os.getpid()}",
             LOG_LEVEL="WARNING",
+            REMOTEGPU_LOCAL_NODE="1",  # as `make run` sets it: the one-person stack may use this machine
         )
         self.process = subprocess.Popen(
             [sys.executable, "manage.py", "runstack", "--port", str(port)],

@@ -7,7 +7,7 @@ import pytest
 
 from custody.roster import RosterError, parse_roster
 from runs.models import RunState
-from runs.remote import NodeSession
+from runs.remote import NodeError, NodeSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,8 +35,8 @@ def test_no_sealed_export_is_an_error_not_an_empty_roster(make_run):
     run = make_run(state=RunState.RUNNING, attempt=1)
     with NodeSession(run) as session:
         session.prepare()
-        with pytest.raises(RosterError, match="no sealed export"):
-            parse_roster(session.roster())
+        with pytest.raises(NodeError, match="roster failed on the node: no sealed export"):
+            session.roster()
 
 
 @pytest.mark.parametrize(

@@ -107,14 +107,14 @@ def test_bad_input_gets_a_clear_error_and_saves_nothing(client, bob, project, ru
     assert not PlatformAcknowledgement.objects.exists()
 
 
-def test_local_workstation_needs_no_ssh_fields(client, admin_user, project):
+def test_local_workstation_needs_no_ssh_fields(client, admin_user, project, local_node):
     client.force_login(admin_user)
     data = form_data(project, profile_key="local", host="", user="", credential="", port="22")
     assert post(client, data).status_code == 302
     assert Instance.objects.get().address == "this machine"
 
 
-def test_an_operator_cannot_register_the_control_host_as_a_box(client, bob, project):
+def test_an_operator_cannot_register_the_control_host_as_a_box(client, bob, project, local_node):
     """An operator once ran a command on the control host through a `local` box and made herself superuser."""
     client.force_login(bob)
     data = form_data(project, profile_key="local", host="", user="", credential="", port="22")

@@ -1,0 +1,103 @@
+"""The node protocol: what each wrapper subcommand answers, and the one way an answer is read.
+
+The wrapper prints one JSON object as its last line of stdout. The box is untrusted: its answer may
+be missing, not JSON, a list, an object with the wrong fields, or an error. Every such answer
+becomes a NodeError naming the subcommand, never an exception of another kind and never a value
+of the wrong type reaching the code that acts on it. `tests/runs/test_protocol_contract.py` runs
+the wrapper's own functions and checks each answer against ANSWERS, so the two sides cannot drift.
+"""
+
+import json
+
+from profiles.transport import TransportError
+
+NUMBER = (int, float)
+OPTIONAL_INT = (int, type(None))
+OPTIONAL_NUMBER = (int, float, type(None))
+
+# subcommand -> {field: the types its value may have}. Fields not listed are passed through.
+ANSWERS = {
+    "preflight": {"missing": list, "hashes": dict, "space": dict, "tmux": bool, "python": str},
+    "smoke": {"exit_code": int, "output": str, "seconds": NUMBER},
+    "extract": {"extracted": bool},
+    "status": {},  # one run's status: checked by STATUS below
+    "probe": {"now": NUMBER, "runs": dict},
+    "roster": {"export": str, "files": list},
+    "mirror": {"mirror": str, "verified": bool},
+    "rehash": {"copies": list},
+    "close-active": {"closed": bool},
+    "abandon": {"abandoned": bool},
+}
+
+# One run's status (`status`, and each entry of `probe`'s runs): the fields observation reads.
+STATUS = {
+    "now": NUMBER,
+    "launched": bool,
+    "wrapper_alive": bool,
+    "child_alive": bool,
+    "exit_code": OPTIONAL_INT,
+    "heartbeat_at": OPTIONAL_NUMBER,
+    "exported": bool,
+    "rebooted": bool,
+    "log_mtime": OPTIONAL_NUMBER,
+    "ckpt_mtime": OPTIONAL_NUMBER,
+    "log_chunk": str,
+    "log_offset": int,
+    "csv_chunk": str,
+    "csv_offset": int,
+    "log_tail": str,
+}
+
+TAIL = 400
+
+
+class NodeError(TransportError):
+    """The node answered, but not with what the wrapper promises (or the wrapper reported an error)."""
+
+
+def _mistyped(answer: dict, fields: dict) -> list[str]:
+    wrong = []
+    for field, kinds in fields.items():
+        value = answer.get(field)
+        # bool is an int in Python: a number field must not accept True, a bool field only bools.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
+            wrong.append(field)
+    return wrong
+
+
+def _as_tuple(kinds) -> tuple:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+def status_problem(status) -> str | None:
+    """Why a run's status from the node cannot be applied, or None."""
+    if not isinstance(status, dict):
+        return "the run's status is not a JSON object"
+    if "error" in status:
+        return str(status["error"])[:TAIL]
+    wrong = _mistyped(status, STATUS)
+    return f"the run's status lacks or mistypes {', '.join(wrong)}" if wrong else None
+
+
+def parse_answer(subcommand: str, exit_code: int, stdout: str, stderr: str) -> dict:
+    """The wrapper's answer to subcommand, checked against its schema; NodeError otherwise."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        detail = stderr.strip()[-TAIL:] or stdout.strip()[-TAIL:] or "nothing"
+        raise NodeError(f"{subcommand} gave no answer on the node (exit {exit_code}): {detail}") from None
+    if not isinstance(answer, dict):
+        raise NodeError(f"{subcommand} answered a JSON {type(answer).__name__}, not an object")
+    if "error" in answer:
+        raise NodeError(f"{subcommand} failed on the node: {str(answer['error'])[:TAIL]}")
+    if exit_code != 0:
+        raise NodeError(f"{subcommand} failed on the node (exit {exit_code}): {stderr.strip()[-TAIL:]}")
+    wrong = _mistyped(answer, ANSWERS[subcommand])
+    if wrong:
+        raise NodeError(f"{subcommand} answered without a valid {', '.join(wrong)}")
+    if subcommand == "status":
+        problem = status_problem(answer)
+        if problem:
+            raise NodeError(f"status: {problem}")
+    return answer

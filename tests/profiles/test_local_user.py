@@ -1,0 +1,98 @@
+"""Issue 15 §1: the control host as a node runs only where the deployment turns it on, and then, where
+a user is named, as that unprivileged OS user: a run's command or symlink reads nothing of the worker's."""
+
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from profiles.models import Instance
+from profiles.nodes import transport_for
+from profiles.transport import CredentialError, LocalTransport
+from runs.models import Project
+
+USER = "rgpu-node-test"
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="switching users needs root and useradd"
+)
+
+
+@pytest.fixture(scope="module")
+def node_user():
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", USER], check=True)
+    home = Path(pwd.getpwnam(USER).pw_dir)
+    yield USER
+    shutil.rmtree(home / "node", ignore_errors=True)
+
+
+@pytest.fixture
+def worker_secret(tmp_path, monkeypatch):
+    """A file only the worker may read, and a secret in the worker's environment."""
+    secret = tmp_path / "secret_key"
+    secret.write_text("canary-worker-secret")
+    secret.chmod(0o600)
+    monkeypatch.setenv("SECRET_KEY", "canary-env-secret")
+    return secret
+
+
+@needs_root
+def test_commands_and_streams_run_as_the_named_user(node_user, worker_secret):
+    with LocalTransport(user=node_user) as local:
+        assert local.run(["id", "-un"], timeout=10).stdout.strip() == node_user
+        assert local.run(["sh", "-c", "echo $HOME"], timeout=10).stdout.strip() == pwd.getpwnam(node_user).pw_dir
+        env = local.run(["env"], timeout=10).stdout
+        assert "canary" not in env
+        refused = local.run(["cat", str(worker_secret)], timeout=10)
+        assert refused.exit_code != 0 and "canary" not in refused.stdout
+        with local.stream(["id", "-un"]) as out:
+            assert out.read().decode().strip() == node_user
+
+
+@needs_root
+def test_file_operations_use_the_users_rights_not_the_workers(node_user, worker_secret, tmp_path):
+    home = Path(pwd.getpwnam(node_user).pw_dir)
+    with LocalTransport(user=node_user) as local:
+        local.run(["mkdir", "-p", f"{home}/node/run"], timeout=10)
+        payload = tmp_path / "payload.bin"
+        payload.write_bytes(bytes(range(256)) * 40)
+        local.upload(payload, "$HOME/node/run/payload.bin")
+        assert (home / "node/run/payload.bin").read_bytes() == payload.read_bytes()
+        assert (home / "node/run/payload.bin").stat().st_uid == pwd.getpwnam(node_user).pw_uid
+        found = local.stat("$HOME/node/run/payload.bin")
+        assert (found.size, found.is_dir) == (10240, False)
+        assert [entry.path for entry in local.listdir("$HOME/node/run")] == ["payload.bin"]
+        with local.reader("$HOME/node/run/payload.bin", offset=256) as handle:
+            assert handle.read() == payload.read_bytes()[256:]
+        # A run's symlink to the worker's secret: followed with the user's rights, it reads nothing.
+        local.run(["ln", "-s", str(worker_secret), f"{home}/node/run/log.txt"], timeout=10)
+        with pytest.raises(Exception, match="tail ended with"), local.reader("$HOME/node/run/log.txt") as handle:
+            assert b"canary" not in handle.read()
+        with pytest.raises(Exception, match="cat ended with"):
+            local.download("$HOME/node/run/log.txt", tmp_path / "stolen")
+        assert not (tmp_path / "stolen").exists() or b"canary" not in (tmp_path / "stolen").read_bytes()
+
+
+@pytest.mark.django_db
+def test_a_deployment_without_the_local_node_runs_nothing_on_the_control_host(settings):
+    project = Project.objects.create(name="Desk", slug="desk")
+    desk = Instance.objects.create(name="desk-box-20261130", project=project, profile_key="local")
+    settings.LOCAL_NODE = False
+    with pytest.raises(CredentialError, match="does not run commands on the control host"):
+        transport_for(desk)
+    settings.LOCAL_NODE, settings.LOCAL_NODE_USER = True, "nobody"
+    assert transport_for(desk).user == "nobody"
+
+
+@pytest.mark.django_db
+def test_the_local_platform_is_not_offered_where_the_deployment_has_it_off(client, admin_user, settings):
+    client.force_login(admin_user)
+    settings.LOCAL_NODE = False
+    assert 'value="local"' not in client.get("/instances/new/").content.decode()
+    settings.LOCAL_NODE = True
+    assert 'value="local"' in client.get("/instances/new/").content.decode()
