@@ -1,0 +1,90 @@
+"""The contract between the node wrapper and the control side: the wrapper's own functions, called
+directly, answer what runs/protocol.ANSWERS says the control side reads — for every subcommand."""
+
+import contextlib
+import importlib.util
+import io
+import json
+import sys
+import tarfile
+
+import pytest
+
+from runs.layout import NodeLayout
+from runs.protocol import ANSWERS, parse_answer
+from runs.remote import WRAPPER_FILE
+
+
+@pytest.fixture(scope="module")
+def wrapper():
+    spec = importlib.util.spec_from_file_location("remotegpu_wrapper_contract", WRAPPER_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def spec(tmp_path):
+    layout = NodeLayout(str(tmp_path / "data"), "vision", "vision-contract-1", "")
+    spec = {
+        **layout.as_dict(), "run_id": "vision-contract-1", "attempt": 1,
+        "argv": [sys.executable, "-c", "print('smoke ok')"], "cwd": layout.src, "env": {}, "gpus": "",
+        "environment": "", "inputs": [["config", layout.under_src("config.yaml")]],
+        "config": layout.under_src("config.yaml"), "manifest": None, "heartbeat_seconds": 10,
+        "boot_marker": str(tmp_path / "data" / "vision" / ".remotegpu-boot"), "smoke_timeout": 30,
+    }  # fmt: skip
+    for directory in (layout.active, layout.quarantine_base, layout.export):
+        (tmp_path / directory).mkdir(parents=True, exist_ok=True)
+    tarball = io.BytesIO()
+    with tarfile.open(fileobj=tarball, mode="w") as tar:
+        data = b"lr: 0.1\n"
+        info = tarfile.TarInfo("config.yaml")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (tmp_path / layout.active / "src.tar").write_bytes(tarball.getvalue())
+    (tmp_path / layout.export / "metrics.json").write_text('{"loss": 0.5}')
+    spec_path = tmp_path / layout.active / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    spec["_path"] = str(spec_path)
+    return spec
+
+
+def answer_of(subcommand: str, function, *args) -> dict:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = function(*args)
+    return parse_answer(subcommand, code or 0, out.getvalue(), err.getvalue())
+
+
+def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp_path):
+    checked = {
+        "extract": answer_of("extract", wrapper.cmd_extract, spec),
+        "preflight": answer_of("preflight", wrapper.cmd_preflight, spec),
+        "smoke": answer_of("smoke", wrapper.cmd_smoke, spec),
+        "status": answer_of("status", wrapper.cmd_status, spec),
+    }
+    assert checked["extract"]["extracted"] is True and checked["smoke"]["exit_code"] == 0
+    assert "smoke ok" in checked["smoke"]["output"] and checked["preflight"]["missing"] == []
+
+    sys.stdin = io.StringIO(json.dumps({"runs": [{"spec": spec["_path"], "log_offset": 0, "csv_offset": 0}]}))
+    try:
+        checked["probe"] = answer_of("probe", wrapper.cmd_probe, json.load(sys.stdin))
+    finally:
+        sys.stdin = sys.__stdin__
+    assert set(checked["probe"]["runs"]) == {"vision-contract-1"}
+
+    checked["roster"] = answer_of("roster", wrapper.cmd_roster, spec)
+    files = checked["roster"]["files"]
+    assert [item["path"] for item in files] == ["metrics.json"]
+    (tmp_path / spec["active"] / "sealed-roster.json").write_text(json.dumps(files))
+    checked["mirror"] = answer_of("mirror", wrapper.cmd_mirror, spec, str(tmp_path / "durable" / "vision-contract-1"))
+    assert checked["mirror"]["verified"] is True
+    checked["rehash"] = answer_of("rehash", wrapper.cmd_rehash, {"copies": [{"root": spec["export"], "files": files}]})
+    assert checked["rehash"]["copies"][0]["intact"] is True
+    checked["abandon"] = answer_of("abandon", wrapper.cmd_abandon, spec)
+    target = f"{spec['quarantine_base']}/vision-contract-1--closed-1"
+    request = {"active": spec["active"], "quarantine": target, "reason": "contract"}
+    checked["close-active"] = answer_of("close-active", wrapper.cmd_close_active, request)
+    assert checked["close-active"]["moved"] is True
+
+    assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised

@@ -1,0 +1,136 @@
+"""Issue 15 §5: every malformed answer from the wrapper becomes a clear failure, never an uncaught
+exception or a stuck state. A real sshd whose ForceCommand shim answers every wrapper call with
+garbage (and passes anything else, such as uploads, through) stands in for a hostile box."""
+
+import json
+import stat
+import uuid
+
+import pytest
+
+from custody.models import CustodyRecord, CustodyStatus
+from custody.verify import verify
+from profiles.models import Instance
+from runs.models import RunState
+from runs.protocol import NodeError
+from runs.remote import InstanceNode, NodeSession
+from runs.watch import tick
+from tests.sshd import Sshd
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHIM = """#!/bin/sh
+# Any call of our wrapper gets the planted answer; everything else (uploads, mkdir, $HOME) runs.
+case "$SSH_ORIGINAL_COMMAND" in
+  *python*wrapper-*.py*) cat {answer}; cat {stderr} >&2; exit "$(cat {code})" ;;
+  internal-sftp|sftp|*sftp-server*) exec /usr/lib/openssh/sftp-server ;;
+  *) exec /bin/sh -c "$SSH_ORIGINAL_COMMAND" ;;
+esac
+"""
+
+GARBAGE = {
+    "nothing": ("", "", 0),
+    "not json": ("all good, trust me\n", "", 0),
+    "a list": ("[1, 2, 3]\n", "", 0),
+    "an object of nothing": ('{"unexpected": true}\n', "", 0),
+    "an error": ('{"error": "disk on fire"}\n', "", 0),
+    "a crash": ("", "Traceback (most recent call last):\nMemoryError\n", 1),
+    "wrong types": ('{"now": "yesterday", "runs": [], "files": "all", "verified": "yes", "copies": 3}\n', "", 0),
+    "a flood": ("A" * 2_000_000 + "\n", "", 0),
+}
+
+
+class GarbageBox:
+    def __init__(self, directory):
+        self.answer, self.stderr, self.code = directory / "answer", directory / "stderr", directory / "code"
+        shim = directory / "shim.sh"
+        shim.write_text(SHIM.format(answer=self.answer, stderr=self.stderr, code=self.code))
+        shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        self.plant("", "", 0)
+        self.sshd = Sshd(directory / "sshd", extra_config=(f"ForceCommand {shim}",)).start()
+
+    def plant(self, stdout: str, stderr: str, code: int) -> None:
+        self.answer.write_text(stdout)
+        self.stderr.write_text(stderr)
+        self.code.write_text(str(code))
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    garbage = GarbageBox(tmp_path_factory.mktemp("garbage-box"))
+    yield garbage
+    garbage.sshd.stop()
+
+
+@pytest.fixture
+def hostile_run(box, project, make_run, tmp_path):
+    instance = Instance.objects.create(
+        name=f"{project.slug}-hostile-20261130", project=project, data_root_override=str(tmp_path / "data"),
+        **box.sshd.instance_fields(project),
+    )  # fmt: skip
+    return make_run(instance=instance, state=RunState.RUNNING, attempt=1)
+
+
+def every_wrapper_call(run):
+    """Each control-side call of a wrapper subcommand, as the tasks make it."""
+    with NodeSession(run) as node:
+        node.prepare()
+        spec = node.attempt_spec(1)
+        yield "preflight", lambda: node.call("preflight", spec)
+        yield "smoke", lambda: node.call("smoke", spec)
+        yield "extract", lambda: node.call("extract", spec)
+        yield "status", lambda: node.call("status", spec)
+        yield "roster", node.roster
+        yield "mirror", lambda: node.mirror(f"{node.home}/mirror")
+        yield "probe", lambda: node.probe([run])
+        yield "abandon", lambda: node.abandon(run)
+        yield "close-active", lambda: node.close_active(run, "test")
+        yield "rehash", lambda: node.rehash(run, [{"root": node.layout.export, "files": []}])
+
+
+def test_every_garbage_answer_to_every_call_is_a_node_error_naming_the_call(box, hostile_run):
+    calls = every_wrapper_call(hostile_run)
+    checked = 0
+    for subcommand, call in calls:
+        for garbage, answer in GARBAGE.items():
+            box.plant(*answer)
+            with pytest.raises(NodeError) as error:
+                call()
+            assert str(error.value).startswith(subcommand), (garbage, subcommand, str(error.value)[:200])
+            assert len(str(error.value)) < 600  # a flood is not copied into the message
+            checked += 1
+    assert checked == 10 * len(GARBAGE)
+
+
+def test_a_garbage_roster_fails_the_custody_record_instead_of_leaving_it_pulling(box, hostile_run):
+    box.plant('{"export": "/x", "files": [{"path": "a", "bytes": "many"}]}\n', "", 0)
+    hostile_run.state = RunState.EXPORTED
+    hostile_run.save(update_fields=["state"])
+    record = CustodyRecord.objects.create(run=hostile_run, provider="generic-ssh")  # as the action makes it
+    verify(record)
+    record.refresh_from_db()
+    assert record.status == CustodyStatus.FAILED
+    assert "valid size" in record.failure
+
+
+def test_a_garbage_run_status_inside_a_valid_probe_is_a_node_error_on_that_run(box, hostile_run):
+    status = {"exit_code": "zero", "now": 1.0}
+    box.plant(json.dumps({"now": 1.0, "gpus": [], "runs": {hostile_run.run_id: status}}) + "\n", "", 0)
+    node = InstanceNode(hostile_run.instance).__enter__()
+    try:
+        tick(node, [hostile_run])
+    finally:
+        node.__exit__(None, None, None)
+    hostile_run.refresh_from_db()
+    assert hostile_run.state == RunState.RUNNING and "node_error" in hostile_run.alerts
+    message = hostile_run.events.filter(kind="alert").latest("at").message
+    assert "lacks or mistypes" in message and "exit_code" in message
+
+
+def test_uploads_pass_through_the_shim(box, hostile_run):
+    """The shim is not simply broken: non-wrapper commands and SFTP reach the box."""
+    marker = f"ok-{uuid.uuid4().hex}"
+    with NodeSession(hostile_run) as node:
+        node.prepare()
+        assert node.transport.stat(f"{node.layout.tools}/") is not None
+        assert node.transport.run(["echo", marker], timeout=10).stdout.strip() == marker
