@@ -3,7 +3,6 @@
 Views, tasks and (later) the API all call these. Work on the node is enqueued after commit.
 """
 
-from datetime import UTC, datetime
 from functools import partial
 
 from django.conf import settings
@@ -25,6 +24,7 @@ from runs.models import (
     RunState,
     Sweep,
 )
+from runs.observe import CURVE_LIMIT, Observation, Snapshot, observe
 
 
 class IllegalTransition(ValidationError):
@@ -306,81 +306,64 @@ def _set_health(run: Run, health: str, since) -> None:
 
 
 def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bool]:
-    """Apply one probe of a run. Material changes become events; returns (run, looks_dead).
-
-    Truth predicates (DOMAIN §3): finished = no process AND an exit marker (or a quarantine);
-    dead = no process AND no marker; stalled = alive BUT nothing written for stall_seconds.
-    """
+    """Apply one probe of a run (what it means is `runs.observe.observe`); returns (run, looks_dead)."""
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
-        if run.state not in (RunState.RUNNING, RunState.EXITED) or status.get("attempt") != run.attempt:
+        seen = observe(Snapshot.of(run), status, thresholds)
+        if not seen.applies:
             return run, False
         now = timezone.now()
-        if run.health == "unreachable":
+        if seen.reachable_again:
             _event(run, "probe", "Reachable again; watching resumes")
-            _set_health(run, "ok", now)
-        node_now = status["now"]
-        alive = status["wrapper_alive"] or status["child_alive"]
-        # A chunk read from an offset we have since moved past was already applied: skip it.
-        log_chunk, csv_chunk = "", ""
-        if status.get("log_from", run.log_offset) == run.log_offset:
-            log_chunk, run.log_offset = signals.strip_ansi(status["log_chunk"]), status["log_offset"]
-        if status.get("csv_from", run.csv_offset) == run.csv_offset:
-            csv_chunk, run.csv_offset = status["csv_chunk"], status["csv_offset"]
-        header, rows = signals.parse_csv_rows(run.last_status.get("csv_header"), csv_chunk)
-        run.curve = (run.curve + rows)[-5000:]
-        if status.get("ran") and run.env_identity.get("ran") != status["ran"]:
-            run.env_identity = {**run.env_identity, "ran": status["ran"]}  # read back from the node
-        if status.get("heartbeat_at"):
-            run.heartbeat_at = datetime.fromtimestamp(status["heartbeat_at"], tz=UTC)
-
-        found = set(signals.log_signals(log_chunk))
-        newest = max(filter(None, [status.get("log_mtime"), status.get("ckpt_mtime")]), default=None)
-        if alive and newest is not None and node_now - newest > run.stall_seconds:
-            found.add("stalled")
-        heartbeat_age = node_now - status["heartbeat_at"] if status.get("heartbeat_at") else None
-        if status["wrapper_alive"] and heartbeat_age is not None and heartbeat_age > thresholds["stale_heartbeat"]:
-            found.add("stale_heartbeat")
-        pressure = signals.pressure(status["space"], thresholds["min_free_bytes"], thresholds["min_free_fraction"])
-        # Pressure re-arms when it clears, so a new crossing is news again.
-        run.alerts = [
-            name for name in run.alerts if name not in {"disk_pressure", "inode_pressure"} or name in pressure
-        ]
-        for name in sorted((found | pressure) - set(run.alerts)):
+        run.log_offset, run.csv_offset = seen.log_offset, seen.csv_offset
+        run.curve = (run.curve + seen.rows)[-CURVE_LIMIT:]
+        if seen.ran is not None:
+            run.env_identity = {**run.env_identity, "ran": seen.ran}  # read back from the node
+        if seen.heartbeat_at is not None:
+            run.heartbeat_at = seen.heartbeat_at
+        run.alerts = [name for name in seen.alerts if name not in seen.new_alerts]
+        for name in seen.new_alerts:
             _alert(run, name)
-        _set_health(run, "stalled" if "stalled" in found else ("ok" if alive else run.health or "ok"), now)
-
-        finished = not alive and (status["exit_code"] is not None or status.get("quarantine_reason"))
-        dead = not alive and not finished and status["launched"] and not status["exported"]
-        if run.state == RunState.RUNNING and finished:
-            code = status["exit_code"]
-            _exit(run, code, f"Exited with code {code}" if code is not None else "Exited without an exit code (dead)")
-            if code == 0 and run.launched_at:
-                elapsed = (run.exited_at - run.launched_at).total_seconds()
-                if elapsed < 0.5 * run.expected_minutes * 60:
-                    _alert(run, "fast_finish", f"{elapsed:.0f} s of an expected {run.expected_minutes} min")
-        if run.state == RunState.EXITED:
-            if status["exported"]:
-                run.close_reason = ""
-                _transition(run, RunState.EXPORTED, "Export sealed on the node")
-            elif status.get("quarantine_reason"):
-                run.close_reason = status["quarantine_reason"]
-                _transition(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {run.close_reason}")
-                _classify_failure(run, status, dead=status["exit_code"] is None)
-                _maybe_relaunch(run)
+        _set_health(run, seen.health, now)
+        _apply_outcome(run, seen, status)
         run.last_status = {
             **{k: v for k, v in status.items() if k not in ("log_chunk", "csv_chunk")},
-            "csv_header": header,
-            "heartbeat_age": heartbeat_age,
+            "csv_header": seen.csv_header,
+            "heartbeat_age": seen.heartbeat_age,
         }
         run.save()
-        lines = log_chunk.splitlines()[-200:]
-        if lines:
-            _push(run, {"type": "log", "lines": lines})
-        if rows:
-            _push(run, {"type": "curve", "rows": rows})
-        _push(run, {"type": "status", "health": run.health, "heartbeat_age": heartbeat_age, "state": run.state})
-    return run, dead
+        _push_observation(run, seen)
+    return run, seen.dead
+
+
+def _apply_outcome(run: Run, seen: Observation, status: dict) -> None:
+    """Exit, export or quarantine, as the probe shows them (each a transition with its event)."""
+    if run.state == RunState.RUNNING and seen.finished:
+        code = seen.exit_code
+        _exit(run, code, f"Exited with code {code}" if code is not None else "Exited without an exit code (dead)")
+        if code == 0 and run.launched_at:
+            elapsed = (run.exited_at - run.launched_at).total_seconds()
+            if elapsed < 0.5 * run.expected_minutes * 60:
+                _alert(run, "fast_finish", f"{elapsed:.0f} s of an expected {run.expected_minutes} min")
+    if run.state != RunState.EXITED:
+        return
+    if seen.exported:
+        run.close_reason = ""
+        _transition(run, RunState.EXPORTED, "Export sealed on the node")
+    elif seen.quarantine_reason:
+        run.close_reason = seen.quarantine_reason
+        _transition(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {run.close_reason}")
+        _classify_failure(run, status, dead=seen.exit_code is None)
+        _maybe_relaunch(run)
+
+
+def _push_observation(run: Run, seen: Observation) -> None:
+    lines = seen.log_chunk.splitlines()[-200:]
+    if lines:
+        _push(run, {"type": "log", "lines": lines})
+    if seen.rows:
+        _push(run, {"type": "curve", "rows": seen.rows})
+    _push(run, {"type": "status", "health": run.health, "heartbeat_age": seen.heartbeat_age, "state": run.state})
 
 
 def do_note_node_error(run_pk: int, error: str) -> None:

@@ -52,6 +52,31 @@ class Project(models.Model):
         return reverse("project-detail", args=[self.slug])
 
 
+class MembershipEvent(models.Model):
+    """Append-only: who added or removed whom from a project (access changes are audited)."""
+
+    class Action(models.TextChoices):
+        ADDED = "added"
+        REMOVED = "removed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="membership_events")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.user_id} {self.action} {self.project_id}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("membership history is append-only")
+        super().save(*args, **kwargs)
+
+
 class RunState(models.TextChoices):
     DRAFT = "draft", "Draft"
     PREFLIGHT = "preflight", "Preflight"

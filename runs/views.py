@@ -17,6 +17,7 @@ from runs.cadence import cadence_for
 from runs.dashboard import tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
 from runs.layout import layout_for
+from runs.membership import do_add_member, do_remove_member
 from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Project, Run, RunState, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.tasks import watch_instance
@@ -42,6 +43,7 @@ def project_detail(request, slug):
         "live_runs": live,
         "recent_runs": [r for r in runs if r not in live][:20],
         "members": project.members.order_by("username"),
+        "membership_events": project.membership_events.select_related("user", "actor")[:10],
         "can_share": request.user.has_perm("runs.change_project"),
     }
     return render(request, "runs/project_detail.html", context)
@@ -51,16 +53,20 @@ def project_detail(request, slug):
 @permission_required("runs.change_project", raise_exception=True)
 def project_add_member(request, slug):
     """Share a project with a teammate (a member, or an admin, may add one)."""
-    from django.contrib.auth import get_user_model
-
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
     username = request.POST.get("username", "").strip()[:150]
-    user = get_user_model().objects.filter(username=username, is_active=True).first()
-    if user is None:
-        messages.error(request, f"No active user named “{username}”.")
-    else:
-        project.members.add(user)
-        messages.success(request, f"{username} is now a member of {project.name}.")
+    added = f"{username} is now a member of {project.name}."
+    perform(request, lambda: do_add_member(project.pk, username, actor=request.user), added)
+    return redirect(project)
+
+
+@require_POST
+@permission_required("runs.change_project", raise_exception=True)
+def project_remove_member(request, slug):
+    project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+    username = request.POST.get("username", "").strip()[:150]
+    removed = f"{username} no longer has access to {project.name}."
+    perform(request, lambda: do_remove_member(project.pk, username, actor=request.user), removed)
     return redirect(project)
 
 
@@ -72,7 +78,7 @@ class ProjectCreateView(PermissionRequiredMixin, CreateView):
 
     def form_valid(self, form):
         response = super().form_valid(form)
-        self.object.members.add(self.request.user)  # the creator is the first member
+        do_add_member(self.object.pk, self.request.user.get_username(), actor=self.request.user)  # the first member
         messages.success(self.request, f"Project “{self.object.name}” created.")
         return response
 

@@ -61,3 +61,41 @@ def test_duplicate_slug_is_refused(client, bob):
 def test_unknown_project_is_404_not_500(client, charlie):
     client.force_login(charlie)
     assert client.get("/projects/nope/").status_code == 404
+
+
+def test_membership_changes_are_audited_actions(client, bob, alice, charlie):
+    """Adding a member once changed access with no action and no record of who did it."""
+    client.force_login(bob)
+    client.post(reverse("project-create"), {"name": "Vision", "slug": "vision"})
+    project = Project.objects.get(slug="vision")
+    client.post(reverse("project-add-member", args=["vision"]), {"username": "charlie"})
+    client.post(reverse("project-add-member", args=["vision"]), {"username": "charlie"})  # no second event
+    response = client.post(reverse("project-add-member", args=["vision"]), {"username": "nobody"}, follow=True)
+    assert "No active user named “nobody”" in response.content.decode()
+    client.post(reverse("project-remove-member", args=["vision"]), {"username": "charlie"})
+    history = list(
+        project.membership_events.order_by("at", "id").values_list("user__username", "action", "actor__username")
+    )
+    assert history == [("bob", "added", "bob"), ("charlie", "added", "bob"), ("charlie", "removed", "bob")]
+    assert set(project.members.values_list("username", flat=True)) == {"bob"}
+    page = client.get("/projects/vision/").content.decode()
+    assert "bob removed charlie" in page
+
+
+def test_a_member_without_the_role_cannot_change_membership(client, bob, charlie):
+    project = Project.objects.create(name="Vision", slug="vision")
+    project.members.add(bob, charlie)
+    client.force_login(charlie)
+    assert client.post(reverse("project-remove-member", args=["vision"]), {"username": "bob"}).status_code == 403
+    assert client.post(reverse("project-add-member", args=["vision"]), {"username": "charlie"}).status_code == 403
+    assert set(project.members.values_list("username", flat=True)) == {"bob", "charlie"}
+    assert not project.membership_events.exists()
+
+
+def test_membership_history_is_append_only(bob):
+    project = Project.objects.create(name="Vision", slug="vision")
+    from runs.membership import do_add_member
+
+    event = do_add_member(project.pk, "bob", actor=bob)
+    with pytest.raises(ValueError, match="append-only"):
+        event.save()
