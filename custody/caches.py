@@ -1,7 +1,5 @@
 """Cache cleanup: a separate L1 action that removes only allow-listed, regenerable caches."""
 
-from django.conf import settings
-
 from custody.evidence import present_on
 from custody.teardown import audit
 from profiles.models import Instance
@@ -31,11 +29,10 @@ def clean(instance_id: int) -> dict:
             paths = _sparing_evidence(instance, node.home, paths)
             if not paths:
                 return {"freed": 0, "paths": []}
-            freed = node.transport.run(["du", "-sb", "--", *paths], timeout=settings.SSH_COMMAND_TIMEOUT).stdout
-            node.transport.run(["rm", "-rf", "--", *paths], timeout=settings.SSH_COMMAND_TIMEOUT)
+            answer = node.clean_caches(paths)
     except TransportError as exc:
         audit("cache_cleanup", f"Cache cleanup of {instance.name} failed: {exc}", instance=instance)
         return {"error": str(exc)}
-    total = sum(int(line.split()[0]) for line in freed.splitlines() if line.split() and line.split()[0].isdigit())
+    total = answer["freed"]
     audit("cache_cleanup", f"Cache cleanup of {instance.name} freed {total} bytes", instance=instance, paths=paths)
     return {"freed": total, "paths": paths}

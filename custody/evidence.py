@@ -76,6 +76,8 @@ class Verdict:
 
 
 def latest_verified(run) -> CustodyRecord | None:
+    if hasattr(run, "verified_records"):  # prefetched by custody.facts.verified_first
+        return run.verified_records[0] if run.verified_records else None
     return run.custody_records.filter(status=CustodyStatus.VERIFIED).order_by("-verified_at", "-id").first()
 
 
@@ -116,8 +118,17 @@ def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
     return profile.loses(copy.tier, "release" if consequence.kind == TeardownKind.RELEASE else "shutdown")
 
 
-def in_flight(run, exclude_request_id: int | None = None) -> list[Consequence]:
-    """Consequences that count as already happened for this run's copies."""
+def in_flight(run, exclude_request_id: int | None = None, on_box: list[Consequence] | None = None) -> list[Consequence]:
+    """Consequences that count as already happened for this run's copies.
+
+    on_box: the box's consequences in flight, loaded once for all its runs (custody.facts); each
+    run keeps those on the box, and of evidence deletions only its own.
+    """
+    if on_box is not None:
+        return [
+            c for c in on_box
+            if c.request_id != exclude_request_id and (c.kind != TeardownKind.DELETE_EVIDENCE or c.run_id == run.pk)
+        ]  # fmt: skip
     requests = TeardownRequest.objects.filter(status__in=IN_FLIGHT, instance_id=run.instance_id).exclude(
         kind=TeardownKind.DELETE_EVIDENCE
     ) | TeardownRequest.objects.filter(status__in=IN_FLIGHT, kind=TeardownKind.DELETE_EVIDENCE, run_id=run.pk)

@@ -3,18 +3,19 @@
 from custody import checks
 from custody.evidence import Consequence as Planned
 from custody.evidence import candidates, copies_of, in_flight
+from custody.facts import load
 from custody.levels import consequence_of
 from custody.models import OPEN_TEARDOWN, EvidenceLocation, TeardownKind
-from runs.models import RunState
 
 
 def teardown_panel(instance) -> dict:
     """A preview from the database (no SSH, no re-hash): the request re-checks in full."""
     consequences = []
+    facts = load([instance])[instance.pk]
     shutdown, release = Planned(TeardownKind.SHUTDOWN, instance.pk), Planned(TeardownKind.RELEASE, instance.pk)
     for kind, snapshot in (
-        (TeardownKind.SHUTDOWN, checks.shutdown_checks(instance, shutdown, deep=False)),
-        (TeardownKind.RELEASE, checks.release_checks(instance, release, False, False, deep=False)),
+        (TeardownKind.SHUTDOWN, checks.shutdown_checks(instance, shutdown, deep=False, facts=facts)),
+        (TeardownKind.RELEASE, checks.release_checks(instance, release, False, False, deep=False, facts=facts)),
     ):
         consequences.append(
             {"kind": kind, "label": kind.label, "consequence": consequence_of(kind, instance), "check": snapshot}
@@ -22,17 +23,17 @@ def teardown_panel(instance) -> dict:
     return {
         "consequences": consequences,
         "deletion": consequence_of(TeardownKind.DELETE_EVIDENCE, instance),
-        "exports": [_export(run) for run in instance.runs.filter(state=RunState.EXPORTED).select_related("project")],
-        "hold": checks.active_hold(instance),
+        "exports": [_export(run, facts.flight) for run in facts.exported],
+        "hold": facts.hold,
         "open_requests": instance.teardown_requests.filter(status__in=OPEN_TEARDOWN).select_related("requester"),
         "recent_requests": instance.teardown_requests.select_related("requester")[:10],
     }
 
 
-def _export(run) -> dict:
+def _export(run, flight) -> dict:
     """Each copy of one sealed export: where, which tier, verified, and whether it still counts."""
     copies = copies_of(run)
-    counting = {copy.location for copy in candidates(run, in_flight(run), copies).survivors}
+    counting = {copy.location for copy in candidates(run, in_flight(run, on_box=flight), copies).survivors}
     rows = [
         {
             "key": copy.location,

@@ -27,6 +27,8 @@ ANSWERS = {
     "rehash": {"copies": list},
     "close-active": {"closed": bool},
     "abandon": {"abandoned": bool},
+    "idle": {"busy": list},
+    "clean-caches": {"freed": int, "removed": list},
 }
 
 # One run's status (`status`, and each entry of `probe`'s runs): the fields observation reads.

@@ -47,6 +47,20 @@ class InstanceNode:
     def __exit__(self, *exc):
         self.transport.close()
 
+    @property
+    def tools(self) -> str:
+        """The wrapper's directory under this instance's project root (instance-level calls)."""
+        return NodeLayout(resolve_home(self.instance.data_root, self.home), self.instance.project.slug, "").tools
+
+    def idle(self, root: str) -> list[dict]:
+        """Processes working in or writing under root on the node (nothing: the box is idle there)."""
+        self.install_wrapper(self.tools)
+        return self.invoke(self.tools, "idle", root)["busy"]
+
+    def clean_caches(self, paths: list[str]) -> dict:
+        self.install_wrapper(self.tools)
+        return self.invoke(self.tools, "clean-caches", request={"paths": paths}, timeout=300, bound=True)
+
     def layout_of(self, run) -> NodeLayout:
         node_source = resolve_home(run.source_path, self.home) if run.source_kind == SourceKind.NODE_PATH else ""
         data_root = resolve_home(self.instance.data_root, self.home)

@@ -268,12 +268,13 @@ def sweep_detail(request, pk):
 
 
 def sweep_grid(sweep) -> list[dict]:
-    from custody.evidence import latest_verified
-
+    """Each cell with its newest verified metric; custody records come in one query for every cell."""
     rows = []
-    for run in sweep.cells.select_related("instance").order_by("cell"):
-        record = latest_verified(run)
+    for run in sweep.cells.select_related("instance").prefetch_related("custody_records").order_by("cell"):
+        records = run.custody_records.all()
+        verified = [r for r in records if r.status == "verified"]
+        record = max(verified, key=lambda r: (r.verified_at, r.pk)) if verified else None
         metric = (record.evidence.get("metrics") or [None])[0] if record else None
-        custody = "verified" if record else ("failed" if run.custody_records.filter(status="failed").exists() else "")
+        custody = "verified" if record else ("failed" if any(r.status == "failed" for r in records) else "")
         rows.append({"run": run, "metric": metric, "custody": custody})
     return rows

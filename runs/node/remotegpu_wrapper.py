@@ -12,6 +12,13 @@ has the file it is executing changed under it. Subcommands, each reading a JSON 
   abandon    quarantine an attempt that has no process and no exit marker
   roster     relative path, bytes and SHA-256 of every file of the sealed export -> JSON
   extract    unpack a shipped source tarball safely into the run's src/
+  mirror     copy the sealed export to a durable tier, hashed against the sealed roster
+  rehash     re-hash copies against a roster the control side sends (stdin)
+  close-active  move a failed run's active/ into quarantine/ with a reason (stdin)
+  idle ROOT  processes that work in or write under ROOT (the shutdown check)
+  clean-caches  measure and remove the cache paths the control side names (stdin)
+
+Every subcommand prints one JSON object as its last line; runs/protocol.py says what each holds.
 """
 
 import contextlib
@@ -839,6 +846,64 @@ def cmd_extract(spec):
     return 0
 
 
+def cmd_idle(root):
+    """Processes that work in, or hold a file open for writing under, root (scans /proc)."""
+    root = os.path.realpath(root) + os.sep
+    busy = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.path.realpath("/proc/" + pid + "/cwd")
+            if (cwd + os.sep).startswith(root):
+                busy.append({"pid": int(pid), "why": "works in " + cwd})
+                continue
+            for fd in os.listdir("/proc/" + pid + "/fd"):
+                target = os.readlink("/proc/" + pid + "/fd/" + fd)
+                if not target.startswith(root):
+                    continue
+                with open("/proc/" + pid + "/fdinfo/" + fd) as info:
+                    # "pos:" comes first; the open flags are on their own line, in octal.
+                    fields = dict(line.split(":", 1) for line in info.read().splitlines() if ":" in line)
+                flags = int(fields["flags"].strip(), 8)
+                if flags & 3:
+                    busy.append({"pid": int(pid), "why": "writes " + target})
+                    break
+        except (OSError, ValueError, KeyError):
+            continue
+    print(json.dumps({"busy": busy}))
+    return 0
+
+
+def tree_bytes(path):
+    total = 0
+    for directory, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(directory, name)).st_size
+    return total
+
+
+def cmd_clean_caches(request):
+    """Remove the named cache directories (the control side chose them and spared every export)."""
+    removed, freed = [], 0
+    for path in request["paths"]:
+        if (
+            not os.path.isabs(path)
+            or ".." in path.split("/")
+            or os.path.realpath(path) in ("/", os.path.expanduser("~"))
+        ):
+            print(json.dumps({"error": "refusing to remove " + path}))
+            return 1
+        if os.path.lexists(path):
+            freed += tree_bytes(path) if os.path.isdir(path) and not os.path.islink(path) else os.lstat(path).st_size
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+            removed.append(path)
+    print(json.dumps({"freed": freed, "removed": removed}))
+    return 0
+
+
 COMMANDS = {
     "preflight": cmd_preflight,
     "smoke": cmd_smoke,
@@ -859,6 +924,10 @@ def main(argv):
         return cmd_rehash(json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "close-active":
         return cmd_close_active(json.load(sys.stdin))
+    if len(argv) == 3 and argv[1] == "idle":
+        return cmd_idle(argv[2])
+    if len(argv) == 2 and argv[1] == "clean-caches":
+        return cmd_clean_caches(json.load(sys.stdin))
     if len(argv) != 3 or argv[1] not in COMMANDS:
         sys.stderr.write(
             "usage: remotegpu_wrapper.py {{{}}} SPEC.json | probe < REQUEST.json\n".format(",".join(COMMANDS))

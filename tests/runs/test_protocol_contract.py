@@ -87,4 +87,20 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     checked["close-active"] = answer_of("close-active", wrapper.cmd_close_active, request)
     assert checked["close-active"]["moved"] is True
 
+    cache = tmp_path / "home" / ".cache" / "pip"
+    cache.mkdir(parents=True)
+    (cache / "wheel.whl").write_bytes(b"x" * 1234)
+    checked["clean-caches"] = answer_of("clean-caches", wrapper.cmd_clean_caches, {"paths": [str(cache)]})
+    assert checked["clean-caches"] == {"freed": 1234, "removed": [str(cache)]} and not cache.exists()
+    refused = io.StringIO()
+    with contextlib.redirect_stdout(refused):
+        assert wrapper.cmd_clean_caches({"paths": ["/"]}) == 1
+    assert "refusing" in refused.getvalue()
+    writer = open(tmp_path / "data" / "busy.log", "w")  # noqa: SIM115 (held open while idle looks)
+    try:
+        checked["idle"] = answer_of("idle", wrapper.cmd_idle, str(tmp_path / "data"))
+    finally:
+        writer.close()
+    assert any(item["why"].startswith("writes") for item in checked["idle"]["busy"])
+
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised

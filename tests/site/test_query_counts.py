@@ -1,0 +1,116 @@
+"""Every list and detail page runs a fixed number of queries, whatever the amount of data (no N+1).
+
+Each page is measured with a little data and again after adding five more of everything it lists;
+the count must not move, and it is pinned so a new per-row query shows up here first.
+"""
+
+import hashlib
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from custody.models import Artifact, AuditEntry, CustodyRecord, CustodyStatus, TeardownRequest
+from profiles.models import Instance, InstanceEvent
+from runs.models import Project, Run, RunEvent, RunState, Sweep
+
+pytestmark = pytest.mark.django_db
+
+# page -> queries it may run (signed-in session and user included).
+PINNED = {
+    "dashboard": 18,
+    "history": 10,
+    "project": 8,
+    "run": 9,
+    "instances": 5,
+    "instance": 20,
+    "sweep": 7,
+    "approvals": 12,
+    "audit": 3,
+    "compare": 7,
+}
+
+
+class World:
+    def __init__(self, alice, bob):
+        self.alice, self.bob = alice, bob
+        self.project = Project.objects.create(name="Vision", slug="vision")
+        self.project.members.add(alice, bob)
+        self.instance = self.box("node")
+        self.first = self.run(RunState.EXPORTED)
+        self.second = self.run(RunState.EXPORTED)
+        self.sweep = Sweep.objects.create(
+            project=self.project, name="lr sweep", base_run=self.first, overrides=[{"lr": 0.1}], created_by=bob
+        )
+        self.sweep.instances.add(self.instance)
+        self.grow(1)
+
+    def box(self, purpose: str) -> Instance:
+        return Instance.objects.create(
+            name=f"vision-{purpose}-20261130", project=self.project, profile_key="runpod", host="203.0.113.9",
+            user="root", state="running", rate_running=2, rate_stopped="0.2",
+        )  # fmt: skip
+
+    def run(self, state, **fields) -> Run:
+        run = Run.objects.create(
+            project=self.project, instance=self.instance, run_id=f"vision-{uuid.uuid4().hex[:10]}", state=state,
+            command=["python", "train.py"], config_path="config.yaml", expected_minutes=5, source_path="/src",
+            launched_at=timezone.now() - timedelta(hours=1), gpus=[0], **fields,
+        )  # fmt: skip
+        for n in range(3):
+            RunEvent.objects.create(run=run, kind="state", message=f"event {n}")
+        record = CustodyRecord.objects.create(
+            run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/custody/x", file_count=2
+        )
+        for name in ("metrics.json", "best.pth"):
+            Artifact.objects.create(
+                record=record, path=name, bytes=10, sha256=hashlib.sha256(name.encode()).hexdigest()
+            )
+        return run
+
+    def grow(self, n: int) -> None:
+        """n more of everything the pages list: runs, sweep cells, boxes, requests, audit rows, events."""
+        for _ in range(n):
+            self.run(RunState.EXPORTED)
+            self.run(RunState.RUNNING, sweep=self.sweep)
+            box = self.box(uuid.uuid4().hex[:6])
+            InstanceEvent.objects.create(instance=self.instance, kind="state", message="State Running → Running")
+            request = TeardownRequest.objects.create(
+                instance=box, kind="release", level="L3", requester=self.bob, reason="done",
+                expires_at=timezone.now() + timedelta(hours=24), check_at_request={"items": [], "ok": True},
+            )  # fmt: skip
+            AuditEntry.objects.create(actor=self.bob, action="requested", request=request, instance=box, message="m")
+
+    def pages(self) -> dict[str, str]:
+        return {
+            "dashboard": "/",
+            "history": "/runs/",
+            "project": f"/projects/{self.project.slug}/",
+            "run": f"/runs/{self.first.run_id}/",
+            "instances": "/instances/",
+            "instance": f"/instances/{self.instance.pk}/",
+            "sweep": f"/sweeps/{self.sweep.pk}/",
+            "approvals": "/approvals/",
+            "audit": "/audit/",
+            "compare": f"/runs/compare/?run={self.first.run_id}&run={self.second.run_id}",
+        }
+
+
+def count(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    return len(queries)
+
+
+def test_no_page_runs_more_queries_with_more_data(client, alice, bob):
+    world = World(alice, bob)
+    client.force_login(alice)
+    small = {page: count(client, url) for page, url in world.pages().items()}
+    world.grow(5)
+    large = {page: count(client, url) for page, url in world.pages().items()}
+    assert large == small, {page: (small[page], large[page]) for page in small if small[page] != large[page]}
+    assert small == PINNED
