@@ -34,6 +34,31 @@ def envint(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
 
 
+def envfloat(name: str, default: float, minimum: float | None = 0.0) -> float:
+    """A number (seconds, a fraction); negative values are refused unless minimum is None."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return float(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or (minimum is not None and value < minimum):
+        raise ImproperlyConfigured(f"{name}={raw!r} is out of range (a finite number ≥ {minimum})")
+    return value
+
+
+def secret(name: str) -> str | None:
+    """A secret from NAME, or from the file NAME_FILE points at (Docker/Kubernetes secrets)."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE cannot be read: {exc.strerror}") from None
+    return os.environ.get(name)
+
+
 def envlist(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:
@@ -43,7 +68,7 @@ def envlist(name: str, default: list[str]) -> list[str]:
 
 def secret_key(var_dir: Path) -> str:
     """SECRET_KEY from the environment, else a key generated once into var/ (never committed)."""
-    from_env = os.environ.get("SECRET_KEY")
+    from_env = secret("SECRET_KEY")
     if from_env:
         return from_env
     key_file = var_dir / "secret_key"
@@ -63,7 +88,7 @@ def secret_key(var_dir: Path) -> str:
 
 def database(var_dir: Path) -> dict:
     """DATABASE_URL (PostgreSQL or SQLite); default a SQLite file under var/."""
-    raw = os.environ.get("DATABASE_URL", "").strip()
+    raw = (secret("DATABASE_URL") or "").strip()
     if not raw:
         var_dir.mkdir(parents=True, exist_ok=True)
         config = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(var_dir / "remotegpu.sqlite3")}
@@ -92,7 +117,7 @@ def database(var_dir: Path) -> dict:
 
 
 def redis_url() -> str:
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0").strip()
+    url = (secret("REDIS_URL") or "redis://127.0.0.1:6379/0").strip()
     if not url.startswith(("redis://", "rediss://", "unix://")):
         scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
         raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix:// (got {scheme!r})")

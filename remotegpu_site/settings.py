@@ -85,23 +85,23 @@ TEMPLATES = [
 ]
 
 # Node transport: short connections, every wait bounded.
-SSH_CONNECT_TIMEOUT = float(os.environ.get("SSH_CONNECT_TIMEOUT", "10"))
+SSH_CONNECT_TIMEOUT = env.envfloat("SSH_CONNECT_TIMEOUT", 10)
 SSH_KEEPALIVE = env.envint("SSH_KEEPALIVE", 15)
-SSH_COMMAND_TIMEOUT = float(os.environ.get("SSH_COMMAND_TIMEOUT", "30"))
-AUDIT_TIMEOUT = float(os.environ.get("AUDIT_TIMEOUT", "90"))
+SSH_COMMAND_TIMEOUT = env.envfloat("SSH_COMMAND_TIMEOUT", 30)
+AUDIT_TIMEOUT = env.envfloat("AUDIT_TIMEOUT", 90)
 LOW_FREE_BYTES = env.envint("LOW_FREE_GIB", 20) * 1024**3
 LIGHT_PROBE_INTERVAL = env.envint("LIGHT_PROBE_INTERVAL", 300)
 # Runs: control-side source directories may only come from these roots (colon-separated).
 DEFAULT_SOURCE_ROOTS = f"{BASE_DIR / 'examples'}:{VAR_DIR / 'sources'}"
 SOURCE_ROOTS = [Path(p) for p in os.environ.get("REMOTEGPU_SOURCE_ROOTS", DEFAULT_SOURCE_ROOTS).split(":") if p]
-STORAGE_MARGIN_FRACTION = float(os.environ.get("STORAGE_MARGIN_FRACTION", "0.10"))
+STORAGE_MARGIN_FRACTION = env.envfloat("STORAGE_MARGIN_FRACTION", 0.10)
 STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
 SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
 NODE_PYTHON = os.environ.get("NODE_PYTHON", "python3")
 # Custody: where canonical copies of sealed exports live on the control side.
 CUSTODY_ROOT = Path(os.environ.get("REMOTEGPU_CUSTODY_ROOT", VAR_DIR / "custody"))
-METRIC_TOLERANCE = float(os.environ.get("METRIC_TOLERANCE", "1e-6"))
+METRIC_TOLERANCE = env.envfloat("METRIC_TOLERANCE", 1e-6)
 # Bytes per second one pull may take from a node (0: as fast as it goes); spares a shared uplink.
 CUSTODY_PULL_MAX_RATE = env.envint("CUSTODY_PULL_MAX_RATE", 0)
 CUSTODY_MIRROR_TIMEOUT = env.envint("CUSTODY_MIRROR_TIMEOUT", 3600)
@@ -186,22 +186,22 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 # Watchers: one per instance with live runs, a combined probe per tick, bounded life, beat re-arms.
-WATCH_TICK_SECONDS = float(os.environ.get("WATCH_TICK_SECONDS", "5"))
-WATCH_LEASE_SECONDS = float(os.environ.get("WATCH_LEASE_SECONDS", str(max(15.0, 4 * WATCH_TICK_SECONDS))))
-WATCH_LIFETIME_SECONDS = float(os.environ.get("WATCH_LIFETIME_SECONDS", "120"))
+WATCH_TICK_SECONDS = env.envfloat("WATCH_TICK_SECONDS", 5)
+WATCH_LEASE_SECONDS = env.envfloat("WATCH_LEASE_SECONDS", max(15.0, 4 * WATCH_TICK_SECONDS))
+WATCH_LIFETIME_SECONDS = env.envfloat("WATCH_LIFETIME_SECONDS", 120)
 # A probe must end (on the box as well) well inside the lease, or a successor starts while a hung
 # probe is still out; its answer is then applied only if the lease is still held.
-WATCH_PROBE_TIMEOUT = float(os.environ.get("WATCH_PROBE_TIMEOUT", str(min(30.0, WATCH_LEASE_SECONDS / 2))))
+WATCH_PROBE_TIMEOUT = env.envfloat("WATCH_PROBE_TIMEOUT", min(30.0, WATCH_LEASE_SECONDS / 2))
 if WATCH_PROBE_TIMEOUT >= WATCH_LEASE_SECONDS:
     raise ImproperlyConfigured("WATCH_PROBE_TIMEOUT must be shorter than WATCH_LEASE_SECONDS")
 PRESSURE_MIN_FREE_BYTES = env.envint("PRESSURE_MIN_FREE_GIB", 2) * 1024**3
-PRESSURE_MIN_FREE_FRACTION = float(os.environ.get("PRESSURE_MIN_FREE_FRACTION", "0.03"))
+PRESSURE_MIN_FREE_FRACTION = env.envfloat("PRESSURE_MIN_FREE_FRACTION", 0.03)
 CELERY_BEAT_SCHEDULE["arm-watchers"] = {
     "task": "runs.tasks.arm_watchers",
-    "schedule": float(os.environ.get("WATCH_ARM_INTERVAL", "10")),
+    "schedule": env.envfloat("WATCH_ARM_INTERVAL", 10),
 }
 # Every state that waits on a task has a deadline (runs/reconcile.py); beat re-drives or fails it.
-RECONCILE_INTERVAL = float(os.environ.get("RECONCILE_INTERVAL", "60"))
+RECONCILE_INTERVAL = env.envfloat("RECONCILE_INTERVAL", 60)
 RECONCILE_PREFLIGHT_SECONDS = env.envint("RECONCILE_PREFLIGHT_SECONDS", 900)
 RECONCILE_SMOKE_SECONDS = env.envint("RECONCILE_SMOKE_SECONDS", SMOKE_TIMEOUT + 240)
 RECONCILE_LAUNCH_SECONDS = env.envint("RECONCILE_LAUNCH_SECONDS", 300)
@@ -218,12 +218,12 @@ CELERY_BEAT_SCHEDULE["flag-stuck-teardowns"] = {
     "task": "custody.tasks.flag_stuck_teardowns",
     "schedule": float(max(5, min(60, TEARDOWN_EXECUTION_LEASE // 4))),
 }
-HEALTH_PING_TIMEOUT = float(os.environ.get("HEALTH_PING_TIMEOUT", "1.0"))
+HEALTH_PING_TIMEOUT = env.envfloat("HEALTH_PING_TIMEOUT", 1.0)
 # An open live socket re-checks its user's session and access this often (seconds) before sending.
-LIVE_REAUTH_SECONDS = float(os.environ.get("LIVE_REAUTH_SECONDS", "5"))
+LIVE_REAUTH_SECONDS = env.envfloat("LIVE_REAUTH_SECONDS", 5)
 # Health is measured out of band by a worker every HEALTH_INTERVAL s; pages show the last result.
-HEALTH_INTERVAL = float(os.environ.get("HEALTH_INTERVAL", "5"))
-HEALTH_STALE_SECONDS = float(os.environ.get("HEALTH_STALE_SECONDS", str(4 * HEALTH_INTERVAL + HEALTH_PING_TIMEOUT)))
+HEALTH_INTERVAL = env.envfloat("HEALTH_INTERVAL", 5)
+HEALTH_STALE_SECONDS = env.envfloat("HEALTH_STALE_SECONDS", 4 * HEALTH_INTERVAL + HEALTH_PING_TIMEOUT)
 CELERY_BEAT_SCHEDULE["record-health"] = {
     "task": "runs.tasks.record_health",
     "schedule": HEALTH_INTERVAL,

@@ -69,3 +69,28 @@ def test_default_database_is_sqlite_under_var(tmp_path):
 def test_secret_key_file_is_not_tracked_by_git():
     ignored = subprocess.run(["git", "check-ignore", "var/secret_key"], cwd=REPO, capture_output=True, text=True)
     assert ignored.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("SSH_COMMAND_TIMEOUT", "thirty", "SSH_COMMAND_TIMEOUT='thirty' is not a number"),
+        ("WATCH_TICK_SECONDS", "-1", "WATCH_TICK_SECONDS='-1' is out of range"),
+        ("HEALTH_INTERVAL", "nan", "HEALTH_INTERVAL='nan' is out of range"),
+    ],
+)
+def test_a_bad_number_names_its_variable(name, value, message):
+    result = manage("check", **{name: value})
+    assert result.returncode != 0 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_secrets_may_come_from_files(tmp_path):
+    key_file = tmp_path / "secret_key"
+    key_file.write_text("from-a-mounted-secret-file-0123456789-abcdefghijklmnopqrstuvwxyz\n")
+    code = "from django.conf import settings; print(settings.SECRET_KEY)"
+    result = manage("shell", "--no-imports", "-c", code, SECRET_KEY="", SECRET_KEY_FILE=str(key_file))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "from-a-mounted-secret-file-0123456789-abcdefghijklmnopqrstuvwxyz"
+    missing = manage("check", SECRET_KEY_FILE=str(tmp_path / "absent"))
+    assert missing.returncode != 0 and "SECRET_KEY_FILE cannot be read" in missing.stderr
