@@ -68,32 +68,35 @@ def test_two_approvers_and_three_executors_terminate_once(alice, bob, pod, provi
     erin = django_user_model.objects.create_user("erin")
     erin.groups.set(Group.objects.filter(name="approvers"))
     request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "finished")
-    outcomes = []
 
-    def approve(user):
-        try:
-            do_approve_teardown(request.pk, user, "yes")
-            outcomes.append("approved")
-        except TeardownRefused as exc:
-            outcomes.append(str(exc))
-        finally:
-            connection.close()
+    def together(*calls) -> list:
+        """Run the calls at once; each one's result or exception (none may vanish in a thread)."""
+        barrier, results = threading.Barrier(len(calls)), [None] * len(calls)
 
-    def execute():
-        try:
-            outcomes.append(execute_teardown(request.pk))
-        finally:
-            connection.close()
+        def one(index, call):
+            barrier.wait()
+            try:
+                results[index] = ("ok", call())
+            except Exception as exc:  # noqa: BLE001 — recorded and asserted on below
+                results[index] = ("raised", exc)
+            finally:
+                connection.close()
 
-    threads = [threading.Thread(target=approve, args=(user,)) for user in (alice, erin)]
-    threads += [threading.Thread(target=execute) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    execute_teardown(request.pk)  # and the queued delivery, late
+        threads = [threading.Thread(target=one, args=(i, call)) for i, call in enumerate(calls)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert None not in results, results  # every thread finished
+        return results
+
+    approvals = together(*(lambda user=user: do_approve_teardown(request.pk, user, "yes") for user in (alice, erin)))
+    assert sorted(kind for kind, _ in approvals) == ["ok", "raised"], approvals
+    refused = next(result for kind, result in approvals if kind == "raised")
+    assert isinstance(refused, TeardownRefused)
+    executions = together(*(lambda: execute_teardown(request.pk) for _ in range(3)))
+    assert sorted(result for _, result in executions) == ["done", "nothing to do", "nothing to do"], executions
     request.refresh_from_db()
-    assert outcomes.count("approved") == 1
     assert request.status == TeardownStatus.DONE and request.attempts == 1
     assert len(provider_api.calls_for("pod-rules", "terminate")) == 1
     assert AuditEntry.objects.filter(request=request, action="executing").count() == 1

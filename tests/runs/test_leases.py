@@ -37,6 +37,8 @@ def test_concurrent_claims_yield_exactly_one_holder(instance):
             thread.start()
         for thread in threads:
             thread.join()
+        assert sorted(name for name, _ in results) == sorted(f"worker-{round_number}-{i}" for i in range(8))
+        assert all(isinstance(won, bool) for _, won in results), results  # every contender answered
         winners = [name for name, won in results if won]
         assert len(winners) == 1, results
         assert WatchLease.objects.get().owner == winners[0]

@@ -1,14 +1,27 @@
 """Production headers: CSP without inline script, HSTS, secure cookies; pages carry no inline script."""
 
 import re
+import subprocess
+import sys
 
 import pytest
 from django.conf import settings
+
+from tests.conftest import REPO, subprocess_env
 
 pytestmark = pytest.mark.django_db
 
 
 def test_debug_is_off_by_default():
+    """pytest-django forces DEBUG off in this process: ask a fresh one, with no DEBUG in its environment."""
+    code = "from django.conf import settings; print(settings.DEBUG)"
+    env = {key: value for key, value in subprocess_env().items() if key != "DEBUG"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=REPO, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
     assert settings.DEBUG is False
 
 
