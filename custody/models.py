@@ -80,21 +80,30 @@ class TeardownStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-S = TeardownStatus
 # The only legal moves (new requests start pending, or approved when no second person is needed).
 # needs-attention: an execution whose worker vanished mid-call; only a person may decide whether
 # it happened (done) or may run again with the same idempotency key (approved).
 TEARDOWN_TRANSITIONS = {
-    S.PENDING: {S.APPROVED, S.REJECTED, S.EXPIRED, S.CANCELLED},
-    S.APPROVED: {S.EXECUTING, S.FAILED},
-    S.EXECUTING: {S.DONE, S.FAILED, S.AWAITING_ATTESTATION, S.NEEDS_ATTENTION},
-    S.AWAITING_ATTESTATION: {S.EXECUTING},
-    S.NEEDS_ATTENTION: {S.DONE, S.APPROVED},
-    S.FAILED: {S.APPROVED},
-    S.REJECTED: set(),
-    S.EXPIRED: set(),
-    S.DONE: set(),
-    S.CANCELLED: set(),
+    TeardownStatus.PENDING: {
+        TeardownStatus.APPROVED,
+        TeardownStatus.REJECTED,
+        TeardownStatus.EXPIRED,
+        TeardownStatus.CANCELLED,
+    },
+    TeardownStatus.APPROVED: {TeardownStatus.EXECUTING, TeardownStatus.FAILED},
+    TeardownStatus.EXECUTING: {
+        TeardownStatus.DONE,
+        TeardownStatus.FAILED,
+        TeardownStatus.AWAITING_ATTESTATION,
+        TeardownStatus.NEEDS_ATTENTION,
+    },
+    TeardownStatus.AWAITING_ATTESTATION: {TeardownStatus.EXECUTING},
+    TeardownStatus.NEEDS_ATTENTION: {TeardownStatus.DONE, TeardownStatus.APPROVED},
+    TeardownStatus.FAILED: {TeardownStatus.APPROVED},
+    TeardownStatus.REJECTED: set(),
+    TeardownStatus.EXPIRED: set(),
+    TeardownStatus.DONE: set(),
+    TeardownStatus.CANCELLED: set(),
 }
 
 

@@ -91,25 +91,24 @@ class RunState(models.TextChoices):
     QUARANTINED = "quarantined", "Closed: quarantined"
 
 
-S = RunState
 # The only legal moves. Retrying (an identical new attempt) re-enters LAUNCHING from a failure.
 RUN_TRANSITIONS = {
-    S.DRAFT: {S.PREFLIGHT},
-    S.PREFLIGHT: {S.SMOKE, S.FAILED_PREFLIGHT},
-    S.FAILED_PREFLIGHT: {S.PREFLIGHT},
-    S.SMOKE: {S.LAUNCHING, S.FAILED_SMOKE},
-    S.FAILED_SMOKE: {S.PREFLIGHT},
-    S.LAUNCHING: {S.RUNNING, S.FAILED_LAUNCH},
-    S.FAILED_LAUNCH: {S.LAUNCHING},
-    S.RUNNING: {S.EXITED},
-    S.EXITED: {S.EXPORTED, S.QUARANTINED},
-    S.EXPORTED: set(),
-    S.QUARANTINED: {S.LAUNCHING},
+    RunState.DRAFT: {RunState.PREFLIGHT},
+    RunState.PREFLIGHT: {RunState.SMOKE, RunState.FAILED_PREFLIGHT},
+    RunState.FAILED_PREFLIGHT: {RunState.PREFLIGHT},
+    RunState.SMOKE: {RunState.LAUNCHING, RunState.FAILED_SMOKE},
+    RunState.FAILED_SMOKE: {RunState.PREFLIGHT},
+    RunState.LAUNCHING: {RunState.RUNNING, RunState.FAILED_LAUNCH},
+    RunState.FAILED_LAUNCH: {RunState.LAUNCHING},
+    RunState.RUNNING: {RunState.EXITED},
+    RunState.EXITED: {RunState.EXPORTED, RunState.QUARANTINED},
+    RunState.EXPORTED: set(),
+    RunState.QUARANTINED: {RunState.LAUNCHING},
 }
 # Failed attempts whose active/ may still hold checkpoints and logs on the node until closed.
 UNCLOSED_STATES = [RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH, RunState.QUARANTINED]
-LIVE_STATES = {S.PREFLIGHT, S.SMOKE, S.LAUNCHING, S.RUNNING, S.EXITED}
-RETRYABLE_STATES = {S.QUARANTINED, S.FAILED_LAUNCH}
+LIVE_STATES = {RunState.PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING, RunState.RUNNING, RunState.EXITED}
+RETRYABLE_STATES = {RunState.QUARANTINED, RunState.FAILED_LAUNCH}
 
 
 class SourceKind(models.TextChoices):

@@ -1,7 +1,7 @@
 """Material signals from what a node reports, and the failure classes with their remediation.
 
 Pure: no Django, no SSH. A log line proves only that something happened once; states are
-decided from live facts (process, markers, mtimes) by `health_of` and the actions.
+decided from live facts (process, markers, mtimes) by `runs.observe` and the actions.
 """
 
 import re
