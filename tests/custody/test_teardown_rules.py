@@ -187,9 +187,20 @@ def test_each_http_adapter_calls_its_documented_endpoint(project, provider_api, 
         name=f"{project.slug}-{profile_key}-20261129", project=project, profile_key=profile_key,
         provider_id=f"{profile_key}-{kind}", api_credential=api_credential(project),
     )  # fmt: skip
+    assert providers.provider_says_stopped(box) is False  # running until told otherwise
     providers.execute(box, kind, "key-1")
     assert [call["verb"] for call in provider_api.calls_for(box.provider_id)] == [verb]
     assert providers.provider_says_stopped(box) is True
+
+
+def test_a_provider_that_cannot_answer_says_nothing_about_the_box(project, provider_api, monkeypatch):
+    box = Instance.objects.create(
+        name=f"{project.slug}-rp-20261130", project=project, profile_key="runpod", provider_id="p-quiet",
+        api_credential=api_credential(project),
+    )  # fmt: skip
+    monkeypatch.setenv(KEY_ENV, "wrong")  # the provider refuses: neither stopped nor running
+    assert providers.provider_says_stopped(box) is None
+    assert providers.provider_status(box)["status"].startswith("could not ask")
 
 
 def test_lambda_has_no_stop_and_console_platforms_need_attestation(project, provider_api):
