@@ -1,5 +1,9 @@
 """Cache cleanup: a separate L1 action that removes only allow-listed, regenerable caches."""
 
+from functools import partial
+
+from django.db import transaction
+
 from custody.evidence import present_on
 from custody.teardown import audit
 from profiles.models import Instance
@@ -16,6 +20,16 @@ def _sparing_evidence(instance, home: str, paths: list[str]) -> list[str]:
     """Drop any cache path that holds (or is) a copy of a sealed export: evidence is never a cache."""
     copies = [resolve_home(copy.path, home) for copy in present_on(instance)]
     return [p for p in paths if not any(c == p or c.startswith(p.rstrip("/") + "/") for c in copies)]
+
+
+def do_request_cache_cleanup(instance_id: int, *, actor) -> None:
+    """Queue the cleanup (audited now, executed by a worker once this commits)."""
+    from custody.tasks import clean_caches
+
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        audit("cache_cleanup", f"Cache cleanup of {instance.name} queued", actor, instance=instance)
+        transaction.on_commit(partial(clean_caches.delay, instance.pk))
 
 
 def clean(instance_id: int) -> dict:

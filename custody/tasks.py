@@ -1,16 +1,10 @@
 """Celery wrappers for custody and teardown work."""
 
-import time
-
 from celery import shared_task
 from django.conf import settings
 
-from custody import notify, teardown, verify
-from custody.models import CustodyRecord, CustodyStatus, TeardownKind, TeardownStatus
-from custody.providers import NeedsAttestation, ProviderError, execute, provider_says_stopped
-from custody.removal import remove_copy
-from profiles.nodes import transport_for
-from profiles.transport import TransportError, Unreachable
+from custody import execution, notify, teardown, verify
+from custody.models import CustodyRecord, CustodyStatus
 
 
 @shared_task(acks_late=True, soft_time_limit=3600, time_limit=3660)
@@ -22,24 +16,6 @@ def verify_custody(record_id: int) -> str:
     return "done"
 
 
-def _offline(instance) -> bool:
-    """Poll until the box stops answering (or the provider says stopped), up to the configured wait."""
-    deadline = time.monotonic() + settings.TEARDOWN_OFFLINE_WAIT
-    while True:
-        if provider_says_stopped(instance):
-            return True
-        try:
-            with transport_for(instance) as transport:
-                transport.run(["true"], timeout=settings.SSH_COMMAND_TIMEOUT)
-        except Unreachable:
-            return True
-        except TransportError:
-            pass  # an unknown host key or a refused credential proves nothing about power
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(2)
-
-
 @shared_task(
     bind=True,
     acks_late=True,
@@ -48,36 +24,11 @@ def _offline(instance) -> bool:
     max_retries=None,
 )
 def execute_teardown(self, request_id: int) -> str:
-    from custody.models import TeardownRequest
-
-    attested = TeardownRequest.objects.filter(pk=request_id, status=TeardownStatus.EXECUTING).exclude(attested_by=None)
-    if attested.exists():  # a console consequence a person did: only the offline check remains
-        request = attested.select_related("instance").get()
-        offline = _offline(request.instance) if request.kind != TeardownKind.DELETE_EVIDENCE else None
-        teardown.do_finish_execution(request.pk, {"attested_by": request.attested_by.get_username()}, offline)
-        return "attested"
     try:
-        request = teardown.do_begin_execution(request_id)
+        return execution.execute(request_id)
     except teardown.EvidenceBusy:
         # Consequences on one box run one at a time; the request stays approved meanwhile.
         raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None
-    if request is None:
-        return "nothing to do"  # not approved, already claimed, or refused by the re-check
-    try:
-        if request.kind == TeardownKind.DELETE_EVIDENCE:
-            answer = remove_copy(request.run, request.location)
-            teardown.do_finish_execution(request.pk, answer)
-            return "deleted"
-        answer = execute(request.instance, request.kind, str(request.idempotency_key))
-    except NeedsAttestation as steps:
-        teardown.do_await_attestation(request.pk, steps.steps)
-        return "awaiting attestation"
-    except (ProviderError, TransportError, OSError) as exc:
-        teardown.do_fail_execution(request.pk, str(exc))
-        return "failed"
-    offline = _offline(request.instance) if request.kind == TeardownKind.SHUTDOWN else None
-    teardown.do_finish_execution(request.pk, answer, offline)
-    return "done"
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)

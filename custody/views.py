@@ -8,12 +8,12 @@ from django.views.decorators.http import require_POST
 
 from custody import teardown
 from custody.audit import AUDIT_ACTIONS, export_audit, filter_audit
+from custody.caches import do_request_cache_cleanup
 from custody.export import record_as_dict
 from custody.forms import TeardownRequestForm
 from custody.levels import consequence_of
 from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownStatus
 from custody.queue import waiting
-from custody.tasks import clean_caches
 from profiles.models import Instance
 from remotegpu_site.flash import perform
 from runs.models import Run
@@ -162,9 +162,8 @@ def instance_hold(request, pk):
 def instance_cache_cleanup(request, pk):
     """The fourth, separate action: only allow-listed, regenerable caches (L1)."""
     instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
-    teardown.audit("cache_cleanup", f"Cache cleanup of {instance.name} queued", request.user, instance=instance)
-    clean_caches.delay(instance.pk)
-    messages.success(request, "Cache cleanup queued (allow-listed caches only).")
+    queued = "Cache cleanup queued (allow-listed caches only)."
+    perform(request, lambda: do_request_cache_cleanup(instance.pk, actor=request.user), queued)
     return _back_to_instance(pk)
 
 

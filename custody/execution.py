@@ -1,0 +1,71 @@
+"""Carrying out an approved teardown request: one execution, then the offline check.
+
+No Celery here: `custody.tasks.execute_teardown` calls `execute` and retries on EvidenceBusy.
+"""
+
+import time
+
+from django.conf import settings
+
+from custody import teardown
+from custody.models import TeardownKind, TeardownRequest, TeardownStatus
+from custody.providers import NeedsAttestation, ProviderError, provider_says_stopped
+from custody.providers import execute as provider_execute
+from custody.removal import remove_copy
+from profiles.nodes import transport_for
+from profiles.transport import TransportError, Unreachable
+
+
+def _offline(instance) -> bool:
+    """Poll until the box stops answering (or the provider says stopped), up to the configured wait."""
+    deadline = time.monotonic() + settings.TEARDOWN_OFFLINE_WAIT
+    while True:
+        if provider_says_stopped(instance):
+            return True
+        try:
+            with transport_for(instance) as transport:
+                transport.run(["true"], timeout=settings.SSH_COMMAND_TIMEOUT)
+        except Unreachable:
+            return True
+        except TransportError:
+            pass  # an unknown host key or a refused credential proves nothing about power
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(2)
+
+
+def _finish_attested(request_id: int) -> bool:
+    """A console consequence a person did: only the offline check remains. False when none waits."""
+    attested = TeardownRequest.objects.filter(pk=request_id, status=TeardownStatus.EXECUTING).exclude(attested_by=None)
+    request = attested.select_related("instance", "attested_by").first()
+    if request is None:
+        return False
+    offline = _offline(request.instance) if request.kind != TeardownKind.DELETE_EVIDENCE else None
+    teardown.do_finish_execution(request.pk, {"attested_by": request.attested_by.get_username()}, offline)
+    return True
+
+
+def execute(request_id: int) -> str:
+    """What happened: attested, nothing to do, deleted, awaiting attestation, failed or done.
+
+    Raises teardown.EvidenceBusy while another consequence executes on the same box.
+    """
+    if _finish_attested(request_id):
+        return "attested"
+    request = teardown.do_begin_execution(request_id)
+    if request is None:
+        return "nothing to do"  # not approved, already claimed, or refused by the re-check
+    try:
+        if request.kind == TeardownKind.DELETE_EVIDENCE:
+            teardown.do_finish_execution(request.pk, remove_copy(request.run, request.location))
+            return "deleted"
+        answer = provider_execute(request.instance, request.kind, str(request.idempotency_key))
+    except NeedsAttestation as steps:
+        teardown.do_await_attestation(request.pk, steps.steps)
+        return "awaiting attestation"
+    except (ProviderError, TransportError, OSError) as exc:
+        teardown.do_fail_execution(request.pk, str(exc))
+        return "failed"
+    offline = _offline(request.instance) if request.kind == TeardownKind.SHUTDOWN else None
+    teardown.do_finish_execution(request.pk, answer, offline)
+    return "done"

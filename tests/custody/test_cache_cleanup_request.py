@@ -1,0 +1,36 @@
+"""Cache cleanup is requested through an action: audited when queued, enqueued only once it commits."""
+
+import pytest
+from django.urls import reverse
+
+from custody.models import AuditEntry
+from profiles.models import Instance
+from runs.models import Project
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def box(bob):
+    project = Project.objects.create(name="Vision", slug="vision")
+    project.members.add(bob)
+    return Instance.objects.create(name="vision-box-20261130", project=project, profile_key="runpod")
+
+
+def test_an_operator_queues_a_cleanup_that_is_audited_and_enqueued_on_commit(
+    client, bob, box, django_capture_on_commit_callbacks
+):
+    client.force_login(bob)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(reverse("instance-cache-cleanup", args=[box.pk]), follow=True)
+    assert "Cache cleanup queued" in response.content.decode()
+    entry = AuditEntry.objects.get(action="cache_cleanup")
+    assert (entry.actor, entry.instance, entry.message) == (bob, box, f"Cache cleanup of {box.name} queued")
+    assert len(callbacks) == 1  # the task is sent only if the audit row commits
+
+
+def test_a_member_without_the_role_cannot_queue_one(client, charlie, box):
+    box.project.members.add(charlie)
+    client.force_login(charlie)
+    assert client.post(reverse("instance-cache-cleanup", args=[box.pk])).status_code == 403
+    assert not AuditEntry.objects.exists()
