@@ -5,6 +5,7 @@ import io
 import threading
 
 import pytest
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.urls import reverse
 
@@ -60,6 +61,35 @@ def test_the_requester_and_a_plain_operator_cannot_approve(client, alice, bob, d
     assert client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "approve"}).status_code == 403
     request.refresh_from_db()
     assert request.status == TeardownStatus.PENDING and request.approver is None
+
+
+def test_an_approver_who_requested_cannot_approve_their_own_request(client, alice, pod):
+    """alice holds approve_cost: her own request still needs someone else (page, action and API)."""
+    client.force_login(alice)
+    client.post(reverse("teardown-create", args=[pod.pk]), {"kind": "release", "reason": "finished"})
+    request = TeardownRequest.objects.get()
+    assert request.requester == alice and request.status == TeardownStatus.PENDING
+    page = client.get(request.get_absolute_url()).content.decode()
+    assert 'id="approve"' not in page and "a second person must approve it" in page
+    assert client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "approve"}).status_code == 403
+    with pytest.raises(PermissionDenied, match="never approve or reject their own request"):
+        do_approve_teardown(request.pk, alice, "my own")
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.PENDING and request.approver is None
+
+
+def test_a_rejected_request_never_executes(client, alice, bob, pod, provider_api):
+    client.force_login(bob)
+    client.post(reverse("teardown-create", args=[pod.pk]), {"kind": "release", "reason": "finished"})
+    request = TeardownRequest.objects.get()
+    client.force_login(alice)
+    client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "reject", "comment": "not yet"})
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.REJECTED and request.approver == alice
+    assert execute_teardown(request.pk) == "nothing to do"
+    assert provider_api.calls_for("pod-rules") == []
+    with pytest.raises(TeardownRefused):
+        do_approve_teardown(request.pk, alice, "changed my mind")  # a rejection is final
 
 
 def test_two_approvers_and_three_executors_terminate_once(alice, bob, pod, provider_api, django_user_model):
