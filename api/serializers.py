@@ -1,10 +1,13 @@
-"""What the API shows and accepts. Reads come from the models; run creation goes through RunForm."""
+"""What the API shows and accepts. Reads come from the models; a new run obeys runs/validation.py."""
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from custody.models import CustodyRecord, TeardownKind, TeardownRequest
 from profiles.models import Instance
-from runs.models import Project, Run, RunEvent
+from runs import validation
+from runs.forms import MIB
+from runs.models import Project, Run, RunEvent, SourceKind
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -36,13 +39,25 @@ class RunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+def _rule(check):
+    """A runs.validation rule as a DRF field validator (the same message as on the form)."""
+
+    def validate(self, value):
+        try:
+            return check(value)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from None
+
+    return validate
+
+
 class RunCreateSerializer(serializers.Serializer):
-    """Typed input; RunForm then applies every rule the web form applies."""
+    """Typed input checked by the same rules as the run form (runs/validation.py)."""
 
     project = serializers.SlugField(max_length=40)
     instance = serializers.CharField(max_length=100)
     title = serializers.CharField(max_length=120, required=False, default="", allow_blank=True)
-    source_kind = serializers.CharField(max_length=16)
+    source_kind = serializers.ChoiceField(choices=SourceKind.choices)
     source_path = serializers.CharField(max_length=500)
     source_commit = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
     command = serializers.ListField(child=serializers.CharField(max_length=500), min_length=1, max_length=100)
@@ -58,6 +73,33 @@ class RunCreateSerializer(serializers.Serializer):
     environment = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
     auto_relaunch = serializers.BooleanField(default=False)
     max_relaunches = serializers.IntegerField(min_value=0, max_value=100, default=3)
+
+    validate_command = _rule(validation.check_command)
+    validate_config_path = _rule(validation.check_config_path)
+    validate_data_paths = _rule(validation.check_data_paths)
+    validate_manifest_path = _rule(validation.check_manifest_path)
+    validate_gpus = _rule(validation.check_gpus)
+    validate_environment = _rule(validation.check_environment)
+
+    def validate(self, data):
+        user = self.context["user"]
+        project = Project.objects.visible_to(user).filter(slug=data["project"]).first()
+        instance = Instance.objects.visible_to(user).billing().filter(name=data["instance"]).first()
+        if project is None:
+            raise serializers.ValidationError({"project": [f"no project {data['project']!r} that you can see"]})
+        if instance is None:
+            raise serializers.ValidationError({"instance": [f"no instance {data['instance']!r} that you can see"]})
+        data["project"], data["instance"] = project, instance
+        problems = validation.relation_problems(data)
+        if problems:
+            raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
+        return data
+
+    def unsaved_run(self) -> Run:
+        data = dict(self.validated_data)
+        data["checkpoint_bytes"] = data.pop("checkpoint_mib") * MIB
+        data["scratch_bytes"] = data.pop("scratch_mib") * MIB
+        return Run(**data)
 
 
 class EventSerializer(serializers.ModelSerializer):

@@ -1,8 +1,5 @@
 """The automation API: the same actions as the pages, the same rules; approval stays human."""
 
-import shlex
-
-from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import mixins, status, viewsets
@@ -20,7 +17,6 @@ from custody.teardown import do_request_teardown
 from profiles.models import Instance
 from runs import history
 from runs.actions import do_create_run, do_start_preflight
-from runs.forms import RunForm
 from runs.models import Project, Run
 
 OPERATE = "runs.operate"
@@ -66,12 +62,9 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def create(self, request, *args, **kwargs):
         require(request.user, OPERATE)
-        typed = s.RunCreateSerializer(data=request.data)
+        typed = s.RunCreateSerializer(data=request.data, context={"user": request.user})
         typed.is_valid(raise_exception=True)
-        form = RunForm(form_data(request.user, typed.validated_data), user=request.user)
-        if not form.is_valid():
-            raise ValidationError({field: [str(e) for e in errors] for field, errors in form.errors.items()})
-        run = do_create_run(form.save(commit=False), request.user)
+        run = do_create_run(typed.unsaved_run(), request.user)
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"])
@@ -104,33 +97,6 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if record is None:
             return Response({"error": "not_found", "detail": "This run has no custody record yet."}, status=404)
         return Response(s.CustodySerializer(record).data)
-
-
-def form_data(user, data: dict) -> QueryDict:
-    """The API's typed JSON, as the web form receives it; unknown names are plain form errors."""
-    project = Project.objects.visible_to(user).filter(slug=data["project"]).first()
-    instance = Instance.objects.visible_to(user).filter(name=data["instance"]).first()
-    if project is None:
-        raise ValidationError({"project": [f"no project {data['project']!r} that you can see"]})
-    if instance is None:
-        raise ValidationError({"instance": [f"no instance {data['instance']!r} that you can see"]})
-    form = QueryDict(mutable=True)
-    form.update(
-        {
-            "project": str(project.pk), "instance": str(instance.pk), "title": data["title"],
-            "source_kind": data["source_kind"], "source_path": data["source_path"],
-            "source_commit": data["source_commit"], "command_line": shlex.join(data["command"]),
-            "config_path": data["config_path"], "data_paths_text": "\n".join(data["data_paths"]),
-            "manifest_path": data["manifest_path"], "gpus_text": ",".join(map(str, data["gpus"])),
-            "expected_minutes": str(data["expected_minutes"]), "checkpoint_mib": str(data["checkpoint_mib"]),
-            "scratch_mib": str(data["scratch_mib"]), "checkpoints_retained": str(data["checkpoints_retained"]),
-            "expected_files": str(data["expected_files"]), "environment": data["environment"],
-            "max_relaunches": str(data["max_relaunches"]),
-        }
-    )  # fmt: skip
-    if data["auto_relaunch"]:
-        form["auto_relaunch"] = "on"
-    return form
 
 
 class CustodyViewSet(viewsets.ReadOnlyModelViewSet):

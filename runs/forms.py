@@ -1,11 +1,7 @@
-import re
-import shlex
-from pathlib import PurePosixPath
-
 import yaml
 from django import forms
 
-from runs import sources, sweeps, webhooks
+from runs import sources, sweeps, validation, webhooks
 from runs.models import Project, Run, SourceKind
 
 
@@ -32,19 +28,7 @@ class ProjectForm(forms.ModelForm):
         return slug
 
 
-BAD_PATH_CHARS = re.compile(r"[\x00-\x1f]")
 MIB = 1024**2
-
-
-def node_path_problem(path: str) -> str | None:
-    """Node paths are absolute (or $HOME/…), with no '..' and no control characters."""
-    if BAD_PATH_CHARS.search(path):
-        return "Paths may not contain control characters or newlines."
-    if not (path.startswith("/") or path == "$HOME" or path.startswith(("$HOME/", "~/"))):
-        return f"{path!r}: node paths must be absolute or start with $HOME/."
-    if ".." in PurePosixPath(path).parts:
-        return f"{path!r}: '..' is not allowed in node paths."
-    return None
 
 
 class RunForm(forms.ModelForm):
@@ -94,76 +78,29 @@ class RunForm(forms.ModelForm):
         value = self.cleaned_data.get("max_relaunches")
         return 3 if value is None else value
 
+    # The rules themselves live in runs/validation.py, shared with the API and sweeps.
     def clean_command_line(self):
-        text = self.cleaned_data["command_line"]
-        if BAD_PATH_CHARS.search(text):
-            raise forms.ValidationError("The command may not contain control characters or newlines.")
-        try:
-            argv = shlex.split(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"The command cannot be parsed: {exc}.") from None
-        if not argv:
-            raise forms.ValidationError("Give a command.")
-        return argv
+        return validation.parse_command(self.cleaned_data["command_line"])
 
     def clean_config_path(self):
-        path = self.cleaned_data["config_path"]
-        pure = PurePosixPath(path)
-        if pure.is_absolute() or ".." in pure.parts or BAD_PATH_CHARS.search(path):
-            raise forms.ValidationError("The config path is relative to the source directory, without '..'.")
-        return path
+        return validation.check_config_path(self.cleaned_data["config_path"])
 
     def clean_data_paths_text(self):
-        paths = [line.strip() for line in self.cleaned_data["data_paths_text"].splitlines() if line.strip()]
-        problems = [problem for problem in map(node_path_problem, paths) if problem]
-        if problems:
-            raise forms.ValidationError(problems)
-        return paths
+        return validation.check_data_paths(self.cleaned_data["data_paths_text"].splitlines())
 
     def clean_environment(self):
-        value = self.cleaned_data["environment"].strip()
-        if value and (BAD_PATH_CHARS.search(value) or ".." in PurePosixPath(value).parts or value.startswith("-")):
-            raise forms.ValidationError("An interpreter path, a venv directory or a conda env name, without '..'.")
-        return value
+        return validation.check_environment(self.cleaned_data["environment"])
 
     def clean_manifest_path(self):
-        path = self.cleaned_data["manifest_path"].strip()
-        problem = node_path_problem(path) if path else None
-        if problem:
-            raise forms.ValidationError(problem)
-        return path
+        return validation.check_manifest_path(self.cleaned_data["manifest_path"])
 
     def clean_gpus_text(self):
-        text = self.cleaned_data["gpus_text"].strip()
-        if not text:
-            return []
-        try:
-            gpus = [int(part) for part in text.split(",")]
-        except ValueError:
-            raise forms.ValidationError("GPUs are comma-separated indices such as 0,1.") from None
-        if any(gpu < 0 or gpu > 63 for gpu in gpus) or len(set(gpus)) != len(gpus):
-            raise forms.ValidationError("GPU indices are distinct numbers from 0 to 63.")
-        return gpus
+        return validation.parse_gpus(self.cleaned_data["gpus_text"])
 
     def clean(self):
         data = super().clean()
-        project, instance, kind = data.get("project"), data.get("instance"), data.get("source_kind")
-        if project and instance and instance.project_id != project.pk:
-            self.add_error("instance", f"{instance.name} belongs to another project.")
-        if instance and not instance.profile.is_local and instance.pinned_host_key is None:
-            self.add_error("instance", "Confirm this instance's host key first (test its connection).")
-        path = data.get("source_path", "")
-        if kind in (SourceKind.LOCAL_DIR, SourceKind.GIT) and path:
-            try:
-                root = sources.confined_source(path)
-                if kind == SourceKind.GIT:
-                    data["source_commit"] = sources.resolve_commit(root, data.get("source_commit") or "HEAD")
-            except sources.SourceError as exc:
-                self.add_error("source_path", str(exc))
-        elif kind == SourceKind.NODE_PATH and path:
-            problem = node_path_problem(path)
-            if problem:
-                self.add_error("source_path", problem)
+        for field, problem in validation.relation_problems(data).items():
+            self.add_error(field, problem)
         return data
 
     def save(self, commit=True):

@@ -4,10 +4,12 @@ import json
 
 import pytest
 from django.test import Client
+from django.urls import reverse
 
 from api.models import ApiToken
 from custody.models import TeardownRequest
 from profiles.models import Instance
+from runs.models import Run
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +85,44 @@ def test_bad_run_input_is_a_4xx_json_error(bob, project, instance, body):
     response = post(client, "/api/runs/", body)
     assert 400 <= response.status_code < 500, response.content
     assert response["Content-Type"] == "application/json" and "error" in response.json()
+
+
+SAME_RULES = [
+    ("config_path", {"config_path": "../secrets.yaml"}, {"config_path": "../secrets.yaml"}),
+    ("data_paths", {"data_paths": ["relative/data"]}, {"data_paths_text": "relative/data"}),
+    ("environment", {"environment": "-c import os"}, {"environment": "-c import os"}),
+    ("gpus", {"gpus": [1, 1]}, {"gpus_text": "1,1"}),
+    ("manifest_path", {"manifest_path": "/data/../x"}, {"manifest_path": "/data/../x"}),
+    ("command", {"command": ["python3", "a\nb"]}, {"command_line": "python3 'a\nb'"}),
+]
+
+
+@pytest.mark.parametrize(("field", "api_body", "form_body"), SAME_RULES)
+def test_the_api_and_the_form_refuse_with_the_same_rule_and_words(
+    client, bob, project, instance, source, field, api_body, form_body
+):
+    """One set of validators (runs/validation.py): the API no longer turns its JSON back into form text."""
+    base_api = {
+        "project": project.slug,
+        "instance": instance.name,
+        "source_kind": "local_dir",
+        "source_path": str(source),
+        "command": ["python3", "train.py"],
+        "config_path": "config.yaml",
+    }
+    base_form = {"project": project.pk, "instance": instance.pk, "source_kind": "local_dir", "source_path": str(source),
+                 "command_line": "python3 train.py", "config_path": "config.yaml", "expected_minutes": 5,
+                 "checkpoint_mib": 1, "scratch_mib": 0, "checkpoints_retained": 2, "expected_files": 10}  # fmt: skip
+    api_client, _ = api(bob)
+    answer = post(api_client, "/api/runs/", {**base_api, **api_body})
+    assert answer.status_code == 400, answer.content
+    api_words = " ".join(str(message) for message in answer.json()["detail"][field])
+    client.force_login(bob)
+    page = client.post(reverse("run-create"), {**base_form, **form_body})
+    form_field = next(iter(form_body))
+    form_words = " ".join(page.context["form"].errors[form_field])
+    assert api_words == form_words and api_words
+    assert not Run.objects.exists()
 
 
 @pytest.mark.parametrize(

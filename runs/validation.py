@@ -1,0 +1,121 @@
+"""The rules a run's fields obey: one set, used by the run form, the API and sweeps.
+
+Each `check_*` takes a typed value (what the model stores) and returns it, or raises
+ValidationError with the message a person reads. `relation_problems` checks fields against each
+other and the world (the instance's project and host key, the source on the control host).
+Adding a run field means the model and, if it has a rule, one function here.
+"""
+
+import shlex
+from pathlib import PurePosixPath
+
+from django.core.exceptions import ValidationError
+
+from runs import sources
+from runs.models import SourceKind
+
+CONTROL_CHARS = "".join(chr(code) for code in range(32))
+MAX_GPU = 63
+
+
+def _has_control(text: str) -> bool:
+    return any(char in CONTROL_CHARS for char in text)
+
+
+def node_path_problem(path: str) -> str | None:
+    """Node paths are absolute (or $HOME/…), with no '..' and no control characters."""
+    if _has_control(path):
+        return "Paths may not contain control characters or newlines."
+    if not (path.startswith("/") or path == "$HOME" or path.startswith(("$HOME/", "~/"))):
+        return f"{path!r}: node paths must be absolute or start with $HOME/."
+    if ".." in PurePosixPath(path).parts:
+        return f"{path!r}: '..' is not allowed in node paths."
+    return None
+
+
+def parse_command(text: str) -> list[str]:
+    """A command line as typed in the form, split as a shell would (no shell ever runs it)."""
+    if _has_control(text):
+        raise ValidationError("The command may not contain control characters or newlines.")
+    try:
+        return check_command(shlex.split(text))
+    except ValueError as exc:
+        raise ValidationError(f"The command cannot be parsed: {exc}.") from None
+
+
+def check_command(argv: list[str]) -> list[str]:
+    if not argv:
+        raise ValidationError("Give a command.")
+    if any(_has_control(arg) for arg in argv):
+        raise ValidationError("The command may not contain control characters or newlines.")
+    return argv
+
+
+def check_config_path(path: str) -> str:
+    pure = PurePosixPath(path)
+    if not path or pure.is_absolute() or ".." in pure.parts or _has_control(path):
+        raise ValidationError("The config path is relative to the source directory, without '..'.")
+    return path
+
+
+def check_data_paths(paths: list[str]) -> list[str]:
+    paths = [path.strip() for path in paths if path.strip()]
+    problems = [problem for problem in map(node_path_problem, paths) if problem]
+    if problems:
+        raise ValidationError(problems)
+    return paths
+
+
+def check_environment(value: str) -> str:
+    value = value.strip()
+    if value and (_has_control(value) or ".." in PurePosixPath(value).parts or value.startswith("-")):
+        raise ValidationError("An interpreter path, a venv directory or a conda env name, without '..'.")
+    return value
+
+
+def check_manifest_path(path: str) -> str:
+    path = path.strip()
+    problem = node_path_problem(path) if path else None
+    if problem:
+        raise ValidationError(problem)
+    return path
+
+
+def parse_gpus(text: str) -> list[int]:
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        gpus = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValidationError("GPUs are comma-separated indices such as 0,1.") from None
+    return check_gpus(gpus)
+
+
+def check_gpus(gpus: list[int]) -> list[int]:
+    if any(gpu < 0 or gpu > MAX_GPU for gpu in gpus) or len(set(gpus)) != len(gpus):
+        raise ValidationError(f"GPU indices are distinct numbers from 0 to {MAX_GPU}.")
+    return gpus
+
+
+def relation_problems(data: dict) -> dict[str, str]:
+    """Field -> problem for rules across fields; resolves a git source's commit into data."""
+    problems = {}
+    project, instance, kind = data.get("project"), data.get("instance"), data.get("source_kind")
+    if project and instance and instance.project_id != project.pk:
+        problems["instance"] = f"{instance.name} belongs to another project."
+    elif instance and not instance.profile.is_local and instance.pinned_host_key is None:
+        problems["instance"] = "Confirm this instance's host key first (test its connection)."
+    path = data.get("source_path", "")
+    if kind in (SourceKind.LOCAL_DIR, SourceKind.GIT) and path:
+        try:
+            root = sources.confined_source(path)
+            if kind == SourceKind.GIT:
+                data["source_commit"] = sources.resolve_commit(root, data.get("source_commit") or "HEAD")
+        except sources.SourceError as exc:
+            problems["source_path"] = str(exc)
+    elif kind == SourceKind.NODE_PATH and path:
+        problem = node_path_problem(path)
+        if problem:
+            problems["source_path"] = problem
+    return problems
