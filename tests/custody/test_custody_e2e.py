@@ -1,7 +1,6 @@
 """VERIFY end to end: the example trains and seals on the loopback sshd, then custody proves it."""
 
 import json
-import time
 
 import pytest
 from django.urls import reverse
@@ -15,6 +14,7 @@ from runs.actions import do_start_preflight
 from runs.models import RunState
 from runs.remote import NodeSession
 from tests.runs.conftest import set_config, wait_state
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,13 +27,11 @@ def exported(make_run, source, bob, **config):
 
 
 def wait_record(record, timeout=120) -> CustodyRecord:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def settled():
         record.refresh_from_db()
-        if record.status in (CustodyStatus.VERIFIED, CustodyStatus.FAILED):
-            return record
-        time.sleep(0.3)
-    raise AssertionError(f"custody #{record.pk} stayed {record.status}")
+        return record if record.status in (CustodyStatus.VERIFIED, CustodyStatus.FAILED) else None
+
+    return wait_until(settled, timeout, 0.3, f"custody #{record.pk} settling")
 
 
 def test_pull_readback_load_recompute_gives_a_verified_record(

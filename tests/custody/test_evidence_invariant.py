@@ -5,7 +5,6 @@ files are real files, the node-side re-hash runs the wrapper over SSH.
 """
 
 import threading
-import time
 
 import pytest
 from celery.exceptions import Retry
@@ -32,6 +31,7 @@ from custody.teardown import (
 from custody.verify import custody_dir
 from runs.dashboard import tiles_for
 from tests.custody import sealed
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -320,10 +320,7 @@ def test_an_operator_closes_a_failed_runs_active_dir_and_release_no_longer_waits
     client.force_login(bob)
     assert "Close active/ into quarantine" in client.get(run.get_absolute_url()).content.decode()
     client.post(reverse("run-close-active", args=[run.run_id]), {"reason": "diverged; keep for a post-mortem"})
-    deadline = time.monotonic() + 30
-    while run.active_closed_at is None and time.monotonic() < deadline:
-        time.sleep(0.3)
-        run.refresh_from_db()
+    wait_until(lambda: run.refresh_from_db() or run.active_closed_at, what="closing the run's active/")
     moved = list(node.root.glob(f"quarantine/{run.run_id}--closed-*"))
     assert run.active_closed_at and len(moved) == 1 and not node.active(run).exists()
     assert (moved[0] / "ckpt" / "latest.pth").read_bytes() == b"weights"
@@ -344,9 +341,7 @@ def test_a_worker_killed_inside_the_provider_call_needs_a_person_and_never_calls
     request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
     do_approve_teardown(request.pk, alice, "go")
     wait_request(request, {TeardownStatus.EXECUTING})
-    deadline = time.monotonic() + 30
-    while not provider_api.calls_for("pod-killed-1", "stop") and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: provider_api.calls_for("pod-killed-1", "stop"), interval=0.1, what="the provider call")
     celery_worker_process.kill()  # inside the provider call
     held.set()
 

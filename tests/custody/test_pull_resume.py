@@ -1,7 +1,5 @@
 """A worker SIGKILLed half-way through a pull: the next verification resumes from what arrived."""
 
-import time
-
 import pytest
 
 from custody.actions import do_start_verification
@@ -9,6 +7,7 @@ from custody.models import CustodyRecord, CustodyStatus
 from custody.verify import custody_dir
 from tests.conftest import WorkerProcess, database_url
 from tests.custody.test_custody_e2e import exported, wait_record
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,13 +27,9 @@ def add_blob_to_export(source) -> None:
 
 
 def wait_bytes(record: CustodyRecord, low: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record.refresh_from_db()
-        if record.bytes_done >= low:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the pull never passed {low} bytes (at {record.bytes_done})")
+    wait_until(
+        lambda: record.refresh_from_db() or record.bytes_done >= low, timeout, 0.1, f"the pull passing {low} bytes"
+    )
 
 
 def test_a_sigkilled_pull_resumes_and_every_hash_verifies(bob, make_run, source, celery_worker_process):
