@@ -5,9 +5,10 @@ from rest_framework import serializers
 
 from custody.models import CustodyRecord, TeardownKind, TeardownRequest
 from profiles.models import Instance
+from projects.models import Project
 from runs import validation
 from runs.forms import MIB
-from runs.models import Project, Run, RunEvent, SourceKind
+from runs.models import Run, RunEvent, SourceKind
 
 
 class ProjectSerializer(serializers.ModelSerializer):

@@ -15,11 +15,12 @@ from custody.actions import do_start_verification
 from custody.models import CustodyRecord, TeardownRequest
 from custody.teardown import do_request_teardown
 from profiles.models import Instance
+from projects.models import Project
 from runs import history
 from runs.actions import do_create_run, do_start_preflight
-from runs.models import Project, Run
+from runs.models import Run
 
-OPERATE = "runs.operate"
+OPERATE = "projects.operate"
 
 
 class NewestFirst(CursorPagination):

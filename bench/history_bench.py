@@ -84,7 +84,8 @@ def seed(runs: int, events: int) -> str:
 
     from custody.models import CustodyRecord
     from profiles.models import Instance
-    from runs.models import Project, Run, RunEvent, RunState
+    from projects.models import Project
+    from runs.models import Run, RunEvent, RunState
 
     user = get_user_model().objects.create_user("bench")
     projects = []

@@ -70,8 +70,9 @@ def create_runs(n, sshd, sleeper_pid):
     from django.utils import timezone
 
     from profiles.models import Instance
+    from projects.models import Project
     from runs.layout import NodeLayout
-    from runs.models import Project, Run, RunState
+    from runs.models import Run, RunState
     from runs.remote import WRAPPER_FILE, wrapper_name
 
     fields = sshd.instance_fields()

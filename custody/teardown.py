@@ -140,7 +140,7 @@ def _decide(request_pk, approver, comment):
     request = _locked(request_pk)
     if request.requester_id == approver.pk:
         raise PermissionDenied("The requester can never approve or reject their own request: ask a second person.")
-    if not approver.has_perm("runs.approve_cost"):
+    if not approver.has_perm("projects.approve_cost"):
         raise PermissionDenied("Only an approver may approve or reject a teardown request.")
     if request.status == TeardownStatus.EXPIRED:
         raise TeardownRefused(f"Request #{request.pk} has expired; request it again.")
@@ -369,7 +369,7 @@ def do_flag_stuck_executions() -> list[int]:
 
 def do_resolve_attention(request_pk, actor, happened: bool, comment: str = "") -> TeardownRequest:
     """An approver settles an interrupted execution: it happened (done), or retry with the same key."""
-    if not actor.has_perm("runs.approve_cost"):
+    if not actor.has_perm("projects.approve_cost"):
         raise PermissionDenied("Only an approver may settle an interrupted execution.")
     if happened:
         answer = {"settled_by": actor.get_username(), "comment": comment}

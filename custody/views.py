@@ -36,7 +36,7 @@ def _back_to_instance(pk):
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def teardown_create(request, pk):
     """One of the three buttons: kind comes from the button, never implied by another."""
     instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
@@ -75,7 +75,7 @@ def approval_queue(request):
         .exclude(status=TeardownStatus.PENDING)
         .select_related("instance", "requester", "approver")[:30]
     )
-    context = {"pending": pending, "decided": decided, "can_approve": request.user.has_perm("runs.approve_cost")}
+    context = {"pending": pending, "decided": decided, "can_approve": request.user.has_perm("projects.approve_cost")}
     return render(request, "custody/approval_queue.html", context)
 
 
@@ -88,10 +88,10 @@ def teardown_detail(request, pk):
         "consequence": consequence_of(req.kind, req.instance),
         "waiting": waiting([req])[0] if req.status == TeardownStatus.PENDING else None,
         "profile": profile,
-        "may_decide": request.user.has_perm("runs.approve_cost") and request.user.pk != req.requester_id,
+        "may_decide": request.user.has_perm("projects.approve_cost") and request.user.pk != req.requester_id,
         "is_requester": request.user.pk == req.requester_id,
-        "can_settle": request.user.has_perm("runs.approve_cost"),
-        "can_operate": request.user.has_perm("runs.operate"),
+        "can_settle": request.user.has_perm("projects.approve_cost"),
+        "can_operate": request.user.has_perm("projects.operate"),
         "audit": req.auditentry_set.select_related("actor").order_by("at", "id"),
     }
     return render(request, "custody/teardown_detail.html", context)
@@ -114,13 +114,13 @@ def teardown_decide(request, pk):
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def teardown_attest(request, pk):
     return _on_request(request, pk, teardown.do_attest_teardown, "Attested; verifying offline.")
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def teardown_retry(request, pk):
     return _on_request(request, pk, teardown.do_retry_execution, "Execution queued again.")
 
@@ -149,7 +149,7 @@ def _on_request(request, pk, action, success):
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def instance_hold(request, pk):
     instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
     reason = request.POST.get("reason", "")[:2000]
@@ -158,7 +158,7 @@ def instance_hold(request, pk):
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def instance_cache_cleanup(request, pk):
     """The fourth, separate action: only allow-listed, regenerable caches (L1)."""
     instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)

@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from profiles.models import InstanceEvent, InstanceState
@@ -50,8 +49,8 @@ def accrued_cost(instance, now=None) -> Cost:
     return Cost(running, stopped, total.quantize(Decimal("0.01")), since)
 
 
-def danger_clocks(instance, now=None) -> list[str]:
-    """Plain sentences for the clocks running on this box right now."""
+def danger_clocks(instance, has_live_run: bool, now=None) -> list[str]:
+    """Plain sentences for the clocks running on this box right now (the caller knows its runs)."""
     now = now or timezone.now()
     cost = accrued_cost(instance, now)
     name, lines = instance.profile.name, []
@@ -66,39 +65,7 @@ def danger_clocks(instance, now=None) -> list[str]:
                 lines.append(f"stopped {days:.0f} days — {name}: {clock['what']} ({max(left, 0):.0f} days left)")
             elif "continuous" in clock["clock"] and ("stop" in clock["what"] or "disk" in clock["what"]):
                 lines.append(f"stopped on {name}: {clock['what']} (${spent:.2f} so far)")
-    elif instance.state == InstanceState.RUNNING and not _has_live_run(instance):
+    elif instance.state == InstanceState.RUNNING and not has_live_run:
         spent = instance.rate_running * Decimal(str(hours))
         lines.append(f"running with no live run for {hours:.1f} h (${spent:.2f} at the running rate)")
     return lines
-
-
-def _live_states():
-    from runs.models import LIVE_STATES
-
-    return LIVE_STATES
-
-
-def _live_run_exists() -> Exists:
-    from runs.models import LIVE_STATES, Run
-
-    return Exists(Run.objects.filter(instance=OuterRef("pk"), state__in=LIVE_STATES))
-
-
-def _has_live_run(instance) -> bool:
-    if hasattr(instance, "has_live_run"):  # annotated by idle_billing for a whole list at once
-        return instance.has_live_run
-    return instance.runs.filter(state__in=_live_states()).exists()
-
-
-def idle_billing(instances) -> list[tuple]:
-    """(instance, its clocks) for boxes that bill while nothing of ours runs on them."""
-    rows = []
-    billing = instances.exclude(state=InstanceState.RELEASED).select_related("project")
-    billing = billing.annotate(has_live_run=_live_run_exists())
-    for instance in billing:
-        if instance.state == InstanceState.STOPPED and not instance.rate_stopped:
-            continue
-        clocks = danger_clocks(instance)
-        if clocks:
-            rows.append((instance, clocks))
-    return rows

@@ -11,7 +11,7 @@ from profiles.actions import needs_acknowledgement
 from profiles.credentials import reference_problem
 from profiles.models import Credential, CredentialKind, Instance, InstanceState
 from profiles.naming import name_problem, purpose_guess, suggest_name
-from runs.models import Project
+from projects.models import Project
 
 HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[?[0-9A-Fa-f:]+\]?")
 USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")

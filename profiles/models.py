@@ -35,7 +35,7 @@ class CredentialQuerySet(models.QuerySet):
 
     def usable_by(self, user):
         """Credentials granted to at least one project the user can see (admins: all)."""
-        from runs.models import Project
+        from projects.models import Project
 
         if user.is_superuser:
             return self
@@ -57,7 +57,7 @@ class Credential(models.Model):
         help_text="env:NAME (a variable set on every worker) or the absolute path of a key file on the "
         "workers. Never the secret itself.",
     )
-    projects = models.ManyToManyField("runs.Project", blank=True, related_name="credentials")
+    projects = models.ManyToManyField("projects.Project", blank=True, related_name="credentials")
     note = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -95,7 +95,7 @@ class CredentialEvent(models.Model):
 
 class InstanceQuerySet(models.QuerySet):
     def visible_to(self, user):
-        from runs.models import member_filter
+        from projects.models import member_filter
 
         if not user.is_authenticated:
             return self.none()
@@ -116,7 +116,7 @@ class InstanceQuerySet(models.QuerySet):
 
 class Instance(models.Model):
     name = models.CharField(max_length=100, unique=True)
-    project = models.ForeignKey("runs.Project", on_delete=models.PROTECT, related_name="instances")
+    project = models.ForeignKey("projects.Project", on_delete=models.PROTECT, related_name="instances")
     profile_key = models.CharField("platform", max_length=40)
     host = models.CharField(max_length=253, blank=True)
     port = models.PositiveIntegerField(default=22)
@@ -280,7 +280,7 @@ class InstanceProbe(models.Model):
 class PlatformAcknowledgement(models.Model):
     """A person read a platform's conveniences and danger clocks for a project (first contact)."""
 
-    project = models.ForeignKey("runs.Project", on_delete=models.CASCADE, related_name="acknowledgements")
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="acknowledgements")
     profile_key = models.CharField(max_length=40)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     at = models.DateTimeField(auto_now_add=True)

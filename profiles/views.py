@@ -18,8 +18,9 @@ from profiles.actions import (
 from profiles.costs import accrued_cost, danger_clocks
 from profiles.forms import CredentialForm, InstanceForm, StateForm
 from profiles.models import Credential, Instance, InstanceProbe
+from projects.models import Project
 from remotegpu_site.flash import perform
-from runs.models import Project
+from runs.models import LIVE_STATES
 
 
 def platform_list(request):
@@ -40,11 +41,11 @@ def instance_list(request):
     if request.GET.get("project"):
         project = get_object_or_404(Project.objects.visible_to(request.user), slug=request.GET["project"])
         instances = instances.filter(project=project)
-    context = {"instances": instances, "project": project, "can_create": request.user.has_perm("runs.operate")}
+    context = {"instances": instances, "project": project, "can_create": request.user.has_perm("projects.operate")}
     return render(request, "profiles/instance_list.html", context)
 
 
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def instance_create(request):
     form = InstanceForm(request.POST or None, user=request.user, initial={"project": request.GET.get("project")})
     if request.method == "POST" and form.is_valid():
@@ -77,9 +78,9 @@ def instance_detail(request, pk):
         "probes": probes,
         "latest_audit": latest_audit,
         "state_form": StateForm(initial={"state": instance.state}),
-        "can_operate": request.user.has_perm("runs.operate"),
+        "can_operate": request.user.has_perm("projects.operate"),
         "teardown": teardown_panel(instance),
-        "clocks": danger_clocks(instance),
+        "clocks": danger_clocks(instance, instance.runs.filter(state__in=LIVE_STATES).exists()),
         "cost": accrued_cost(instance),
         "watch": _watch_of(instance),
     }
@@ -110,7 +111,7 @@ def instance_probe(request, pk):
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def instance_confirm_host_key(request, pk):
     get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
     fingerprint = request.POST.get("fingerprint", "")
@@ -118,7 +119,7 @@ def instance_confirm_host_key(request, pk):
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def instance_set_state(request, pk):
     get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
     form = StateForm(request.POST)

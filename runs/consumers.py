@@ -9,8 +9,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from projects.models import Project
 from runs.live import project_group, run_group
-from runs.models import Project, Run
+from runs.models import Run
 
 UNAUTHENTICATED = 4401
 FORBIDDEN = 4403

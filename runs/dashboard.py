@@ -2,9 +2,13 @@
 
 from dataclasses import dataclass
 
+from django.db.models import Exists, OuterRef
+
 from custody.models import TeardownRequest
-from profiles.models import Instance
-from runs.models import Project, Run
+from profiles.costs import danger_clocks
+from profiles.models import Instance, InstanceState
+from projects.models import Project
+from runs.models import LIVE_STATES, Run
 
 
 @dataclass(frozen=True)
@@ -30,3 +34,17 @@ def tiles_for(user) -> list[Tile]:
             "consequences waiting for a second person",
         ),
     ]
+
+
+def idle_billing(instances) -> list[tuple]:
+    """(instance, its clocks) for boxes that bill while nothing of ours runs on them."""
+    live = Exists(Run.objects.filter(instance=OuterRef("pk"), state__in=LIVE_STATES))
+    billing = instances.exclude(state=InstanceState.RELEASED).select_related("project").annotate(has_live_run=live)
+    rows = []
+    for instance in billing:
+        if instance.state == InstanceState.STOPPED and not instance.rate_stopped:
+            continue
+        clocks = danger_clocks(instance, instance.has_live_run)
+        if clocks:
+            rows.append((instance, clocks))
+    return rows

@@ -1,8 +1,9 @@
 import yaml
 from django import forms
 
+from projects.models import Project
 from runs import sources, sweeps, validation, webhooks
-from runs.models import Project, Run, SourceKind
+from runs.models import Run, SourceKind
 
 
 class ProjectForm(forms.ModelForm):

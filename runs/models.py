@@ -1,80 +1,10 @@
-"""Projects (a team's line of work); runs and their events join them in later migrations."""
+"""Runs (one experiment on one box), their events, GPU locks, sweeps and watch leases."""
 
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-
-def member_filter(user, path: str) -> models.Q | None:
-    """None: no restriction (an admin sees every project); otherwise membership of the project at path."""
-    if user.is_superuser:
-        return None
-    return models.Q(**{f"{path}members": user})
-
-
-class ProjectQuerySet(models.QuerySet):
-    def visible_to(self, user):
-        """Members see their projects' history; admins see all; anonymous sees nothing."""
-        if not user.is_authenticated:
-            return self.none()
-        rule = member_filter(user, "")
-        return self if rule is None else self.filter(rule)
-
-
-class Project(models.Model):
-    name = models.CharField(max_length=80, unique=True)
-    slug = models.SlugField(
-        max_length=40,
-        unique=True,
-        help_text="Lowercase letters, digits and hyphens; used in node paths and instance names.",
-    )
-    description = models.TextField(blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-    shutdown_needs_approval = models.BooleanField(
-        default=False, help_text="Ask a second person even for a shutdown that keeps every disk (L2)."
-    )
-    approval_webhook = models.URLField(blank=True, help_text="POSTed a JSON summary of each new teardown request.")
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="projects")
-
-    objects = ProjectQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["name"]
-        permissions = [
-            ("operate", "May create instances and launch runs"),
-            ("approve_cost", "May approve cost actions (shutdown, release, deletion)"),
-        ]
-
-    def __str__(self):
-        return self.name
-
-    def get_absolute_url(self):
-        return reverse("project-detail", args=[self.slug])
-
-
-class MembershipEvent(models.Model):
-    """Append-only: who added or removed whom from a project (access changes are audited)."""
-
-    class Action(models.TextChoices):
-        ADDED = "added"
-        REMOVED = "removed"
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="membership_events")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    action = models.CharField(max_length=8, choices=Action.choices)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-
-    def __str__(self):
-        return f"{self.user_id} {self.action} {self.project_id}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("membership history is append-only")
-        super().save(*args, **kwargs)
+from projects.models import Project
 
 
 class RunState(models.TextChoices):

@@ -10,8 +10,8 @@ OPERATORS = "operators"
 APPROVERS = "approvers"
 
 ROLE_PERMISSIONS = {
-    OPERATORS: ["runs.operate", "runs.add_project", "runs.change_project"],
-    APPROVERS: ["runs.approve_cost"],
+    OPERATORS: ["projects.operate", "projects.add_project", "projects.change_project"],
+    APPROVERS: ["projects.approve_cost"],
 }
 
 

@@ -9,11 +9,12 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from profiles.transport import TransportError
+from projects.models import Project
 from runs import actions, watch
 from runs.budget import storage_budget
 from runs.environment import environment_problems
 from runs.layout import resolve_home
-from runs.models import Project, Run, RunState
+from runs.models import Run, RunState
 from runs.remote import NodeSession, wrapper_name
 from runs.sources import SourceError
 

@@ -7,18 +7,19 @@ from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
 from profiles import catalog
-from profiles.costs import accrued_cost, idle_billing
+from profiles.costs import accrued_cost
 from profiles.models import Instance
+from projects.membership import do_add_member, do_remove_member
+from projects.models import Project
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs import compare, history
 from runs.actions import do_close_active, do_create_run, do_create_sweep, do_retry_run, do_start_preflight
 from runs.cadence import cadence_for
-from runs.dashboard import tiles_for
+from runs.dashboard import idle_billing, tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
 from runs.layout import layout_for
-from runs.membership import do_add_member, do_remove_member
-from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Project, Run, RunState, Sweep
+from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Run, RunState, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.tasks import watch_instance
 
@@ -28,7 +29,7 @@ def dashboard(request):
         "tiles": tiles_for(request.user),
         "projects": Project.objects.visible_to(request.user)[:50],
         "checks": system_health(),
-        "can_create_project": request.user.has_perm("runs.add_project"),
+        "can_create_project": request.user.has_perm("projects.add_project"),
         "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
     }
     return render(request, "runs/dashboard.html", context)
@@ -44,13 +45,13 @@ def project_detail(request, slug):
         "recent_runs": [r for r in runs if r not in live][:20],
         "members": project.members.order_by("username"),
         "membership_events": project.membership_events.select_related("user", "actor")[:10],
-        "can_share": request.user.has_perm("runs.change_project"),
+        "can_share": request.user.has_perm("projects.change_project"),
     }
     return render(request, "runs/project_detail.html", context)
 
 
 @require_POST
-@permission_required("runs.change_project", raise_exception=True)
+@permission_required("projects.change_project", raise_exception=True)
 def project_add_member(request, slug):
     """Share a project with a teammate (a member, or an admin, may add one)."""
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
@@ -61,7 +62,7 @@ def project_add_member(request, slug):
 
 
 @require_POST
-@permission_required("runs.change_project", raise_exception=True)
+@permission_required("projects.change_project", raise_exception=True)
 def project_remove_member(request, slug):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
     username = request.POST.get("username", "").strip()[:150]
@@ -71,7 +72,7 @@ def project_remove_member(request, slug):
 
 
 class ProjectCreateView(PermissionRequiredMixin, CreateView):
-    permission_required = "runs.add_project"
+    permission_required = "projects.add_project"
     raise_exception = True
     form_class = ProjectForm
     template_name = "runs/project_form.html"
@@ -95,7 +96,7 @@ def run_list(request):
         "custody_choices": history.CUSTODY_CHOICES,
         "query": request.GET,
         **totals_with_cost(request.user, runs),
-        "can_create": request.user.has_perm("runs.operate"),
+        "can_create": request.user.has_perm("projects.operate"),
     }
     return render(request, "runs/run_list.html", context)
 
@@ -123,7 +124,7 @@ def run_compare(request):
     return render(request, "runs/compare.html", compare.compare(chosen))
 
 
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def run_create(request):
     form = RunForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
@@ -140,7 +141,7 @@ def run_detail(request, run_id):
         # The newest 200 events: a long run's timeline must not make its page slow (live.json pages likewise).
         "events": list(run.events.select_related("actor").order_by("-at", "-id")[:200])[::-1],
         "layout": layout_for(run),
-        "can_operate": request.user.has_perm("runs.operate"),
+        "can_operate": request.user.has_perm("projects.operate"),
         "retryable": run.state in RETRYABLE_STATES,
         "closable": run.state in UNCLOSED_STATES and run.active_closed_at is None,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
@@ -208,26 +209,26 @@ def _run_action(request, run_id, action, success):
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def run_preflight(request, run_id):
     return _run_action(request, run_id, do_start_preflight, "Preflight queued.")
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def run_retry(request, run_id):
     return _run_action(request, run_id, do_retry_run, "Retry of the identical config queued.")
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def run_close_active(request, run_id):
     reason = request.POST.get("reason", "")[:2000]
     return _run_action(request, run_id, lambda pk, user: do_close_active(pk, user, reason), "Closing active/ queued.")
 
 
 @require_POST
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def run_verify(request, run_id):
     from custody.actions import do_start_verification
 
@@ -243,7 +244,7 @@ def run_refresh(request, run_id):
     return redirect(run)
 
 
-@permission_required("runs.operate", raise_exception=True)
+@permission_required("projects.operate", raise_exception=True)
 def sweep_create(request):
     form = SweepForm(request.POST or None, user=request.user, initial={"base_run": request.GET.get("base")})
     if request.method == "POST" and form.is_valid():

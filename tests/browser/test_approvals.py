@@ -11,7 +11,7 @@ SEED = """
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from profiles.models import Instance
-from runs.models import Project
+from projects.models import Project
 ops = User.objects.create_user("ops1", password="ops1-pass-1234")
 ops.groups.set([Group.objects.get(name="operators")])
 appr = User.objects.create_user("appr1", password="appr1-pass-1234")

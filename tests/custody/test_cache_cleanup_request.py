@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from custody.models import AuditEntry
 from profiles.models import Instance
-from runs.models import Project
+from projects.models import Project
 
 pytestmark = pytest.mark.django_db
 

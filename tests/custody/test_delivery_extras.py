@@ -73,7 +73,7 @@ def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, al
     cost = accrued_cost(box, now)
     assert round(cost.running_hours, 3) == 10 and round(cost.stopped_hours, 3) == 288
     assert cost.total == Decimal("48.80")  # 10 h × $2 + 288 h × $0.10
-    clocks = danger_clocks(box, now)
+    clocks = danger_clocks(box, has_live_run=False, now=now)
     assert any(line.startswith("stopped 12 days — AutoDL") and "(3 days left)" in line for line in clocks)
 
     vast = Instance.objects.create(
@@ -83,7 +83,8 @@ def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, al
     Instance.objects.filter(pk=vast.pk).update(created=now - timedelta(hours=10))
     vast.refresh_from_db()
     assert any(
-        "disk bills until you destroy it" in line and "$5.00 so far" in line for line in danger_clocks(vast, now)
+        "disk bills until you destroy it" in line and "$5.00 so far" in line
+        for line in danger_clocks(vast, has_live_run=False, now=now)
     )
     client.force_login(alice)
     page = client.get(reverse("dashboard")).content.decode()

@@ -46,7 +46,8 @@ from custody.teardown import do_request_teardown as request_teardown
 from custody.verify import custody_dir
 from profiles.catalog import all_profiles
 from profiles.models import Instance
-from runs.models import Project, Run
+from projects.models import Project
+from runs.models import Run
 from tests.custody import sealed
 
 pytestmark = pytest.mark.django_db(transaction=True)

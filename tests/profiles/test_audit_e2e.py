@@ -11,7 +11,7 @@ from django.utils import timezone
 from profiles.actions import do_confirm_host_key, do_request_probe
 from profiles.models import Instance, InstanceProbe
 from profiles.tasks import probe_running_instances
-from runs.models import Project
+from projects.models import Project
 from tests.sshd import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,8 +7,9 @@ from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("profiles", "0005_instance_data_tier_instance_mirror_tier")]
-AFTER = [("profiles", "0008_remove_references")]
+# runs stays before Project moved to the projects app (runs 0013 needs profiles 0009).
+BEFORE = [("profiles", "0005_instance_data_tier_instance_mirror_tier"), ("runs", "0012_membership_event")]
+AFTER = [("profiles", "0008_remove_references"), ("runs", "0012_membership_event")]
 
 
 def migrate(targets):

@@ -15,7 +15,7 @@ from profiles.credentials import provider_key, ssh_auth
 from profiles.models import Credential, CredentialEvent, CredentialKind, Instance
 from profiles.probe import run_probe
 from profiles.transport import CredentialError
-from runs.models import Project
+from projects.models import Project
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from profiles.actions import IllegalTransition, do_change_instance_state
 from profiles.models import Credential, CredentialKind, Instance, InstanceEvent, PlatformAcknowledgement
-from runs.models import Project
+from projects.models import Project
 
 pytestmark = pytest.mark.django_db
 

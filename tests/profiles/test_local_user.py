@@ -12,7 +12,7 @@ import pytest
 from profiles.models import Instance
 from profiles.nodes import transport_for
 from profiles.transport import CredentialError, LocalTransport
-from runs.models import Project
+from projects.models import Project
 
 USER = "rgpu-node-test"
 needs_root = pytest.mark.skipif(

@@ -12,7 +12,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from profiles.models import Instance
-from runs.models import Project, Run, RunState, SourceKind
+from projects.models import Project
+from runs.models import Run, RunState, SourceKind
 from tests.conftest import REPO
 
 TINYFIT = REPO / "examples" / "tinyfit"

@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from custody.models import CustodyRecord
 from profiles.models import Instance
+from projects.models import Project
 from runs import history
-from runs.models import Project, Run
+from runs.models import Run
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,9 @@ import pytest
 from django.db import connection
 
 from profiles.models import Instance
+from projects.models import Project
 from runs import leases
-from runs.models import Project, WatchLease
+from runs.models import WatchLease
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,7 +22,8 @@ ORIGIN = (b"origin", b"http://localhost")
 def runs(db, alice):
     """The runs the sockets subscribe to: a group join is authorized per object (alice is a member)."""
     from profiles.models import Instance
-    from runs.models import Project, Run
+    from projects.models import Project
+    from runs.models import Run
 
     project = Project.objects.create(name="Vision", slug="vision")
     project.members.add(alice)
@@ -150,7 +151,7 @@ async def test_an_open_socket_stops_when_access_ends(alice, settings, how):
     """Sockets were authorised only at connect: a removed or signed-out user kept hearing log lines."""
     from django.contrib.sessions.models import Session
 
-    from runs.models import Project
+    from projects.models import Project
 
     settings.LIVE_REAUTH_SECONDS = 0
     cookie = await sync_to_async(session_cookie)(alice)

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from runs.models import Project
+from projects.models import Project
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +94,7 @@ def test_a_member_without_the_role_cannot_change_membership(client, bob, charlie
 
 def test_membership_history_is_append_only(bob):
     project = Project.objects.create(name="Vision", slug="vision")
-    from runs.membership import do_add_member
+    from projects.membership import do_add_member
 
     event = do_add_member(project.pk, "bob", actor=bob)
     with pytest.raises(ValueError, match="append-only"):

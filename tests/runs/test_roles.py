@@ -13,18 +13,18 @@ pytestmark = pytest.mark.django_db
 
 
 def test_operators_may_operate_but_not_approve(bob):
-    assert bob.has_perm("runs.operate")
-    assert bob.has_perm("runs.add_project")
-    assert not bob.has_perm("runs.approve_cost")
+    assert bob.has_perm("projects.operate")
+    assert bob.has_perm("projects.add_project")
+    assert not bob.has_perm("projects.approve_cost")
 
 
 def test_approvers_may_approve(alice):
-    assert alice.has_perm("runs.approve_cost")
+    assert alice.has_perm("projects.approve_cost")
 
 
 def test_user_without_group_has_no_role(charlie):
-    assert not charlie.has_perm("runs.operate")
-    assert not charlie.has_perm("runs.approve_cost")
+    assert not charlie.has_perm("projects.operate")
+    assert not charlie.has_perm("projects.approve_cost")
 
 
 def test_groups_exist_after_migrate():

@@ -79,7 +79,7 @@ def test_node_source_path_with_dotdot_is_refused(client, bob, form):
 
 
 def test_instance_of_another_project_is_refused(client, bob, form, instance):
-    from runs.models import Project
+    from projects.models import Project
 
     other = Project.objects.create(name="Other", slug="other")
     other.members.add(bob)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runs.models import Project
+from projects.models import Project
 from runs.tasks import worker_selfcheck
 
 

@@ -24,7 +24,7 @@ def test_a_nul_in_a_query_is_a_400_page(client, alice, url):
 
 
 def test_a_nul_in_a_form_is_a_400(client, alice):
-    from runs.models import Project
+    from projects.models import Project
 
     project = Project.objects.create(name="Nul", slug="nul")
     project.members.add(alice)

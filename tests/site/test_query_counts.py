@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from custody.models import Artifact, AuditEntry, CustodyRecord, CustodyStatus, TeardownRequest
 from profiles.models import Instance, InstanceEvent
-from runs.models import Project, Run, RunEvent, RunState, Sweep
+from projects.models import Project
+from runs.models import Run, RunEvent, RunState, Sweep
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from runs.models import MembershipEvent, Project
+from projects.models import MembershipEvent, Project
 
 
 def _member_named(username: str):

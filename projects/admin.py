@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from runs.models import Project
+from projects.models import Project
 
 
 @admin.register(Project)
