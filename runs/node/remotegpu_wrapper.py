@@ -848,6 +848,12 @@ def cmd_extract(spec):
 
 def cmd_idle(root):
     """Processes that work in, or hold a file open for writing under, root (scans /proc)."""
+    print(json.dumps({"busy": busy_under(root)}))
+    return 0
+
+
+def busy_under(root, writers_only=True):
+    """[{pid, why}] of processes working in root or holding a file under it open (for writing)."""
     root = os.path.realpath(root) + os.sep
     busy = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -864,13 +870,12 @@ def cmd_idle(root):
                     # "pos:" comes first; the open flags are on their own line, in octal.
                     fields = dict(line.split(":", 1) for line in info.read().splitlines() if ":" in line)
                 flags = int(fields["flags"].strip(), 8)
-                if flags & 3:
+                if flags & 3 or not writers_only:
                     busy.append({"pid": int(pid), "why": "writes " + target})
                     break
         except (OSError, ValueError, KeyError):
             continue
-    print(json.dumps({"busy": busy}))
-    return 0
+    return busy
 
 
 def tree_bytes(path):

@@ -1,5 +1,6 @@
 """Runs on a real node: the loopback sshd, the tinyfit example copied per test, a real worker."""
 
+import contextlib
 import os
 import shutil
 import sys
@@ -43,12 +44,36 @@ class Node:
         return self.root / "quarantine" / f"{run.run_id}--{attempt}"
 
 
+def stop_processes_under(root: Path) -> list[int]:
+    """SIGKILL whatever still works in or holds a file under root (a run a test left behind), so the
+    shared loopback box is idle for the next test's shutdown check; the pids it stopped."""
+    import importlib.util
+    import signal
+
+    from runs.remote import WRAPPER_FILE
+
+    spec = importlib.util.spec_from_file_location("remotegpu_wrapper_cleanup", WRAPPER_FILE)
+    wrapper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wrapper)
+    mine = {os.getpid(), os.getppid()}
+    stopped = []
+    for item in wrapper.busy_under(str(root), writers_only=False):
+        if item["pid"] not in mine:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(item["pid"], signal.SIGKILL)
+                stopped.append(item["pid"])
+    return stopped
+
+
 @pytest.fixture
 def project(alice, bob, charlie):
     project = Project.objects.create(name=f"T {uuid.uuid4().hex[:6]}", slug=f"t{uuid.uuid4().hex[:10]}")
     project.members.add(alice, bob, charlie)
     yield project
-    shutil.rmtree(Node(project).root, ignore_errors=True)
+    root = Node(project).root
+    if root.exists():
+        stop_processes_under(root)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
