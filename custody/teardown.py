@@ -272,8 +272,12 @@ def do_finish_execution(
         offline_note = {True: "; verified offline", False: "; NOT verified offline", None: ""}[offline]
         audit("done", f"Request #{request.pk} done{offline_note}", actor, request, answer=answer)
     target = {TeardownKind.SHUTDOWN: "stopped", TeardownKind.RELEASE: "released"}.get(request.kind)
+    reason = f"teardown request #{request.pk}"
+    if request.kind == TeardownKind.SHUTDOWN and offline is False:
+        # The power-off was sent but the box still answers: it may still bill; never call it stopped.
+        target, reason = "unknown", f"shutdown #{request.pk} sent, but the box still answers"
     if target and request.instance.state != target:
-        do_change_instance_state(request.instance_id, target, None, f"teardown request #{request.pk}")
+        do_change_instance_state(request.instance_id, target, None, reason)
     return request
 
 

@@ -116,7 +116,7 @@ class Sshd:
             "host": "127.0.0.1",
             "port": self.port,
             "user": self.user,
-            "credential": self.credential_for(project),
+            "credential_id": self.credential_for(project).pk,  # an id: __dict__.update() sets it too
             "state": "running",
         }
         if pinned:

@@ -252,3 +252,23 @@ def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
     with pytest.raises(providers.ProviderError, match="answered 401"):
         providers.execute(box, "release", "k")
     assert provider_api.calls_for("p") == []
+
+
+def test_a_shutdown_whose_box_stays_up_is_not_called_stopped(bob, instance, settings, no_worker):
+    """The power-off command did nothing: after TEARDOWN_OFFLINE_WAIT the box still answers."""
+    from custody import execution
+    from profiles.models import InstanceEvent
+
+    settings.TEARDOWN_OFFLINE_WAIT = 1
+    instance.shutdown_command = "true"  # accepted, and the box keeps running
+    instance.save()
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
+    assert request.status == TeardownStatus.APPROVED  # L2 on a generic box: no second person
+    assert execution.execute(request.pk) == "done"
+    request.refresh_from_db()
+    instance.refresh_from_db()
+    assert request.offline_verified is False
+    assert AuditEntry.objects.filter(request=request, action="done", message__contains="NOT verified offline")
+    assert instance.state == "unknown"  # never "stopped" while it answers
+    event = InstanceEvent.objects.filter(instance=instance, kind="state").latest("at")
+    assert "sent, but the box still answers" in event.message

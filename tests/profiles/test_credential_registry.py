@@ -143,7 +143,7 @@ def test_an_outsider_cannot_pick_a_credential_by_id(client, bob, vision, audio):
 def test_a_revoked_grant_stops_the_next_use_not_only_the_next_save(vision, sshd):
     key = registered("sshd-key", sshd.credential_ref, vision)
     box = Instance.objects.create(
-        name="vision-box-20261130", project=vision, **{**sshd.instance_fields(vision), "credential": key}
+        name="vision-box-20261130", project=vision, **{**sshd.instance_fields(vision), "credential_id": key.pk}
     )
     assert ssh_auth(box) == {"key_filename": sshd.credential_ref}
     key.projects.clear()
@@ -184,7 +184,7 @@ def test_canary_secrets_never_appear_in_a_page_an_answer_a_log_or_a_column(
     ssh_key = registered("vision-ssh", "env:VISION_MISCONFIGURED", vision)
     api_key = registered("vision-api", "env:VISION_RUNPOD_KEY", vision, kind=CredentialKind.PROVIDER_KEY)
     box = Instance.objects.create(
-        name="vision-box-20261130", project=vision, **{**sshd.instance_fields(vision), "credential": ssh_key},
+        name="vision-box-20261130", project=vision, **{**sshd.instance_fields(vision), "credential_id": ssh_key.pk},
         api_credential=api_key,
     )  # fmt: skip
     caplog.set_level(logging.DEBUG)
