@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from custody.evidence import Consequence, copies_of, in_flight, present_copies, survivors, touched
 from custody.facts import BoxFacts, load
-from custody.models import EvidenceLocation, ReleaseHold, TeardownKind
+from custody.models import EvidenceLocation, TeardownKind
 from custody.rehash import rehash
 from profiles.transport import TransportError
 from runs.layout import resolve_home
@@ -65,7 +65,7 @@ def evidence_items(facts: BoxFacts, planned: Consequence, deep: bool, runs: list
         lost = touched(run, planned, copies)
         if not lost:
             continue
-        consequences = [planned, *in_flight(run, planned.request_id, facts.flight)]
+        consequences = [planned, *in_flight(run, facts.flight, planned.request_id)]
         verdict = survivors(run, consequences, rehash if deep else None, copies)
         detail = "loses " + ", ".join(copy.label for copy in lost) + "; " + verdict.detail()
         items.append(Item(f"A verified copy of {run.run_id} survives", verdict.ok, detail))
@@ -143,7 +143,3 @@ def checks_for(request, deep: bool = True, facts: BoxFacts | None = None) -> dic
     if request.kind == TeardownKind.RELEASE:
         return release_checks(request.instance, planned, request.waive_active, request.retire_hold, deep, facts)
     return deletion_checks(request.run, planned, deep, facts)
-
-
-def active_hold(instance) -> ReleaseHold | None:
-    return instance.holds.filter(retired_at__isnull=True).first()

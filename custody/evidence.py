@@ -2,6 +2,7 @@
 consequence destroys, and which intact, verified copies survive every consequence in flight.
 
 Shutdown, release, evidence deletion and cache cleanup all ask `survivors`; nothing else decides.
+Which requests are in flight on a box is loaded by `custody.facts` (IN_FLIGHT below says which).
 A copy targeted by another approved or executing request — or on a tier that an approved,
 executing or (while the box stays stopped) done shutdown or release loses — counts as gone.
 """
@@ -9,7 +10,7 @@ executing or (while the box stays stopped) done shutdown or release loses — co
 import posixpath
 from dataclasses import dataclass, field
 
-from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
+from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
 from profiles.catalog import UNKNOWN_TIER
 
 # Requests whose consequence may already have happened, or will without another decision.
@@ -118,25 +119,16 @@ def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
     return profile.loses(copy.tier, "release" if consequence.kind == TeardownKind.RELEASE else "shutdown")
 
 
-def in_flight(run, exclude_request_id: int | None = None, on_box: list[Consequence] | None = None) -> list[Consequence]:
+def in_flight(run, on_box: list[Consequence], exclude_request_id: int | None = None) -> list[Consequence]:
     """Consequences that count as already happened for this run's copies.
 
-    on_box: the box's consequences in flight, loaded once for all its runs (custody.facts); each
-    run keeps those on the box, and of evidence deletions only its own.
+    on_box: the box's consequences in flight (custody.facts loads them once for all its runs);
+    each run keeps those on the box, and of evidence deletions only its own.
     """
-    if on_box is not None:
-        return [
-            c for c in on_box
-            if c.request_id != exclude_request_id and (c.kind != TeardownKind.DELETE_EVIDENCE or c.run_id == run.pk)
-        ]  # fmt: skip
-    requests = TeardownRequest.objects.filter(status__in=IN_FLIGHT, instance_id=run.instance_id).exclude(
-        kind=TeardownKind.DELETE_EVIDENCE
-    ) | TeardownRequest.objects.filter(status__in=IN_FLIGHT, kind=TeardownKind.DELETE_EVIDENCE, run_id=run.pk)
-    found = [Consequence.of(r) for r in requests.exclude(pk=exclude_request_id).order_by("pk")]
-    if run.instance.state == "stopped":  # a done shutdown's release clock runs while the box stays stopped
-        done = run.instance.teardown_requests.filter(kind=TeardownKind.SHUTDOWN, status=TeardownStatus.DONE)
-        found += [Consequence.of(r) for r in done.order_by("-pk")[:1]]
-    return found
+    return [
+        c for c in on_box
+        if c.request_id != exclude_request_id and (c.kind != TeardownKind.DELETE_EVIDENCE or c.run_id == run.pk)
+    ]  # fmt: skip
 
 
 def candidates(run, consequences: list[Consequence], copies: list[Copy] | None = None) -> Verdict:

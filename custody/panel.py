@@ -33,7 +33,7 @@ def teardown_panel(instance) -> dict:
 def _export(run, flight) -> dict:
     """Each copy of one sealed export: where, which tier, verified, and whether it still counts."""
     copies = copies_of(run)
-    counting = {copy.location for copy in candidates(run, in_flight(run, on_box=flight), copies).survivors}
+    counting = {copy.location for copy in candidates(run, in_flight(run, flight), copies).survivors}
     rows = [
         {
             "key": copy.location,

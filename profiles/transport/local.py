@@ -140,21 +140,18 @@ class LocalTransport:
 
     def listdir(self, path: str) -> list[PathStat]:
         if self.user:
-            base = self._path(path)
-            names = self._as_user(["ls", "-A", base]).stdout.splitlines()
-            return [PathStat(name, *self._stat_fields(f"{base}/{name}")) for name in sorted(names)]
+            # One child for the whole directory: name, size, mtime and type of each entry, NUL-separated.
+            listing = self._as_user(["find", "-L", self._path(path), "-mindepth", "1", "-maxdepth", "1",
+                                     "-printf", "%P\\0%s\\0%T@\\0%Y\\0"]).stdout.split("\0")  # fmt: skip
+            rows = [listing[i : i + 4] for i in range(0, len(listing) - 1, 4)]
+            entries = [PathStat(name, int(size), float(mtime), kind == "d") for name, size, mtime, kind in rows]
+            return sorted(entries, key=lambda entry: entry.path)
         base = _expand(path)
         entries = []
         for name in sorted(os.listdir(base)):
             info = os.stat(os.path.join(base, name))
             entries.append(PathStat(name, info.st_size, info.st_mtime, os.path.isdir(os.path.join(base, name))))
         return entries
-
-    def _stat_fields(self, path: str) -> tuple[int, float, bool]:
-        found = self.stat(path)
-        if found is None:
-            raise OSError(f"{path} vanished while it was listed")
-        return found.size, found.mtime, found.is_dir
 
     def close(self) -> None:
         """Nothing to close: each command is its own process."""

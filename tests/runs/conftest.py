@@ -44,17 +44,24 @@ class Node:
         return self.root / "quarantine" / f"{run.run_id}--{attempt}"
 
 
-def stop_processes_under(root: Path) -> list[int]:
-    """SIGKILL whatever still works in or holds a file under root (a run a test left behind), so the
-    shared loopback box is idle for the next test's shutdown check; the pids it stopped."""
+def load_wrapper():
+    """The node wrapper as a module of this process (it is a standalone script on the box)."""
     import importlib.util
-    import signal
 
     from runs.remote import WRAPPER_FILE
 
-    spec = importlib.util.spec_from_file_location("remotegpu_wrapper_cleanup", WRAPPER_FILE)
+    spec = importlib.util.spec_from_file_location("remotegpu_wrapper", WRAPPER_FILE)
     wrapper = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(wrapper)
+    return wrapper
+
+
+def stop_processes_under(root: Path) -> list[int]:
+    """SIGKILL whatever still works in or holds a file under root (a run a test left behind), so the
+    shared loopback box is idle for the next test's shutdown check; the pids it stopped."""
+    import signal
+
+    wrapper = load_wrapper()
     mine = {os.getpid(), os.getppid()}
     stopped = []
     for item in wrapper.busy_under(str(root), writers_only=False):

@@ -2,7 +2,6 @@
 directly, answer what runs/protocol.ANSWERS says the control side reads — for every subcommand."""
 
 import contextlib
-import importlib.util
 import io
 import json
 import sys
@@ -12,15 +11,12 @@ import pytest
 
 from runs.layout import NodeLayout
 from runs.protocol import ANSWERS, parse_answer
-from runs.remote import WRAPPER_FILE
+from tests.runs.conftest import load_wrapper
 
 
 @pytest.fixture(scope="module")
 def wrapper():
-    spec = importlib.util.spec_from_file_location("remotegpu_wrapper_contract", WRAPPER_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_wrapper()
 
 
 @pytest.fixture
