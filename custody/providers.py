@@ -5,23 +5,33 @@ the key of a credential granted to the instance's project, read from the worker'
 use. console: no API; the dashboard shows the exact console steps and the operator attests them.
 """
 
+import base64
+import contextlib
 import json
 import shlex
+import socket
+import time
 import urllib.error
 import urllib.request
 
 from django.conf import settings
 
 from custody.models import TeardownKind
+from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, UNKNOWN, fill, read_state
 from profiles.credentials import provider_key
 from profiles.nodes import transport_for
 from profiles.transport import CredentialError, TransportError
 
 DEFAULT_POWEROFF = "sudo -n shutdown -h now"
+MAX_ANSWER_BYTES = 1024**2  # a provider's answer is read bounded, like a box's
 
 
 class ProviderError(Exception):
     pass
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer in time: the call may or may not have landed."""
 
 
 class NeedsAttestation(Exception):
@@ -32,92 +42,118 @@ class NeedsAttestation(Exception):
         self.steps = steps
 
 
-# Each provider's documented endpoints: (method, path template, JSON body or None).
-ENDPOINTS = {
-    "runpod": {
-        "shutdown": ("POST", "/v1/pods/{id}/stop", None),
-        "release": ("DELETE", "/v1/pods/{id}", None),
-        "status": ("GET", "/v1/pods/{id}", None),
-    },
-    "vastai": {
-        "shutdown": ("PUT", "/api/v0/instances/{id}/", {"state": "stopped"}),
-        "release": ("DELETE", "/api/v0/instances/{id}/", None),
-        "status": ("GET", "/api/v0/instances/{id}/", None),
-    },
-    "lambda": {
-        "release": ("POST", "/api/v1/instance-operations/terminate", {"instance_ids": ["{id}"]}),
-        "status": ("GET", "/api/v1/instances/{id}", None),
-    },
-    "paperspace": {
-        "shutdown": ("PATCH", "/v1/machines/{id}/stop", None),
-        "release": ("DELETE", "/v1/machines/{id}", None),
-        "status": ("GET", "/v1/machines/{id}", None),
-    },
-}
-STOPPED_WORDS = {"exited", "stopped", "off", "terminated", "terminating", "inactive", "stopping"}
+def _send(api, provider: str, verb: str, provider_id: str, key: str, idempotency_key: str) -> tuple[int, object]:
+    """One HTTP exchange: (status, JSON body); 4xx other than 404/429 and a non-JSON body raise."""
+    endpoint = api.endpoints[verb]
+    url = settings.PROVIDER_API_BASES[provider].rstrip("/") + fill(endpoint.path, provider_id)
+    if not url.startswith(("https://", "http://")):
+        raise ProviderError(f"the {provider} API base is not an http(s) URL")
+    data = json.dumps(fill(endpoint.body, provider_id)).encode() if endpoint.body is not None else None
+    request = urllib.request.Request(url, data=data, method=endpoint.method)  # noqa: S310 (checked above)
+    if api.auth == "basic":
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{key}:".encode()).decode())
+    else:
+        request.add_header("Authorization", f"Bearer {key}")
+    request.add_header("Accept", "application/json")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    if idempotency_key:
+        request.add_header("Idempotency-Key", idempotency_key)
+    try:
+        with urllib.request.urlopen(request, timeout=settings.PROVIDER_API_TIMEOUT) as response:  # noqa: S310
+            return response.status, _json(provider, response.read(MAX_ANSWER_BYTES))
+    except urllib.error.HTTPError as exc:
+        text = exc.read(MAX_ANSWER_BYTES).decode(errors="replace")
+        if exc.code in (404, 429) or exc.code >= 500:
+            return exc.code, {"error": text[:300], "retry_after": exc.headers.get("Retry-After")}
+        raise ProviderError(f"{provider} answered {exc.code}: {text[:300]}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError | socket.timeout) or isinstance(exc, TimeoutError):
+            raise ProviderTimeout(f"{provider} did not answer within {settings.PROVIDER_API_TIMEOUT} s") from None
+        raise ProviderError(f"{provider} API unreachable: {reason}") from None
 
 
-def _fill(template, provider_id: str):
-    if isinstance(template, str):
-        return template.replace("{id}", provider_id)
-    if isinstance(template, list):
-        return [_fill(item, provider_id) for item in template]
-    if isinstance(template, dict):
-        return {key: _fill(value, provider_id) for key, value in template.items()}
-    return template
+def _json(provider: str, raw: bytes):
+    text = raw.decode(errors="replace")
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError:
+        raise ProviderError(f"{provider} answered something that is not JSON: {text[:120]!r}") from None
+
+
+def _retry_wait(answer, attempt: int) -> float:
+    """Retry-After when the provider gives seconds (capped), else a doubling backoff."""
+    hint = answer.get("retry_after") if isinstance(answer, dict) else None
+    base = settings.PROVIDER_API_RETRY_SECONDS * 2**attempt
+    with contextlib.suppress(ValueError):  # an HTTP date or garbage: the backoff stands
+        base = float(hint) if hint is not None else base
+    return min(max(base, 0.0), settings.PROVIDER_API_RETRY_MAX_SECONDS)
 
 
 def api_call(instance, verb: str, idempotency_key: str = "") -> dict:
+    """{"http_status", "body"} of one documented call; 429 and 5xx are retried a bounded number of times."""
     provider = instance.profile_key
-    method, path, body = ENDPOINTS[provider][verb]
+    api = APIS[provider]
     try:
         key = provider_key(instance)
     except CredentialError as exc:
         raise ProviderError(str(exc)) from None
     if not instance.provider_id:
         raise ProviderError("the instance has no provider id")
-    url = settings.PROVIDER_API_BASES[provider].rstrip("/") + _fill(path, instance.provider_id)
-    data = json.dumps(_fill(body, instance.provider_id)).encode() if body is not None else None
-    if not url.startswith(("https://", "http://")):
-        raise ProviderError(f"the {provider} API base is not an http(s) URL")
-    request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 (checked above)
-    request.add_header("Authorization", f"Bearer {key}")
-    request.add_header("Content-Type", "application/json")
-    if idempotency_key:
-        request.add_header("Idempotency-Key", idempotency_key)
+    for attempt in range(settings.PROVIDER_API_RETRIES + 1):
+        status, body = _send(api, provider, verb, instance.provider_id, key, idempotency_key)
+        if status != 429 and status < 500:
+            return {"http_status": status, "body": body}
+        if attempt < settings.PROVIDER_API_RETRIES:
+            time.sleep(_retry_wait(body, attempt))
+    raise ProviderError(f"{provider} answered {status} {settings.PROVIDER_API_RETRIES + 1} times: {body.get('error')}")
+
+
+def provider_state(instance) -> str:
+    """RUNNING / STOPPED / GONE as the provider's status endpoint says; UNKNOWN when it cannot say."""
+    api = APIS.get(instance.profile_key)
+    if api is None or "status" not in api.endpoints:
+        return UNKNOWN
     try:
-        with urllib.request.urlopen(request, timeout=settings.PROVIDER_API_TIMEOUT) as response:  # noqa: S310
-            text = response.read().decode(errors="replace")
-            return {"http_status": response.status, "body": json.loads(text) if text.strip() else {}}
-    except urllib.error.HTTPError as exc:
-        raise ProviderError(f"{provider} answered {exc.code}: {exc.read().decode(errors='replace')[:300]}") from None
-    except (urllib.error.URLError, TimeoutError, ValueError) as exc:
-        raise ProviderError(f"{provider} API unreachable: {exc}") from None
+        answer = api_call(instance, "status")
+    except ProviderError:
+        return UNKNOWN
+    return read_state(api, answer["http_status"], answer["body"])
 
 
 def provider_says_stopped(instance) -> bool | None:
-    """True/False when the provider's status endpoint answers; None when there is none."""
-    if instance.profile_key not in ENDPOINTS or "status" not in ENDPOINTS[instance.profile_key]:
-        return None
-    try:
-        answer = api_call(instance, "status")["body"]
-    except ProviderError:
-        return None
-    text = json.dumps(answer).lower()
-    return any(f'"{word}"' in text for word in STOPPED_WORDS)
+    """True when stopped or gone, False when running; None when the provider cannot say."""
+    state = provider_state(instance)
+    return None if state == UNKNOWN else state in (STOPPED, GONE)
 
 
 def provider_status(instance) -> dict:
     """What the provider says about the box now, for a person settling an interrupted execution."""
-    if instance.profile_key not in ENDPOINTS or "status" not in ENDPOINTS[instance.profile_key]:
+    api = APIS.get(instance.profile_key)
+    if api is None or "status" not in api.endpoints:
         return {"status": "no status API: check the console"}
     try:
-        body = api_call(instance, "status")["body"]
+        answer = api_call(instance, "status")
     except ProviderError as exc:
         return {"status": f"could not ask: {exc}"}
-    text = json.dumps(body).lower()
-    stopped = any(f'"{word}"' in text for word in STOPPED_WORDS)
-    return {"status": "stopped or gone" if stopped else "still running", "answer": body}
+    words = {RUNNING: "still running", STOPPED: "stopped", GONE: "gone", UNKNOWN: "unknown: check the console"}
+    return {"status": words[read_state(api, answer["http_status"], answer["body"])], "answer": answer["body"]}
+
+
+def _api_consequence(instance, kind: str, idempotency_key: str) -> dict:
+    """The provider call; a call that timed out or kept failing may still have landed (LAM14), so the
+    status is asked before calling it failed: a box already stopped (or gone, for a release) is done."""
+    try:
+        answer = api_call(instance, kind, idempotency_key)
+    except ProviderError as exc:
+        state = provider_state(instance)
+        if state == GONE or (state == STOPPED and kind == TeardownKind.SHUTDOWN):
+            return {"http_status": None, "body": {}, "note": f"{exc}; the provider then said {state}"}
+        raise ProviderError(f"{exc} (the provider then said {state}: not done, retry)") from None
+    if answer["http_status"] == 404:
+        raise ProviderError(f"{instance.profile_key} does not know {instance.provider_id} (404): check the console")
+    return answer
 
 
 def console_steps(instance, kind: str) -> list[str]:
@@ -134,8 +170,8 @@ def console_steps(instance, kind: str) -> list[str]:
 def execute(instance, kind: str, idempotency_key: str) -> dict:
     """Run one consequence at the provider; raises ProviderError or NeedsAttestation."""
     via = instance.profile.data["teardown"]["shutdown" if kind == TeardownKind.SHUTDOWN else "release"]["via"]
-    if via == "api" and kind in ENDPOINTS.get(instance.profile_key, {}):
-        return api_call(instance, kind, idempotency_key)
+    if via == "api" and kind in getattr(APIS.get(instance.profile_key), "endpoints", {}):
+        return _api_consequence(instance, kind, idempotency_key)
     if via == "ssh":
         argv = shlex.split(instance.shutdown_command or DEFAULT_POWEROFF)
         try:

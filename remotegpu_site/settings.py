@@ -118,6 +118,10 @@ TEARDOWN_BUSY_RETRY_SECONDS = env.envint("TEARDOWN_BUSY_RETRY_SECONDS", 10)  # a
 if TEARDOWN_EXECUTION_LEASE <= TEARDOWN_EXECUTION_TIME_LIMIT:
     raise ImproperlyConfigured("TEARDOWN_EXECUTION_LEASE must be longer than TEARDOWN_EXECUTION_TIME_LIMIT")
 PROVIDER_API_TIMEOUT = env.envint("PROVIDER_API_TIMEOUT", 30)
+# 429 and 5xx answers are retried this many times, waiting Retry-After (capped) or a doubling backoff.
+PROVIDER_API_RETRIES = env.envint("PROVIDER_API_RETRIES", 2)
+PROVIDER_API_RETRY_SECONDS = env.envfloat("PROVIDER_API_RETRY_SECONDS", 1.0)
+PROVIDER_API_RETRY_MAX_SECONDS = env.envfloat("PROVIDER_API_RETRY_MAX_SECONDS", 10.0)
 PROVIDER_API_BASES = {
     "runpod": os.environ.get("RUNPOD_API_BASE", "https://rest.runpod.io"),
     "vastai": os.environ.get("VASTAI_API_BASE", "https://console.vast.ai"),

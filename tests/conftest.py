@@ -1,5 +1,6 @@
 """Shared fixtures: the personas, a real Celery worker process, and helpers for subprocesses."""
 
+import functools
 import os
 import socket
 import subprocess
@@ -41,26 +42,60 @@ def subprocess_env(**extra) -> dict[str, str]:
     return env
 
 
+# The personas: one meaning each, everywhere (as healthchecks' alice/bob/charlie). The project
+# fixtures make alice, bob and carol members; charlie has no access to any of their stuff.
+PERSONAS = {
+    "alice": "operator and approver, a member",
+    "bob": "operator, a member",
+    "carol": "a member with no role (reads only)",
+    "charlie": "signed in, no role, a member of nothing: an outsider",
+    "dave": "a second plain operator",
+    "erin": "a second approver (operator and approver)",
+}
+
+
+@functools.cache
+def _password_hash(name: str) -> str:
+    """A real PBKDF2 hash of "<name>-pass-1234", made once per process: hashing costs ~0.4 s each time."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(f"{name}-pass-1234")
+
+
+def _persona(django_user_model, name: str, *groups: str):
+    user = django_user_model.objects.create(username=name, email=f"{name}@example.org", password=_password_hash(name))
+    user.groups.set(Group.objects.filter(name__in=groups))
+    return user
+
+
 @pytest.fixture
 def alice(django_user_model):
-    """Operator and approver."""
-    user = django_user_model.objects.create_user("alice", password="alice-pass-1234")
-    user.groups.set(Group.objects.filter(name__in=[OPERATORS, APPROVERS]))
-    return user
+    return _persona(django_user_model, "alice", OPERATORS, APPROVERS)
 
 
 @pytest.fixture
 def bob(django_user_model):
-    """Operator only."""
-    user = django_user_model.objects.create_user("bob", password="bob-pass-1234")
-    user.groups.set(Group.objects.filter(name=OPERATORS))
-    return user
+    return _persona(django_user_model, "bob", OPERATORS)
+
+
+@pytest.fixture
+def carol(django_user_model):
+    return _persona(django_user_model, "carol")
 
 
 @pytest.fixture
 def charlie(django_user_model):
-    """Signed in, no role."""
-    return django_user_model.objects.create_user("charlie", password="charlie-pass-1234")
+    return _persona(django_user_model, "charlie")
+
+
+@pytest.fixture
+def dave(django_user_model):
+    return _persona(django_user_model, "dave", OPERATORS)
+
+
+@pytest.fixture
+def erin(django_user_model):
+    return _persona(django_user_model, "erin", OPERATORS, APPROVERS)
 
 
 # Fast watchers for tests: a 1 s tick, a 5 s lease, a 30 s life.
@@ -130,8 +165,11 @@ def provider_stub():
 def provider_api(provider_stub, settings, monkeypatch):
     """Point this test process (tasks called in-process) at the stub as well."""
     settings.PROVIDER_API_BASES = {key: provider_stub.url for key in settings.PROVIDER_API_BASES}
+    settings.PROVIDER_API_RETRY_SECONDS = 0.05
     monkeypatch.setenv(KEY_ENV, API_KEY)
-    return provider_stub
+    provider_stub.reset()
+    yield provider_stub
+    provider_stub.reset()
 
 
 @pytest.fixture(scope="session")

@@ -1,37 +1,159 @@
-"""A small local HTTP server speaking the documented teardown endpoints of RunPod, vast.ai, Lambda
-and Paperspace, recording every call: the one external side effect tests cannot reach for real."""
+"""Local stand-ins for the cloud providers' HTTP APIs, written from each provider's documentation
+(../shared/reference/profiles/{runpod,vastai,lambda,paperspace}.md), not from our adapter: each
+checks its own auth scheme, method, path and request body, answers in its own shape, keeps each
+box's state, and can be told to fail (429, 5xx, a timeout, a hang) — so a wrong endpoint, body, key
+or reading of an answer fails a test.
 
+Every accepted state change is recorded in `calls`; a box the stub has not seen exists and runs.
+"""
+
+import base64
 import json
 import re
 import threading
+import time
+from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 API_KEY = "stub-api-key-not-a-secret"
 KEY_ENV = "STUB_PROVIDER_API_KEY"
 
-# (method, path pattern) → (provider, verb)
-ROUTES = [
-    ("POST", r"/v1/pods/(?P<id>[^/]+)/stop", "runpod", "stop"),
-    ("DELETE", r"/v1/pods/(?P<id>[^/]+)", "runpod", "terminate"),
-    ("GET", r"/v1/pods/(?P<id>[^/]+)", "runpod", "status"),
-    ("PUT", r"/api/v0/instances/(?P<id>[^/]+)/", "vastai", "stop"),
-    ("DELETE", r"/api/v0/instances/(?P<id>[^/]+)/", "vastai", "destroy"),
-    ("GET", r"/api/v0/instances/(?P<id>[^/]+)/", "vastai", "status"),
-    ("POST", r"/api/v1/instance-operations/terminate", "lambda", "terminate"),
-    ("GET", r"/api/v1/instances/(?P<id>[^/]+)", "lambda", "status"),
-    ("PATCH", r"/v1/machines/(?P<id>[^/]+)/stop", "paperspace", "stop"),
-    ("DELETE", r"/v1/machines/(?P<id>[^/]+)", "paperspace", "destroy"),
-    ("GET", r"/v1/machines/(?P<id>[^/]+)", "paperspace", "status"),
-]
+RUNNING, STOPPED, GONE = "running", "stopped", "gone"
+
+
+class Refused(Exception):
+    def __init__(self, code: int, payload: dict):
+        super().__init__(code)
+        self.code, self.payload = code, payload
+
+
+def _no_body(body):
+    if body is not None:
+        raise Refused(400, {"error": "this endpoint takes no body"})
+
+
+class RunPod:
+    """rest.runpod.io/v1, Bearer: POST /pods/{id}/stop, DELETE /pods/{id}, GET /pods/{id} (404 once gone)."""
+
+    name, auth = "runpod", "bearer"
+    routes = [
+        ("POST", r"/v1/pods/(?P<id>[\w.-]+)/stop", "stop"),
+        ("DELETE", r"/v1/pods/(?P<id>[\w.-]+)", "terminate"),
+        ("GET", r"/v1/pods/(?P<id>[\w.-]+)", "status"),
+    ]
+    words = {RUNNING: "RUNNING", STOPPED: "EXITED"}
+
+    def act(self, stub, verb, target, body):
+        _no_body(body)
+        if stub.state_of(target) == GONE:
+            raise Refused(404, {"error": "pod not found", "status": 404})
+        if verb == "status":
+            return 200, {
+                "id": target,
+                "name": f"{target}-stopped-name",
+                "desiredStatus": self.words[stub.state_of(target)],
+            }
+        stub.change(self.name, verb, target, body, STOPPED if verb == "stop" else GONE)
+        return (200, {"id": target, "desiredStatus": "EXITED"}) if verb == "stop" else (204, None)
+
+
+class VastAi:
+    """console.vast.ai/api/v0, Bearer: PUT /instances/{id}/ {"state": "stopped"|"running"}, DELETE, GET
+    (show_instance: {"instances": {...actual_status...}}; a destroyed box reads exited once, then null)."""
+
+    name, auth = "vastai", "bearer"
+    routes = [
+        ("PUT", r"/api/v0/instances/(?P<id>[\w.-]+)/", "state"),
+        ("DELETE", r"/api/v0/instances/(?P<id>[\w.-]+)/", "destroy"),
+        ("GET", r"/api/v0/instances/(?P<id>[\w.-]+)/", "status"),
+    ]
+
+    def act(self, stub, verb, target, body):
+        if verb == "state":
+            if not isinstance(body, dict) or set(body) != {"state"} or body["state"] not in ("stopped", "running"):
+                raise Refused(400, {"success": False, "error": "invalid_args", "msg": "state: stopped|running"})
+            stub.change(self.name, "stop" if body["state"] == "stopped" else "start", target, body, STOPPED)
+            return 200, {"success": True}
+        _no_body(body)
+        if verb == "destroy":
+            stub.change(self.name, verb, target, body, GONE)
+            stub.lagging[target] = 1  # eventually consistent: one more read shows the old box (VAST15)
+            return 200, {"success": True}
+        state = stub.state_of(target)
+        if state == GONE and stub.lagging.get(target):
+            stub.lagging[target] -= 1
+            return 200, {"instances": {"id": target, "actual_status": "exited", "intended_status": "stopped"}}
+        if state == GONE:
+            return 200, {"instances": None}
+        actual = "running" if state == RUNNING else "exited"
+        return 200, {"instances": {"id": target, "actual_status": actual, "status_msg": "success, stopped? no"}}
+
+
+class Lambda:
+    """cloud.lambdalabs.com/api/v1, basic auth (key as user): POST /instance-operations/terminate
+    {"instance_ids": [...]}, GET /instances/{id} ({"data": {"status": ...}}); no stop."""
+
+    name, auth = "lambda", "basic"
+    routes = [
+        ("POST", r"/api/v1/instance-operations/terminate", "terminate"),
+        ("GET", r"/api/v1/instances/(?P<id>[\w.-]+)", "status"),
+    ]
+
+    def act(self, stub, verb, target, body):
+        if verb == "terminate":
+            ids = body.get("instance_ids") if isinstance(body, dict) and set(body) == {"instance_ids"} else None
+            if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):
+                raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": "instance_ids"}})
+            for instance_id in ids:
+                stub.change(self.name, verb, instance_id, body, GONE)
+            return 200, {"data": {"terminated_instances": [{"id": i, "status": "terminating"} for i in ids]}}
+        _no_body(body)
+        if stub.state_of(target) == GONE:
+            raise Refused(404, {"error": {"code": "global/object-does-not-exist", "message": "Instance not found"}})
+        return 200, {"data": {"id": target, "name": "stopped-experiment", "status": "active"}}
+
+
+class Paperspace:
+    """api.paperspace.com/v1, Bearer: PATCH /machines/{id}/stop, DELETE /machines/{id}, GET /machines/{id}."""
+
+    name, auth = "paperspace", "bearer"
+    routes = [
+        ("PATCH", r"/v1/machines/(?P<id>[\w.-]+)/stop", "stop"),
+        ("DELETE", r"/v1/machines/(?P<id>[\w.-]+)", "destroy"),
+        ("GET", r"/v1/machines/(?P<id>[\w.-]+)", "status"),
+    ]
+
+    def act(self, stub, verb, target, body):
+        _no_body(body)
+        if stub.state_of(target) == GONE:
+            raise Refused(404, {"message": "Not found"})
+        if verb == "status":
+            return 200, {"id": target, "state": "ready" if stub.state_of(target) == RUNNING else "off"}
+        stub.change(self.name, verb, target, body, STOPPED if verb == "stop" else GONE)
+        return 200, {"id": target, "state": "stopping" if verb == "stop" else "off"}
+
+
+PROVIDERS = (RunPod(), VastAi(), Lambda(), Paperspace())
 
 
 class ProviderStub:
+    """All four providers on one loopback port (each under its own paths), plus project webhooks."""
+
     def __init__(self):
         self.calls: list[dict] = []
         self.webhooks: list[dict] = []
         self.states: dict[str, str] = {}
-        self.hold: dict[str, threading.Event] = {}  # target → answer only once set (a slow provider)
+        self.lagging: dict[str, int] = {}
+        self.hold: dict[str, threading.Event] = {}  # target → a state change answers only once set
+        self.faults: dict[str, deque] = defaultdict(deque)  # target → the next answers: 429, 503, "timeout"
+        self.requests: list[dict] = []  # every request, accepted or not (method, path, provider)
         self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _handler(self):
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -39,47 +161,116 @@ class ProviderStub:
                 pass
 
             def _answer(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"null") if length else None
-                if self.path.startswith("/hooks/"):  # a project's approval webhook
-                    with stub.lock:
-                        stub.webhooks.append({"path": self.path, "body": body})
-                    return self._send(200, {"ok": True})
-                if self.headers.get("Authorization") != f"Bearer {API_KEY}":
-                    return self._send(401, {"error": "unauthorized"})
-                for method, pattern, provider, verb in ROUTES:
-                    match = re.fullmatch(pattern, self.path)
-                    if method == self.command and match:
-                        target = match.groupdict().get("id") or ",".join((body or {}).get("instance_ids", []))
-                        answer = stub.record(provider, verb, target, body, self.headers)
-                        if verb != "status" and target in stub.hold:
-                            stub.hold[target].wait(timeout=60)
-                        return self._send(200, answer)
-                return self._send(404, {"error": f"no route {self.command} {self.path}"})
+                try:
+                    code, payload, headers = stub.answer(self.command, self.path, self.headers, self._body())
+                except Refused as refused:
+                    code, payload, headers = refused.code, refused.payload, {}
+                if code is None:  # a timeout: answer nothing until the client has given up
+                    time.sleep(payload)
+                    return
+                self._send(code, payload, headers)
 
-            def _send(self, code, payload):
-                data = json.dumps(payload).encode()
+            def _body(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                if not length:
+                    return None
+                if self.headers.get("Content-Type") != "application/json":
+                    self.rfile.read(length)
+                    return Refused(415, {"error": "Content-Type must be application/json"})
+                try:
+                    return json.loads(self.rfile.read(length))
+                except ValueError:
+                    return Refused(400, {"error": "body is not JSON"})
+
+            def _send(self, code, payload, headers):
+                data = json.dumps(payload).encode() if payload is not None else b""
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                if data:
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return Handler
 
-    def record(self, provider, verb, target, body, headers) -> dict:
+    def answer(self, method: str, path: str, headers, body):
+        """(code, payload, headers); code None means hold the connection payload seconds (a timeout)."""
+        if isinstance(body, Refused):  # an unreadable body is refused before anything else
+            raise body
+        if path.startswith("/hooks/"):  # a project's approval webhook
+            with self.lock:
+                self.webhooks.append({"path": path, "body": body})
+            return 200, {"ok": True}, {}
+        provider, verb, target = self._route(method, path, body)
         with self.lock:
-            if verb != "status":
-                self.calls.append(
-                    {"provider": provider, "verb": verb, "target": target, "body": body,
-                     "idempotency_key": headers.get("Idempotency-Key")}
-                )  # fmt: skip
-                self.states[target] = "EXITED" if verb == "stop" else "TERMINATED"
-            return {"id": target, "desiredStatus": self.states.get(target, "RUNNING")}
+            self.requests.append({"method": method, "path": path, "provider": provider.name, "verb": verb})
+        if not self._authorised(provider, headers.get("Authorization") or ""):
+            raise Refused(401, {"error": "unauthorized"})
+        fault = self._next_fault(target)
+        if fault == "timeout":  # never answers, and nothing happened
+            return None, self.timeout_hold, {}
+        if fault == "late":  # it happened, but the answer never arrives (LAM14)
+            with self.lock:
+                provider.act(self, verb, target, body)
+            return None, self.timeout_hold, {}
+        if fault is not None:
+            return fault, {"error": "rate limited" if fault == 429 else "upstream error"}, {"Retry-After": "0"}
+        if verb != "status" and target in self.hold:
+            self.hold[target].wait(timeout=60)
+        with self.lock:
+            code, payload = provider.act(self, verb, target, body)
+        return code, payload, {}
+
+    timeout_hold = 3.0  # longer than the tests' PROVIDER_API_TIMEOUT
+
+    def _route(self, method, path, body):
+        allowed = []
+        for provider in PROVIDERS:
+            for route_method, pattern, verb in provider.routes:
+                match = re.fullmatch(pattern, path)
+                if match and route_method == method:
+                    target = match.groupdict().get("id") or ",".join(_ids(body))
+                    return provider, verb, target
+                if match:
+                    allowed.append(route_method)
+        if allowed:
+            raise Refused(405, {"error": f"{method} not allowed on {path}; allowed: {', '.join(allowed)}"})
+        raise Refused(404, {"error": f"no route {method} {path}"})
+
+    @staticmethod
+    def _authorised(provider, header: str) -> bool:
+        if provider.auth == "basic":
+            return header == "Basic " + base64.b64encode(f"{API_KEY}:".encode()).decode()
+        return header == f"Bearer {API_KEY}"
+
+    def _next_fault(self, target):
+        with self.lock:
+            queue = self.faults.get(target)
+            return queue.popleft() if queue else None
+
+    def state_of(self, target: str) -> str:
+        return self.states.get(target, RUNNING)
+
+    def change(self, provider: str, verb: str, target: str, body, state: str) -> None:
+        """Called with the lock held: one accepted state change."""
+        self.calls.append({"provider": provider, "verb": verb, "target": target, "body": body})
+        self.states[target] = state
+
+    def reset(self) -> None:
+        """Forget every box, call and fault: the next test's boxes exist and run."""
+        with self.lock:
+            for kept in (self.calls, self.requests, self.states, self.lagging, self.faults, self.hold):
+                kept.clear()
+
+    def fail_next(self, target: str, *answers) -> None:
+        """The next requests about target answer these before the real answer: 429 or 5xx, "timeout"
+        (no answer, nothing done) or "late" (done, but no answer)."""
+        with self.lock:
+            self.faults[target].extend(answers)
 
     def calls_for(self, target: str, verb: str | None = None) -> list[dict]:
         with self.lock:
@@ -88,10 +279,15 @@ class ProviderStub:
     @property
     def env(self) -> dict[str, str]:
         bases = {f"{name}_API_BASE": self.url for name in ("RUNPOD", "VASTAI", "LAMBDA", "PAPERSPACE")}
-        return {**bases, KEY_ENV: API_KEY}
+        return {**bases, KEY_ENV: API_KEY, "PROVIDER_API_RETRY_SECONDS": "0.05"}
 
     def close(self):
         self.server.shutdown()
+
+
+def _ids(body) -> list[str]:
+    ids = body.get("instance_ids") if isinstance(body, dict) else None
+    return [str(i) for i in ids] if isinstance(ids, list) else []
 
 
 def api_credential(project):

@@ -53,9 +53,9 @@ def test_an_api_approval_is_refused_even_for_an_approver(alice, bob, pod):
     assert refused.status_code == 400 and "could not confirm the box is idle" in str(refused.json()["detail"])
 
 
-def test_outsiders_see_nothing_through_the_api(django_user_model, bob, project, make_run):
+def test_outsiders_see_nothing_through_the_api(charlie, bob, project, make_run):
     run = make_run()
-    outsider, _ = api(django_user_model.objects.create_user("olga"))  # not a member of the project
+    outsider, _ = api(charlie)
     assert outsider.get("/api/runs/").json()["results"] == []
     assert outsider.get(f"/api/runs/{run.run_id}/").status_code == 404
     assert outsider.get("/api/projects/").json() == []
@@ -176,7 +176,7 @@ def test_the_schema_and_the_docs_need_sign_in(client, bob):
     assert b"cdn" not in docs.content.lower() and b"<script>" not in docs.content  # self-hosted, no inline script
 
 
-def test_operators_only_create(charlie, project):
-    client, _ = api(charlie)  # a member without the operator role
+def test_operators_only_create(carol, project):
+    client, _ = api(carol)  # a member without the operator role
     response = post(client, "/api/runs/", {"project": project.slug})
     assert response.status_code == 403 and "projects.operate" in response.json()["detail"]

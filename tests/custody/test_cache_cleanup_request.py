@@ -11,9 +11,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def box(bob):
+def box(bob, carol):
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(bob)
+    project.members.add(bob, carol)
     return Instance.objects.create(name="vision-box-20261130", project=project, profile_key="runpod")
 
 
@@ -29,8 +29,7 @@ def test_an_operator_queues_a_cleanup_that_is_audited_and_enqueued_on_commit(
     assert len(callbacks) == 1  # the task is sent only if the audit row commits
 
 
-def test_a_member_without_the_role_cannot_queue_one(client, charlie, box):
-    box.project.members.add(charlie)
-    client.force_login(charlie)
+def test_a_member_without_the_role_cannot_queue_one(client, carol, box):
+    client.force_login(carol)
     assert client.post(reverse("instance-cache-cleanup", args=[box.pk])).status_code == 403
     assert not AuditEntry.objects.exists()

@@ -103,10 +103,12 @@ def test_a_partial_file_resumes_from_what_arrived(bob, make_run, source, node, t
     assert not partial.exists()
 
 
-def test_the_custody_record_exports_as_json(client, bob, charlie, make_run, source, celery_worker_process):
+def test_the_custody_record_exports_as_json(client, bob, carol, charlie, make_run, source, celery_worker_process):
     run = exported(make_run, source, bob)
     record = wait_record(do_start_verification(run.pk, bob))
-    client.force_login(charlie)
+    client.force_login(charlie)  # the outsider: this real record is not found for them
+    assert client.get(reverse("custody-json", args=[record.pk])).status_code == 404
+    client.force_login(carol)  # a member, even one without a role, reads it
     response = client.get(reverse("custody-json", args=[record.pk]))
     assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
     document = response.json()

@@ -8,7 +8,6 @@ import threading
 
 import pytest
 from celery.exceptions import Retry
-from django.contrib.auth.models import Group
 from django.db import connection
 from django.urls import reverse
 
@@ -44,14 +43,6 @@ def _in_process_only(request):
 
 
 NODE, CUSTODY, MIRROR = EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR
-
-
-@pytest.fixture
-def erin(django_user_model):
-    """A second approver."""
-    user = django_user_model.objects.create_user("erin", password="erin-pass-1234")
-    user.groups.set(Group.objects.filter(name__in=["operators", "approvers"]))
-    return user
 
 
 @pytest.fixture

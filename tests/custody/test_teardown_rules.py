@@ -13,7 +13,13 @@ from custody import providers
 from custody.levels import consequence_of
 from custody.models import AuditEntry, ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from custody.tasks import execute_teardown
-from custody.teardown import TeardownRefused, do_approve_teardown, do_place_hold, do_request_teardown
+from custody.teardown import (
+    TeardownRefused,
+    do_approve_teardown,
+    do_place_hold,
+    do_reject_teardown,
+    do_request_teardown,
+)
 from profiles.models import Instance
 from tests.provider_stub import KEY_ENV, api_credential
 
@@ -23,17 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _in_process_only(no_worker):
     """These tests execute consequences themselves: an approval's enqueued execution must not race them."""
-
-
-@pytest.fixture
-def dave(django_user_model):
-    from django.contrib.auth.models import Group
-
-    from runs.roles import OPERATORS
-
-    user = django_user_model.objects.create_user("dave", password="dave-pass-1234")
-    user.groups.set(Group.objects.filter(name=OPERATORS))
-    return user
 
 
 @pytest.fixture(autouse=True)
@@ -92,11 +87,7 @@ def test_a_rejected_request_never_executes(client, alice, bob, pod, provider_api
         do_approve_teardown(request.pk, alice, "changed my mind")  # a rejection is final
 
 
-def test_two_approvers_and_three_executors_terminate_once(alice, bob, pod, provider_api, django_user_model):
-    from django.contrib.auth.models import Group
-
-    erin = django_user_model.objects.create_user("erin")
-    erin.groups.set(Group.objects.filter(name="approvers"))
+def test_two_approvers_and_three_executors_terminate_once(alice, bob, erin, pod, provider_api):
     request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "finished")
 
     def together(*calls) -> list:
@@ -201,28 +192,6 @@ def test_audit_log_filters_and_exports(client, alice, bob, pod):
         AuditEntry.objects.first().delete()
 
 
-@pytest.mark.parametrize(
-    ("profile_key", "kind", "verb"),
-    [
-        ("runpod", "shutdown", "stop"),
-        ("vastai", "shutdown", "stop"),
-        ("vastai", "release", "destroy"),
-        ("lambda", "release", "terminate"),
-        ("paperspace", "shutdown", "stop"),
-        ("paperspace", "release", "destroy"),
-    ],
-)
-def test_each_http_adapter_calls_its_documented_endpoint(project, provider_api, profile_key, kind, verb):
-    box = Instance.objects.create(
-        name=f"{project.slug}-{profile_key}-20261129", project=project, profile_key=profile_key,
-        provider_id=f"{profile_key}-{kind}", api_credential=api_credential(project),
-    )  # fmt: skip
-    assert providers.provider_says_stopped(box) is False  # running until told otherwise
-    providers.execute(box, kind, "key-1")
-    assert [call["verb"] for call in provider_api.calls_for(box.provider_id)] == [verb]
-    assert providers.provider_says_stopped(box) is True
-
-
 def test_a_provider_that_cannot_answer_says_nothing_about_the_box(project, provider_api, monkeypatch):
     box = Instance.objects.create(
         name=f"{project.slug}-rp-20261130", project=project, profile_key="runpod", provider_id="p-quiet",
@@ -272,3 +241,72 @@ def test_a_shutdown_whose_box_stays_up_is_not_called_stopped(bob, instance, sett
     assert instance.state == "unknown"  # never "stopped" while it answers
     event = InstanceEvent.objects.filter(instance=instance, kind="state").latest("at")
     assert "sent, but the box still answers" in event.message
+
+
+def _unclosed_run(pod):
+    """A quarantined run on the box whose active/ directory nobody closed."""
+    from runs.models import Run, RunState
+
+    return Run.objects.create(
+        project=pod.project, instance=pod, run_id=f"{pod.project.slug}-unclosed", state=RunState.QUARANTINED,
+        source_path="/nowhere", command=["python3", "train.py"],
+    )  # fmt: skip
+
+
+def test_an_unclosed_active_dir_blocks_approval_until_an_approver_waives_it(client, alice, bob, pod, provider_api):
+    run = _unclosed_run(pod)
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "finished")
+    item = {i["label"]: i for i in request.check_at_request["items"]}["Every active/ directory closed or waived"]
+    assert not item["ok"] and item["waivable"] and run.run_id in item["detail"]
+    with pytest.raises(TeardownRefused, match="Every active/ directory closed or waived"):
+        do_approve_teardown(request.pk, alice, "looks done")  # not waived: refused
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.PENDING and not request.waive_active
+
+    client.force_login(alice)
+    response = client.post(
+        reverse("teardown-decide", args=[request.pk]), {"decision": "approve", "waive_active": "on"}, follow=True
+    )
+    assert "Approved." in response.content.decode()
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.APPROVED and request.waive_active
+    assert AuditEntry.objects.get(action="approved").message.endswith("approved (unclosed active/ waived)")
+    assert execute_teardown(request.pk) == "done"  # the execution's re-check honours the waiver
+    assert len(provider_api.calls_for("pod-rules", "terminate")) == 1
+
+
+def test_the_expiry_sweep_expires_only_pending_requests_past_their_deadline(alice, bob, pod):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from custody.tasks import expire_teardown_requests
+
+    other = Instance.objects.create(name=f"{pod.project.slug}-pod2-20261130", project=pod.project, profile_key="runpod")
+    due = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    fresh = do_request_teardown(other.pk, TeardownKind.RELEASE, bob, "done")
+    third = Instance.objects.create(name=f"{pod.project.slug}-pod3-20261130", project=pod.project, profile_key="runpod")
+    decided = do_request_teardown(third.pk, TeardownKind.RELEASE, bob, "done")
+    do_reject_teardown(decided.pk, alice, "no")
+    past = timezone.now() - timedelta(minutes=1)
+    TeardownRequest.objects.filter(pk__in=[due.pk, decided.pk]).update(expires_at=past)
+
+    assert expire_teardown_requests() == 1
+    assert expire_teardown_requests() == 0  # nothing is expired twice
+    states = dict(TeardownRequest.objects.values_list("pk", "status"))
+    assert states == {due.pk: "expired", fresh.pk: "pending", decided.pk: "rejected"}
+    assert list(AuditEntry.objects.filter(action="expired").values_list("request_id", flat=True)) == [due.pk]
+
+
+def test_attesting_a_request_that_awaits_no_attestation_is_refused(client, alice, bob, pod):
+    from custody.teardown import do_attest_teardown
+
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    with pytest.raises(TeardownRefused, match="is not waiting for an attestation"):
+        do_attest_teardown(request.pk, bob)
+    client.force_login(bob)
+    response = client.post(reverse("teardown-attest", args=[request.pk]), follow=True)
+    assert "is not waiting for an attestation" in response.content.decode()
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.PENDING and request.attested_by is None
+    assert not AuditEntry.objects.filter(action="attested").exists()

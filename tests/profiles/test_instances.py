@@ -15,9 +15,9 @@ TODAY = timezone.localdate().strftime("%Y%m%d")
 
 
 @pytest.fixture
-def project(alice, bob, charlie):
+def project(alice, bob, carol):
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(alice, bob, charlie)
+    project.members.add(alice, bob, carol)
     return project
 
 
@@ -142,8 +142,8 @@ def test_user_defaults_to_the_platform_ssh_user(client, bob, project, runpod_key
     assert Instance.objects.get().user == "ubuntu"
 
 
-def test_user_without_role_cannot_register(client, charlie, project):
-    client.force_login(charlie)
+def test_a_member_without_the_role_cannot_register(client, carol, project):
+    client.force_login(carol)
     assert post(client, form_data(project)).status_code == 403
     assert not Instance.objects.exists()
 

@@ -73,9 +73,9 @@ def stop_processes_under(root: Path) -> list[int]:
 
 
 @pytest.fixture
-def project(alice, bob, charlie):
+def project(alice, bob, carol):
     project = Project.objects.create(name=f"T {uuid.uuid4().hex[:6]}", slug=f"t{uuid.uuid4().hex[:10]}")
-    project.members.add(alice, bob, charlie)
+    project.members.add(alice, bob, carol)
     yield project
     root = Node(project).root
     if root.exists():

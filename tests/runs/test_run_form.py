@@ -114,8 +114,8 @@ def test_git_source_binds_the_commit(client, bob, form, source):
     assert "is not a commit" in response.content.decode()
 
 
-def test_user_without_role_cannot_create_or_start(client, charlie, form, make_run):
-    client.force_login(charlie)
+def test_a_member_without_the_role_cannot_create_or_start(client, carol, form, make_run):
+    client.force_login(carol)
     assert client.post(reverse("run-create"), form).status_code == 403
     run = make_run()
     assert client.post(reverse("run-preflight", args=[run.run_id])).status_code == 403

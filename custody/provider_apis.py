@@ -1,0 +1,128 @@
+"""Each provider's documented HTTP API as data: endpoints, how the key is sent, and how its status answer
+reads. Pure: no HTTP here (custody/providers.py sends the calls).
+
+Sources: ../shared/reference/profiles/{runpod,vastai,lambda,paperspace}.md (RP14, VAST15, LAM14).
+A status answer is read from the provider's own field only; a value we do not know reads UNKNOWN,
+never "stopped" (a box whose name contains "stopped" is still running).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUNNING, STOPPED, GONE, UNKNOWN = "running", "stopped", "gone", "unknown"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # "{id}" is the instance's provider id
+    body: Any = None  # JSON template, "{id}" filled in; None sends no body
+
+
+@dataclass(frozen=True)
+class ProviderApi:
+    auth: str  # "bearer": Authorization: Bearer KEY; "basic": HTTP basic, KEY as user, empty password
+    endpoints: dict[str, Endpoint]
+    status_field: tuple[str, ...]  # where the state word sits in the status answer
+    states: dict[str, str] = field(default_factory=dict)  # the provider's word → RUNNING/STOPPED/GONE
+    empty_means_gone: bool = False  # vast.ai answers {"instances": null} for a destroyed box (VAST15)
+
+
+APIS = {
+    # rest.runpod.io/v1: a 200 on DELETE is not proof; the pod is gone once the show answers 404 (RP14).
+    "runpod": ProviderApi(
+        auth="bearer",
+        endpoints={
+            "shutdown": Endpoint("POST", "/v1/pods/{id}/stop"),
+            "release": Endpoint("DELETE", "/v1/pods/{id}"),
+            "status": Endpoint("GET", "/v1/pods/{id}"),
+        },
+        status_field=("desiredStatus",),
+        states={"RUNNING": RUNNING, "EXITED": STOPPED, "TERMINATED": GONE},
+    ),
+    # console.vast.ai, Bearer: show_instance's actual_status; destroy is eventually consistent (VAST15).
+    "vastai": ProviderApi(
+        auth="bearer",
+        endpoints={
+            "shutdown": Endpoint("PUT", "/api/v0/instances/{id}/", {"state": "stopped"}),
+            "release": Endpoint("DELETE", "/api/v0/instances/{id}/"),
+            "status": Endpoint("GET", "/api/v0/instances/{id}/"),
+        },
+        status_field=("instances", "actual_status"),
+        states={
+            "running": RUNNING,
+            "loading": RUNNING,
+            "scheduling": RUNNING,
+            "created": RUNNING,
+            "exited": STOPPED,
+            "stopped": STOPPED,
+            "inactive": STOPPED,
+            "offline": STOPPED,
+            "destroyed": GONE,
+        },
+        empty_means_gone=True,
+    ),
+    # cloud.lambdalabs.com/api/v1, basic auth with the key as user: terminate is the only meter stop.
+    "lambda": ProviderApi(
+        auth="basic",
+        endpoints={
+            "release": Endpoint("POST", "/api/v1/instance-operations/terminate", {"instance_ids": ["{id}"]}),
+            "status": Endpoint("GET", "/api/v1/instances/{id}"),
+        },
+        status_field=("data", "status"),
+        states={
+            "booting": RUNNING,
+            "active": RUNNING,
+            "unhealthy": RUNNING,
+            "terminating": STOPPED,
+            "terminated": GONE,
+        },
+    ),
+    # api.paperspace.com/v1 (the legacy Gradient endpoints are gone since July 2024).
+    "paperspace": ProviderApi(
+        auth="bearer",
+        endpoints={
+            "shutdown": Endpoint("PATCH", "/v1/machines/{id}/stop"),
+            "release": Endpoint("DELETE", "/v1/machines/{id}"),
+            "status": Endpoint("GET", "/v1/machines/{id}"),
+        },
+        status_field=("state",),
+        states={
+            "provisioning": RUNNING,
+            "starting": RUNNING,
+            "ready": RUNNING,
+            "serviceready": RUNNING,
+            "restarting": RUNNING,
+            "upgrading": RUNNING,
+            "stopping": STOPPED,
+            "off": STOPPED,
+        },
+    ),
+}
+
+
+def fill(template, provider_id: str):
+    """The template with every "{id}" replaced by the provider id (strings, lists and dicts)."""
+    if isinstance(template, str):
+        return template.replace("{id}", provider_id)
+    if isinstance(template, list):
+        return [fill(item, provider_id) for item in template]
+    if isinstance(template, dict):
+        return {key: fill(value, provider_id) for key, value in template.items()}
+    return template
+
+
+def read_state(api: ProviderApi, http_status: int, body) -> str:
+    """RUNNING / STOPPED / GONE / UNKNOWN from one status answer; 404 means the box no longer exists."""
+    if http_status == 404:
+        return GONE
+    value = body
+    for key in api.status_field:
+        if not isinstance(value, dict):
+            return UNKNOWN
+        value = value.get(key)
+        if value is None:
+            return GONE if api.empty_means_gone and key == api.status_field[0] else UNKNOWN
+    if not isinstance(value, str):
+        return UNKNOWN
+    return api.states.get(value.strip(), api.states.get(value.strip().lower(), UNKNOWN))
