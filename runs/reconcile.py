@@ -25,25 +25,34 @@ class Deadline:
     next_step: str
 
 
+REDRIVE_FROM_WORKER = "check that a worker runs and reaches the box, then start preflight again"
+# state, the setting that bounds it, the step, where it ends if nothing moves it, the next step.
+DEADLINES = [
+    (RunState.PREFLIGHT, "RECONCILE_PREFLIGHT_SECONDS", "preflight", RunState.FAILED_PREFLIGHT, REDRIVE_FROM_WORKER),
+    (RunState.SMOKE, "RECONCILE_SMOKE_SECONDS", "smoke", RunState.FAILED_SMOKE, REDRIVE_FROM_WORKER),
+    (
+        RunState.LAUNCHING,
+        "RECONCILE_LAUNCH_SECONDS",
+        "launch",
+        RunState.FAILED_LAUNCH,
+        "retry: a retry re-reads the node first and adopts an attempt that is running there",
+    ),
+    (
+        RunState.EXITED,
+        "RECONCILE_EXITED_SECONDS",
+        "closeout",
+        RunState.QUARANTINED,
+        "the wrapper never sealed or quarantined the attempt (disk full?): free space, then retry",
+    ),
+]
+
+
 def deadlines() -> dict[str, Deadline]:
+    """Read at call time: a deployment (or a test) sets the seconds through settings."""
     return {
-        RunState.PREFLIGHT: Deadline(
-            RunState.PREFLIGHT, settings.RECONCILE_PREFLIGHT_SECONDS, "preflight", RunState.FAILED_PREFLIGHT,
-            "check that a worker runs and reaches the box, then start preflight again",
-        ),
-        RunState.SMOKE: Deadline(
-            RunState.SMOKE, settings.RECONCILE_SMOKE_SECONDS, "smoke", RunState.FAILED_SMOKE,
-            "check that a worker runs and reaches the box, then start preflight again",
-        ),
-        RunState.LAUNCHING: Deadline(
-            RunState.LAUNCHING, settings.RECONCILE_LAUNCH_SECONDS, "launch", RunState.FAILED_LAUNCH,
-            "retry: a retry re-reads the node first and adopts an attempt that is running there",
-        ),
-        RunState.EXITED: Deadline(
-            RunState.EXITED, settings.RECONCILE_EXITED_SECONDS, "closeout", RunState.QUARANTINED,
-            "the wrapper never sealed or quarantined the attempt (disk full?): free space, then retry",
-        ),
-    }  # fmt: skip
+        state: Deadline(state, getattr(settings, setting), step, failed, next_step)
+        for state, setting, step, failed, next_step in DEADLINES
+    }
 
 
 def overdue(run, now=None) -> Deadline | None:

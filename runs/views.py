@@ -54,20 +54,20 @@ def project_detail(request, slug):
 @permission_required("projects.change_project", raise_exception=True)
 def project_add_member(request, slug):
     """Share a project with a teammate (a member, or an admin, may add one)."""
-    project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
-    username = request.POST.get("username", "").strip()[:150]
-    added = f"{username} is now a member of {project.name}."
-    perform(request, lambda: do_add_member(project.pk, username, actor=request.user), added)
-    return redirect(project)
+    return _change_membership(request, slug, do_add_member, "{user} is now a member of {project}.")
 
 
 @require_POST
 @permission_required("projects.change_project", raise_exception=True)
 def project_remove_member(request, slug):
+    return _change_membership(request, slug, do_remove_member, "{user} no longer has access to {project}.")
+
+
+def _change_membership(request, slug, action, success: str):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
     username = request.POST.get("username", "").strip()[:150]
-    removed = f"{username} no longer has access to {project.name}."
-    perform(request, lambda: do_remove_member(project.pk, username, actor=request.user), removed)
+    message = success.format(user=username, project=project.name)
+    perform(request, lambda: action(project.pk, username, actor=request.user), message)
     return redirect(project)
 
 

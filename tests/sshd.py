@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.worker_env import NODE_ROOT
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
@@ -118,6 +120,7 @@ class Sshd:
             "user": self.user,
             "credential_id": self.credential_for(project).pk,  # an id: __dict__.update() sets it too
             "state": "running",
+            "data_root_override": NODE_ROOT,  # this test process's own root on the shared box
         }
         if pinned:
             from django.utils import timezone

@@ -13,7 +13,7 @@ from custody.verify import custody_dir
 from runs.actions import do_start_preflight
 from runs.models import RunState
 from runs.remote import NodeSession
-from tests.runs.conftest import set_config, wait_state
+from tests.runs.conftest import edit_train, set_config, wait_state
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,12 +73,10 @@ def test_a_flipped_byte_after_sealing_fails_closed_naming_the_file(bob, make_run
 
 
 def test_an_inflated_metric_fails_closed_with_the_recomputed_value(bob, make_run, source, celery_worker_process):
-    train = source / "train.py"
-    train.write_text(
-        train.read_text().replace(
-            'json.dump({"accuracy": accuracy, "loss": loss}',
-            'json.dump({"accuracy": accuracy + 0.05, "loss": loss}',
-        )
+    edit_train(
+        source,
+        'json.dump({"accuracy": accuracy, "loss": loss}',
+        'json.dump({"accuracy": accuracy + 0.05, "loss": loss}',
     )
     run = exported(make_run, source, bob)
     record = wait_record(do_start_verification(run.pk, bob))
@@ -120,15 +118,13 @@ def test_the_custody_record_exports_as_json(client, bob, carol, charlie, make_ru
 
 
 def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_run, source, celery_worker_process):
-    train = source / "train.py"
     # The export's config.yaml claims a narrower network than the one trained and checkpointed.
-    train.write_text(
-        train.read_text().replace(
-            "json.dump(run, handle, indent=2)",
-            "json.dump(run, handle, indent=2)\n"
-            '    cfg = os.path.join(out_dir, "config.yaml")\n'
-            '    open(cfg, "a").write("hidden: 32\\n")',
-        )
+    edit_train(
+        source,
+        "json.dump(run, handle, indent=2)",
+        "json.dump(run, handle, indent=2)\n"
+        '    cfg = os.path.join(out_dir, "config.yaml")\n'
+        '    open(cfg, "a").write("hidden: 32\\n")',
     )
     run = exported(make_run, source, bob)
     assert run.state == RunState.EXPORTED, run.failure_excerpt

@@ -31,6 +31,7 @@ from custody.verify import custody_dir
 from runs.dashboard import tiles_for
 from tests.custody import sealed
 from tests.waiting import wait_until
+from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,7 +63,7 @@ def exported(make_run):
 
 def as_platform(instance, key: str, data_tier: str = "", mirror_tier: str = "") -> None:
     """The loopback box described as a box of another platform, its disks on the named tiers."""
-    instance.profile_key, instance.data_root_override = key, "$HOME/proj"
+    instance.profile_key, instance.data_root_override = key, NODE_ROOT
     instance.data_tier, instance.mirror_tier, instance.mirror_root = data_tier, mirror_tier, sealed.MIRROR_ROOT
     instance.save()
 

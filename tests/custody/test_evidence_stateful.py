@@ -49,6 +49,7 @@ from profiles.models import Instance
 from projects.models import Project
 from runs.models import Run
 from tests.custody import sealed
+from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOCATIONS = [EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR]
@@ -70,7 +71,7 @@ class EvidenceMachine(RuleBasedStateMachine):
         self.instance = Instance.objects.create(
             name=f"{slug}-box-20261130", project=self.project, **box,
             host_key_type=STACK["key"].key_type, host_key_base64=STACK["key"].key_base64,
-            host_key_confirmed_at=timezone.now(), data_root_override="$HOME/proj", shutdown_command="true",
+            host_key_confirmed_at=timezone.now(), data_root_override=NODE_ROOT, shutdown_command="true",
             data_tier=self.profile.tier_of(self.profile.data_root)["name"],
             mirror_root=sealed.MIRROR_ROOT if durable else "",
             mirror_tier=self.profile.tier_of(durable)["name"] if durable else "",

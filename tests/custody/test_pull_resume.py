@@ -7,6 +7,7 @@ from custody.models import CustodyRecord, CustodyStatus
 from custody.verify import custody_dir
 from tests.conftest import WorkerProcess, database_url
 from tests.custody.test_custody_e2e import exported, wait_record
+from tests.runs.conftest import edit_train
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -16,13 +17,11 @@ BLOB_MIB = 24
 
 def add_blob_to_export(source) -> None:
     """The example also writes a large incompressible file into its export, so a pull takes seconds."""
-    train = source / "train.py"
-    train.write_text(
-        train.read_text().replace(
-            "json.dump(run, handle, indent=2)",
-            "json.dump(run, handle, indent=2)\n"
-            f'    open(os.path.join(out_dir, "blob.bin"), "wb").write(os.urandom({BLOB_MIB} << 20))',
-        )
+    edit_train(
+        source,
+        "json.dump(run, handle, indent=2)",
+        "json.dump(run, handle, indent=2)\n"
+        f'    open(os.path.join(out_dir, "blob.bin"), "wb").write(os.urandom({BLOB_MIB} << 20))',
     )
 
 

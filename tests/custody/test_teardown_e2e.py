@@ -17,6 +17,7 @@ from tests.custody.test_custody_e2e import exported, wait_record
 from tests.provider_stub import api_credential
 from tests.runs.conftest import set_config, wait_state
 from tests.sshd import Sshd
+from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,7 @@ def as_runpod(instance, pod: str) -> None:
     """The loopback box, described as a RunPod pod whose API is the local stub."""
     instance.profile_key, instance.provider_id = "runpod", pod
     instance.api_credential = api_credential(instance.project)
-    instance.data_root_override = "$HOME/proj"
+    instance.data_root_override = NODE_ROOT
     instance.save()
 
 

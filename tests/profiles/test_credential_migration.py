@@ -2,24 +2,14 @@
 to the projects whose instances used it."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migrating import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # runs stays before Project moved to the projects app (runs 0013 needs profiles 0009).
 BEFORE = [("profiles", "0005_instance_data_tier_instance_mirror_tier"), ("runs", "0012_membership_event")]
 AFTER = [("profiles", "0008_remove_references"), ("runs", "0012_membership_event")]
-
-
-def migrate(targets):
-    """Migrate to targets, every other app at its newest; the models as of that state."""
-    executor = MigrationExecutor(connection)
-    named = {app for app, _ in targets}
-    targets = targets + [node for node in executor.loader.graph.leaf_nodes() if node[0] not in named]
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
 
 
 def test_references_become_granted_credentials():

@@ -16,6 +16,7 @@ from profiles.models import Instance
 from projects.models import Project
 from runs.models import Run, RunState, SourceKind
 from tests.conftest import REPO
+from tests.worker_env import NODE_ROOT_PATH
 
 TINYFIT = REPO / "examples" / "tinyfit"
 SETTLED = {
@@ -32,7 +33,7 @@ class Node:
     """The node is this machine reached over SSH: its files can be read back directly."""
 
     def __init__(self, project: Project):
-        self.root = Path(os.path.expanduser("~/proj")) / project.slug
+        self.root = Path(NODE_ROOT_PATH) / project.slug
 
     def active(self, run):
         return self.root / "active" / run.run_id
@@ -101,6 +102,14 @@ def source():
     shutil.copytree(TINYFIT, target, ignore=shutil.ignore_patterns("ckpt", "output", "__pycache__"))
     yield target
     shutil.rmtree(target, ignore_errors=True)
+
+
+def edit_train(source: Path, old: str, new: str) -> None:
+    """Change the example's train.py for one test; fails if the example no longer has `old`."""
+    train = source / "train.py"
+    text = train.read_text()
+    assert text.count(old) == 1, f"train.py no longer has exactly one {old!r}"
+    train.write_text(text.replace(old, new))
 
 
 def set_config(source: Path, **values) -> None:

@@ -2,22 +2,13 @@
 names, and permissions held by users and groups follow the content type."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migrating import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("runs", "0012_membership_event"), ("profiles", "0008_remove_references")]
 AFTER = [("runs", "0013_project_moves_to_projects")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    named = {app for app, _ in targets}
-    targets = targets + [node for node in executor.loader.graph.leaf_nodes() if node[0] not in named]
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.parametrize("projects_type_exists", [False, True])

@@ -9,7 +9,7 @@ import pytest
 
 from runs.actions import do_start_preflight
 from runs.models import GpuLock, RunState
-from tests.runs.conftest import SETTLED, wait_state
+from tests.runs.conftest import SETTLED, edit_train, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,12 +54,10 @@ def test_inode_budget_refuses_with_the_shortfall(bob, make_run, celery_worker_pr
 
 
 def test_smoke_that_raises_stops_at_failed_smoke_with_the_traceback(bob, make_run, source, celery_worker_process):
-    train = source / "train.py"
-    train.write_text(
-        train.read_text().replace(
-            "    if smoke:\n        config = dict(",
-            "    if smoke:\n        raise RuntimeError('shape mismatch in smoke')\n        config = dict(",
-        )
+    edit_train(
+        source,
+        "    if smoke:\n        config = dict(",
+        "    if smoke:\n        raise RuntimeError('shape mismatch in smoke')\n        config = dict(",
     )
     run = make_run(gpus=[1])
     do_start_preflight(run.pk, bob)
@@ -111,13 +109,11 @@ def test_shell_metacharacters_reach_the_program_verbatim_and_closeout_quarantine
 
 
 def test_closeout_refuses_a_forbidden_latest_pth(bob, make_run, node, source, celery_worker_process):
-    train = source / "train.py"
-    train.write_text(
-        train.read_text().replace(
-            '    print(f"done: best epoch',
-            '    shutil.copyfile(os.path.join(ckpt_dir, "latest.pth"), os.path.join(out_dir, "latest.pth"))\n'
-            '    print(f"done: best epoch',
-        )
+    edit_train(
+        source,
+        '    print(f"done: best epoch',
+        '    shutil.copyfile(os.path.join(ckpt_dir, "latest.pth"), os.path.join(out_dir, "latest.pth"))\n'
+        '    print(f"done: best epoch',
     )
     run = make_run()
     do_start_preflight(run.pk, bob)
