@@ -65,7 +65,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         require(request.user, OPERATE)
         typed = s.RunCreateSerializer(data=request.data, context={"user": request.user})
         typed.is_valid(raise_exception=True)
-        run = do_create_run(typed.unsaved_run(), request.user)
+        run = do_create_run(typed.unsaved_run(), actor=request.user)
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"])
@@ -73,7 +73,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         """Preflight → smoke → detached launch, as the page's button."""
         require(request.user, OPERATE)
         run = self.get_object()
-        do_start_preflight(run.pk, request.user)
+        do_start_preflight(run.pk, actor=request.user)
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -89,7 +89,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def verify(self, request, run_id=None):
         require(request.user, OPERATE)
-        record = do_start_verification(self.get_object().pk, request.user)
+        record = do_start_verification(self.get_object().pk, actor=request.user)
         return Response(s.CustodySerializer(record).data, status=status.HTTP_202_ACCEPTED)
 
     @action(detail=True, methods=["get"])
@@ -133,7 +133,7 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if data["run"]:
             run = get_object_or_404(Run.objects.visible_to(request.user).filter(instance=instance), run_id=data["run"])
         request_row = do_request_teardown(
-            instance.pk, data["kind"], request.user, data["reason"], run, data["location"], data["retire_hold"]
+            instance.pk, data["kind"], data["reason"], run, data["location"], data["retire_hold"], actor=request.user
         )
         return Response(s.TeardownSerializer(request_row).data, status=status.HTTP_201_CREATED)
 

@@ -19,7 +19,7 @@ def roster_digest(entries) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def do_start_verification(run_pk: int, actor) -> CustodyRecord:
+def do_start_verification(run_pk: int, *, actor) -> CustodyRecord:
     """L1: any time after the export is sealed; never touches the node's export; a new record each time."""
     from custody.tasks import verify_custody
 

@@ -80,6 +80,12 @@ def _unclosed_active(facts: BoxFacts, waive_active: bool) -> list[Item]:
     return [Item("Every active/ directory closed or waived", waive_active, detail, waivable=True)]
 
 
+def _not_released(instance) -> Item:
+    """A released box is gone: no shutdown or release of it can run (found by the stateful test)."""
+    released = instance.state == "released"
+    return Item("The box is not already released", not released, "released" if released else instance.state)
+
+
 def _facts_of(instance, facts: BoxFacts | None) -> BoxFacts:
     return facts if facts is not None else load([instance])[instance.pk]
 
@@ -89,8 +95,8 @@ def shutdown_checks(
 ) -> dict:
     """deep: also ask the node (over SSH) whether anything still writes under the run roots."""
     facts = _facts_of(instance, facts)
-    items = [_no_live_run(facts), _no_expecting_watcher(facts)]
-    if deep and not instance.profile.is_local:
+    items = [_not_released(instance), _no_live_run(facts), _no_expecting_watcher(facts)]
+    if deep and not instance.profile.is_local and instance.state != "released":
         items.append(_node_idle(instance))
     items += evidence_items(facts, planned, deep)
     if instance.profile.loses(instance.data_tier_info, "shutdown"):
@@ -114,7 +120,7 @@ def release_checks(
 ) -> dict:
     """deep: re-hash each surviving copy where it lives instead of trusting its record."""
     facts = _facts_of(instance, facts)
-    items = [_no_live_run(facts), *evidence_items(facts, planned, deep)]
+    items = [_not_released(instance), _no_live_run(facts), *evidence_items(facts, planned, deep)]
     items += _unclosed_active(facts, waive_active)
     hold = facts.hold
     if hold:

@@ -79,7 +79,7 @@ def _refusal(snapshot: dict) -> str:
     return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)
 
 
-def do_request_teardown(instance_pk, kind, actor, reason, run=None, location="", retire_hold=False):
+def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, *, actor):
     """Create a request after its custody check passes; an L2 that needs no second person is approved."""
     if not reason.strip():
         raise TeardownRefused("Say why: the reason is part of the audit trail.")
@@ -156,10 +156,10 @@ def _expire_one(request_pk) -> None:
         _expire_if_due(_locked(request_pk))
 
 
-def do_approve_teardown(request_pk, approver, comment="", waive_active=False):
+def do_approve_teardown(request_pk, comment="", waive_active=False, *, actor):
     _expire_one(request_pk)
     with transaction.atomic(durable=True):
-        request = _decide(request_pk, approver, comment)
+        request = _decide(request_pk, actor, comment)
         request.waive_active = waive_active
         # From the database only: re-hashing custody copies (or asking the box) belongs to the
         # request and to the execution, not to an approver's page request in between. Under the
@@ -170,7 +170,7 @@ def do_approve_teardown(request_pk, approver, comment="", waive_active=False):
         _move(request, TeardownStatus.APPROVED)
         request.save()
         waived = " (unclosed active/ waived)" if waive_active else ""
-        audit("approved", f"Request #{request.pk} approved{waived}", approver, request, comment=comment)
+        audit("approved", f"Request #{request.pk} approved{waived}", actor, request, comment=comment)
         _enqueue_execution(request.pk)
     return request
 
@@ -179,17 +179,17 @@ def _failing(snapshot: dict) -> list[str]:
     return [item["label"] for item in snapshot["items"] if not item["ok"]]
 
 
-def do_reject_teardown(request_pk, approver, comment=""):
+def do_reject_teardown(request_pk, comment="", *, actor):
     _expire_one(request_pk)
     with transaction.atomic(durable=True):
-        request = _decide(request_pk, approver, comment)
+        request = _decide(request_pk, actor, comment)
         _move(request, TeardownStatus.REJECTED)
         request.save()
-        audit("rejected", f"Request #{request.pk} rejected", approver, request, comment=comment)
+        audit("rejected", f"Request #{request.pk} rejected", actor, request, comment=comment)
     return request
 
 
-def do_cancel_teardown(request_pk, actor) -> TeardownRequest:
+def do_cancel_teardown(request_pk, *, actor) -> TeardownRequest:
     """The requester withdraws a pending request (e.g. one whose check no longer passes)."""
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
@@ -240,7 +240,7 @@ def do_await_attestation(request_pk, steps: list[str]) -> None:
         audit("awaiting_attestation", f"Request #{request.pk}: console-only; steps shown", None, request)
 
 
-def do_attest_teardown(request_pk, actor) -> TeardownRequest:
+def do_attest_teardown(request_pk, *, actor) -> TeardownRequest:
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
         if request.status != TeardownStatus.AWAITING_ATTESTATION:
@@ -277,7 +277,7 @@ def do_finish_execution(
         # The power-off was sent but the box still answers: it may still bill; never call it stopped.
         target, reason = "unknown", f"shutdown #{request.pk} sent, but the box still answers"
     if target and request.instance.state != target:
-        do_change_instance_state(request.instance_id, target, None, reason)
+        do_change_instance_state(request.instance_id, target, reason, actor=None)
     return request
 
 
@@ -326,7 +326,7 @@ def do_fail_execution(request_pk, error: str) -> TeardownRequest:
     return request
 
 
-def do_retry_execution(request_pk, actor) -> TeardownRequest:
+def do_retry_execution(request_pk, *, actor) -> TeardownRequest:
     """A failed execution of an approved request may run again (same idempotency key)."""
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
@@ -371,7 +371,7 @@ def do_flag_stuck_executions() -> list[int]:
     return flagged
 
 
-def do_resolve_attention(request_pk, actor, happened: bool, comment: str = "") -> TeardownRequest:
+def do_resolve_attention(request_pk, happened: bool, comment: str = "", *, actor) -> TeardownRequest:
     """An approver settles an interrupted execution: it happened (done), or retry with the same key."""
     if not actor.has_perm("projects.approve_cost"):
         raise PermissionDenied("Only an approver may settle an interrupted execution.")
@@ -390,7 +390,7 @@ def do_resolve_attention(request_pk, actor, happened: bool, comment: str = "") -
     return request
 
 
-def do_place_hold(instance_pk, actor, reason) -> ReleaseHold:
+def do_place_hold(instance_pk, reason, *, actor) -> ReleaseHold:
     if not reason.strip():
         raise TeardownRefused("Say why this box must never be released.")
     with transaction.atomic(durable=True):

@@ -50,8 +50,8 @@ def teardown_create(request, pk):
     def action():
         created.append(
             teardown.do_request_teardown(
-                instance.pk, data["kind"], request.user, data["reason"], data.get("run"), data.get("location") or "",
-                data.get("retire_hold", False),
+                instance.pk, data["kind"], data["reason"], data.get("run"), data.get("location") or "",
+                data.get("retire_hold", False), actor=request.user,
             )
         )  # fmt: skip
 
@@ -105,9 +105,9 @@ def teardown_decide(request, pk):
     comment = request.POST.get("comment", "")[:2000]
     if decision == "approve":
         waive = request.POST.get("waive_active") == "on"
-        perform(request, lambda: teardown.do_approve_teardown(pk, request.user, comment, waive), "Approved.")
+        perform(request, lambda: teardown.do_approve_teardown(pk, comment, waive, actor=request.user), "Approved.")
     elif decision == "reject":
-        perform(request, lambda: teardown.do_reject_teardown(pk, request.user, comment), "Rejected.")
+        perform(request, lambda: teardown.do_reject_teardown(pk, comment, actor=request.user), "Rejected.")
     else:
         return HttpResponseBadRequest("decision must be approve or reject")
     return redirect("teardown-detail", pk=pk)
@@ -137,14 +137,14 @@ def teardown_settle(request, pk):
     happened = request.POST.get("outcome") == "happened"
     comment = request.POST.get("comment", "")[:2000]
     message = "Recorded as done." if happened else "Execution queued again with the same idempotency key."
-    perform(request, lambda: teardown.do_resolve_attention(pk, request.user, happened, comment), message)
+    perform(request, lambda: teardown.do_resolve_attention(pk, happened, comment, actor=request.user), message)
     return redirect("teardown-detail", pk=pk)
 
 
 def _on_request(request, pk, action, success):
     """An operator's action on a request the user can see; a refusal becomes a message."""
     get_object_or_404(visible_requests(request.user), pk=pk)
-    perform(request, lambda: action(pk, request.user), success)
+    perform(request, lambda: action(pk, actor=request.user), success)
     return redirect("teardown-detail", pk=pk)
 
 
@@ -153,7 +153,9 @@ def _on_request(request, pk, action, success):
 def instance_hold(request, pk):
     instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
     reason = request.POST.get("reason", "")[:2000]
-    perform(request, lambda: teardown.do_place_hold(instance.pk, request.user, reason), "“Never release” hold placed.")
+    perform(
+        request, lambda: teardown.do_place_hold(instance.pk, reason, actor=request.user), "“Never release” hold placed."
+    )
     return _back_to_instance(pk)
 
 

@@ -30,7 +30,7 @@ def needs_acknowledgement(project, profile_key) -> bool:
     return not PlatformAcknowledgement.objects.filter(project=project, profile_key=profile_key).exists()
 
 
-def do_create_instance(instance: Instance, actor, acknowledged: bool) -> Instance:
+def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Instance:
     """Save a validated, unsaved instance; the first box of a platform in a project needs acknowledgement."""
     with transaction.atomic(durable=True):
         if needs_acknowledgement(instance.project, instance.profile_key):
@@ -45,7 +45,7 @@ def do_create_instance(instance: Instance, actor, acknowledged: bool) -> Instanc
     return instance
 
 
-def do_change_instance_state(instance_id: int, new_state: str, actor, reason: str = "") -> Instance:
+def do_change_instance_state(instance_id: int, new_state: str, reason: str = "", *, actor) -> Instance:
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update().get(pk=instance_id)
         old = InstanceState(instance.state)
@@ -59,7 +59,7 @@ def do_change_instance_state(instance_id: int, new_state: str, actor, reason: st
     return instance
 
 
-def do_request_probe(instance_id: int, kind: str, actor, trigger: str = InstanceProbe.Trigger.BUTTON) -> None:
+def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.Trigger.BUTTON, *, actor) -> None:
     from profiles.tasks import probe_instance
 
     with transaction.atomic(durable=True):
@@ -100,7 +100,7 @@ def do_record_probe(instance_id: int, outcome, trigger: str) -> InstanceProbe:
     return probe
 
 
-def do_confirm_host_key(instance_id: int, fingerprint: str, actor) -> Instance:
+def do_confirm_host_key(instance_id: int, fingerprint: str, *, actor) -> Instance:
     """Pin the key seen on first contact, but only the exact one the person was shown."""
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update().get(pk=instance_id)

@@ -50,7 +50,7 @@ def instance_create(request):
     form = InstanceForm(request.POST or None, user=request.user, initial={"project": request.GET.get("project")})
     if request.method == "POST" and form.is_valid():
         try:
-            instance = do_create_instance(form.save(commit=False), request.user, form.cleaned_data["acknowledge"])
+            instance = do_create_instance(form.save(commit=False), form.cleaned_data["acknowledge"], actor=request.user)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -107,7 +107,7 @@ def instance_probe(request, pk):
         messages.error(request, "Unknown probe kind.")
         return redirect("instance-detail", pk=pk)
     label = InstanceProbe.Kind(kind).label
-    return _act(request, pk, lambda: do_request_probe(pk, kind, request.user), f"{label} queued.")
+    return _act(request, pk, lambda: do_request_probe(pk, kind, actor=request.user), f"{label} queued.")
 
 
 @require_POST
@@ -115,7 +115,7 @@ def instance_probe(request, pk):
 def instance_confirm_host_key(request, pk):
     get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
     fingerprint = request.POST.get("fingerprint", "")
-    return _act(request, pk, lambda: do_confirm_host_key(pk, fingerprint, request.user), "Host key pinned.")
+    return _act(request, pk, lambda: do_confirm_host_key(pk, fingerprint, actor=request.user), "Host key pinned.")
 
 
 @require_POST
@@ -127,7 +127,7 @@ def instance_set_state(request, pk):
         messages.error(request, "Choose a valid state.")
         return redirect("instance-detail", pk=pk)
     state, reason = form.cleaned_data["state"], form.cleaned_data["reason"]
-    return _act(request, pk, lambda: do_change_instance_state(pk, state, request.user, reason), "State recorded.")
+    return _act(request, pk, lambda: do_change_instance_state(pk, state, reason, actor=request.user), "State recorded.")
 
 
 def _admin_only(request):

@@ -104,7 +104,7 @@ def _release_gpus(run: Run) -> None:
         _event(run, "gpu", f"Released {released} GPU lock(s)")
 
 
-def do_create_run(run: Run, actor) -> Run:
+def do_create_run(run: Run, *, actor) -> Run:
     with transaction.atomic(durable=True):
         run.run_id = new_run_id(run.project.slug)
         run.created_by = actor
@@ -113,7 +113,7 @@ def do_create_run(run: Run, actor) -> Run:
     return run
 
 
-def do_start_preflight(run_pk: int, actor) -> Run:
+def do_start_preflight(run_pk: int, *, actor) -> Run:
     from runs.tasks import preflight_run
 
     with transaction.atomic(durable=True):
@@ -203,7 +203,7 @@ def do_mark_launch_failed(run_pk: int, attempt: int, error: str) -> Run:
     return run
 
 
-def do_retry_run(run_pk: int, actor) -> Run:
+def do_retry_run(run_pk: int, *, actor) -> Run:
     """Retry the identical config as a new attempt; it resumes from the run's latest checkpoint."""
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
@@ -213,7 +213,7 @@ def do_retry_run(run_pk: int, actor) -> Run:
     return run
 
 
-def do_close_active(run_pk: int, actor, reason: str) -> Run:
+def do_close_active(run_pk: int, reason: str, *, actor) -> Run:
     """An operator closes a failed run's leftover active/ (moved into quarantine/ on the node)."""
     from runs.tasks import close_active
 

@@ -128,7 +128,7 @@ def run_compare(request):
 def run_create(request):
     form = RunForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        run = do_create_run(form.save(commit=False), request.user)
+        run = do_create_run(form.save(commit=False), actor=request.user)
         messages.success(request, f"Run {run.run_id} created. Start the preflight when ready.")
         return redirect(run)
     return render(request, "runs/run_form.html", {"form": form})
@@ -204,7 +204,7 @@ def run_live(request, run_id):
 
 def _run_action(request, run_id, action, success):
     run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
-    perform(request, lambda: action(run.pk, request.user), success)
+    perform(request, lambda: action(run.pk, actor=request.user), success)
     return redirect("run-detail", run_id=run_id)
 
 
@@ -224,7 +224,9 @@ def run_retry(request, run_id):
 @permission_required("projects.operate", raise_exception=True)
 def run_close_active(request, run_id):
     reason = request.POST.get("reason", "")[:2000]
-    return _run_action(request, run_id, lambda pk, user: do_close_active(pk, user, reason), "Closing active/ queued.")
+    return _run_action(
+        request, run_id, lambda pk, actor: do_close_active(pk, reason, actor=actor), "Closing active/ queued."
+    )
 
 
 @require_POST

@@ -144,7 +144,7 @@ class ProviderStub:
         self.webhooks: list[dict] = []
         self.states: dict[str, str] = {}
         self.lagging: dict[str, int] = {}
-        self.hold: dict[str, threading.Event] = {}  # target → a state change answers only once set
+        self.hold: dict[str, threading.Event] = {}  # target → a state change's answer waits until set
         self.faults: dict[str, deque] = defaultdict(deque)  # target → the next answers: 429, 503, "timeout"
         self.requests: list[dict] = []  # every request, accepted or not (method, path, provider)
         self.lock = threading.Lock()
@@ -214,16 +214,23 @@ class ProviderStub:
         if fault == "timeout":  # never answers, and nothing happened
             return None, self.timeout_hold, {}
         if fault == "late":  # it happened, but the answer never arrives (LAM14)
-            with self.lock:
-                provider.act(self, verb, target, body)
+            self._act(provider, verb, target, body, headers)
             return None, self.timeout_hold, {}
         if fault is not None:
             return fault, {"error": "rate limited" if fault == 429 else "upstream error"}, {"Retry-After": "0"}
-        if verb != "status" and target in self.hold:
+        code, payload = self._act(provider, verb, target, body, headers)
+        if verb != "status" and target in self.hold:  # done at the provider; the answer waits (a slow API)
             self.hold[target].wait(timeout=60)
-        with self.lock:
-            code, payload = provider.act(self, verb, target, body)
         return code, payload, {}
+
+    def _act(self, provider, verb, target, body, headers):
+        """The provider's answer; the calls it records carry the request's Idempotency-Key."""
+        with self.lock:
+            before = len(self.calls)
+            answer = provider.act(self, verb, target, body)
+            for call in self.calls[before:]:
+                call["idempotency_key"] = headers.get("Idempotency-Key")
+        return answer
 
     timeout_hold = 3.0  # longer than the tests' PROVIDER_API_TIMEOUT
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def exported(make_run, source, bob, **config):
     set_config(source, epochs=3, **config)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     return wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_SMOKE}, timeout=180)
 
 
@@ -41,7 +41,7 @@ def test_pull_readback_load_recompute_gives_a_verified_record(
     assert run.state == RunState.EXPORTED
     run.instance.mirror_root = str(tmp_path / "durable")  # the box's durable tier
     run.instance.save()
-    record = wait_record(do_start_verification(run.pk, bob))
+    record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.VERIFIED, record.failure
     claimed = json.loads((node.export(run) / "test" / "synthetic" / "metrics.json").read_text())
     accuracy = next(m for m in record.evidence["metrics"] if m["name"] == "accuracy")
@@ -66,7 +66,7 @@ def test_a_flipped_byte_after_sealing_fails_closed_naming_the_file(bob, make_run
     data = bytearray(best.read_bytes())
     data[len(data) // 2] ^= 0xFF
     best.write_bytes(bytes(data))
-    record = wait_record(do_start_verification(run.pk, bob))
+    record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.FAILED
     assert "hash mismatch: best.pth changed since sealing" in record.failure
     assert run.events.filter(kind="custody", message__contains="failed closed").exists()
@@ -79,7 +79,7 @@ def test_an_inflated_metric_fails_closed_with_the_recomputed_value(bob, make_run
         'json.dump({"accuracy": accuracy + 0.05, "loss": loss}',
     )
     run = exported(make_run, source, bob)
-    record = wait_record(do_start_verification(run.pk, bob))
+    record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.FAILED
     assert "metric drift in test/synthetic: accuracy claimed" in record.failure
     assert "(delta -0.05" in record.failure
@@ -103,7 +103,7 @@ def test_a_partial_file_resumes_from_what_arrived(bob, make_run, source, node, t
 
 def test_the_custody_record_exports_as_json(client, bob, carol, charlie, make_run, source, celery_worker_process):
     run = exported(make_run, source, bob)
-    record = wait_record(do_start_verification(run.pk, bob))
+    record = wait_record(do_start_verification(run.pk, actor=bob))
     client.force_login(charlie)  # the outsider: this real record is not found for them
     assert client.get(reverse("custody-json", args=[record.pk])).status_code == 404
     client.force_login(carol)  # a member, even one without a role, reads it
@@ -128,7 +128,7 @@ def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_ru
     )
     run = exported(make_run, source, bob)
     assert run.state == RunState.EXPORTED, run.failure_excerpt
-    record = wait_record(do_start_verification(run.pk, bob))
+    record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.FAILED
     assert "best.pth does not match the config's architecture" in record.failure
     assert "0.weight: checkpoint [64, 16], config says [32, 16]" in record.failure
@@ -139,5 +139,5 @@ def test_only_a_sealed_export_can_be_verified(bob, make_run):
 
     run = make_run(state=RunState.RUNNING, attempt=1)
     with pytest.raises(IllegalTransition):
-        do_start_verification(run.pk, bob)
+        do_start_verification(run.pk, actor=bob)
     assert not CustodyRecord.objects.exists()

@@ -27,7 +27,7 @@ def test_approvers_get_mail_and_the_project_webhook_a_summary(
     project.approval_webhook = f"{provider_stub.url}/hooks/{project.slug}"
     project.save()
     box = Instance.objects.create(name=f"{project.slug}-box-20261129", project=project, profile_key="runpod")
-    request = do_request_teardown(box.pk, TeardownKind.RELEASE, bob, "finished")
+    request = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
     assert [message.to for message in mail.outbox] == [["alice@example.org"]]  # never the requester
     assert f"Release of {box.name} awaits approval" in mail.outbox[0].subject
     hooks = wait_until(
@@ -44,8 +44,8 @@ def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
     fields = {**sshd.instance_fields(project), "port": free_port()}  # pinned, but nothing listens: powered off
     box = Instance.objects.create(name=f"{project.slug}-adl-20261129", project=project, **{
         **fields, "profile_key": "autodl"})  # fmt: skip
-    request = do_request_teardown(box.pk, TeardownKind.RELEASE, bob, "finished")
-    do_approve_teardown(request.pk, alice, "ok")
+    request = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    do_approve_teardown(request.pk, "ok", actor=alice)
     request = wait_request(request, {TeardownStatus.AWAITING_ATTESTATION, TeardownStatus.FAILED})
     assert request.status == TeardownStatus.AWAITING_ATTESTATION, request.failure
     assert any("AutoDL console" in step for step in request.provider_answer["console_steps"])

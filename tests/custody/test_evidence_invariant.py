@@ -69,8 +69,8 @@ def as_platform(instance, key: str, data_tier: str = "", mirror_tier: str = "") 
 
 
 def delete(run, location, who, approver):
-    request = do_request_teardown(run.instance_id, TeardownKind.DELETE_EVIDENCE, who, "space", run, location)
-    do_approve_teardown(request.pk, approver, "ok")
+    request = do_request_teardown(run.instance_id, TeardownKind.DELETE_EVIDENCE, "space", run, location, actor=who)
+    do_approve_teardown(request.pk, "ok", actor=approver)
     return request
 
 
@@ -81,7 +81,7 @@ def test_release_is_refused_after_the_custody_copy_was_deleted(alice, bob, insta
     assert execute_teardown(first.pk) == "deleted"
     assert not custody_dir(run).exists()
     with pytest.raises(TeardownRefused, match=f"A verified copy of {run.run_id} survives"):
-        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
     assert sealed.export_dir(run).is_dir()
 
 
@@ -93,19 +93,19 @@ def test_a_mirror_on_a_surviving_tier_counts_only_while_it_rehashes_on_the_node(
 
     sealed.tamper(sealed.mirror_dir(run))
     with pytest.raises(TeardownRefused, match="no longer matches its SHA-256"):
-        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
     sealed.write_tree(sealed.mirror_dir(run), {a.path: (sealed.export_dir(run) / a.path).read_bytes()
                                                for a in record.artifacts.all()})  # fmt: skip
-    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
     item = next(i for i in request.check_at_request["items"] if i["label"].startswith("A verified copy"))
     assert item["ok"] and "durable mirror on the box (network volume)" in item["detail"]
-    do_cancel_teardown(request.pk, bob)
+    do_cancel_teardown(request.pk, actor=bob)
 
     import shutil
 
     shutil.rmtree(sealed.mirror_dir(run))
     with pytest.raises(TeardownRefused, match="missing"):
-        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
 
 
 def test_a_mirror_on_a_tier_that_release_destroys_does_not_count(alice, bob, instance, exported):
@@ -114,21 +114,21 @@ def test_a_mirror_on_a_tier_that_release_destroys_does_not_count(alice, bob, ins
     sealed.verify(run, mirror=True)
     execute_teardown(delete(run, CUSTODY, bob, alice).pk)
     with pytest.raises(TeardownRefused, match=r"durable mirror on the box \(volume disk\) is lost by release"):
-        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
 
 
 def test_two_deletions_each_leaving_the_other_cannot_both_be_approved(alice, erin, bob, instance, exported):
     run = exported()
     sealed.verify(run)
     requests = [
-        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, location)
+        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, "space", run, location, actor=bob)
         for location in (NODE, CUSTODY)
     ]
     outcomes = []
 
     def approve(request, approver):
         try:
-            do_approve_teardown(request.pk, approver, "ok")
+            do_approve_teardown(request.pk, "ok", actor=approver)
             outcomes.append("approved")
         except TeardownRefused as exc:
             outcomes.append(str(exc))
@@ -148,7 +148,7 @@ def two_approved_deletions(run, requester, approver) -> list:
     """The export on the box and the custody copy, each deletion approved before the invariant held
     (as the issue reproduced, each approval seeing the other copy): only execution decides now."""
     requests = [
-        do_request_teardown(run.instance_id, TeardownKind.DELETE_EVIDENCE, requester, "space", run, location)
+        do_request_teardown(run.instance_id, TeardownKind.DELETE_EVIDENCE, "space", run, location, actor=requester)
         for location in (NODE, CUSTODY)
     ]
     TeardownRequest.objects.filter(pk__in=[r.pk for r in requests]).update(
@@ -217,9 +217,9 @@ def test_a_shutdown_that_loses_the_export_needs_a_surviving_verified_copy(alice,
     as_platform(instance, platform, data_tier=tier)
     run = exported()
     with pytest.raises(TeardownRefused, match=f"export on the box \\({tier}\\) was never verified"):
-        do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+        do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "pause", actor=bob)
     sealed.verify(run)
-    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "pause", actor=bob)
     assert request.level == "L3" and request.needs_second_person and request.status == TeardownStatus.PENDING
     labels = {item["label"]: item for item in request.check_at_request["items"]}
     assert "custody copy (control host)" in labels[f"A verified copy of {run.run_id} survives"]["detail"]
@@ -245,7 +245,7 @@ def no_auto_execution(instance) -> None:
 def test_a_shutdown_that_keeps_every_disk_needs_no_custody(bob, instance, exported):
     no_auto_execution(instance)
     exported()  # never verified: a stop that keeps the disk leaves it where it is
-    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "pause", actor=bob)
     assert request.level == "L2" and request.status == TeardownStatus.PENDING
     assert request.check_at_request["ok"], request.check_at_request
 
@@ -253,10 +253,10 @@ def test_a_shutdown_that_keeps_every_disk_needs_no_custody(bob, instance, export
 def test_a_stale_request_says_so_and_its_requester_cancels_it(client, alice, bob, instance, exported):
     run = exported()
     sealed.verify(run)
-    node = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, NODE)
-    custody = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "space", run, CUSTODY)
+    node = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, "space", run, NODE, actor=bob)
+    custody = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, "space", run, CUSTODY, actor=bob)
     assert next(t for t in tiles_for(alice) if t.label == "Pending approvals").value == 2
-    do_approve_teardown(node.pk, alice, "ok")
+    do_approve_teardown(node.pk, "ok", actor=alice)
     assert next(t for t in tiles_for(alice) if t.label == "Pending approvals").value == 0
 
     client.force_login(alice)
@@ -290,7 +290,7 @@ def test_finishing_a_request_that_is_not_executing_is_refused(bob, instance):
     from custody.teardown import do_finish_execution
 
     no_auto_execution(instance)
-    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "pause")
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "pause", actor=bob)
     with pytest.raises(TeardownRefused, match="not Executing"):
         do_finish_execution(request.pk, {})
 
@@ -304,10 +304,10 @@ def test_an_operator_closes_a_failed_runs_active_dir_and_release_no_longer_waits
     (node.active(run) / "ckpt").mkdir(parents=True)
     (node.active(run) / "ckpt" / "latest.pth").write_bytes(b"weights")
     type(run).objects.filter(pk=run.pk).update(state=RunState.QUARANTINED)
-    first = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    first = do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
     unclosed = {i["label"]: i for i in first.check_at_request["items"]}["Every active/ directory closed or waived"]
     assert not unclosed["ok"] and run.run_id in unclosed["detail"]  # only an approver's waiver passed it
-    do_cancel_teardown(first.pk, bob)
+    do_cancel_teardown(first.pk, actor=bob)
 
     client.force_login(bob)
     assert "Close active/ into quarantine" in client.get(run.get_absolute_url()).content.decode()
@@ -318,7 +318,7 @@ def test_an_operator_closes_a_failed_runs_active_dir_and_release_no_longer_waits
     assert (moved[0] / "ckpt" / "latest.pth").read_bytes() == b"weights"
     assert (moved[0] / "reason.txt").read_text() == "diverged; keep for a post-mortem\n"
     assert run.events.filter(message__contains="active/ closed").exists()
-    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done")
+    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
     assert "Every active/ directory closed or waived" not in [i["label"] for i in request.check_at_request["items"]]
 
 
@@ -330,8 +330,8 @@ def test_a_worker_killed_inside_the_provider_call_needs_a_person_and_never_calls
     as_runpod(instance, "pod-killed-1")  # a RunPod stop loses the container disk: L3, an approver
     held = threading.Event()
     provider_api.hold["pod-killed-1"] = held
-    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
-    do_approve_teardown(request.pk, alice, "go")
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
+    do_approve_teardown(request.pk, "go", actor=alice)
     wait_request(request, {TeardownStatus.EXECUTING})
     wait_until(lambda: provider_api.calls_for("pod-killed-1", "stop"), interval=0.1, what="the provider call")
     celery_worker_process.kill()  # inside the provider call
@@ -343,14 +343,14 @@ def test_a_worker_killed_inside_the_provider_call_needs_a_person_and_never_calls
     assert flag_stuck_teardowns() == [request.pk]  # what beat runs
     request.refresh_from_db()
     assert request.status == TeardownStatus.NEEDS_ATTENTION and "may or may not have happened" in request.failure
-    assert request.provider_answer["status_when_interrupted"]["status"] == "stopped or gone"  # the stub's answer
+    assert request.provider_answer["status_when_interrupted"]["status"] == "stopped"  # RunPod's EXITED
     celery_worker_process.start()
     execute_teardown.delay(request.pk)  # a redelivery finds a person's decision pending: nothing runs
     with pytest.raises(TeardownRefused, match="already Needs a person"):
-        do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "again")
+        do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "again", actor=bob)
     client.force_login(alice)
     page = client.get(request.get_absolute_url()).content.decode()
-    assert 'id="settle-retry"' in page and "The provider says: <strong>stopped or gone" in page
+    assert 'id="settle-retry"' in page and "The provider says: <strong>stopped" in page
     assert len(provider_api.calls_for("pod-killed-1", "stop")) == 1
 
     client.post(reverse("teardown-settle", args=[request.pk]), {"outcome": "retry", "comment": "console says running"})

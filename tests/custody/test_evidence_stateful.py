@@ -49,7 +49,6 @@ from profiles.models import Instance
 from projects.models import Project
 from runs.models import Run
 from tests.custody import sealed
-from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOCATIONS = [EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR]
@@ -71,7 +70,7 @@ class EvidenceMachine(RuleBasedStateMachine):
         self.instance = Instance.objects.create(
             name=f"{slug}-box-20261130", project=self.project, **box,
             host_key_type=STACK["key"].key_type, host_key_base64=STACK["key"].key_base64,
-            host_key_confirmed_at=timezone.now(), data_root_override=NODE_ROOT, shutdown_command="true",
+            host_key_confirmed_at=timezone.now(), shutdown_command="true",
             data_tier=self.profile.tier_of(self.profile.data_root)["name"],
             mirror_root=sealed.MIRROR_ROOT if durable else "",
             mirror_tier=self.profile.tier_of(durable)["name"] if durable else "",
@@ -139,7 +138,7 @@ class EvidenceMachine(RuleBasedStateMachine):
                 return
             location = data.draw(st.sampled_from(present))
         try:
-            made = request_teardown(self.instance.pk, kind, STACK["bob"], "property", run, location)
+            made = request_teardown(self.instance.pk, kind, "property", run, location, actor=STACK["bob"])
         except TeardownRefused:
             event(f"refused {kind}")
             return
@@ -154,7 +153,7 @@ class EvidenceMachine(RuleBasedStateMachine):
     def approve(self, data):
         pk = data.draw(st.sampled_from(self.with_status(TeardownStatus.PENDING)))
         try:
-            do_approve_teardown(pk, STACK["alice"], "property")
+            do_approve_teardown(pk, "property", actor=STACK["alice"])
             event("approved")
         except TeardownRefused as exc:
             event(f"approval refused: {str(exc)[:60]}")
@@ -190,7 +189,7 @@ class EvidenceMachine(RuleBasedStateMachine):
     def a_person_settles(self, data):
         """The person checked the provider: the effect did happen (it always did here)."""
         pk = data.draw(st.sampled_from(self.with_status(TeardownStatus.NEEDS_ATTENTION)))
-        do_resolve_attention(pk, STACK["alice"], happened=True, comment="seen in the console")
+        do_resolve_attention(pk, happened=True, comment="seen in the console", actor=STACK["alice"])
         self.instance.refresh_from_db()
 
     @rule(index=st.integers(0, 1), data=st.data())

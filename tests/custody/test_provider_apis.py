@@ -158,14 +158,14 @@ def test_a_release_of_a_box_the_provider_does_not_know_is_not_called_done(projec
 def test_a_failed_execution_is_retried_with_the_same_key_and_happens_once(alice, bob, project, provider_api):
     target = box(project, "runpod", "pod-retry")
     provider_api.fail_next("pod-retry", 503, 503, 503)  # the call and its retries; the re-ask says running
-    request = do_request_teardown(target.pk, TeardownKind.RELEASE, bob, "finished")
-    do_approve_teardown(request.pk, alice, "ok")
+    request = do_request_teardown(target.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    do_approve_teardown(request.pk, "ok", actor=alice)
     assert execution.execute(request.pk) == "failed"
     request.refresh_from_db()
     assert request.status == TeardownStatus.FAILED and "runpod answered 503 3 times" in request.failure
     assert execution.execute(request.pk) == "nothing to do"  # a failed request never runs by itself
 
-    do_retry_execution(request.pk, alice)
+    do_retry_execution(request.pk, actor=alice)
     assert execution.execute(request.pk) == "done"
     request.refresh_from_db()
     assert request.status == TeardownStatus.DONE and request.attempts == 2

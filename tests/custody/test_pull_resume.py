@@ -39,7 +39,7 @@ def test_a_sigkilled_pull_resumes_and_every_hash_verifies(bob, make_run, source,
     slow = WorkerProcess(database_url(), name="slow", CUSTODY_PULL_MAX_RATE=str(8 << 20))
     slow.start()
     try:
-        first = do_start_verification(run.pk, bob)
+        first = do_start_verification(run.pk, actor=bob)
         wait_bytes(first, 6 << 20)
         slow.kill()
     finally:
@@ -50,7 +50,7 @@ def test_a_sigkilled_pull_resumes_and_every_hash_verifies(bob, make_run, source,
     assert 0 < arrived < BLOB_MIB << 20
 
     celery_worker_process.start()
-    second = wait_record(do_start_verification(run.pk, bob))
+    second = wait_record(do_start_verification(run.pk, actor=bob))
     assert second.status == CustodyStatus.VERIFIED, second.failure
     pull = second.evidence["pull"]
     assert pull["bytes_moved"] <= second.total_bytes - arrived  # resumed: what arrived was not fetched again

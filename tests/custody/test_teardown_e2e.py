@@ -44,10 +44,10 @@ def refused_while_live(make_run, source, bob, instance, kind):
     """A run trains on the box: the consequence is refused while it is live; returns it once exported."""
     set_config(source, epochs=4, epoch_pause=1)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     wait_state(run, {RunState.RUNNING}, timeout=120)
     with pytest.raises(TeardownRefused, match="still live"):
-        do_request_teardown(instance.pk, kind, bob, "done with it")
+        do_request_teardown(instance.pk, kind, "done with it", actor=bob)
     return wait_state(run, {RunState.EXPORTED}, timeout=120)
 
 
@@ -57,14 +57,14 @@ def test_release_waits_for_the_run_and_custody_then_a_second_person(
     as_runpod(instance, "pod-release-1")
     run = refused_while_live(make_run, source, bob, instance, TeardownKind.RELEASE)
     with pytest.raises(TeardownRefused, match="export on the box \\(container disk\\) was never verified"):
-        do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
+        do_request_teardown(instance.pk, TeardownKind.RELEASE, "done with it", actor=bob)
 
-    assert wait_record(do_start_verification(run.pk, bob)).status == "verified"
-    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, bob, "done with it")
+    assert wait_record(do_start_verification(run.pk, actor=bob)).status == "verified"
+    request = do_request_teardown(instance.pk, TeardownKind.RELEASE, "done with it", actor=bob)
     assert (request.level, request.status) == ("L3", TeardownStatus.PENDING)
     with pytest.raises(PermissionDenied, match="never approve"):
-        do_approve_teardown(request.pk, bob, "my own")
-    do_approve_teardown(request.pk, alice, "custody verified, go")
+        do_approve_teardown(request.pk, "my own", actor=bob)
+    do_approve_teardown(request.pk, "custody verified, go", actor=alice)
 
     request = wait_request(request, {TeardownStatus.DONE, TeardownStatus.FAILED})
     assert request.status == TeardownStatus.DONE, request.failure
@@ -79,12 +79,12 @@ def test_evidence_deletion_needs_a_verified_replica_and_refuses_a_tampered_one(
     alice, bob, make_run, source, node, instance, celery_worker_process
 ):
     run = exported(make_run, source, bob)
-    assert wait_record(do_start_verification(run.pk, bob)).status == "verified"
+    assert wait_record(do_start_verification(run.pk, actor=bob)).status == "verified"
 
     # Approved while no worker runs; the custody copy (the only replica) is tampered before execution.
     celery_worker_process.stop()
-    first = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "free the disk", run, "node")
-    do_approve_teardown(first.pk, alice, "the custody copy is verified")
+    first = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, "free the disk", run, "node", actor=bob)
+    do_approve_teardown(first.pk, "the custody copy is verified", actor=alice)
     best = custody_dir(run) / "best.pth"
     data = bytearray(best.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -97,13 +97,13 @@ def test_evidence_deletion_needs_a_verified_replica_and_refuses_a_tampered_one(
 
     # The export on the node is still verified: it is the replica that lets the custody copy go.
     celery_worker_process.start()
-    second = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "bad copy", run, "custody")
-    do_approve_teardown(second.pk, alice, "node export stays")
+    second = do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, "bad copy", run, "custody", actor=bob)
+    do_approve_teardown(second.pk, "node export stays", actor=alice)
     assert wait_request(second, {TeardownStatus.DONE, TeardownStatus.FAILED}).status == TeardownStatus.DONE
     assert not custody_dir(run).exists()
 
     with pytest.raises(TeardownRefused, match="no verified copy survives"):
-        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, bob, "all of it", run, "node")
+        do_request_teardown(instance.pk, TeardownKind.DELETE_EVIDENCE, "all of it", run, "node", actor=bob)
     assert node.export(run).is_dir()
     actions = set(AuditEntry.objects.values_list("action", flat=True))
     assert {"requested", "approved", "executing", "refused", "done"} <= actions
@@ -121,7 +121,7 @@ def test_shutdown_waits_for_idle_then_powers_off_once_and_verifies_offline(
     try:
         refused_while_live(make_run, source, bob, instance, TeardownKind.SHUTDOWN)
 
-        request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
+        request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
         assert request.level == "L2" and request.status == TeardownStatus.APPROVED  # no second person
         labels = {item["label"]: item["ok"] for item in request.check_at_request["items"]}
         assert labels["No writer under the run roots"] is True

@@ -68,7 +68,7 @@ def test_an_approver_who_requested_cannot_approve_their_own_request(client, alic
     assert 'id="approve"' not in page and "a second person must approve it" in page
     assert client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "approve"}).status_code == 403
     with pytest.raises(PermissionDenied, match="never approve or reject their own request"):
-        do_approve_teardown(request.pk, alice, "my own")
+        do_approve_teardown(request.pk, "my own", actor=alice)
     request.refresh_from_db()
     assert request.status == TeardownStatus.PENDING and request.approver is None
 
@@ -84,11 +84,11 @@ def test_a_rejected_request_never_executes(client, alice, bob, pod, provider_api
     assert execute_teardown(request.pk) == "nothing to do"
     assert provider_api.calls_for("pod-rules") == []
     with pytest.raises(TeardownRefused):
-        do_approve_teardown(request.pk, alice, "changed my mind")  # a rejection is final
+        do_approve_teardown(request.pk, "changed my mind", actor=alice)  # a rejection is final
 
 
 def test_two_approvers_and_three_executors_terminate_once(alice, bob, erin, pod, provider_api):
-    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "finished")
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, "finished", actor=bob)
 
     def together(*calls) -> list:
         """Run the calls at once; each one's result or exception (none may vanish in a thread)."""
@@ -111,7 +111,9 @@ def test_two_approvers_and_three_executors_terminate_once(alice, bob, erin, pod,
         assert None not in results, results  # every thread finished
         return results
 
-    approvals = together(*(lambda user=user: do_approve_teardown(request.pk, user, "yes") for user in (alice, erin)))
+    approvals = together(
+        *(lambda user=user: do_approve_teardown(request.pk, "yes", actor=user) for user in (alice, erin))
+    )
     assert sorted(kind for kind, _ in approvals) == ["ok", "raised"], approvals
     refused = next(result for kind, result in approvals if kind == "raised")
     assert isinstance(refused, TeardownRefused)
@@ -146,11 +148,11 @@ def test_levels_come_from_the_survival_matrix(project):
 
 
 def test_a_hold_blocks_release_until_an_approved_release_retires_it(alice, bob, pod, provider_api):
-    do_place_hold(pod.pk, bob, "shared team box")
+    do_place_hold(pod.pk, "shared team box", actor=bob)
     with pytest.raises(TeardownRefused, match="never release"):
-        do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
-    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done", retire_hold=True)
-    do_approve_teardown(request.pk, alice, "the hold is stale")
+        do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", retire_hold=True, actor=bob)
+    do_approve_teardown(request.pk, "the hold is stale", actor=alice)
     execute_teardown(request.pk)
     hold = ReleaseHold.objects.get()
     assert hold.retired_by == alice and hold.retired_by_request == request and "stale" in hold.retired_reason
@@ -159,10 +161,10 @@ def test_a_hold_blocks_release_until_an_approved_release_retires_it(alice, bob, 
 
 def test_a_duplicate_request_and_a_missing_reason_are_refused(bob, pod):
     with pytest.raises(TeardownRefused, match="Say why"):
-        do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "  ")
-    first = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+        do_request_teardown(pod.pk, TeardownKind.RELEASE, "  ", actor=bob)
+    first = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
     with pytest.raises(TeardownRefused, match=f"#{first.pk}"):
-        do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done again")
+        do_request_teardown(pod.pk, TeardownKind.RELEASE, "done again", actor=bob)
 
 
 def test_expired_requests_cannot_be_approved(alice, bob, pod):
@@ -170,17 +172,17 @@ def test_expired_requests_cannot_be_approved(alice, bob, pod):
 
     from django.utils import timezone
 
-    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
     TeardownRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     with pytest.raises(TeardownRefused, match="expired"):
-        do_approve_teardown(request.pk, alice)
+        do_approve_teardown(request.pk, actor=alice)
     request.refresh_from_db()
     assert request.status == TeardownStatus.EXPIRED
 
 
 def test_audit_log_filters_and_exports(client, alice, bob, pod):
-    do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
-    do_place_hold(pod.pk, alice, "keep")
+    do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
+    do_place_hold(pod.pk, "keep", actor=alice)
     client.force_login(alice)
     page = client.get(reverse("audit-log"), {"action": "hold_placed"}).content.decode()
     assert "“Never release” hold" in page and "requested (L3)" not in page
@@ -231,7 +233,7 @@ def test_a_shutdown_whose_box_stays_up_is_not_called_stopped(bob, instance, sett
     settings.TEARDOWN_OFFLINE_WAIT = 1
     instance.shutdown_command = "true"  # accepted, and the box keeps running
     instance.save()
-    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, bob, "night")
+    request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
     assert request.status == TeardownStatus.APPROVED  # L2 on a generic box: no second person
     assert execution.execute(request.pk) == "done"
     request.refresh_from_db()
@@ -255,11 +257,11 @@ def _unclosed_run(pod):
 
 def test_an_unclosed_active_dir_blocks_approval_until_an_approver_waives_it(client, alice, bob, pod, provider_api):
     run = _unclosed_run(pod)
-    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "finished")
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, "finished", actor=bob)
     item = {i["label"]: i for i in request.check_at_request["items"]}["Every active/ directory closed or waived"]
     assert not item["ok"] and item["waivable"] and run.run_id in item["detail"]
     with pytest.raises(TeardownRefused, match="Every active/ directory closed or waived"):
-        do_approve_teardown(request.pk, alice, "looks done")  # not waived: refused
+        do_approve_teardown(request.pk, "looks done", actor=alice)  # not waived: refused
     request.refresh_from_db()
     assert request.status == TeardownStatus.PENDING and not request.waive_active
 
@@ -283,11 +285,11 @@ def test_the_expiry_sweep_expires_only_pending_requests_past_their_deadline(alic
     from custody.tasks import expire_teardown_requests
 
     other = Instance.objects.create(name=f"{pod.project.slug}-pod2-20261130", project=pod.project, profile_key="runpod")
-    due = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
-    fresh = do_request_teardown(other.pk, TeardownKind.RELEASE, bob, "done")
+    due = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
+    fresh = do_request_teardown(other.pk, TeardownKind.RELEASE, "done", actor=bob)
     third = Instance.objects.create(name=f"{pod.project.slug}-pod3-20261130", project=pod.project, profile_key="runpod")
-    decided = do_request_teardown(third.pk, TeardownKind.RELEASE, bob, "done")
-    do_reject_teardown(decided.pk, alice, "no")
+    decided = do_request_teardown(third.pk, TeardownKind.RELEASE, "done", actor=bob)
+    do_reject_teardown(decided.pk, "no", actor=alice)
     past = timezone.now() - timedelta(minutes=1)
     TeardownRequest.objects.filter(pk__in=[due.pk, decided.pk]).update(expires_at=past)
 
@@ -301,12 +303,29 @@ def test_the_expiry_sweep_expires_only_pending_requests_past_their_deadline(alic
 def test_attesting_a_request_that_awaits_no_attestation_is_refused(client, alice, bob, pod):
     from custody.teardown import do_attest_teardown
 
-    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, bob, "done")
+    request = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
     with pytest.raises(TeardownRefused, match="is not waiting for an attestation"):
-        do_attest_teardown(request.pk, bob)
+        do_attest_teardown(request.pk, actor=bob)
     client.force_login(bob)
     response = client.post(reverse("teardown-attest", args=[request.pk]), follow=True)
     assert "is not waiting for an attestation" in response.content.decode()
     request.refresh_from_db()
     assert request.status == TeardownStatus.PENDING and request.attested_by is None
     assert not AuditEntry.objects.filter(action="attested").exists()
+
+
+def test_a_shutdown_approved_after_the_release_ran_is_refused(alice, bob, project, sshd, provider_api):
+    """Found by the stateful test: a shutdown requested before a release, approved after it had run."""
+    box = Instance.objects.create(
+        name=f"{project.slug}-reachable-pod-20261130", project=project, api_credential=api_credential(project),
+        **{**sshd.instance_fields(project), "profile_key": "runpod"}, provider_id="pod-released",
+    )  # fmt: skip
+    shutdown = do_request_teardown(box.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
+    release = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    do_approve_teardown(release.pk, "done with it", actor=alice)
+    assert execute_teardown(release.pk) == "done"
+    with pytest.raises(TeardownRefused, match="The box is not already released: released"):
+        do_approve_teardown(shutdown.pk, "late", actor=alice)
+    shutdown.refresh_from_db()
+    assert shutdown.status == TeardownStatus.PENDING
+    assert [call["verb"] for call in provider_api.calls_for("pod-released")] == ["terminate"]

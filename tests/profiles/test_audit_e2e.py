@@ -72,7 +72,7 @@ def test_audit_through_worker_and_sshd_matches_the_machine(client, bob, sshd, ss
 
 def test_unreachable_node_is_recorded_without_touching_state(bob, ssh_instance, celery_worker_process):
     Instance.objects.filter(pk=ssh_instance.pk).update(port=free_port())
-    do_request_probe(ssh_instance.pk, "light", bob)
+    do_request_probe(ssh_instance.pk, "light", actor=bob)
     probe = wait_for_probe(ssh_instance, 1)
     assert not probe.reachable and "cannot reach" in probe.error
     ssh_instance.refresh_from_db()
@@ -81,7 +81,7 @@ def test_unreachable_node_is_recorded_without_touching_state(bob, ssh_instance, 
 
 
 def test_changed_host_key_is_a_failed_probe_not_a_connection(bob, sshd, ssh_instance, celery_worker_process):
-    do_request_probe(ssh_instance.pk, "light", bob)
+    do_request_probe(ssh_instance.pk, "light", actor=bob)
     wait_for_probe(ssh_instance, 1)
     ssh_instance.refresh_from_db()
     # Pin a different key than the server's: the next probe must refuse.
@@ -89,8 +89,8 @@ def test_changed_host_key_is_a_failed_probe_not_a_connection(bob, sshd, ssh_inst
         seen_key_base64="AAAAC3NzaC1lZDI1NTE5AAAAIB7Kz8c6l1rW9vNd0cIh0HcdhdZ4m5lQeQzMc1a2b3c4"
     )
     ssh_instance.refresh_from_db()
-    do_confirm_host_key(ssh_instance.pk, ssh_instance.seen_host_key.fingerprint, bob)
-    do_request_probe(ssh_instance.pk, "audit", bob)
+    do_confirm_host_key(ssh_instance.pk, ssh_instance.seen_host_key.fingerprint, actor=bob)
+    do_request_probe(ssh_instance.pk, "audit", actor=bob)
     probe = wait_for_probe(ssh_instance, 2)
     assert not probe.ok and "HostKeyMismatch" in probe.error and probe.raw == ""
 
@@ -104,7 +104,7 @@ def test_beat_task_light_probes_every_running_instance(sshd, ssh_instance, celer
 def test_local_instance_audits_without_ssh(bob, celery_worker_process):
     project = Project.objects.create(name="Home", slug="home")
     instance = Instance.objects.create(name=f"home-desk-{TODAY}", project=project, profile_key="local")
-    do_request_probe(instance.pk, "audit", bob)
+    do_request_probe(instance.pk, "audit", actor=bob)
     probe = wait_for_probe(instance, 1)
     assert probe.ok, probe.error
     assert probe.parsed["python"]["executable"]

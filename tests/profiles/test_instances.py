@@ -155,8 +155,8 @@ def make_instance(project, **fields):
 
 def test_state_changes_are_recorded_in_history(bob, project):
     instance = make_instance(project)
-    do_change_instance_state(instance.pk, "running", bob, "booted from the console")
-    do_change_instance_state(instance.pk, "stopped", bob)
+    do_change_instance_state(instance.pk, "running", "booted from the console", actor=bob)
+    do_change_instance_state(instance.pk, "stopped", actor=bob)
     messages = list(instance.events.filter(kind="state").values_list("message", flat=True))
     assert messages == ["State Running → Stopped", "State Unknown → Running: booted from the console"]
 
@@ -164,7 +164,7 @@ def test_state_changes_are_recorded_in_history(bob, project):
 def test_released_is_terminal(bob, project):
     instance = make_instance(project, state="released")
     with pytest.raises(IllegalTransition):
-        do_change_instance_state(instance.pk, "running", bob)
+        do_change_instance_state(instance.pk, "running", actor=bob)
     instance.refresh_from_db()
     assert instance.state == "released"
 
@@ -181,7 +181,7 @@ def test_host_key_confirmation_requires_the_fingerprint_that_was_shown(bob, proj
 
     instance = make_instance(project, profile_key="generic-ssh", seen_key_type="ssh-ed25519")
     with pytest.raises(ValidationError, match="No host key has been seen"):
-        do_confirm_host_key(instance.pk, "SHA256:x", bob)
+        do_confirm_host_key(instance.pk, "SHA256:x", actor=bob)
 
 
 def test_pages_render_for_every_platform(client, charlie):

@@ -16,7 +16,7 @@ def test_a_named_venv_is_resolved_recorded_and_what_ran_is_read_back(bob, make_r
     venv = Path(sys.prefix)  # the project's own venv: it has torch
     set_config(source, epochs=2)
     run = make_run(environment=str(venv), command=["python3", "train.py", "--config", "config.yaml"])
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, {RunState.EXPORTED, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}, refresh=True)
     assert run.state == RunState.EXPORTED, list(run.events.values_list("message", flat=True))
     identity = run.env_identity
@@ -38,7 +38,7 @@ def conda_base(tmp_path):
 def test_generic_ssh_refuses_conda_base(bob, make_run, conda_base, celery_worker_process):
     run = make_run(environment=str(conda_base / "bin" / "python"))
     assert run.instance.profile.data["identity"]["persistent"]
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
     message = run.events.filter(to_state="failed_preflight").get().message
@@ -47,7 +47,7 @@ def test_generic_ssh_refuses_conda_base(bob, make_run, conda_base, celery_worker
 
 def test_an_unknown_environment_is_a_clear_preflight_failure(bob, make_run, celery_worker_process):
     run = make_run(environment="no-such-env")
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
     assert (

@@ -45,7 +45,7 @@ def test_an_interrupted_run_that_opted_in_is_relaunched_and_resumes(
 ):
     set_config(source, epochs=12, epoch_pause=0.5)
     run = make_run(auto_relaunch=True, max_relaunches=2)
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     interrupt(node, run)
 
@@ -65,7 +65,7 @@ def test_without_opt_in_an_interruption_is_classified_and_only_offered(
 ):
     set_config(source, epochs=12, epoch_pause=0.5)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     interrupt(node, run)
 

@@ -32,7 +32,7 @@ def started_until(make_run, source, bob, state):
     """A short tinyfit run started through the worker, caught the moment it enters `state`."""
     set_config(source, epochs=2)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     deadline = time.monotonic() + 120
     while run.state != state and time.monotonic() < deadline:
         time.sleep(0.02)

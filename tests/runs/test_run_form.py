@@ -126,7 +126,7 @@ def test_a_member_without_the_role_cannot_create_or_start(client, carol, form, m
 def test_illegal_transitions_raise(bob, make_run):
     run = make_run()
     with pytest.raises(IllegalTransition):
-        do_retry_run(run.pk, bob)
-    do_start_preflight(run.pk, bob)
+        do_retry_run(run.pk, actor=bob)
+    do_start_preflight(run.pk, actor=bob)
     with pytest.raises(IllegalTransition, match="cannot go from Preflight to Preflight"):
-        do_start_preflight(run.pk, bob)
+        do_start_preflight(run.pk, actor=bob)

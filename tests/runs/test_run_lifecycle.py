@@ -19,7 +19,7 @@ REQUIRED = ["run.json", "config.yaml", "train.csv", "best.pth", "last.pth"]
 def test_run_seals_an_export_without_the_dashboard(bob, make_run, node, source, celery_worker_process):
     set_config(source, epochs=6, epoch_pause=0.5)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.RUNNING, list(run.events.values_list("message", flat=True))
     # The dashboard's worker dies right after launch; the run must finish on its own.
@@ -49,7 +49,7 @@ def test_run_seals_an_export_without_the_dashboard(bob, make_run, node, source, 
 def test_kill_9_then_identical_retry_resumes_from_the_checkpoint(bob, make_run, node, source, celery_worker_process):
     set_config(source, epochs=20, epoch_pause=0.4)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.RUNNING
     train_csv = node.active(run) / "output" / "train.csv"
@@ -65,7 +65,7 @@ def test_kill_9_then_identical_retry_resumes_from_the_checkpoint(bob, make_run, 
     assert not node.export(run).exists()
     assert (node.active(run) / "ckpt" / "latest.pth").exists()  # the checkpoint stays for the retry
 
-    do_retry_run(run.pk, bob)
+    do_retry_run(run.pk, actor=bob)
     run = wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
     assert run.attempt == 2
     log = (node.active(run) / "attempt-2" / "log.txt").read_text()
@@ -83,11 +83,11 @@ def test_second_run_on_the_same_gpu_is_refused_until_the_first_exits(
 ):
     set_config(source, epochs=8, epoch_pause=0.5)
     first = make_run(gpus=[0])
-    do_start_preflight(first.pk, bob)
+    do_start_preflight(first.pk, actor=bob)
     first = wait_state(first, SETTLED)
     assert first.state == RunState.RUNNING
     second = make_run(gpus=[0])
-    do_start_preflight(second.pk, bob)
+    do_start_preflight(second.pk, actor=bob)
     second = wait_state(second, SETTLED)
     assert second.state == RunState.FAILED_PREFLIGHT
     assert f"GPU 0 on {first.instance.name} already has a writer: run {first.run_id}" in second.events.last().message

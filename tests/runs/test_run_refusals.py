@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_missing_data_path_fails_preflight_naming_the_path(bob, make_run, celery_worker_process):
     missing = f"/tmp/remotegpu-no-such-data-{uuid.uuid4().hex}"
     run = make_run(data_paths=[missing, "/tmp"])
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
     assert run.preflight_report["problems"] == [f"Missing data on the node: {missing}"]
@@ -26,7 +26,7 @@ def test_missing_data_path_fails_preflight_naming_the_path(bob, make_run, celery
 
 def test_missing_manifest_fails_preflight(bob, make_run, celery_worker_process):
     run = make_run(manifest_path="$HOME/no-such-manifest.json")
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
     assert "Missing manifest on the node:" in run.preflight_report["problems"][0]
@@ -34,7 +34,7 @@ def test_missing_manifest_fails_preflight(bob, make_run, celery_worker_process):
 
 def test_storage_budget_refuses_with_the_exact_shortfall(bob, make_run, celery_worker_process):
     run = make_run(checkpoint_bytes=50 * 1024**4, checkpoints_retained=3, gpus=[0])
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
     budget = run.preflight_report["budget"]
@@ -46,7 +46,7 @@ def test_storage_budget_refuses_with_the_exact_shortfall(bob, make_run, celery_w
 
 def test_inode_budget_refuses_with_the_shortfall(bob, make_run, celery_worker_process):
     run = make_run(expected_files=4_000_000_000)
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
     assert "Not enough inodes" in run.preflight_report["problems"][0]
@@ -60,7 +60,7 @@ def test_smoke_that_raises_stops_at_failed_smoke_with_the_traceback(bob, make_ru
         "    if smoke:\n        raise RuntimeError('shape mismatch in smoke')\n        config = dict(",
     )
     run = make_run(gpus=[1])
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_SMOKE
     assert run.smoke_exit_code == 1
@@ -73,7 +73,7 @@ def test_smoke_with_a_traceback_but_exit_0_fails(bob, make_run, source, celery_w
     script = "import traceback\ntry:\n    1/0\nexcept Exception:\n    traceback.print_exc()\n"
     (source / "swallow.py").write_text(script)
     run = make_run(command=[sys.executable, "swallow.py"])
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_SMOKE and run.smoke_exit_code == 0
 
@@ -92,7 +92,7 @@ def test_shell_metacharacters_reach_the_program_verbatim_and_closeout_quarantine
         f"`touch {canary}`",
     ]
     run = make_run(command=[sys.executable, "echo_args.py", *nasty])
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.RUNNING, run.preflight_report
     assert json.loads(run.smoke_output.strip().splitlines()[-1]) == nasty
@@ -116,7 +116,7 @@ def test_closeout_refuses_a_forbidden_latest_pth(bob, make_run, node, source, ce
         '    print(f"done: best epoch',
     )
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, {RunState.QUARANTINED, RunState.EXPORTED, RunState.FAILED_SMOKE}, refresh=True)
     assert run.state == RunState.QUARANTINED
     assert "latest.pth is forbidden inside an export" in run.close_reason

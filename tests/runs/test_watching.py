@@ -80,7 +80,7 @@ class Beat:
 def test_killed_worker_is_replaced_by_exactly_one_watcher(tmp_path, bob, make_run, source, celery_worker_process):
     set_config(source, epochs=12, epoch_pause=0.6)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     deadline = time.monotonic() + 30
     while not WatchLease.objects.filter(instance=run.instance).exists() and time.monotonic() < deadline:
@@ -118,7 +118,7 @@ def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
     instance.save()
     set_config(source, epochs=14, epoch_pause=0.7)
     run = make_run()
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     private_sshd.stop()
     run = wait_health(run, "unreachable")
@@ -138,7 +138,7 @@ def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
 def test_silent_training_is_reported_stalled(bob, make_run, source, node, celery_worker_process):
     body = "print('started', flush=True)\ntime.sleep(120)\n"
     run = script_run(make_run, source, "silent.py", body, stall_seconds=3)
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     run = wait_health(run, "stalled")
     assert run.health == "stalled" and run.state == RunState.RUNNING
@@ -151,7 +151,7 @@ def test_silent_training_is_reported_stalled(bob, make_run, source, node, celery
 def test_raising_training_is_a_code_error_with_the_traceback(bob, make_run, source, celery_worker_process):
     body = "print('epoch 1/3 train_loss=0.9', flush=True)\nraise ValueError('labels and logits disagree')\n"
     run = script_run(make_run, source, "raises.py", body)
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, {RunState.QUARANTINED}, timeout=120)
     assert run.exit_code == 1
     assert run.failure_class == "code_error"
@@ -163,7 +163,7 @@ def test_raising_training_is_a_code_error_with_the_traceback(bob, make_run, sour
 def test_exit_137_is_classified_as_out_of_memory(bob, make_run, source, celery_worker_process):
     body = "import signal\nprint('allocating', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n"
     run = script_run(make_run, source, "oom.py", body)
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, {RunState.QUARANTINED}, timeout=120)
     assert run.exit_code == 137 and run.failure_class == "oom"
 
@@ -171,7 +171,7 @@ def test_exit_137_is_classified_as_out_of_memory(bob, make_run, source, celery_w
 def test_dead_attempt_is_quarantined_and_offered_an_identical_retry(bob, make_run, source, node, celery_worker_process):
     body = "print('working', flush=True)\ntime.sleep(6)\n"
     run = script_run(make_run, source, "victim.py", body)
-    do_start_preflight(run.pk, bob)
+    do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     pid_file = node.active(run) / "attempt-1" / "pid"
     while not pid_file.exists():
@@ -181,7 +181,7 @@ def test_dead_attempt_is_quarantined_and_offered_an_identical_retry(bob, make_ru
     run = wait_state(run, {RunState.QUARANTINED}, timeout=60)
     assert run.exit_code is None and run.failure_class == "probabilistic"
     assert "dead: no process and no exit marker" in run.close_reason
-    do_retry_run(run.pk, bob)
+    do_retry_run(run.pk, actor=bob)
     run = wait_state(run, {RunState.QUARANTINED}, timeout=120)
     # The identical config ran again to completion; it writes no export, so closeout quarantines it.
     assert (run.attempt, run.exit_code) == (2, 0)
@@ -192,7 +192,7 @@ def test_watchers_use_one_connection_and_one_probe_per_tick(bob, make_run, sourc
     set_config(source, epochs=6, epoch_pause=0.5)
     runs = [make_run() for _ in range(3)]
     for run in runs:
-        do_start_preflight(run.pk, bob)
+        do_start_preflight(run.pk, actor=bob)
     for run in runs:
         assert wait_state(run, SETTLED).state == RunState.RUNNING
     time.sleep(3)
