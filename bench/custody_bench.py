@@ -108,7 +108,7 @@ class Bench:
 
     def node_roster(self, source: Path) -> float:
         """What the node pays before a pull: the wrapper's one streamed pass over the export."""
-        wrapper = REPO / "runs" / "node" / "remotegpu_wrapper.py"
+        wrapper = REPO / "profiles" / "node" / "remotegpu_wrapper.py"
         code = f"import sys; sys.path.insert(0, {str(wrapper.parent)!r}); import remotegpu_wrapper as w; "
         code += f"w.roster_of({str(source)!r})"
         with self.transport() as transport:

@@ -69,11 +69,11 @@ def make_node_files(layout, spec, sleeper_pid):
 def create_runs(n, sshd, sleeper_pid):
     from django.utils import timezone
 
+    from profiles.layout import NodeLayout
     from profiles.models import Instance
+    from profiles.nodes import WRAPPER_FILE, wrapper_name
     from projects.models import Project
-    from runs.layout import NodeLayout
     from runs.models import Run, RunState
-    from runs.remote import WRAPPER_FILE, wrapper_name
 
     fields = sshd.instance_fields()
     slug = f"bench{uuid.uuid4().hex[:8]}"

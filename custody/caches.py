@@ -6,10 +6,10 @@ from django.db import transaction
 
 from custody.evidence import present_on
 from custody.teardown import audit
+from profiles.layout import resolve_home
 from profiles.models import Instance
+from profiles.nodes import InstanceNode
 from profiles.transport import TransportError
-from runs.layout import resolve_home
-from runs.remote import InstanceNode
 
 # Relative to $HOME, or to each project root under the data root: nothing else is ever removed.
 HOME_CACHES = [".cache/pip", ".cache/torch/kernels"]

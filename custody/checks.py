@@ -10,10 +10,10 @@ from custody.evidence import Consequence, copies_of, in_flight, present_copies, 
 from custody.facts import BoxFacts, load
 from custody.models import EvidenceLocation, TeardownKind
 from custody.rehash import rehash
+from profiles.layout import resolve_home
+from profiles.nodes import InstanceNode
 from profiles.transport import TransportError
-from runs.layout import resolve_home
 from runs.models import UNCLOSED_STATES
-from runs.remote import InstanceNode
 
 UNCLOSED = UNCLOSED_STATES
 

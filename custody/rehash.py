@@ -11,9 +11,9 @@ from pathlib import Path
 
 from custody.evidence import latest_verified
 from custody.models import EvidenceLocation
+from profiles.layout import resolve_home
+from profiles.nodes import InstanceNode
 from profiles.transport import TransportError
-from runs.layout import resolve_home
-from runs.remote import InstanceNode
 
 
 def custody_copy_problem(record) -> str | None:

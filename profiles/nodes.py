@@ -1,8 +1,18 @@
-"""Open a transport to an instance: LocalTransport for the local profile, SSHTransport otherwise."""
+"""A node: open a transport to an instance (LocalTransport for the local profile, SSHTransport
+otherwise) and call the node wrapper on it through one method, `InstanceNode.invoke`."""
+
+import hashlib
+import json
+import posixpath
+import time
+import uuid
+from pathlib import Path
 
 from django.conf import settings
 
 from profiles.credentials import ssh_auth
+from profiles.layout import NodeLayout, resolve_home
+from profiles.protocol import NodeError, parse_answer, status_problem
 from profiles.transport import CredentialError, LocalTransport, SSHTransport, Transport, scan_host_key
 
 
@@ -26,3 +36,123 @@ def transport_for(instance) -> Transport:
 def first_contact_key(instance):
     """The host key a box offers, learned without authenticating or running anything."""
     return scan_host_key(instance.host, instance.port, settings.SSH_CONNECT_TIMEOUT)
+
+
+WRAPPER_FILE = Path(__file__).parent / "node" / "remotegpu_wrapper.py"
+
+
+def wrapper_name() -> str:
+    # Versioned by content: a new wrapper is a new file; a live run's file is never rewritten.
+    return f"wrapper-{hashlib.sha256(WRAPPER_FILE.read_bytes()).hexdigest()[:12]}.py"
+
+
+def _check(result, what: str) -> None:
+    if result.exit_code != 0:
+        raise NodeError(f"{what} failed on the node (exit {result.exit_code}): {result.stderr.strip()[-400:]}")
+
+
+class InstanceNode:
+    """One connection to an instance: $HOME resolved once, layouts for any of its runs."""
+
+    check = staticmethod(_check)
+
+    def __init__(self, instance):
+        self.instance = instance
+        self.transport = transport_for(instance)
+
+    def __enter__(self):
+        self.transport.__enter__()
+        self.home = self.transport.run_script('printf %s "$HOME"', timeout=settings.SSH_COMMAND_TIMEOUT).stdout
+        return self
+
+    def __exit__(self, *exc):
+        self.transport.close()
+
+    @property
+    def tools(self) -> str:
+        """The wrapper's directory under this instance's project root (instance-level calls)."""
+        return NodeLayout(resolve_home(self.instance.data_root, self.home), self.instance.project.slug, "").tools
+
+    def idle(self, root: str) -> list[dict]:
+        """Processes working in or writing under root on the node (nothing: the box is idle there)."""
+        self.install_wrapper(self.tools)
+        return self.invoke(self.tools, "idle", root)["busy"]
+
+    def clean_caches(self, paths: list[str]) -> dict:
+        self.install_wrapper(self.tools)
+        return self.invoke(self.tools, "clean-caches", request={"paths": paths}, timeout=300, bound=True)
+
+    def layout_of(self, run) -> NodeLayout:
+        node_source = resolve_home(run.node_source, self.home) if run.node_source else ""
+        data_root = resolve_home(self.instance.data_root, self.home)
+        return NodeLayout(data_root, run.project.slug, run.run_id, node_source)
+
+    def invoke(self, tools: str, subcommand: str, *args: str, request=None, timeout=None, bound=False) -> dict:
+        """Run one wrapper subcommand on the node: its answer, checked against the protocol, or NodeError.
+
+        bound: a `timeout` on the node as well, so a call we stopped waiting for stops there too.
+        """
+        timeout = timeout or settings.SSH_COMMAND_TIMEOUT
+        argv = [settings.NODE_PYTHON, f"{tools}/{wrapper_name()}", subcommand, *args]
+        if bound:
+            argv = ["timeout", "-k", "1", str(max(1, int(timeout) - 2)), *argv]
+        stdin = json.dumps(request).encode() if request is not None else None
+        result = self.transport.run(argv, timeout=timeout, stdin=stdin)
+        return parse_answer(subcommand, result.exit_code, result.stdout, result.stderr)
+
+    def probe(self, runs) -> dict:
+        """Every given run in one round-trip; a malformed run status becomes {"error": why}."""
+        layouts = [self.layout_of(run) for run in runs]
+        request = {
+            "runs": [
+                {
+                    "spec": layout.spec(f"attempt-{run.attempt}"),
+                    "log_offset": run.log_offset,
+                    "csv_offset": run.csv_offset,
+                }
+                for run, layout in zip(runs, layouts, strict=True)
+            ]
+        }
+        answer = self.invoke(
+            layouts[0].tools, "probe", request=request, timeout=settings.WATCH_PROBE_TIMEOUT, bound=True
+        )
+        statuses = {}
+        for run_id, status in answer["runs"].items():
+            problem = status_problem(status)
+            statuses[run_id] = {"error": problem} if problem else status
+        return {**answer, "runs": statuses}
+
+    def install_wrapper(self, tools: str) -> str:
+        """The current wrapper under tools/, uploaded once (staged under a unique name, then renamed)."""
+        path = f"{tools}/{wrapper_name()}"
+        if self.transport.stat(path) is None:
+            self.check(self.transport.run(["mkdir", "-p", tools], timeout=settings.SSH_COMMAND_TIMEOUT), "mkdir")
+            # A unique staging name: several runs may prepare the same project root at once.
+            staging = f"{path}.upload-{uuid.uuid4().hex}"
+            self.transport.upload(WRAPPER_FILE, staging)
+            self.check(self.transport.run(["mv", "-f", staging, path], timeout=30), "install wrapper")
+        return path
+
+    def rehash(self, run, copies: list[dict]) -> list[dict]:
+        """Re-hash copies on this node against control-side rosters: [{"root", "files"}] in, one answer each."""
+        tools = self.layout_of(run).tools
+        self.install_wrapper(tools)
+        request = {"copies": copies}
+        answers = self.invoke(tools, "rehash", request=request, timeout=settings.CUSTODY_MIRROR_TIMEOUT, bound=True)[
+            "copies"
+        ]
+        if len(answers) != len(copies) or not all(isinstance(answer, dict) for answer in answers):
+            raise NodeError("rehash answered for a different number of copies")
+        return answers
+
+    def close_active(self, run, reason: str) -> dict:
+        """Move the run's active/ into quarantine/<run-id>--closed-<time> on the node, with the reason."""
+        layout = self.layout_of(run)
+        self.install_wrapper(layout.tools)
+        target = posixpath.join(layout.quarantine_base, f"{run.run_id}--closed-{int(time.time())}")
+        request = {"active": layout.active, "quarantine": target, "reason": reason}
+        return self.invoke(layout.tools, "close-active", request=request)
+
+    def abandon(self, run) -> dict:
+        layout = self.layout_of(run)
+        return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"))

@@ -148,6 +148,11 @@ class Run(models.Model):
         return reverse("run-detail", args=[self.run_id])
 
     @property
+    def node_source(self) -> str:
+        """The source directory already on the node (a node-path source), else "": the node layout reads it."""
+        return self.source_path if self.source_kind == SourceKind.NODE_PATH else ""
+
+    @property
     def identities_bound(self) -> bool:
         return bool(self.config_sha256 and (self.source_tree_sha256 or self.resolved_commit))
 

@@ -8,14 +8,15 @@ from celery import shared_task
 from django.conf import settings
 from django.db import DatabaseError
 
+from profiles.layout import resolve_home
+from profiles.nodes import wrapper_name
 from profiles.transport import TransportError
 from projects.models import Project
 from runs import actions, watch
 from runs.budget import storage_budget
 from runs.environment import environment_problems
-from runs.layout import resolve_home
 from runs.models import Run, RunState
-from runs.remote import NodeSession, wrapper_name
+from runs.remote import NodeSession
 from runs.sources import SourceError
 
 
@@ -131,8 +132,8 @@ def advance_sweep(sweep_pk: int) -> list[str]:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def close_active(run_pk: int, actor_id: int, reason: str) -> str:
     """Idempotent: a redelivery after the move finds no active/ and records it closed."""
+    from profiles.nodes import InstanceNode
     from runs.actions import do_mark_active_closed
-    from runs.remote import InstanceNode
 
     run = Run.objects.select_related("project", "instance").get(pk=run_pk)
     with InstanceNode(run.instance) as node:
@@ -176,7 +177,7 @@ def reconcile_runs() -> dict:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def close_out_run(run_pk: int, attempt: int) -> str:
     """An EXITED run nobody sealed: the node quarantines the attempt (closeout never finished)."""
-    from runs.remote import InstanceNode
+    from profiles.nodes import InstanceNode
 
     run = _run_in(run_pk, RunState.EXITED)
     if run is None or run.attempt != attempt:

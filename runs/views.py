@@ -8,6 +8,7 @@ from django.views.generic import CreateView
 
 from profiles import catalog
 from profiles.costs import accrued_cost
+from profiles.layout import layout_for
 from profiles.models import Instance
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
@@ -18,7 +19,6 @@ from runs.actions import do_close_active, do_create_run, do_create_sweep, do_ret
 from runs.cadence import cadence_for
 from runs.dashboard import idle_billing, tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
-from runs.layout import layout_for
 from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Run, RunState, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.tasks import watch_instance

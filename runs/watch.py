@@ -13,11 +13,12 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from profiles.models import Instance
+from profiles.nodes import InstanceNode
+from profiles.protocol import NodeError
 from profiles.transport import TransportError
 from runs import leases
 from runs.actions import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.models import Run, RunState
-from runs.remote import InstanceNode, NodeError
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)
 log = logging.getLogger(__name__)

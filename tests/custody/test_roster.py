@@ -6,8 +6,9 @@ import json
 import pytest
 
 from custody.roster import RosterError, parse_roster
+from profiles.protocol import NodeError
 from runs.models import RunState
-from runs.remote import NodeError, NodeSession
+from runs.remote import NodeSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -49,7 +49,7 @@ def load_wrapper():
     """The node wrapper as a module of this process (it is a standalone script on the box)."""
     import importlib.util
 
-    from runs.remote import WRAPPER_FILE
+    from profiles.nodes import WRAPPER_FILE
 
     spec = importlib.util.spec_from_file_location("remotegpu_wrapper", WRAPPER_FILE)
     wrapper = importlib.util.module_from_spec(spec)

@@ -1,5 +1,5 @@
 """The contract between the node wrapper and the control side: the wrapper's own functions, called
-directly, answer what runs/protocol.ANSWERS says the control side reads — for every subcommand."""
+directly, answer what profiles/protocol.ANSWERS says the control side reads — for every subcommand."""
 
 import contextlib
 import io
@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 
-from runs.layout import NodeLayout
-from runs.protocol import ANSWERS, parse_answer
+from profiles.layout import NodeLayout
+from profiles.protocol import ANSWERS, parse_answer
 from tests.runs.conftest import load_wrapper
 
 

@@ -11,9 +11,10 @@ import pytest
 from custody.models import CustodyRecord, CustodyStatus
 from custody.verify import verify
 from profiles.models import Instance
+from profiles.nodes import InstanceNode
+from profiles.protocol import NodeError
 from runs.models import RunState
-from runs.protocol import NodeError
-from runs.remote import InstanceNode, NodeSession
+from runs.remote import NodeSession
 from runs.watch import tick
 from tests.sshd import Sshd
 

@@ -18,7 +18,7 @@ has the file it is executing changed under it. Subcommands, each reading a JSON 
   idle ROOT  processes that work in or write under ROOT (the shutdown check)
   clean-caches  measure and remove the cache paths the control side names (stdin)
 
-Every subcommand prints one JSON object as its last line; runs/protocol.py says what each holds.
+Every subcommand prints one JSON object as its last line; profiles/protocol.py says what each holds.
 """
 
 import contextlib
