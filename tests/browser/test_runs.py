@@ -24,21 +24,27 @@ def create_project_and_local_instance(page, stack, slug):
     page.wait_for_selector("h1:has-text('desk')")
 
 
+def new_run(page, stack, slug, source, command: str, title: str = "") -> None:
+    """Fill and submit the new-run form: the project's local box, a local directory, config.yaml."""
+    page.goto(stack.url + "/runs/new/")
+    page.select_option("#id_project", label=slug.title())
+    page.select_option("#id_instance", index=1)
+    if title:
+        page.fill("#id_title", title)
+    page.select_option("#id_source_kind", "local_dir")
+    page.fill("#id_source_path", str(source))
+    page.fill("#id_command_line", f"{sys.executable} {command}")
+    page.fill("#id_config_path", "config.yaml")
+    page.click("button:has-text('Create run')")
+
+
 def test_run_from_form_to_sealed_export(page, stack):
     slug = "browserrun"
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
     sign_in(page, stack, stack.password)
     create_project_and_local_instance(page, stack, slug)
 
-    page.goto(stack.url + "/runs/new/")
-    page.select_option("#id_project", label=slug.title())
-    page.select_option("#id_instance", index=1)
-    page.fill("#id_title", "tinyfit baseline")
-    page.select_option("#id_source_kind", "local_dir")
-    page.fill("#id_source_path", str(REPO / "examples" / "tinyfit"))
-    page.fill("#id_command_line", f"{sys.executable} train.py --config config.yaml")
-    page.fill("#id_config_path", "config.yaml")
-    page.click("button:has-text('Create run')")
+    new_run(page, stack, slug, REPO / "examples" / "tinyfit", "train.py --config config.yaml", "tinyfit baseline")
     page.wait_for_selector("#run-state:has-text('Draft')")
 
     # A second browser tab on the project page: its live-runs table follows without a reload.
@@ -74,14 +80,7 @@ def test_log_line_with_markup_is_shown_as_text(page, stack):
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
     sign_in(page, stack, stack.password)
     create_project_and_local_instance(page, stack, slug)
-    page.goto(stack.url + "/runs/new/")
-    page.select_option("#id_project", label=slug.title())
-    page.select_option("#id_instance", index=1)
-    page.select_option("#id_source_kind", "local_dir")
-    page.fill("#id_source_path", str(source))
-    page.fill("#id_command_line", f"{sys.executable} markup.py")
-    page.fill("#id_config_path", "config.yaml")
-    page.click("button:has-text('Create run')")
+    new_run(page, stack, slug, source, "markup.py")
     assert page.locator(".error").count() == 0, page.locator(".error").all_inner_texts()
     page.click("button:has-text('Start preflight')")
     page.wait_for_selector("#log-tail:has-text('window.pwned')", timeout=60_000)

@@ -28,19 +28,20 @@ def test_ctrl_c_stops_web_worker_and_beat(tmp_path):
     assert not any("Traceback" in line for line in stack.lines), "\n".join(stack.lines[-40:])
 
 
+def start_then_stop(var_dir, says: str) -> Stack:
+    """A stack on var_dir that printed `says` and listened, then got Ctrl-C."""
+    stack = Stack(var_dir, free_port())
+    try:
+        stack.wait_for(says)
+        stack.wait_listening()
+    finally:
+        stack.interrupt()
+    return stack
+
+
 def test_second_start_does_not_print_the_password_again(tmp_path):
-    first = Stack(tmp_path, free_port())
-    try:
-        first.wait_for(r"Created admin user")
-        first.wait_listening()
-    finally:
-        first.interrupt()
-    second = Stack(tmp_path, free_port())
-    try:
-        second.wait_for(r"Admin user already exists")
-        second.wait_listening()
-    finally:
-        second.interrupt()
+    start_then_stop(tmp_path, r"Created admin user")
+    second = start_then_stop(tmp_path, r"Admin user already exists")
     assert not any("password:" in line for line in second.lines)
 
 
