@@ -33,10 +33,27 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "run_id", "title", "project", "instance", "state", "attempt", "command", "config_path",
-            "source_kind", "source_path", "resolved_commit", "source_tree_sha256", "config_sha256",
-            "manifest_sha256", "gpus", "health", "exit_code", "created", "launched_at", "exited_at",
-        ]  # fmt: skip
+            "run_id",
+            "title",
+            "project",
+            "instance",
+            "state",
+            "attempt",
+            "command",
+            "config_path",
+            "source_kind",
+            "source_path",
+            "resolved_commit",
+            "source_tree_sha256",
+            "config_sha256",
+            "manifest_sha256",
+            "gpus",
+            "health",
+            "exit_code",
+            "created",
+            "launched_at",
+            "exited_at",
+        ]
         read_only_fields = fields
 
 
@@ -115,10 +132,26 @@ class CustodySerializer(serializers.ModelSerializer):
     class Meta:
         model = CustodyRecord
         fields = [
-            "id", "run", "status", "uri", "roster_sha256", "total_bytes", "file_count", "bytes_done", "files_done",
-            "provider", "mutability", "mirror_uri", "mirror_verified", "verified_at", "consumer_location",
-            "evidence", "warnings", "failure", "created",
-        ]  # fmt: skip
+            "id",
+            "run",
+            "status",
+            "uri",
+            "roster_sha256",
+            "total_bytes",
+            "file_count",
+            "bytes_done",
+            "files_done",
+            "provider",
+            "mutability",
+            "mirror_uri",
+            "mirror_verified",
+            "verified_at",
+            "consumer_location",
+            "evidence",
+            "warnings",
+            "failure",
+            "created",
+        ]
         read_only_fields = fields
 
 
@@ -131,10 +164,26 @@ class TeardownSerializer(serializers.ModelSerializer):
     class Meta:
         model = TeardownRequest
         fields = [
-            "id", "kind", "instance", "run", "location", "level", "status", "requester", "reason", "approver",
-            "decision_comment", "check_at_request", "check_at_execution", "created", "expires_at", "finished_at",
-            "provider_answer", "failure", "offline_verified",
-        ]  # fmt: skip
+            "id",
+            "kind",
+            "instance",
+            "run",
+            "location",
+            "level",
+            "status",
+            "requester",
+            "reason",
+            "approver",
+            "decision_comment",
+            "check_at_request",
+            "check_at_execution",
+            "created",
+            "expires_at",
+            "finished_at",
+            "provider_answer",
+            "failure",
+            "offline_verified",
+        ]
         read_only_fields = fields
 
 

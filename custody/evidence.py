@@ -90,20 +90,43 @@ def copies_of(run) -> list[Copy]:
     instance = run.instance
     export = posixpath.join(instance.data_root, run.project.slug, "export", run.run_id)
     how = f"custody #{record.pk}, {record.verified_at:%Y-%m-%d %H:%M}" if record else ""
-    copies = [Copy(run.pk, EvidenceLocation.NODE, export, instance.pk, instance.data_tier_info, how,
-                   _gone(run.export_deleted_at))]  # fmt: skip
+    copies = [
+        Copy(
+            run.pk,
+            EvidenceLocation.NODE,
+            export,
+            instance.pk,
+            instance.data_tier_info,
+            how,
+            _gone(run.export_deleted_at),
+        )
+    ]
     if record is None:
         return copies
     copies.append(
-        Copy(run.pk, EvidenceLocation.CUSTODY, str(custody_dir(run)), None, CONTROL_HOST, how,
-             _gone(record.copy_deleted_at))
-    )  # fmt: skip
+        Copy(
+            run.pk,
+            EvidenceLocation.CUSTODY,
+            str(custody_dir(run)),
+            None,
+            CONTROL_HOST,
+            how,
+            _gone(record.copy_deleted_at),
+        )
+    )
     if record.mirror_uri:
         tier = instance.profile.tier_named(record.mirror_tier) or UNKNOWN_TIER
         copies.append(
-            Copy(run.pk, EvidenceLocation.MIRROR, record.mirror_uri, instance.pk, tier,
-                 how if record.mirror_verified else "", _gone(record.mirror_deleted_at))
-        )  # fmt: skip
+            Copy(
+                run.pk,
+                EvidenceLocation.MIRROR,
+                record.mirror_uri,
+                instance.pk,
+                tier,
+                how if record.mirror_verified else "",
+                _gone(record.mirror_deleted_at),
+            )
+        )
     return copies
 
 
@@ -126,9 +149,10 @@ def in_flight(run, on_box: list[Consequence], exclude_request_id: int | None = N
     each run keeps those on the box, and of evidence deletions only its own.
     """
     return [
-        c for c in on_box
+        c
+        for c in on_box
         if c.request_id != exclude_request_id and (c.kind != TeardownKind.DELETE_EVIDENCE or c.run_id == run.pk)
-    ]  # fmt: skip
+    ]
 
 
 def candidates(run, consequences: list[Consequence], copies: list[Copy] | None = None) -> Verdict:

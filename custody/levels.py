@@ -32,8 +32,12 @@ def consequence_of(kind: str, instance) -> Consequence:
             clock = f"stopping starts a {profile.stopped_released_after_hours} h clock after which the box is released"
         if lost or (clock and _holds_evidence(instance)):
             if clock:
-                lost += [f"{name} when the clock runs out" for name in _names(t for t in profile.tiers
-                         if profile.loses(t, "release") and t["survives"]["stop"] is not False)]  # fmt: skip
+                lost += [
+                    f"{name} when the clock runs out"
+                    for name in _names(
+                        t for t in profile.tiers if profile.loses(t, "release") and t["survives"]["stop"] is not False
+                    )
+                ]
             return Consequence("L3", True, billing["stop_effect"], list(dict.fromkeys(lost)), clock)
         return Consequence("L2", project.shutdown_needs_approval, billing["stop_effect"], [], clock)
     if kind == TeardownKind.RELEASE:

@@ -30,9 +30,10 @@ def summary(request: TeardownRequest) -> dict:
 def approver_emails() -> list[str]:
     users = get_user_model().objects.filter(is_active=True).exclude(email="")
     users = users.filter(
-        Q(groups__permissions__codename="approve_cost") | Q(user_permissions__codename="approve_cost")
+        Q(groups__permissions__codename="approve_cost")
+        | Q(user_permissions__codename="approve_cost")
         | Q(is_superuser=True)
-    )  # fmt: skip
+    )
     return sorted(set(users.values_list("email", flat=True)))
 
 

@@ -226,8 +226,13 @@ def do_begin_execution(request_pk) -> TeardownRequest | None:
         request.attempts += 1
         request.started_at = timezone.now()
         request.save()
-        audit("executing", f"Executing request #{request.pk} (attempt {request.attempts})", None, request,
-              idempotency_key=str(request.idempotency_key))  # fmt: skip
+        audit(
+            "executing",
+            f"Executing request #{request.pk} (attempt {request.attempts})",
+            None,
+            request,
+            idempotency_key=str(request.idempotency_key),
+        )
     return request
 
 
@@ -300,9 +305,10 @@ def _apply_effects(request) -> None:
         wiped = [
             c.location
             for c in copies_of(run)
-            if c.instance_id and not c.gone and (c.tier["survives"].get("stop") is False if verb == "stop"
-                                                 else profile.loses(c.tier, "release"))
-        ]  # fmt: skip
+            if c.instance_id
+            and not c.gone
+            and (c.tier["survives"].get("stop") is False if verb == "stop" else profile.loses(c.tier, "release"))
+        ]
         _mark_gone(run, wiped, now)
 
 
@@ -384,8 +390,9 @@ def do_resolve_attention(request_pk, happened: bool, comment: str = "", *, actor
             raise TeardownRefused(f"Request #{request.pk} does not need a person.")
         _move(request, TeardownStatus.APPROVED)
         request.save(update_fields=["status"])
-        audit("retried", f"{actor} retries #{request.pk} with the same idempotency key", actor, request,
-              comment=comment)  # fmt: skip
+        audit(
+            "retried", f"{actor} retries #{request.pk} with the same idempotency key", actor, request, comment=comment
+        )
         _enqueue_execution(request.pk)
     return request
 

@@ -50,10 +50,15 @@ def teardown_create(request, pk):
     def action():
         created.append(
             teardown.do_request_teardown(
-                instance.pk, data["kind"], data["reason"], data.get("run"), data.get("location") or "",
-                data.get("retire_hold", False), actor=request.user,
+                instance.pk,
+                data["kind"],
+                data["reason"],
+                data.get("run"),
+                data.get("location") or "",
+                data.get("retire_hold", False),
+                actor=request.user,
             )
-        )  # fmt: skip
+        )
 
     if perform(request, action, "Request recorded."):
         return redirect(created[0])

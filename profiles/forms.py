@@ -125,8 +125,10 @@ class InstanceForm(forms.ModelForm):
             return data
         if profile.is_local and not (self.user and self.user.is_superuser):
             # Its commands run on the control host itself, beside the database and every secret.
-            self.add_error("profile_key", "The local workstation runs commands on the control host: only an "
-                                          "administrator may register it.")  # fmt: skip
+            self.add_error(
+                "profile_key",
+                "The local workstation runs commands on the control host: only an administrator may register it.",
+            )
             return data
         for field in ("data_tier", "mirror_tier"):
             if data.get(field) and not profile.tier_named(data[field]):
@@ -141,8 +143,11 @@ class InstanceForm(forms.ModelForm):
         for field in ("credential", "api_credential"):
             credential = data.get(field)
             if credential and project and not credential.granted_to(project.pk):
-                self.add_error(field, f"{credential} is not granted to {project.name}; an administrator grants it "
-                                      "on the Credentials page.")  # fmt: skip
+                self.add_error(
+                    field,
+                    f"{credential} is not granted to {project.name}; an administrator grants it "
+                    "on the Credentials page.",
+                )
         if project and needs_acknowledgement(project, profile.key) and not data.get("acknowledge"):
             self.add_error("acknowledge", f"First {profile.name} box in {project.name}: read the notes below first.")
         return data

@@ -28,11 +28,16 @@ def follow(client: Client, run_id: str, timeout: float, out=sys.stdout) -> str:
 
 def launch(client: Client, args) -> str:
     body = {
-        "project": args.project, "instance": args.instance, "title": args.title,
-        "source_kind": "local_dir", "source_path": str(Path(args.directory).resolve()),
-        "command": args.command, "config_path": args.config, "gpus": args.gpus,
+        "project": args.project,
+        "instance": args.instance,
+        "title": args.title,
+        "source_kind": "local_dir",
+        "source_path": str(Path(args.directory).resolve()),
+        "command": args.command,
+        "config_path": args.config,
+        "gpus": args.gpus,
         "expected_minutes": args.expected_minutes,
-    }  # fmt: skip
+    }
     run = client.call("POST", "/runs/", body)
     print(f"created {run['run_id']}", flush=True)
     client.call("POST", f"/runs/{run['run_id']}/launch/", {})

@@ -53,8 +53,12 @@ def _api_error(status: int, code: str, detail: str):
     return view
 
 
-defaults = {400: django_defaults.bad_request, 403: django_defaults.permission_denied,
-            404: django_defaults.page_not_found, 500: django_defaults.server_error}  # fmt: skip
+defaults = {
+    400: django_defaults.bad_request,
+    403: django_defaults.permission_denied,
+    404: django_defaults.page_not_found,
+    500: django_defaults.server_error,
+}
 bad_request = _api_error(400, "invalid", "The request could not be read.")
 permission_denied = _api_error(403, "forbidden", "You do not have permission to do this.")
 page_not_found = _api_error(404, "not_found", "Not found.")

@@ -395,20 +395,40 @@ def do_mark_unreachable(instance_id: int, error: str) -> None:
 # ---------------------------------------------------------------- sweeps
 
 CELL_FIELDS = [
-    "project_id", "source_kind", "source_path", "source_commit", "command", "config_path", "data_paths",
-    "manifest_path", "expected_minutes", "checkpoint_bytes", "checkpoints_retained", "scratch_bytes",
-    "expected_files", "environment", "auto_relaunch", "max_relaunches", "stall_seconds",
-]  # fmt: skip
+    "project_id",
+    "source_kind",
+    "source_path",
+    "source_commit",
+    "command",
+    "config_path",
+    "data_paths",
+    "manifest_path",
+    "expected_minutes",
+    "checkpoint_bytes",
+    "checkpoints_retained",
+    "scratch_bytes",
+    "expected_files",
+    "environment",
+    "auto_relaunch",
+    "max_relaunches",
+    "stall_seconds",
+]
 
 
-def do_create_sweep(base_run: Run, name: str, cells: list[dict], boxes: list, gpus_per_box: int, independent: bool,
-                    actor) -> Sweep:  # fmt: skip
+def do_create_sweep(
+    base_run: Run, name: str, cells: list[dict], boxes: list, gpus_per_box: int, independent: bool, *, actor
+) -> Sweep:
     """One run per cell (validated cells in, nothing launched yet), then start what fits."""
     with transaction.atomic(durable=True):
         sweep = Sweep.objects.create(
-            project=base_run.project, name=name, base_run=base_run, overrides=cells, created_by=actor,
-            gpus_per_box=gpus_per_box if independent else 1, independent=independent,
-        )  # fmt: skip
+            project=base_run.project,
+            name=name,
+            base_run=base_run,
+            overrides=cells,
+            created_by=actor,
+            gpus_per_box=gpus_per_box if independent else 1,
+            independent=independent,
+        )
         sweep.instances.set(boxes)
         order = sweeps.assign_boxes(len(cells), [box.pk for box in boxes] if independent else [boxes[0].pk])
         for index, (overrides, box_pk) in enumerate(zip(cells, order, strict=True), start=1):
@@ -434,8 +454,11 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
         for run in cells.values():
             if run.state in holding:
                 busy.setdefault(run.instance_id if sweep.independent else 0, set()).update(run.gpus or [0])
-        queued = [(run.pk, run.instance_id if sweep.independent else 0) for run in cells.values()
-                  if run.state == RunState.DRAFT]  # fmt: skip
+        queued = [
+            (run.pk, run.instance_id if sweep.independent else 0)
+            for run in cells.values()
+            if run.state == RunState.DRAFT
+        ]
         started = []
         for run_pk, gpu in sweeps.plan_starts(queued, busy, sweep.gpus_per_box):
             run = cells[run_pk]
@@ -460,8 +483,12 @@ def do_reconcile_run(run_pk: int) -> str:
             run.redrives += 1
             run.state_changed_at = timezone.now()  # a fresh deadline for the re-driven task
             run.save(update_fields=["redrives", "state_changed_at"])
-            _event(run, "alert", f"No answer from the {deadline.task} task for {waited} s (worker lost?): "
-                                 f"re-driving it ({run.redrives} of {settings.RECONCILE_MAX_REDRIVES})")  # fmt: skip
+            _event(
+                run,
+                "alert",
+                f"No answer from the {deadline.task} task for {waited} s (worker lost?): "
+                f"re-driving it ({run.redrives} of {settings.RECONCILE_MAX_REDRIVES})",
+            )
             transaction.on_commit(partial(_redrive, run.pk, run.state, run.attempt))
             return "re-driven"
         why = f"{deadline.task} never finished ({waited} s, {run.redrives} re-drives)"

@@ -77,8 +77,11 @@ def compare(runs: list) -> dict:
     seeds = [
         {key: (config or {}).get(key) for key in SEED_KEYS if (config or {}).get(key) is not None} for config in configs
     ]
-    notes = [f"The config of {run.run_id} could not be read: its differences are unknown."
-             for run, config in zip(runs, configs, strict=True) if config is None]  # fmt: skip
+    notes = [
+        f"The config of {run.run_id} could not be read: its differences are unknown."
+        for run, config in zip(runs, configs, strict=True)
+        if config is None
+    ]
     if len(variables) > 1:
         notes.append(
             f"This comparison changes {len(variables)} variables ({', '.join(variables[:6])}); "

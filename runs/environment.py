@@ -9,8 +9,10 @@ def environment_problems(report: dict, persistent: bool) -> list[str]:
         return ["The node did not report the run's environment."]
     if report.get("error"):
         available = report.get("available") or {}
-        return [f"Environment: {report['error']}. On this box: conda {available.get('conda') or 'none'}, "
-                f"venvs {available.get('venvs') or 'none'}."]  # fmt: skip
+        return [
+            f"Environment: {report['error']}. On this box: conda {available.get('conda') or 'none'}, "
+            f"venvs {available.get('venvs') or 'none'}."
+        ]
     if report.get("conda_base") and persistent:
         available = report.get("available") or {}
         named = [name for name in available.get("conda", []) if name != "base"] + available.get("venvs", [])

@@ -69,10 +69,13 @@ def filtered(user, params) -> tuple:
     if query := params.get("q", "").strip()[:200]:
         used["q"] = query
         runs = runs.annotate(command_text=Cast("command", TextField())).filter(
-            Q(run_id__icontains=query) | Q(title__icontains=query) | Q(command_text__icontains=query)
-            | Q(resolved_commit__startswith=query) | Q(source_commit__startswith=query)
+            Q(run_id__icontains=query)
+            | Q(title__icontains=query)
+            | Q(command_text__icontains=query)
+            | Q(resolved_commit__startswith=query)
+            | Q(source_commit__startswith=query)
             | Q(config_sha256__startswith=query)
-        )  # fmt: skip
+        )
     return runs, used
 
 
@@ -125,11 +128,16 @@ def totals(runs) -> dict[str, list[dict]]:
     counts = {row["run__instance__name"]: row["n"] for row in verified}
     by_instance, by_project = [], {}
     for row in plain.order_by(*keys):
-        item = {"name": row["instance__name"], "runs": row["runs"], "gpu_hours": (row["gpu_seconds"] or 0) / 3600,
-                "verified": counts.get(row["instance__name"], 0)}  # fmt: skip
+        item = {
+            "name": row["instance__name"],
+            "runs": row["runs"],
+            "gpu_hours": (row["gpu_seconds"] or 0) / 3600,
+            "verified": counts.get(row["instance__name"], 0),
+        }
         by_instance.append(item)
-        project = by_project.setdefault(row["project__name"], {"name": row["project__name"], "runs": 0,
-                                                                "gpu_hours": 0.0, "verified": 0})  # fmt: skip
+        project = by_project.setdefault(
+            row["project__name"], {"name": row["project__name"], "runs": 0, "gpu_hours": 0.0, "verified": 0}
+        )
         for key in ("runs", "gpu_hours", "verified"):
             project[key] += item[key]
     return {"instance": by_instance, "project": sorted(by_project.values(), key=lambda row: row["name"])}

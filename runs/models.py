@@ -115,15 +115,17 @@ class Run(models.Model):
         null=True, blank=True, help_text="A failed attempt's active/ was moved into quarantine/ by a person"
     )
     auto_relaunch = models.BooleanField(
-        "relaunch after an interruption", default=False,
+        "relaunch after an interruption",
+        default=False,
         help_text="When the box reboots or its container restarts mid-run, relaunch the identical command.",
-    )  # fmt: skip
+    )
     max_relaunches = models.PositiveSmallIntegerField(default=3)
     relaunches = models.PositiveSmallIntegerField(default=0)
     environment = models.CharField(
-        max_length=300, blank=True,
+        max_length=300,
+        blank=True,
         help_text="Interpreter path, venv directory or conda env name on the node; blank = the image's python3",
-    )  # fmt: skip
+    )
     env_identity = models.JSONField(default=dict, blank=True, help_text="sys.executable, Python, torch, CUDA")
     sweep = models.ForeignKey("Sweep", null=True, blank=True, on_delete=models.PROTECT, related_name="cells")
     cell = models.PositiveSmallIntegerField(null=True, blank=True)

@@ -103,8 +103,10 @@ def run_list(request):
 
 def totals_with_cost(user, runs) -> dict:
     """Per project and per instance: runs, GPU hours, verified results, and what the boxes cost so far."""
-    cost = {box.name: (box.project.name, accrued_cost(box).total) for box in
-            Instance.objects.visible_to(user).select_related("project").with_state_events()}  # fmt: skip
+    cost = {
+        box.name: (box.project.name, accrued_cost(box).total)
+        for box in Instance.objects.visible_to(user).select_related("project").with_state_events()
+    }
     grouped = history.totals(runs)
     by_instance, by_project = grouped["instance"], grouped["project"]
     for row in by_instance:
@@ -252,9 +254,14 @@ def sweep_create(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         sweep = do_create_sweep(
-            data["base_run"], data["name"], data["cells"], list(data["instances"]), data["gpus_per_box"],
-            data["independent"], request.user,
-        )  # fmt: skip
+            data["base_run"],
+            data["name"],
+            data["cells"],
+            list(data["instances"]),
+            data["gpus_per_box"],
+            data["independent"],
+            actor=request.user,
+        )
         messages.success(request, f"Sweep “{sweep.name}”: {len(data['cells'])} cells queued.")
         return redirect(sweep)
     return render(request, "runs/sweep_form.html", {"form": form})
@@ -264,8 +271,16 @@ def sweep_detail(request, pk):
     sweep = get_object_or_404(Sweep.objects.filter(project__in=Project.objects.visible_to(request.user)), pk=pk)
     grid = sweep_grid(sweep)
     if request.GET.get("format") == "json":
-        cells = [{"run_id": row["run"].run_id, "state": row["run"].state, "label": row["run"].get_state_display(),
-                  "metric": row["metric"], "custody": row["custody"]} for row in grid]  # fmt: skip
+        cells = [
+            {
+                "run_id": row["run"].run_id,
+                "state": row["run"].state,
+                "label": row["run"].get_state_display(),
+                "metric": row["metric"],
+                "custody": row["custody"],
+            }
+            for row in grid
+        ]
         return JsonResponse({"cells": cells})
     return render(request, "runs/sweep_detail.html", {"sweep": sweep, "grid": grid})
 

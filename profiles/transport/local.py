@@ -141,8 +141,9 @@ class LocalTransport:
     def listdir(self, path: str) -> list[PathStat]:
         if self.user:
             # One child for the whole directory: name, size, mtime and type of each entry, NUL-separated.
-            listing = self._as_user(["find", "-L", self._path(path), "-mindepth", "1", "-maxdepth", "1",
-                                     "-printf", "%P\\0%s\\0%T@\\0%Y\\0"]).stdout.split("\0")  # fmt: skip
+            listing = self._as_user(
+                ["find", "-L", self._path(path), "-mindepth", "1", "-maxdepth", "1", "-printf", "%P\\0%s\\0%T@\\0%Y\\0"]
+            ).stdout.split("\0")
             rows = [listing[i : i + 4] for i in range(0, len(listing) - 1, 4)]
             entries = [PathStat(name, int(size), float(mtime), kind == "d") for name, size, mtime, kind in rows]
             return sorted(entries, key=lambda entry: entry.path)

@@ -110,9 +110,19 @@ def test_the_api_and_the_form_refuse_with_the_same_rule_and_words(
         "command": ["python3", "train.py"],
         "config_path": "config.yaml",
     }
-    base_form = {"project": project.pk, "instance": instance.pk, "source_kind": "local_dir", "source_path": str(source),
-                 "command_line": "python3 train.py", "config_path": "config.yaml", "expected_minutes": 5,
-                 "checkpoint_mib": 1, "scratch_mib": 0, "checkpoints_retained": 2, "expected_files": 10}  # fmt: skip
+    base_form = {
+        "project": project.pk,
+        "instance": instance.pk,
+        "source_kind": "local_dir",
+        "source_path": str(source),
+        "command_line": "python3 train.py",
+        "config_path": "config.yaml",
+        "expected_minutes": 5,
+        "checkpoint_mib": 1,
+        "scratch_mib": 0,
+        "checkpoints_retained": 2,
+        "expected_files": 10,
+    }
     api_client, _ = api(bob)
     answer = post(api_client, "/api/runs/", {**base_api, **api_body})
     assert answer.status_code == 400, answer.content

@@ -24,9 +24,22 @@ def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, in
     set_config(source, epochs=3)
     _, token = ApiToken.objects.issue(bob, "cli")
     launched = cli(
-        live_server, token, "launch", str(source), "--project", project.slug, "--instance", instance.name,
-        "--expected-minutes", "1", "--", sys.executable, "train.py", "--config", "config.yaml",
-    )  # fmt: skip
+        live_server,
+        token,
+        "launch",
+        str(source),
+        "--project",
+        project.slug,
+        "--instance",
+        instance.name,
+        "--expected-minutes",
+        "1",
+        "--",
+        sys.executable,
+        "train.py",
+        "--config",
+        "config.yaml",
+    )
     assert launched.returncode == 0, launched.stdout + launched.stderr
     run_id = launched.stdout.split("created ", 1)[1].split()[0]
     assert f"{run_id}: exported" in launched.stdout and "Preflight passed" in launched.stdout

@@ -63,8 +63,11 @@ def test_fifty_concurrent_home_pages_on_postgresql(alice):
     env = subprocess_env(DATABASE_URL=database_url(), SECURE_COOKIES="0", LOG_LEVEL="WARNING")
     web = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "remotegpu_site.asgi:application"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while not listening(port):

@@ -52,9 +52,13 @@ def verify(run, mirror: bool = False) -> CustodyRecord:
     files = {str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()}
     write_tree(custody_dir(run), files)
     record = CustodyRecord.objects.create(
-        run=run, status=CustodyStatus.VERIFIED, uri=str(custody_dir(run)), verified_at=timezone.now(),
-        total_bytes=sum(map(len, files.values())), file_count=len(files),
-    )  # fmt: skip
+        run=run,
+        status=CustodyStatus.VERIFIED,
+        uri=str(custody_dir(run)),
+        verified_at=timezone.now(),
+        total_bytes=sum(map(len, files.values())),
+        file_count=len(files),
+    )
     Artifact.objects.bulk_create(
         Artifact(record=record, path=name, bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), verified=True)
         for name, data in files.items()

@@ -42,8 +42,9 @@ def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
     client, alice, bob, project, sshd, celery_worker_process
 ):
     fields = {**sshd.instance_fields(project), "port": free_port()}  # pinned, but nothing listens: powered off
-    box = Instance.objects.create(name=f"{project.slug}-adl-20261129", project=project, **{
-        **fields, "profile_key": "autodl"})  # fmt: skip
+    box = Instance.objects.create(
+        name=f"{project.slug}-adl-20261129", project=project, **{**fields, "profile_key": "autodl"}
+    )
     request = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
     do_approve_teardown(request.pk, "ok", actor=alice)
     request = wait_request(request, {TeardownStatus.AWAITING_ATTESTATION, TeardownStatus.FAILED})
@@ -61,9 +62,13 @@ def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
 def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, alice):
     now = timezone.now()
     box = Instance.objects.create(
-        name=f"{project.slug}-adl-20261129", project=project, profile_key="autodl", state="stopped",
-        rate_running=Decimal("2.00"), rate_stopped=Decimal("0.10"),
-    )  # fmt: skip
+        name=f"{project.slug}-adl-20261129",
+        project=project,
+        profile_key="autodl",
+        state="stopped",
+        rate_running=Decimal("2.00"),
+        rate_stopped=Decimal("0.10"),
+    )
     Instance.objects.filter(pk=box.pk).update(created=now - timedelta(days=12, hours=10))
     stop = InstanceEvent.objects.create(
         instance=box, kind="state", message="stopped", data={"old": "running", "new": "stopped"}
@@ -77,9 +82,12 @@ def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, al
     assert any(line.startswith("stopped 12 days — AutoDL") and "(3 days left)" in line for line in clocks)
 
     vast = Instance.objects.create(
-        name=f"{project.slug}-vast-20261129", project=project, profile_key="vastai", state="stopped",
+        name=f"{project.slug}-vast-20261129",
+        project=project,
+        profile_key="vastai",
+        state="stopped",
         rate_stopped=Decimal("0.50"),
-    )  # fmt: skip
+    )
     Instance.objects.filter(pk=vast.pk).update(created=now - timedelta(hours=10))
     vast.refresh_from_db()
     assert any(

@@ -94,8 +94,9 @@ def test_a_mirror_on_a_surviving_tier_counts_only_while_it_rehashes_on_the_node(
     sealed.tamper(sealed.mirror_dir(run))
     with pytest.raises(TeardownRefused, match="no longer matches its SHA-256"):
         do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
-    sealed.write_tree(sealed.mirror_dir(run), {a.path: (sealed.export_dir(run) / a.path).read_bytes()
-                                               for a in record.artifacts.all()})  # fmt: skip
+    sealed.write_tree(
+        sealed.mirror_dir(run), {a.path: (sealed.export_dir(run) / a.path).read_bytes() for a in record.artifacts.all()}
+    )
     request = do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
     item = next(i for i in request.check_at_request["items"] if i["label"].startswith("A verified copy"))
     assert item["ok"] and "durable mirror on the box (network volume)" in item["detail"]
@@ -212,8 +213,9 @@ def test_two_approved_deletions_in_two_worker_processes_leave_one_copy(
 
 
 @pytest.mark.parametrize(("platform", "tier"), [("gpushare", "data disk"), ("runpod", "volume disk")])
-def test_a_shutdown_that_loses_the_export_needs_a_surviving_verified_copy(alice, bob, instance, exported, platform,
-                                                                           tier):  # fmt: skip
+def test_a_shutdown_that_loses_the_export_needs_a_surviving_verified_copy(
+    alice, bob, instance, exported, platform, tier
+):
     as_platform(instance, platform, data_tier=tier)
     run = exported()
     with pytest.raises(TeardownRefused, match=f"export on the box \\({tier}\\) was never verified"):

@@ -68,17 +68,26 @@ class EvidenceMachine(RuleBasedStateMachine):
         durable = self.profile.durable_root
         box = {**STACK["sshd"].instance_fields(self.project, pinned=False), "profile_key": profile}
         self.instance = Instance.objects.create(
-            name=f"{slug}-box-20261130", project=self.project, **box,
-            host_key_type=STACK["key"].key_type, host_key_base64=STACK["key"].key_base64,
-            host_key_confirmed_at=timezone.now(), shutdown_command="true",
+            name=f"{slug}-box-20261130",
+            project=self.project,
+            **box,
+            host_key_type=STACK["key"].key_type,
+            host_key_base64=STACK["key"].key_base64,
+            host_key_confirmed_at=timezone.now(),
+            shutdown_command="true",
             data_tier=self.profile.tier_of(self.profile.data_root)["name"],
             mirror_root=sealed.MIRROR_ROOT if durable else "",
             mirror_tier=self.profile.tier_of(durable)["name"] if durable else "",
-        )  # fmt: skip
+        )
         self.runs, self.files, self.requests, self.effects = [], {}, [], {}
         for _ in range(2):
-            run = Run.objects.create(project=self.project, instance=self.instance, command=["true"],
-                                     run_id=f"{slug}-{uuid.uuid4().hex[:6]}", config_path="c.yaml")  # fmt: skip
+            run = Run.objects.create(
+                project=self.project,
+                instance=self.instance,
+                command=["true"],
+                run_id=f"{slug}-{uuid.uuid4().hex[:6]}",
+                config_path="c.yaml",
+            )
             sealed.seal(run)
             self.files[run.pk] = {p.name: p.read_bytes() for p in sealed.export_dir(run).iterdir()}
             self.runs.append(run)
@@ -228,7 +237,10 @@ def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, sett
     run_state_machine_as_test(
         EvidenceMachine,
         settings=hypothesis_settings(
-            max_examples=40, stateful_step_count=25, deadline=None, derandomize=True,
+            max_examples=40,
+            stateful_step_count=25,
+            deadline=None,
+            derandomize=True,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
-    )  # fmt: skip
+    )

@@ -23,9 +23,13 @@ def in_database(test):
 
 def box(project, profile_key: str, provider_id: str) -> Instance:
     return Instance.objects.create(
-        name=f"{project.slug}-{provider_id}-20261130", project=project, profile_key=profile_key,
-        provider_id=provider_id, api_credential=api_credential(project), state="running",
-    )  # fmt: skip
+        name=f"{project.slug}-{provider_id}-20261130",
+        project=project,
+        profile_key=profile_key,
+        provider_id=provider_id,
+        api_credential=api_credential(project),
+        state="running",
+    )
 
 
 @pytest.mark.parametrize(

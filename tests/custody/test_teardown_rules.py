@@ -39,9 +39,15 @@ def _members(project, dave):
 @pytest.fixture
 def pod(project):
     return Instance.objects.create(
-        name=f"{project.slug}-pod-20261129", project=project, profile_key="runpod", host="203.0.113.9",
-        user="root", provider_id="pod-rules", api_credential=api_credential(project), state="running",
-    )  # fmt: skip
+        name=f"{project.slug}-pod-20261129",
+        project=project,
+        profile_key="runpod",
+        host="203.0.113.9",
+        user="root",
+        provider_id="pod-rules",
+        api_credential=api_credential(project),
+        state="running",
+    )
 
 
 def test_the_requester_and_a_plain_operator_cannot_approve(client, alice, bob, dave, pod):
@@ -196,9 +202,12 @@ def test_audit_log_filters_and_exports(client, alice, bob, pod):
 
 def test_a_provider_that_cannot_answer_says_nothing_about_the_box(project, provider_api, monkeypatch):
     box = Instance.objects.create(
-        name=f"{project.slug}-rp-20261130", project=project, profile_key="runpod", provider_id="p-quiet",
+        name=f"{project.slug}-rp-20261130",
+        project=project,
+        profile_key="runpod",
+        provider_id="p-quiet",
         api_credential=api_credential(project),
-    )  # fmt: skip
+    )
     monkeypatch.setenv(KEY_ENV, "wrong")  # the provider refuses: neither stopped nor running
     assert providers.provider_says_stopped(box) is None
     assert providers.provider_status(box)["status"].startswith("could not ask")
@@ -217,9 +226,12 @@ def test_lambda_has_no_stop_and_console_platforms_need_attestation(project, prov
 def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "wrong")
     box = Instance.objects.create(
-        name=f"{project.slug}-rp-20261129", project=project, profile_key="runpod", provider_id="p",
+        name=f"{project.slug}-rp-20261129",
+        project=project,
+        profile_key="runpod",
+        provider_id="p",
         api_credential=api_credential(project),
-    )  # fmt: skip
+    )
     with pytest.raises(providers.ProviderError, match="answered 401"):
         providers.execute(box, "release", "k")
     assert provider_api.calls_for("p") == []
@@ -250,9 +262,13 @@ def _unclosed_run(pod):
     from runs.models import Run, RunState
 
     return Run.objects.create(
-        project=pod.project, instance=pod, run_id=f"{pod.project.slug}-unclosed", state=RunState.QUARANTINED,
-        source_path="/nowhere", command=["python3", "train.py"],
-    )  # fmt: skip
+        project=pod.project,
+        instance=pod,
+        run_id=f"{pod.project.slug}-unclosed",
+        state=RunState.QUARANTINED,
+        source_path="/nowhere",
+        command=["python3", "train.py"],
+    )
 
 
 def test_an_unclosed_active_dir_blocks_approval_until_an_approver_waives_it(client, alice, bob, pod, provider_api):
@@ -317,9 +333,12 @@ def test_attesting_a_request_that_awaits_no_attestation_is_refused(client, alice
 def test_a_shutdown_approved_after_the_release_ran_is_refused(alice, bob, project, sshd, provider_api):
     """Found by the stateful test: a shutdown requested before a release, approved after it had run."""
     box = Instance.objects.create(
-        name=f"{project.slug}-reachable-pod-20261130", project=project, api_credential=api_credential(project),
-        **{**sshd.instance_fields(project), "profile_key": "runpod"}, provider_id="pod-released",
-    )  # fmt: skip
+        name=f"{project.slug}-reachable-pod-20261130",
+        project=project,
+        api_credential=api_credential(project),
+        **{**sshd.instance_fields(project), "profile_key": "runpod"},
+        provider_id="pod-released",
+    )
     shutdown = do_request_teardown(box.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
     release = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
     do_approve_teardown(release.pk, "done with it", actor=alice)

@@ -109,10 +109,18 @@ def test_bad_registrations_get_a_clear_error_and_save_nothing(client, admin_user
 
 def instance_form(project, credential, **overrides):
     return {
-        "project": project.pk, "name": f"{project.slug}-box-20261130", "profile_key": "generic-ssh",
-        "host": "203.0.113.7", "port": "22", "user": "ops", "credential": credential.pk if credential else "",
-        "rate_running": "1", "rate_stopped": "0", "acknowledge": "on", **overrides,
-    }  # fmt: skip
+        "project": project.pk,
+        "name": f"{project.slug}-box-20261130",
+        "profile_key": "generic-ssh",
+        "host": "203.0.113.7",
+        "port": "22",
+        "user": "ops",
+        "credential": credential.pk if credential else "",
+        "rate_running": "1",
+        "rate_stopped": "0",
+        "acknowledge": "on",
+        **overrides,
+    }
 
 
 def test_the_instance_form_offers_only_names_of_the_users_projects_credentials(client, bob, vision, audio):
@@ -184,9 +192,11 @@ def test_canary_secrets_never_appear_in_a_page_an_answer_a_log_or_a_column(
     ssh_key = registered("vision-ssh", "env:VISION_MISCONFIGURED", vision)
     api_key = registered("vision-api", "env:VISION_RUNPOD_KEY", vision, kind=CredentialKind.PROVIDER_KEY)
     box = Instance.objects.create(
-        name="vision-box-20261130", project=vision, **{**sshd.instance_fields(vision), "credential_id": ssh_key.pk},
+        name="vision-box-20261130",
+        project=vision,
+        **{**sshd.instance_fields(vision), "credential_id": ssh_key.pk},
         api_credential=api_key,
-    )  # fmt: skip
+    )
     caplog.set_level(logging.DEBUG)
     outcome = run_probe(box, "light")  # the variable holds no key: a clear error that names only the variable
     assert not outcome.ok and "VISION_MISCONFIGURED" in outcome.error

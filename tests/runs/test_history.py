@@ -40,10 +40,20 @@ def seeded(alice, bob):
     for age, (slug, run_id, state, commit, title, custody) in enumerate(rows):
         project, box = projects[slug]
         run = Run.objects.create(
-            run_id=run_id, project=project, instance=box, state=state, resolved_commit=commit, title=title,
-            source_kind="node_path", source_path="/srv/x", command=["python", f"train_{slug}.py"],
-            config_path="c.yaml", config_sha256=uuid.uuid4().hex, gpus=[0], gpu_seconds=3600.0 * (age + 1),
-        )  # fmt: skip
+            run_id=run_id,
+            project=project,
+            instance=box,
+            state=state,
+            resolved_commit=commit,
+            title=title,
+            source_kind="node_path",
+            source_path="/srv/x",
+            command=["python", f"train_{slug}.py"],
+            config_path="c.yaml",
+            config_sha256=uuid.uuid4().hex,
+            gpus=[0],
+            gpu_seconds=3600.0 * (age + 1),
+        )
         Run.objects.filter(pk=run.pk).update(created=now - timedelta(days=age))
         if custody:
             CustodyRecord.objects.create(run=run, status=custody)

@@ -11,20 +11,43 @@ ROOMY = {"free_bytes": 500 << 30, "total_bytes": 1000 << 30, "free_inodes": 10**
 
 def snapshot(**overrides) -> Snapshot:
     base = {
-        "state": "running", "attempt": 1, "health": "ok", "alerts": (), "log_offset": 0, "csv_offset": 0,
-        "csv_header": None, "stall_seconds": 300, "ran": None,
-    }  # fmt: skip
+        "state": "running",
+        "attempt": 1,
+        "health": "ok",
+        "alerts": (),
+        "log_offset": 0,
+        "csv_offset": 0,
+        "csv_header": None,
+        "stall_seconds": 300,
+        "ran": None,
+    }
     return Snapshot(**{**base, **overrides})
 
 
 def status(**overrides) -> dict:
     base = {
-        "attempt": 1, "now": NOW, "launched": True, "wrapper_alive": True, "child_alive": True,
-        "exit_code": None, "heartbeat_at": NOW - 5, "exported": False, "rebooted": False,
-        "quarantine_reason": None, "log_mtime": NOW - 10, "ckpt_mtime": NOW - 20, "log_from": 0,
-        "log_chunk": "", "log_offset": 0, "csv_from": 0, "csv_chunk": "", "csv_offset": 0, "log_tail": "",
-        "space": ROOMY, "ran": None,
-    }  # fmt: skip
+        "attempt": 1,
+        "now": NOW,
+        "launched": True,
+        "wrapper_alive": True,
+        "child_alive": True,
+        "exit_code": None,
+        "heartbeat_at": NOW - 5,
+        "exported": False,
+        "rebooted": False,
+        "quarantine_reason": None,
+        "log_mtime": NOW - 10,
+        "ckpt_mtime": NOW - 20,
+        "log_from": 0,
+        "log_chunk": "",
+        "log_offset": 0,
+        "csv_from": 0,
+        "csv_chunk": "",
+        "csv_offset": 0,
+        "log_tail": "",
+        "space": ROOMY,
+        "ran": None,
+    }
     return {**base, **overrides}
 
 
@@ -106,8 +129,11 @@ def test_unreachable_then_answering_is_reachable_again():
 def test_every_material_log_signal_is_found_once(chunk, signal):
     first = observe(snapshot(), status(log_chunk=chunk, log_offset=len(chunk)), THRESHOLDS)
     assert signal in first.new_alerts and first.log_offset == len(chunk)
-    again = observe(snapshot(alerts=tuple(first.alerts), log_offset=len(chunk)), status(
-        log_from=len(chunk), log_chunk=chunk, log_offset=2 * len(chunk)), THRESHOLDS)  # fmt: skip
+    again = observe(
+        snapshot(alerts=tuple(first.alerts), log_offset=len(chunk)),
+        status(log_from=len(chunk), log_chunk=chunk, log_offset=2 * len(chunk)),
+        THRESHOLDS,
+    )
     assert signal not in again.new_alerts and signal in again.alerts
 
 
@@ -119,8 +145,11 @@ def test_a_chunk_from_an_offset_already_passed_is_not_applied_twice():
 def test_curve_rows_continue_the_known_header():
     first = observe(snapshot(), status(csv_chunk="epoch,loss\n0,1.0\n", csv_offset=17), THRESHOLDS)
     assert first.csv_header == ["epoch", "loss"] and len(first.rows) == 1
-    more = observe(snapshot(csv_offset=17, csv_header=first.csv_header), status(
-        csv_from=17, csv_chunk="1,0.5\n", csv_offset=23), THRESHOLDS)  # fmt: skip
+    more = observe(
+        snapshot(csv_offset=17, csv_header=first.csv_header),
+        status(csv_from=17, csv_chunk="1,0.5\n", csv_offset=23),
+        THRESHOLDS,
+    )
     assert more.rows == [{"epoch": 1.0, "loss": 0.5}]
 
 

@@ -23,12 +23,21 @@ def wrapper():
 def spec(tmp_path):
     layout = NodeLayout(str(tmp_path / "data"), "vision", "vision-contract-1", "")
     spec = {
-        **layout.as_dict(), "run_id": "vision-contract-1", "attempt": 1,
-        "argv": [sys.executable, "-c", "print('smoke ok')"], "cwd": layout.src, "env": {}, "gpus": "",
-        "environment": "", "inputs": [["config", layout.under_src("config.yaml")]],
-        "config": layout.under_src("config.yaml"), "manifest": None, "heartbeat_seconds": 10,
-        "boot_marker": str(tmp_path / "data" / "vision" / ".remotegpu-boot"), "smoke_timeout": 30,
-    }  # fmt: skip
+        **layout.as_dict(),
+        "run_id": "vision-contract-1",
+        "attempt": 1,
+        "argv": [sys.executable, "-c", "print('smoke ok')"],
+        "cwd": layout.src,
+        "env": {},
+        "gpus": "",
+        "environment": "",
+        "inputs": [["config", layout.under_src("config.yaml")]],
+        "config": layout.under_src("config.yaml"),
+        "manifest": None,
+        "heartbeat_seconds": 10,
+        "boot_marker": str(tmp_path / "data" / "vision" / ".remotegpu-boot"),
+        "smoke_timeout": 30,
+    }
     for directory in (layout.active, layout.quarantine_base, layout.export):
         (tmp_path / directory).mkdir(parents=True, exist_ok=True)
     tarball = io.BytesIO()

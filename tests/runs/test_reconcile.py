@@ -127,7 +127,7 @@ def test_a_sweep_whose_advance_was_lost_starts_its_queued_cells(alice, make_run,
     from runs.models import Run
 
     base = make_run()
-    sweep = do_create_sweep(base, "lost advance", [{"lr": 0.1}, {"lr": 0.2}], [instance], 1, True, alice)
+    sweep = do_create_sweep(base, "lost advance", [{"lr": 0.1}, {"lr": 0.2}], [instance], 1, True, actor=alice)
     app.control.purge()  # the advance (and any preflight) died with its worker: nothing is queued
     Run.objects.filter(sweep=sweep).update(state=RunState.DRAFT)
     outcomes = reconcile_runs()

@@ -17,9 +17,14 @@ REBOOTED = "interrupted: no process, no exit marker, and the box rebooted"
 def interrupted_probe(attempt: int) -> dict:
     now = time.time()
     return status(
-        attempt=attempt, now=now, heartbeat_at=now - 5, wrapper_alive=False, child_alive=False,
-        rebooted=True, quarantine_reason=REBOOTED,
-    )  # fmt: skip
+        attempt=attempt,
+        now=now,
+        heartbeat_at=now - 5,
+        wrapper_alive=False,
+        child_alive=False,
+        rebooted=True,
+        quarantine_reason=REBOOTED,
+    )
 
 
 def running(make_run, **fields):

@@ -53,9 +53,15 @@ def test_a_bad_sweep_form_launches_nothing(client, bob, make_run, instance):
     for overrides, message in cases.items():
         response = client.post(
             reverse("sweep-create"),
-            {"name": "s", "base_run": base.run_id, "overrides": overrides, "instances": [instance.pk],
-             "gpus_per_box": 1, "independent": "on"},
-        )  # fmt: skip
+            {
+                "name": "s",
+                "base_run": base.run_id,
+                "overrides": overrides,
+                "instances": [instance.pk],
+                "gpus_per_box": 1,
+                "independent": "on",
+            },
+        )
         page = response.content.decode()
         assert response.status_code == 200 and message in page
     assert Run.objects.count() == before and not Sweep.objects.exists()
@@ -68,17 +74,25 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
     box2_sshd = Sshd(tmp_path / "box2").start()
     try:
         box2 = Instance.objects.create(
-            name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}", project=project,
-            data_root_override=str(tmp_path / "box2-data"), **box2_sshd.instance_fields(project),
-        )  # fmt: skip
+            name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}",
+            project=project,
+            data_root_override=str(tmp_path / "box2-data"),
+            **box2_sshd.instance_fields(project),
+        )
         set_config(source, epochs=3, epoch_pause=1)
         base = make_run()
         client.force_login(bob)
         response = client.post(
             reverse("sweep-create"),
-            {"name": "lr", "base_run": base.run_id, "instances": [instance.pk, box2.pk], "gpus_per_box": 1,
-             "independent": "on", "overrides": "[{lr: 0.1}, {lr: 0.05}, {batch_size: 0}, {lr: 0.001}]"},
-        )  # fmt: skip
+            {
+                "name": "lr",
+                "base_run": base.run_id,
+                "instances": [instance.pk, box2.pk],
+                "gpus_per_box": 1,
+                "independent": "on",
+                "overrides": "[{lr: 0.1}, {lr: 0.05}, {batch_size: 0}, {lr: 0.001}]",
+            },
+        )
         sweep = Sweep.objects.get()
         assert response.url == sweep.get_absolute_url()
         cells = list(sweep.cells.order_by("cell"))

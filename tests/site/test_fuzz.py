@@ -19,15 +19,54 @@ pytestmark = pytest.mark.django_db
 
 # Every query parameter a page or the API reads, and values that broke or could break one.
 KEYS = [
-    "q", "project", "instance", "platform", "state", "custody", "since", "until", "after", "before", "cursor",
-    "page", "a", "b", "run", "runs", "kind", "status", "format", "sort", "order", "limit", "actor", "action",
-    "export", "next", "verified",
-]  # fmt: skip
+    "q",
+    "project",
+    "instance",
+    "platform",
+    "state",
+    "custody",
+    "since",
+    "until",
+    "after",
+    "before",
+    "cursor",
+    "page",
+    "a",
+    "b",
+    "run",
+    "runs",
+    "kind",
+    "status",
+    "format",
+    "sort",
+    "order",
+    "limit",
+    "actor",
+    "action",
+    "export",
+    "next",
+    "verified",
+]
 HOSTILE = [
-    "%00", "a%00b", "%FF%FE", "%ED%A0%80", "%", "%zz", "a" * 4000, quote("'; DROP TABLE runs_run; --"),
-    quote("<script>alert(1)</script>"), "-1", "99999999999999999999999", "1e309", "NaN", quote("../../etc/passwd"),
-    "%0D%0AX-Injected:%20yes", quote("2026-13-45"), quote("ünïcødé"), "",
-]  # fmt: skip
+    "%00",
+    "a%00b",
+    "%FF%FE",
+    "%ED%A0%80",
+    "%",
+    "%zz",
+    "a" * 4000,
+    quote("'; DROP TABLE runs_run; --"),
+    quote("<script>alert(1)</script>"),
+    "-1",
+    "99999999999999999999999",
+    "1e309",
+    "NaN",
+    quote("../../etc/passwd"),
+    "%0D%0AX-Injected:%20yes",
+    quote("2026-13-45"),
+    quote("ünïcødé"),
+    "",
+]
 
 
 def _walk(patterns, prefix=""):

@@ -51,16 +51,30 @@ class World:
 
     def box(self, purpose: str) -> Instance:
         return Instance.objects.create(
-            name=f"vision-{purpose}-20261130", project=self.project, profile_key="runpod", host="203.0.113.9",
-            user="root", state="running", rate_running=2, rate_stopped="0.2",
-        )  # fmt: skip
+            name=f"vision-{purpose}-20261130",
+            project=self.project,
+            profile_key="runpod",
+            host="203.0.113.9",
+            user="root",
+            state="running",
+            rate_running=2,
+            rate_stopped="0.2",
+        )
 
     def run(self, state, **fields) -> Run:
         run = Run.objects.create(
-            project=self.project, instance=self.instance, run_id=f"vision-{uuid.uuid4().hex[:10]}", state=state,
-            command=["python", "train.py"], config_path="config.yaml", expected_minutes=5, source_path="/src",
-            launched_at=timezone.now() - timedelta(hours=1), gpus=[0], **fields,
-        )  # fmt: skip
+            project=self.project,
+            instance=self.instance,
+            run_id=f"vision-{uuid.uuid4().hex[:10]}",
+            state=state,
+            command=["python", "train.py"],
+            config_path="config.yaml",
+            expected_minutes=5,
+            source_path="/src",
+            launched_at=timezone.now() - timedelta(hours=1),
+            gpus=[0],
+            **fields,
+        )
         for n in range(3):
             RunEvent.objects.create(run=run, kind="state", message=f"event {n}")
         record = CustodyRecord.objects.create(
@@ -80,9 +94,14 @@ class World:
             box = self.box(uuid.uuid4().hex[:6])
             InstanceEvent.objects.create(instance=self.instance, kind="state", message="State Running → Running")
             request = TeardownRequest.objects.create(
-                instance=box, kind="release", level="L3", requester=self.bob, reason="done",
-                expires_at=timezone.now() + timedelta(hours=24), check_at_request={"items": [], "ok": True},
-            )  # fmt: skip
+                instance=box,
+                kind="release",
+                level="L3",
+                requester=self.bob,
+                reason="done",
+                expires_at=timezone.now() + timedelta(hours=24),
+                check_at_request={"items": [], "ok": True},
+            )
             AuditEntry.objects.create(actor=self.bob, action="requested", request=request, instance=box, message="m")
 
     def pages(self) -> dict[str, str]:

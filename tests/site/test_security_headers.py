@@ -17,9 +17,13 @@ def test_debug_is_off_by_default():
     code = "from django.conf import settings; print(settings.DEBUG)"
     env = {key: value for key, value in subprocess_env().items() if key != "DEBUG"}
     result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=REPO, env=env,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
     assert settings.DEBUG is False
