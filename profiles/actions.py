@@ -59,6 +59,29 @@ def do_change_instance_state(instance_id: int, new_state: str, reason: str = "",
     return instance
 
 
+def _observe_running(instance: Instance, evidence: str) -> None:
+    """Evidence that the box is on (a command ran on it): it bills at the running rate from now.
+
+    Called with the instance row locked. Only UNKNOWN or STOPPED move; a released box never comes back,
+    and silence proves nothing (an unreachable box may be a network fault), so nothing moves it down.
+    """
+    old = InstanceState(instance.state)
+    if old not in (InstanceState.UNKNOWN, InstanceState.STOPPED):
+        return
+    instance.state = InstanceState.RUNNING
+    instance.save(update_fields=["state"])
+    message = f"State {old.label} → Running: observed ({evidence})"
+    _event(instance, InstanceEvent.Kind.STATE, message, None, old=old.value, new="running", observed=evidence)
+
+
+def do_observe_running(instance_id: int, evidence: str) -> Instance:
+    """A run launched or a watcher's probe answered: the box is running (see _observe_running)."""
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        _observe_running(instance, evidence)
+    return instance
+
+
 def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.Trigger.BUTTON, *, actor) -> None:
     from profiles.tasks import probe_instance
 
@@ -93,6 +116,8 @@ def do_record_probe(instance_id: int, outcome, trigger: str) -> InstanceProbe:
             instance.seen_key_type, instance.seen_key_base64 = key.key_type, key.key_base64
             instance.save(update_fields=["seen_key_type", "seen_key_base64"])
             _event(instance, InstanceEvent.Kind.HOST_KEY, f"Host key seen: {key.fingerprint}; confirm it to connect")
+        if probe.ok:
+            _observe_running(instance, f"{probe.get_kind_display().lower()} ran a command on it")
         # Reachability is news only when it changes: "unreachable" says nothing about runs or billing.
         if previous is None or previous.reachable != probe.reachable:
             word = "reachable" if probe.reachable else f"unreachable: {probe.error}"

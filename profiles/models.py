@@ -110,9 +110,6 @@ class InstanceQuerySet(models.QuerySet):
     def billing(self):
         return self.exclude(state=InstanceState.RELEASED)
 
-    def running(self):
-        return self.filter(state=InstanceState.RUNNING)
-
 
 class Instance(models.Model):
     name = models.CharField(max_length=100, unique=True)

@@ -18,8 +18,9 @@ def probe_instance(instance_id: int, kind: str, trigger: str = InstanceProbe.Tri
 
 @shared_task(acks_late=True, soft_time_limit=30, time_limit=60)
 def probe_running_instances() -> int:
-    """Beat: a light probe of every running instance."""
-    ids = list(Instance.objects.running().values_list("pk", flat=True))
+    """Beat: a light probe of every instance that may bill (all but released): a box that answers is
+    running, whatever its recorded state said (a box started again in a console starts billing)."""
+    ids = list(Instance.objects.billing().values_list("pk", flat=True))
     for instance_id in ids:
         probe_instance.delay(instance_id, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.SCHEDULE)
     return len(ids)

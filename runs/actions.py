@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from profiles.actions import do_observe_running
 from runs import environment, signals, sweeps
 from runs.live import push_run_update
 from runs.models import (
@@ -184,6 +185,8 @@ def do_mark_launched(run_pk: int, attempt: int, detach: str, command: str, wrapp
         run.launched_at = timezone.now()
         _transition(run, RunState.RUNNING, f"Attempt {attempt} launched detached ({detach})")
         transaction.on_commit(partial(_arm_watcher, run.instance_id))
+        evidence = f"run {run.run_id} launched on it"
+        transaction.on_commit(partial(do_observe_running, run.instance_id, evidence))
     return run
 
 

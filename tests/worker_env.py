@@ -11,12 +11,14 @@ import os
 import re
 from pathlib import Path
 
+LONELY_REDIS_DB = 2  # a Redis database no test worker and no dev stack uses
+
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 INDEX = int(WORKER.removeprefix("gw")) if WORKER else 0
 
 if WORKER:
     if INDEX > 11:
-        raise RuntimeError("at most 12 xdist workers: each takes one Redis database counting down from 15")
+        raise RuntimeError("at most 12 xdist workers: each takes one Redis database counting down from 15 to 4")
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
     base = int(m.group(1)) if (m := re.search(r"/(\d+)$", url)) else 15
     os.environ["REDIS_URL"] = re.sub(r"(/\d+)?$", f"/{max(base - INDEX, 0)}", url, count=1)

@@ -104,8 +104,10 @@ def stack(tmp_path_factory):
     running.kill()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Per module: Playwright's sync API keeps an event loop running in this thread while it is open,
+    and Django refuses database calls from a thread with a running loop (the next module's tests)."""
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

@@ -107,3 +107,24 @@ def test_broken_profile_stops_start_up_with_one_clear_line(tmp_path):
     assert result.returncode != 0
     assert "Broken platform profile: runpod.yaml: storage.data_root: is missing" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("key", ["runpod", "vastai", "lambda", "paperspace"])
+def test_a_release_that_deletes_the_machine_loses_the_machines_own_disk(key):
+    """The adapter's release verb and the survival matrix say the same thing: a DELETE or terminate of
+    the machine takes the disk the runs write to with it, and the panel must say so (issue 17 §4:
+    Paperspace's release deleted the machine while its block disk was said to survive)."""
+    from custody.provider_apis import APIS
+
+    profile = get_profile(key)
+    endpoint = APIS[key].endpoints["release"]
+    assert endpoint.method == "DELETE" or endpoint.path.endswith("/terminate")
+    data_tier = profile.tier_of(profile.data_root)
+    assert profile.loses(data_tier, "release"), f"{key}: release deletes the machine, {data_tier['name']} survives?"
+    assert profile.data["teardown"]["release"]["irreversible"] is True
+
+
+def test_paperspace_release_keeps_only_the_separate_storage_resource():
+    profile = get_profile("paperspace")
+    lost = {tier["name"] for tier in profile.tiers if profile.loses(tier, "release")}
+    assert lost == {"block disk (Core)"}

@@ -68,8 +68,7 @@ def hostile_run(box, project, make_run, tmp_path):
     instance = Instance.objects.create(
         name=f"{project.slug}-hostile-20261130",
         project=project,
-        data_root_override=str(tmp_path / "data"),
-        **box.sshd.instance_fields(project),
+        **{**box.sshd.instance_fields(project), "data_root_override": str(tmp_path / "data")},
     )
     return make_run(instance=instance, state=RunState.RUNNING, attempt=1)
 

@@ -76,8 +76,7 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
         box2 = Instance.objects.create(
             name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}",
             project=project,
-            data_root_override=str(tmp_path / "box2-data"),
-            **box2_sshd.instance_fields(project),
+            **{**box2_sshd.instance_fields(project), "data_root_override": str(tmp_path / "box2-data")},
         )
         set_config(source, epochs=3, epoch_pause=1)
         base = make_run()

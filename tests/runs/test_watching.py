@@ -38,7 +38,7 @@ async def test_websocket_hears_running_logs_and_exported_in_order(alice, bob, ma
     path = f"/ws/runs/{run.run_id}/"
     communicator = WebsocketCommunicator(application, path, headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]
-    await sync_to_async(do_start_preflight)(run.pk, bob)
+    await sync_to_async(do_start_preflight)(run.pk, actor=bob)
     messages = []
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:

@@ -7,6 +7,7 @@ from celery import Celery
 from django.urls import reverse
 
 from remotegpu_site import health
+from tests.worker_env import LONELY_REDIS_DB
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,8 +79,8 @@ def test_channel_layer_down_is_named(settings):
 
 
 def test_no_worker_is_named(settings):
-    # A real Redis database on which no worker listens.
-    lonely = Celery("lonely", broker=settings.REDIS_URL.rsplit("/", 1)[0] + "/14")
+    # A real Redis database on which no worker listens (test workers take 15 downwards, a dev stack 0).
+    lonely = Celery("lonely", broker=settings.REDIS_URL.rsplit("/", 1)[0] + f"/{LONELY_REDIS_DB}")
     ok, detail = health.check_workers(lonely)
     assert ok is False
     assert "no Celery worker answered a ping" in detail
