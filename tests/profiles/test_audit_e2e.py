@@ -13,6 +13,7 @@ from profiles.models import Instance, InstanceProbe
 from profiles.tasks import probe_running_instances
 from projects.models import Project
 from tests.sshd import free_port
+from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TODAY = timezone.localdate().strftime("%Y%m%d")
@@ -53,7 +54,7 @@ def test_audit_through_worker_and_sshd_matches_the_machine(client, bob, sshd, ss
     audit = wait_for_probe(ssh_instance, 2)
     assert audit.ok, audit.error
     parsed = audit.parsed
-    assert parsed["data_root"] == os.path.join(sshd.home, "proj")
+    assert parsed["data_root"] == NODE_ROOT.replace("$HOME", sshd.home, 1)
     measured = os.statvfs(parsed["resolved_path"])
     assert parsed["disk"]["total"] == measured.f_blocks * measured.f_frsize
     assert abs(parsed["disk"]["free"] - measured.f_bavail * measured.f_frsize) < 256 * 1024**2

@@ -37,7 +37,8 @@ def box(project, sshd):
 
 
 def observed(box) -> list[str]:
-    return list(box.events.filter(kind=InstanceEvent.Kind.STATE).values_list("message", flat=True))
+    states = box.events.filter(kind=InstanceEvent.Kind.STATE).order_by("at", "id")
+    return list(states.values_list("message", flat=True))
 
 
 def test_a_probe_that_ran_a_command_moves_unknown_to_running_and_cost_accrues(client, bob, box):
