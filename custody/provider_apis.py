@@ -26,6 +26,8 @@ class ProviderApi:
     status_field: tuple[str, ...]  # where the state word sits in the status answer
     states: dict[str, str] = field(default_factory=dict)  # the provider's word → RUNNING/STOPPED/GONE
     empty_means_gone: bool = False  # vast.ai answers {"instances": null} for a destroyed box (VAST15)
+    list_field: tuple[str, ...] = ()  # where the list sits in the "list" answer (every box under the key)
+    item_status: tuple[str, ...] = ()  # where one listed box's state word sits
 
 
 APIS = {
@@ -36,8 +38,11 @@ APIS = {
             "shutdown": Endpoint("POST", "/v1/pods/{id}/stop"),
             "release": Endpoint("DELETE", "/v1/pods/{id}"),
             "status": Endpoint("GET", "/v1/pods/{id}"),
+            "list": Endpoint("GET", "/v1/pods"),
         },
         status_field=("desiredStatus",),
+        list_field=(),
+        item_status=("desiredStatus",),
         states={"RUNNING": RUNNING, "EXITED": STOPPED, "TERMINATED": GONE},
     ),
     # console.vast.ai, Bearer: show_instance's actual_status; destroy is eventually consistent (VAST15).
@@ -47,8 +52,11 @@ APIS = {
             "shutdown": Endpoint("PUT", "/api/v0/instances/{id}/", {"state": "stopped"}),
             "release": Endpoint("DELETE", "/api/v0/instances/{id}/"),
             "status": Endpoint("GET", "/api/v0/instances/{id}/"),
+            "list": Endpoint("GET", "/api/v0/instances/"),
         },
         status_field=("instances", "actual_status"),
+        list_field=("instances",),
+        item_status=("actual_status",),
         states={
             "running": RUNNING,
             "loading": RUNNING,
@@ -68,8 +76,11 @@ APIS = {
         endpoints={
             "release": Endpoint("POST", "/api/v1/instance-operations/terminate", {"instance_ids": ["{id}"]}),
             "status": Endpoint("GET", "/api/v1/instances/{id}"),
+            "list": Endpoint("GET", "/api/v1/instances"),
         },
         status_field=("data", "status"),
+        list_field=("data",),
+        item_status=("status",),
         states={
             "booting": RUNNING,
             "active": RUNNING,
@@ -85,8 +96,11 @@ APIS = {
             "shutdown": Endpoint("PATCH", "/v1/machines/{id}/stop"),
             "release": Endpoint("DELETE", "/v1/machines/{id}"),
             "status": Endpoint("GET", "/v1/machines/{id}"),
+            "list": Endpoint("GET", "/v1/machines"),
         },
         status_field=("state",),
+        list_field=("items",),
+        item_status=("state",),
         states={
             "provisioning": RUNNING,
             "starting": RUNNING,
@@ -126,3 +140,23 @@ def read_state(api: ProviderApi, http_status: int, body) -> str:
     if not isinstance(value, str):
         return UNKNOWN
     return api.states.get(value.strip(), api.states.get(value.strip().lower(), UNKNOWN))
+
+
+def read_inventory(api: ProviderApi, body) -> dict[str, str]:
+    """{provider id: RUNNING/STOPPED/GONE/UNKNOWN} from one "list" answer; a malformed answer raises
+    ValueError (an inventory we cannot read must never read as "nothing bills")."""
+    items = body
+    for key in api.list_field:
+        items = items.get(key) if isinstance(items, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("the provider's list answer is not a list where its documentation puts it")
+    inventory = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str | int) or str(item["id"]) == "":
+            raise ValueError("a listed resource has no id")
+        word = item
+        for key in api.item_status:
+            word = word.get(key) if isinstance(word, dict) else None
+        state = api.states.get(word, api.states.get(str(word).lower(), UNKNOWN)) if isinstance(word, str) else UNKNOWN
+        inventory[str(item["id"])] = state
+    return inventory

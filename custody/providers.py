@@ -17,8 +17,8 @@ import urllib.request
 from django.conf import settings
 
 from custody.models import TeardownKind
-from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, UNKNOWN, fill, read_state
-from profiles.credentials import provider_key
+from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, UNKNOWN, fill, read_inventory, read_state
+from profiles.credentials import api_key_of, provider_key
 from profiles.nodes import transport_for
 from profiles.transport import CredentialError, TransportError
 
@@ -101,13 +101,34 @@ def api_call(instance, verb: str, idempotency_key: str = "") -> dict:
         raise ProviderError(str(exc)) from None
     if not instance.provider_id:
         raise ProviderError("the instance has no provider id")
+    return _with_retries(provider, lambda: _send(api, provider, verb, instance.provider_id, key, idempotency_key))
+
+
+def _with_retries(provider: str, send) -> dict:
     for attempt in range(settings.PROVIDER_API_RETRIES + 1):
-        status, body = _send(api, provider, verb, instance.provider_id, key, idempotency_key)
+        status, body = send()
         if status != 429 and status < 500:
             return {"http_status": status, "body": body}
         if attempt < settings.PROVIDER_API_RETRIES:
             time.sleep(_retry_wait(body, attempt))
     raise ProviderError(f"{provider} answered {status} {settings.PROVIDER_API_RETRIES + 1} times: {body.get('error')}")
+
+
+def list_resources(profile_key: str, credential) -> dict[str, str]:
+    """Every box the provider lists under a credential's key: {provider id: state}. ProviderError when
+    it cannot be asked or answers something unreadable (never an empty inventory by mistake)."""
+    api = APIS[profile_key]
+    try:
+        key = api_key_of(credential)
+    except CredentialError as exc:
+        raise ProviderError(str(exc)) from None
+    answer = _with_retries(profile_key, lambda: _send(api, profile_key, "list", "", key, ""))
+    if answer["http_status"] != 200:
+        raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
+    try:
+        return read_inventory(api, answer["body"])
+    except ValueError as exc:
+        raise ProviderError(f"{profile_key}: {exc}") from None
 
 
 def provider_state(instance) -> str:

@@ -55,6 +55,20 @@ def flag_stuck_teardowns() -> list[int]:
     return flagged
 
 
+@shared_task(acks_late=True, soft_time_limit=300, time_limit=330)
+def reconcile_providers() -> dict:
+    from custody.drift import do_reconcile_providers
+
+    return do_reconcile_providers()
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def raise_clock_alarms() -> list[int]:
+    from custody.alarms import do_raise_clock_alarms
+
+    return do_raise_clock_alarms()
+
+
 @shared_task(acks_late=True, soft_time_limit=30, time_limit=45, autoretry_for=(OSError,), max_retries=3)
 def post_webhook(url: str, data: dict) -> int:
     return notify.post(url, data)

@@ -2,14 +2,48 @@
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.utils import timezone
 
 from profiles.models import InstanceEvent, InstanceState
 
-DAYS_AFTER_STOP = re.compile(r"(\d+)\s*days?\s+after\s+stop", re.IGNORECASE)
+# "15 days after stop", "~10 days after stop", "24 h after stop", "6 hours after stop".
+AFTER_STOP = re.compile(r"(\d+(?:\.\d+)?)\s*(days?|h|hours?)\s+after\s+stop", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ClockDeadline:
+    key: str  # stable per profile clock: alarms already raised are recognised by it
+    what: str
+    fires_at: datetime
+
+
+def hours_after_stop(clock: str) -> float | None:
+    match = AFTER_STOP.search(clock)
+    if not match:
+        return None
+    return float(match.group(1)) * (24 if match.group(2).lower().startswith("d") else 1)
+
+
+def clock_deadlines(instance, now=None) -> list[ClockDeadline]:
+    """The clocks of a stopped box that fire at a known time: each profile clock written "N days/hours
+    after stop", and the platform's release of a stopped box (which takes its disks)."""
+    if instance.state != InstanceState.STOPPED:
+        return []
+    since = accrued_cost(instance, now).state_since
+    profile, deadlines = instance.profile, []
+    for index, clock in enumerate(profile.danger_clocks):
+        hours = hours_after_stop(clock["clock"])
+        if hours is not None:
+            deadlines.append(ClockDeadline(f"clock-{index}", clock["what"], since + timedelta(hours=hours)))
+    if profile.stopped_released_after_hours is not None:
+        what = f"{profile.name} releases a stopped box, and with it every disk release destroys"
+        deadlines.append(
+            ClockDeadline("auto-release", what, since + timedelta(hours=profile.stopped_released_after_hours))
+        )
+    return deadlines
 
 
 @dataclass(frozen=True)
@@ -59,10 +93,11 @@ def danger_clocks(instance, has_live_run: bool, now=None) -> list[str]:
         days = hours / 24
         spent = instance.rate_stopped * Decimal(str(hours))
         for clock in instance.profile.danger_clocks:
-            match = DAYS_AFTER_STOP.search(clock["clock"])
-            if match:
-                left = int(match.group(1)) - days
-                lines.append(f"stopped {days:.0f} days — {name}: {clock['what']} ({max(left, 0):.0f} days left)")
+            after = hours_after_stop(clock["clock"])
+            if after is not None:
+                left = max(after - hours, 0)
+                when = f"{left / 24:.0f} days left" if after >= 48 else f"{left:.0f} h left"
+                lines.append(f"stopped {days:.0f} days — {name}: {clock['what']} ({when})")
             elif "continuous" in clock["clock"] and ("stop" in clock["what"] or "disk" in clock["what"]):
                 lines.append(f"stopped on {name}: {clock['what']} (${spent:.2f} so far)")
     elif instance.state == InstanceState.RUNNING and not has_live_run:

@@ -89,7 +89,11 @@ def ssh_auth(instance) -> dict:
 
 def provider_key(instance) -> str:
     """The provider API key's value, read from the worker's environment at the moment of use."""
-    credential = _granted(instance, instance.api_credential, "provider API key")
+    return api_key_of(_granted(instance, instance.api_credential, "provider API key"))
+
+
+def api_key_of(credential) -> str:
+    """A provider credential's key, read from the worker's environment (reconciliation lists by key)."""
     match = ENV_REFERENCE.fullmatch(credential.reference)
     value = os.environ.get(match.group(1)) if match else None
     if not value:

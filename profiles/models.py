@@ -231,6 +231,7 @@ class InstanceEvent(models.Model):
         PROBE = "probe"
         HOST_KEY = "host_key"
         NOTE = "note"
+        CLOCK = "clock"
 
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -122,3 +122,13 @@ def redis_url() -> str:
         scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
         raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix:// (got {scheme!r})")
     return url
+
+
+def envints(name: str, default: list[int]) -> list[int]:
+    """Comma-separated positive integers, largest first (e.g. "72,24,6")."""
+    values = []
+    for item in envlist(name, [str(value) for value in default]):
+        if not item.isdigit() or int(item) <= 0:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a positive whole number")
+        values.append(int(item))
+    return sorted(set(values), reverse=True)

@@ -215,6 +215,17 @@ RECONCILE_CUSTODY_SECONDS = env.envint("RECONCILE_CUSTODY_SECONDS", 3900)
 RECONCILE_MAX_REDRIVES = env.envint("RECONCILE_MAX_REDRIVES", 2)
 CELERY_BEAT_SCHEDULE["reconcile"] = {"task": "runs.tasks.reconcile_runs", "schedule": RECONCILE_INTERVAL}
 CELERY_BEAT_SCHEDULE["reconcile-custody"] = {"task": "custody.tasks.reconcile_custody", "schedule": RECONCILE_INTERVAL}
+# Danger clocks alarm the project this many hours before they fire (and once when they have).
+CLOCK_ALARM_HOURS = env.envints("CLOCK_ALARM_HOURS", [72, 24, 6])
+CELERY_BEAT_SCHEDULE["raise-clock-alarms"] = {
+    "task": "custody.tasks.raise_clock_alarms",
+    "schedule": env.envfloat("CLOCK_ALARM_INTERVAL", 300),
+}
+# What each API platform lists under the team's keys, against the dashboard (custody/drift.py).
+CELERY_BEAT_SCHEDULE["reconcile-providers"] = {
+    "task": "custody.tasks.reconcile_providers",
+    "schedule": env.envfloat("PROVIDER_RECONCILE_INTERVAL", 600),
+}
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
     "task": "custody.tasks.expire_teardown_requests",
     "schedule": 300.0,

@@ -1,10 +1,12 @@
 """What the dashboard home counts."""
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
-from custody.models import TeardownRequest
+from custody.models import ClockAlarm, ProviderDrift, TeardownRequest
 from profiles.costs import danger_clocks
 from profiles.models import Instance, InstanceState
 from projects.models import Project
@@ -34,6 +36,24 @@ def tiles_for(user) -> list[Tile]:
             "consequences waiting for a second person",
         ),
     ]
+
+
+def clock_alarms(instances) -> list[ClockAlarm]:
+    """The banner: alarms of boxes still stopped whose clock fires from a day ago onwards, soonest first."""
+    since = timezone.now() - timedelta(days=1)
+    alarms = ClockAlarm.objects.filter(instance__in=instances.filter(state=InstanceState.STOPPED), fires_at__gt=since)
+    latest = {}
+    for alarm in alarms.select_related("instance").order_by("fires_at", "threshold_hours"):
+        latest.setdefault((alarm.instance_id, alarm.clock, alarm.fires_at), alarm)  # the tightest per clock
+    return list(latest.values())
+
+
+def open_drift(user) -> list[ProviderDrift]:
+    """Provider drift under the keys granted to the user's projects (every key for an admin)."""
+    drift = ProviderDrift.objects.filter(resolved_at__isnull=True).select_related("instance")
+    if not user.is_superuser:
+        drift = drift.filter(credential__projects__in=Project.objects.visible_to(user)).distinct()
+    return list(drift[:50])
 
 
 def idle_billing(instances) -> list[tuple]:

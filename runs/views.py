@@ -17,7 +17,7 @@ from remotegpu_site.health import system_health
 from runs import compare, history
 from runs.actions import do_close_active, do_create_run, do_create_sweep, do_retry_run, do_start_preflight
 from runs.cadence import cadence_for
-from runs.dashboard import idle_billing, tiles_for
+from runs.dashboard import clock_alarms, idle_billing, open_drift, tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
 from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Run, RunState, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
@@ -31,6 +31,8 @@ def dashboard(request):
         "checks": system_health(),
         "can_create_project": request.user.has_perm("projects.add_project"),
         "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
+        "clock_alarms": clock_alarms(Instance.objects.visible_to(request.user)),
+        "drift": open_drift(request.user),
     }
     return render(request, "runs/dashboard.html", context)
 

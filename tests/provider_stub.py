@@ -37,11 +37,15 @@ class RunPod:
 
     name, auth = "runpod", "bearer"
     routes = [
+        ("GET", r"/v1/pods", "list"),
         ("POST", r"/v1/pods/(?P<id>[\w.-]+)/stop", "stop"),
         ("DELETE", r"/v1/pods/(?P<id>[\w.-]+)", "terminate"),
         ("GET", r"/v1/pods/(?P<id>[\w.-]+)", "status"),
     ]
     words = {RUNNING: "RUNNING", STOPPED: "EXITED"}
+
+    def listing(self, boxes):
+        return [{"id": i, "desiredStatus": self.words[state], "costPerHr": 0.44} for i, state in boxes.items()]
 
     def act(self, stub, verb, target, body):
         _no_body(body)
@@ -63,10 +67,15 @@ class VastAi:
 
     name, auth = "vastai", "bearer"
     routes = [
+        ("GET", r"/api/v0/instances/", "list"),
         ("PUT", r"/api/v0/instances/(?P<id>[\w.-]+)/", "state"),
         ("DELETE", r"/api/v0/instances/(?P<id>[\w.-]+)/", "destroy"),
         ("GET", r"/api/v0/instances/(?P<id>[\w.-]+)/", "status"),
     ]
+
+    def listing(self, boxes):
+        words = {RUNNING: "running", STOPPED: "exited"}
+        return {"instances": [{"id": i, "actual_status": words[state], "dph_total": 0.3} for i, state in boxes.items()]}
 
     def act(self, stub, verb, target, body):
         if verb == "state":
@@ -95,9 +104,13 @@ class Lambda:
 
     name, auth = "lambda", "basic"
     routes = [
+        ("GET", r"/api/v1/instances", "list"),
         ("POST", r"/api/v1/instance-operations/terminate", "terminate"),
         ("GET", r"/api/v1/instances/(?P<id>[\w.-]+)", "status"),
     ]
+
+    def listing(self, boxes):
+        return {"data": [{"id": i, "status": "active"} for i in boxes]}
 
     def act(self, stub, verb, target, body):
         if verb == "terminate":
@@ -118,10 +131,14 @@ class Paperspace:
 
     name, auth = "paperspace", "bearer"
     routes = [
+        ("GET", r"/v1/machines", "list"),
         ("PATCH", r"/v1/machines/(?P<id>[\w.-]+)/stop", "stop"),
         ("DELETE", r"/v1/machines/(?P<id>[\w.-]+)", "destroy"),
         ("GET", r"/v1/machines/(?P<id>[\w.-]+)", "status"),
     ]
+
+    def listing(self, boxes):
+        return {"items": [{"id": i, "state": "ready" if state == RUNNING else "off"} for i, state in boxes.items()]}
 
     def act(self, stub, verb, target, body):
         _no_body(body)
@@ -147,6 +164,8 @@ class ProviderStub:
         self.hold: dict[str, threading.Event] = {}  # target → a state change's answer waits until set
         self.faults: dict[str, deque] = defaultdict(deque)  # target → the next answers: 429, 503, "timeout"
         self.requests: list[dict] = []  # every request, accepted or not (method, path, provider)
+        self.owner: dict[str, str] = {}  # target → the provider that has it (what "list" answers)
+        self.lies: set[str] = set()  # targets whose release answers 200 and changes nothing
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -225,8 +244,14 @@ class ProviderStub:
 
     def _act(self, provider, verb, target, body, headers):
         """The provider's answer; the calls it records carry the request's Idempotency-Key."""
+        if verb == "list":
+            _no_body(body)
+            with self.lock:
+                boxes = {i: s for i, s in self.states.items() if self.owner.get(i) == provider.name and s != GONE}
+            return 200, provider.listing(boxes)
         with self.lock:
             before = len(self.calls)
+            self.owner.setdefault(target, provider.name)
             answer = provider.act(self, verb, target, body)
             for call in self.calls[before:]:
                 call["idempotency_key"] = headers.get("Idempotency-Key")
@@ -263,14 +288,30 @@ class ProviderStub:
         return self.states.get(target, RUNNING)
 
     def change(self, provider: str, verb: str, target: str, body, state: str) -> None:
-        """Called with the lock held: one accepted state change."""
+        """Called with the lock held: one accepted state change (a lying provider accepts and keeps billing)."""
         self.calls.append({"provider": provider, "verb": verb, "target": target, "body": body})
-        self.states[target] = state
+        if target not in self.lies:
+            self.states[target] = state
+
+    def add(self, provider: str, target: str, state: str = RUNNING) -> None:
+        """A box the provider has under the key (listed), whether or not the dashboard knows it."""
+        with self.lock:
+            self.owner[target], self.states[target] = provider, state
 
     def reset(self) -> None:
         """Forget every box, call and fault: the next test's boxes exist and run."""
         with self.lock:
-            for kept in (self.calls, self.requests, self.states, self.lagging, self.faults, self.hold):
+            kept_all = (
+                self.calls,
+                self.requests,
+                self.states,
+                self.lagging,
+                self.faults,
+                self.hold,
+                self.owner,
+                self.lies,
+            )
+            for kept in kept_all:
                 kept.clear()
 
     def fail_next(self, target: str, *answers) -> None:

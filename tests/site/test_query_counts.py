@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 18,
+    "dashboard": 20,
     "history": 10,
     "project": 8,
     "run": 9,

@@ -1,0 +1,120 @@
+"""Reconciliation with the providers (issue 17 §2): what each API platform lists under a team's key,
+against what the dashboard believes. Drift is a box the provider bills that no instance here names
+(an orphan), a box released here that the provider still lists (a release that answered 200 and kept
+billing), or a box stopped here that runs there. Beat runs it; new drift is notified once.
+"""
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from custody.models import DriftKind, ProviderDrift
+from custody.provider_apis import APIS, GONE, RUNNING
+from custody.providers import ProviderError, list_resources
+from profiles.models import Credential, Instance, InstanceState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Seen:
+    provider_id: str
+    kind: str
+    instance: Instance | None
+    detail: str
+
+
+def compare(profile_key: str, inventory: dict[str, str], instances) -> list[Seen]:
+    """Pure: the drift between a provider's inventory and the instances registered under that key."""
+    known = {instance.provider_id: instance for instance in instances if instance.provider_id}
+    drift = []
+    for provider_id, state in sorted(inventory.items()):
+        if state == GONE:
+            continue
+        instance = known.get(provider_id)
+        if instance is None:
+            detail = f"{profile_key} lists {provider_id} ({state}); no instance here has that provider id"
+            drift.append(Seen(provider_id, DriftKind.ORPHAN, None, detail))
+        elif instance.state == InstanceState.RELEASED:
+            detail = f"{instance.name} is released here; {profile_key} still lists it ({state})"
+            drift.append(Seen(provider_id, DriftKind.STILL_BILLING, instance, detail))
+        elif instance.state == InstanceState.STOPPED and state == RUNNING:
+            detail = f"{instance.name} is stopped here; {profile_key} says it runs (billing at the running rate)"
+            drift.append(Seen(provider_id, DriftKind.RUNNING_NOT_STOPPED, instance, detail))
+    return drift
+
+
+def keys_to_reconcile() -> list[tuple[str, int]]:
+    """(platform, credential) pairs some instance uses: the keys the team bills under."""
+    pairs = Instance.objects.filter(profile_key__in=APIS, api_credential__isnull=False)
+    return sorted(set(pairs.values_list("profile_key", "api_credential_id")))
+
+
+def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
+    """Ask the provider (outside any transaction), then record: the ids of drift seen for the first time."""
+    credential = Credential.objects.get(pk=credential_id)
+    inventory = list_resources(profile_key, credential)
+    instances = list(Instance.objects.filter(profile_key=profile_key, api_credential=credential))
+    seen, now, new = compare(profile_key, inventory, instances), timezone.now(), []
+    with transaction.atomic(durable=True):
+        open_rows = ProviderDrift.objects.select_for_update().filter(
+            profile_key=profile_key, credential=credential, resolved_at__isnull=True
+        )
+        by_key = {(row.provider_id, row.kind): row for row in open_rows}
+        for item in seen:
+            row = by_key.pop((item.provider_id, item.kind), None)
+            if row is not None:
+                row.last_seen, row.detail = now, item.detail
+                row.save(update_fields=["last_seen", "detail"])
+                continue
+            try:
+                with transaction.atomic():
+                    row = ProviderDrift.objects.create(
+                        profile_key=profile_key,
+                        provider_id=item.provider_id,
+                        credential=credential,
+                        instance=item.instance,
+                        kind=item.kind,
+                        detail=item.detail,
+                        last_seen=now,
+                    )
+            except IntegrityError:
+                continue  # a concurrent reconciliation recorded it first
+            new.append(row.pk)
+            transaction.on_commit(partial(notify_drift, row.pk))
+        for row in by_key.values():  # no longer seen: resolved
+            row.resolved_at = now
+            row.save(update_fields=["resolved_at"])
+    return new
+
+
+def do_reconcile_providers() -> dict:
+    """Beat: every key; a provider that cannot be asked is logged and asked again next time."""
+    result = {"new": [], "failed": []}
+    for profile_key, credential_id in keys_to_reconcile():
+        try:
+            result["new"] += do_reconcile_provider(profile_key, credential_id)
+        except ProviderError as exc:
+            log.warning("reconciliation with %s (credential %s) failed: %s", profile_key, credential_id, exc)
+            result["failed"].append(profile_key)
+    return result
+
+
+def notify_drift(drift_id: int) -> None:
+    """Best effort, after commit: the members of every project granted the key, and their webhooks."""
+    from custody.alarms import notify_members
+
+    drift = ProviderDrift.objects.select_related("credential").get(pk=drift_id)
+    subject = f"[RemoteGPU] provider drift: {drift.get_kind_display()}"
+    data = {
+        "event": "provider.drift",
+        "kind": drift.kind,
+        "platform": drift.profile_key,
+        "provider_id": drift.provider_id,
+        "detail": drift.detail,
+    }
+    for project in drift.credential.projects.all():
+        notify_members(project, subject, drift.detail, data)

@@ -1,0 +1,98 @@
+"""Clocks that alarm (issue 17 §5): a stopped box's clocks, "N hours after stop" included, notify the
+project once per threshold, never once per beat tick, by e-mail and its webhook, with a banner."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from custody.alarms import do_raise_clock_alarms, threshold_due
+from custody.models import ClockAlarm
+from profiles.actions import do_change_instance_state
+from profiles.costs import clock_deadlines
+from profiles.models import Instance, InstanceEvent
+from projects.models import Project
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def gpushare(alice, bob, carol, settings):
+    """A stopped Gpushare box: /hy-tmp is wiped 24 h after stop, the box released after 240 h."""
+    settings.CLOCK_ALARM_HOURS = [72, 24, 6]
+    slug = f"clk{uuid.uuid4().hex[:8]}"
+    project = Project.objects.create(name=slug, slug=slug)
+    project.members.add(alice, bob, carol)
+    box = Instance.objects.create(name=f"{slug}-box-20261130", project=project, profile_key="gpushare", state="running")
+    do_change_instance_state(box.pk, "stopped", "night", actor=bob)
+    return box
+
+
+def stopped_hours_ago(box, hours: float) -> None:
+    """Move the stop back in time in the database: the clocks read its timestamp."""
+    stop = box.events.filter(kind=InstanceEvent.Kind.STATE).latest("at")
+    InstanceEvent.objects.filter(pk=stop.pk).update(at=timezone.now() - timedelta(hours=hours))
+
+
+def test_thresholds_pick_the_tightest_one_inside():
+    assert [threshold_due(h, [72, 24, 6]) for h in (100, 72, 30, 23, 5.9, 0, -3)] == [None, 72, 72, 24, 6, 0, 0]
+
+
+def test_an_hours_after_stop_clock_counts(gpushare):
+    clocks = {deadline.key: deadline for deadline in clock_deadlines(gpushare)}
+    wipe = next(d for d in clocks.values() if "wiped 24 hours" in d.what)
+    stop_at = gpushare.events.filter(kind=InstanceEvent.Kind.STATE).latest("at").at
+    assert wipe.fires_at == stop_at + timedelta(hours=24)
+    assert clocks["auto-release"].fires_at == stop_at + timedelta(hours=240)
+
+
+def test_a_clock_23_hours_from_firing_alarms_once_per_threshold(client, bob, charlie, gpushare):
+    stopped_hours_ago(gpushare, 1)  # the 24 h wipe fires in 23 h
+    assert len(do_raise_clock_alarms()) == 1  # the wipe's 24 h threshold; the release is 239 h away
+    for _ in range(3):
+        assert do_raise_clock_alarms() == []  # beat ticks again: nothing new
+    alarm = ClockAlarm.objects.get()
+    assert (alarm.threshold_hours, alarm.clock) == (24, "clock-0")
+    assert len(mail.outbox) == 1 and "/hy-tmp is wiped 24 hours after the box stops" in mail.outbox[0].body
+    assert sorted(mail.outbox[0].to) == ["alice@example.org", "bob@example.org", "carol@example.org"]
+
+    stopped_hours_ago(gpushare, 18.5)  # 5.5 h left: the 6 h threshold
+    do_raise_clock_alarms()
+    stopped_hours_ago(gpushare, 25)  # fired
+    do_raise_clock_alarms()
+    do_raise_clock_alarms()
+    thresholds = list(ClockAlarm.objects.filter(clock="clock-0").values_list("threshold_hours", flat=True))
+    assert sorted(thresholds) == [0, 6, 24] and len(mail.outbox) == 3
+
+    client.force_login(bob)
+    page = client.get("/").content.decode()
+    assert 'id="clock-alarms"' in page and "fired" in page and gpushare.name in page
+    client.force_login(charlie)  # the outsider sees no banner about alice's box
+    assert gpushare.name not in client.get("/").content.decode()
+
+
+def test_a_running_box_has_no_stopped_clocks_and_a_new_stop_alarms_again(bob, gpushare):
+    stopped_hours_ago(gpushare, 1)
+    assert len(do_raise_clock_alarms()) == 1
+    do_change_instance_state(gpushare.pk, "running", "started again", actor=bob)
+    assert do_raise_clock_alarms() == [] and clock_deadlines(Instance.objects.get(pk=gpushare.pk)) == []
+    do_change_instance_state(gpushare.pk, "stopped", "night again", actor=bob)
+    stopped_hours_ago(gpushare, 2)
+    assert len(do_raise_clock_alarms()) == 1  # a new firing time: a new alarm
+    assert ClockAlarm.objects.count() == 2
+
+
+def test_the_project_webhook_hears_the_alarm(bob, gpushare, provider_stub, celery_worker_process):
+    project = gpushare.project
+    project.approval_webhook = f"{provider_stub.url}/hooks/{project.slug}"
+    project.save()
+    stopped_hours_ago(gpushare, 1)
+    do_raise_clock_alarms()
+    hooks = wait_until(
+        lambda: [hook for hook in provider_stub.webhooks if hook["path"].endswith(project.slug)],
+        what="the clock webhook",
+    )
+    assert hooks[0]["body"]["event"] == "clock.threshold" and hooks[0]["body"]["threshold_hours"] == 24

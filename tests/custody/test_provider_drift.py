@@ -1,0 +1,98 @@
+"""Reconciliation with the providers (issue 17 §2), against stubs that list what they have and can lie:
+an orphan, a release that answered 200 and kept billing, a box stopped here that runs there."""
+
+import pytest
+from django.core import mail
+
+from custody.drift import compare, do_reconcile_providers
+from custody.models import DriftKind, ProviderDrift, TeardownStatus
+from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, read_inventory
+from custody.tasks import execute_teardown
+from custody.teardown import do_approve_teardown, do_request_teardown
+from profiles.models import Instance
+from tests.provider_stub import api_credential
+
+
+def test_compare_names_each_kind_of_drift():
+    known = [
+        Instance(name="a", provider_id="p-run", state="running"),
+        Instance(name="b", provider_id="p-rel", state="released"),
+        Instance(name="c", provider_id="p-stop", state="stopped"),
+        Instance(name="d", provider_id="p-gone", state="released"),
+    ]
+    inventory = {"p-run": RUNNING, "p-rel": STOPPED, "p-stop": RUNNING, "p-gone": GONE, "p-new": RUNNING}
+    kinds = {(seen.provider_id, seen.kind) for seen in compare("runpod", inventory, known)}
+    assert kinds == {
+        ("p-new", DriftKind.ORPHAN),
+        ("p-rel", DriftKind.STILL_BILLING),
+        ("p-stop", DriftKind.RUNNING_NOT_STOPPED),
+    }
+
+
+@pytest.mark.parametrize(
+    ("provider", "body"),
+    [("lambda", {"data": None}), ("runpod", {"pods": []}), ("paperspace", {"items": [{"state": "ready"}]})],
+)
+def test_an_unreadable_inventory_is_an_error_never_an_empty_one(provider, body):
+    with pytest.raises(ValueError):
+        read_inventory(APIS[provider], body)
+
+
+pytestmark_db = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def pod(project, provider_api, no_worker):
+    provider_api.add("runpod", "pod-known")
+    return Instance.objects.create(
+        name=f"{project.slug}-pod-20261130", project=project, profile_key="runpod", provider_id="pod-known",
+        api_credential=api_credential(project), state="running",
+    )  # fmt: skip
+
+
+@pytestmark_db
+def test_an_orphan_is_flagged_once_notified_and_resolved_when_gone(client, bob, charlie, pod, provider_api):
+    provider_api.add("runpod", "pod-orphan")
+    first = do_reconcile_providers()
+    assert first["failed"] == [] and len(first["new"]) == 1
+    drift = ProviderDrift.objects.get()
+    assert (drift.kind, drift.provider_id, drift.instance) == (DriftKind.ORPHAN, "pod-orphan", None)
+    assert len(mail.outbox) == 1 and "pod-orphan" in mail.outbox[0].body
+    assert do_reconcile_providers()["new"] == []  # seen again: no second notification
+    assert len(mail.outbox) == 1
+
+    client.force_login(bob)
+    assert 'id="provider-drift"' in client.get("/").content.decode()
+    client.force_login(charlie)
+    assert 'id="provider-drift"' not in client.get("/").content.decode()
+
+    provider_api.states["pod-orphan"] = GONE
+    do_reconcile_providers()
+    drift.refresh_from_db()
+    assert drift.resolved_at is not None
+
+
+@pytestmark_db
+def test_a_release_that_answered_200_and_kept_billing_is_drift(alice, bob, pod, provider_api):
+    provider_api.lies.add("pod-known")
+    request = do_request_teardown(pod.pk, "release", "finished", actor=bob)
+    do_approve_teardown(request.pk, "ok", actor=alice)
+    assert execute_teardown(request.pk) == "done"
+    request.refresh_from_db()
+    pod.refresh_from_db()
+    assert request.status == TeardownStatus.DONE and pod.state == "released"  # what the provider told us
+
+    assert len(do_reconcile_providers()["new"]) == 1
+    drift = ProviderDrift.objects.get()
+    assert drift.kind == DriftKind.STILL_BILLING and drift.instance == pod
+    assert "is released here; runpod still lists it (running)" in drift.detail
+    assert any("still at the provider" in message.subject.lower() for message in mail.outbox)
+
+
+@pytestmark_db
+def test_a_provider_that_cannot_list_resolves_nothing(bob, pod, provider_api, settings):
+    provider_api.add("runpod", "pod-orphan")
+    do_reconcile_providers()
+    provider_api.fail_next("", *[503] * (settings.PROVIDER_API_RETRIES + 1))
+    assert do_reconcile_providers()["failed"] == ["runpod"]
+    assert ProviderDrift.objects.get().resolved_at is None  # not knowing is not "gone"
