@@ -36,7 +36,17 @@ import time
 
 REQUIRED_EXPORT = ("run.json", "config.yaml", "train.csv", "best.pth")
 FORBIDDEN_EXPORT = ("latest.pth",)
-LOAD_CHECK = "import sys, torch\ntorch.load(sys.argv[1], map_location='cpu', weights_only=True)\nprint('loaded')\n"
+# One interpreter start (torch's import is seconds of CPU): exit 3 when this python has no torch.
+NO_TORCH = 3
+LOAD_CHECK = (
+    "import sys\n"
+    "try:\n"
+    "    import torch\n"
+    "except ImportError:\n"
+    f"    sys.exit({NO_TORCH})\n"
+    "torch.load(sys.argv[1], map_location='cpu', weights_only=True)\n"
+    "print('loaded')\n"
+)
 
 
 def expand(path):
@@ -378,14 +388,13 @@ def check_best_loads(spec, best):
     argv0 = argv_in_environment(spec)[0]
     python = argv0 if os.path.basename(argv0).startswith("python") else sys.executable
     try:
-        done = subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=120)
+        done = subprocess.run(
+            [python, "-c", LOAD_CHECK, best], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode != 0:
+    if done.returncode == NO_TORCH:
         return None  # torch unavailable on the node: the custody readback loads it later
-    done = subprocess.run(
-        [python, "-c", LOAD_CHECK, best], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
-    )
     if done.returncode != 0:
         return "best.pth does not load with weights_only=True: {}".format(done.stdout.decode(errors="replace")[-500:])
     return None

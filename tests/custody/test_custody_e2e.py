@@ -34,9 +34,11 @@ def wait_record(record, timeout=120) -> CustodyRecord:
     return wait_until(settled, timeout, 0.3, f"custody #{record.pk} settling")
 
 
-def test_pull_readback_load_recompute_gives_a_verified_record(
-    client, bob, make_run, source, node, tmp_path, celery_worker_process
+def test_pull_readback_load_recompute_gives_a_verified_record_exported_as_json(
+    client, bob, carol, charlie, make_run, source, node, tmp_path, celery_worker_process
 ):
+    """One exported run (a full training is most of this module's time) serves three checks: the
+    verified record, its JSON export, and a pull killed half-way resuming from what arrived."""
     run = exported(make_run, source, bob)
     assert run.state == RunState.EXPORTED
     run.instance.mirror_root = str(tmp_path / "durable")  # the box's durable tier
@@ -58,6 +60,36 @@ def test_pull_readback_load_recompute_gives_a_verified_record(
     client.force_login(bob)
     page = client.get(run.get_absolute_url()).content.decode()
     assert f"Custody #{record.pk}" in page and record.roster_sha256 in page
+
+    client.force_login(charlie)  # the outsider: this real record is not found for them
+    assert client.get(reverse("custody-json", args=[record.pk])).status_code == 404
+    client.force_login(carol)  # a member, even one without a role, reads it
+    response = client.get(reverse("custody-json", args=[record.pk]))
+    assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
+    document = response.json()
+    assert document["roster_sha256"] == record.roster_sha256 and document["status"] == "verified"
+    assert document["run"]["config_sha256"] == run.config_sha256
+    assert {a["path"] for a in document["artifacts"]} >= {"best.pth", "run.json", "test/synthetic/metrics.json"}
+    assert document["architecture"]["ok"] and document["architecture"]["checked"]
+    assert client.get(reverse("custody-json", args=[record.pk + 999])).status_code == 404
+
+    resume_partial_pull(run, node, tmp_path / "resume")
+
+
+def resume_partial_pull(run, node, target) -> None:
+    """What a pull killed half-way leaves (the first half under the .partial name, nothing final)
+    resumes: only the rest moves, and the file ends identical."""
+    with NodeSession(run) as session:
+        session.prepare()
+        entry = next(e for e in parse_roster(session.roster()) if e.path == "test/synthetic/results.parquet")
+        half = (node.export(run) / entry.path).read_bytes()[: entry.bytes // 2]
+        partial = partial_of(target / entry.path)
+        partial.parent.mkdir(parents=True)
+        partial.write_bytes(half)
+        moved = pull_one(session.transport, session.layout.export, entry, target)
+    assert moved == entry.bytes - len(half)
+    assert (target / entry.path).read_bytes() == (node.export(run) / entry.path).read_bytes()
+    assert not partial.exists()
 
 
 def test_a_flipped_byte_after_sealing_fails_closed_naming_the_file(bob, make_run, source, node, celery_worker_process):
@@ -83,38 +115,6 @@ def test_an_inflated_metric_fails_closed_with_the_recomputed_value(bob, make_run
     assert record.status == CustodyStatus.FAILED
     assert "metric drift in test/synthetic: accuracy claimed" in record.failure
     assert "(delta -0.05" in record.failure
-
-
-def test_a_partial_file_resumes_from_what_arrived(bob, make_run, source, node, tmp_path, celery_worker_process):
-    run = exported(make_run, source, bob)
-    with NodeSession(run) as session:
-        session.prepare()
-        entry = next(e for e in parse_roster(session.roster()) if e.path == "test/synthetic/results.parquet")
-        # What a pull killed half-way leaves: the first half under the .partial name, nothing final.
-        half = (node.export(run) / entry.path).read_bytes()[: entry.bytes // 2]
-        partial = partial_of(tmp_path / entry.path)
-        partial.parent.mkdir(parents=True)
-        partial.write_bytes(half)
-        moved = pull_one(session.transport, session.layout.export, entry, tmp_path)
-    assert moved == entry.bytes - len(half)
-    assert (tmp_path / entry.path).read_bytes() == (node.export(run) / entry.path).read_bytes()
-    assert not partial.exists()
-
-
-def test_the_custody_record_exports_as_json(client, bob, carol, charlie, make_run, source, celery_worker_process):
-    run = exported(make_run, source, bob)
-    record = wait_record(do_start_verification(run.pk, actor=bob))
-    client.force_login(charlie)  # the outsider: this real record is not found for them
-    assert client.get(reverse("custody-json", args=[record.pk])).status_code == 404
-    client.force_login(carol)  # a member, even one without a role, reads it
-    response = client.get(reverse("custody-json", args=[record.pk]))
-    assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
-    document = response.json()
-    assert document["roster_sha256"] == record.roster_sha256 and document["status"] == "verified"
-    assert document["run"]["config_sha256"] == run.config_sha256
-    assert {a["path"] for a in document["artifacts"]} >= {"best.pth", "run.json", "test/synthetic/metrics.json"}
-    assert document["architecture"]["ok"] and document["architecture"]["checked"]
-    assert client.get(reverse("custody-json", args=[record.pk + 999])).status_code == 404
 
 
 def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_run, source, celery_worker_process):

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from runs.actions import IllegalTransition, do_retry_run, do_start_preflight
 from runs.models import Run, RunEvent, RunState
+from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +46,7 @@ def test_operator_creates_a_run_with_a_generated_safe_id(client, bob, form, proj
     assert RunEvent.objects.get(run=run).kind == "created"
     page = client.get(run.get_absolute_url()).content.decode()
     assert "baseline; rm -rf / $(x)" in page  # shown, escaped, never executed
-    assert f"proj/{project.slug}/active/{run.run_id}" in page
+    assert f"{NODE_ROOT.rsplit('/', 1)[1]}/{project.slug}/active/{run.run_id}" in page
 
 
 @pytest.mark.parametrize(

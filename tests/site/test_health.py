@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from celery import Celery
+from celery import Celery, current_app
 from django.urls import reverse
 
 from remotegpu_site import health
@@ -80,7 +80,9 @@ def test_channel_layer_down_is_named(settings):
 
 def test_no_worker_is_named(settings):
     # A real Redis database on which no worker listens (test workers take 15 downwards, a dev stack 0).
-    lonely = Celery("lonely", broker=settings.REDIS_URL.rsplit("/", 1)[0] + f"/{LONELY_REDIS_DB}")
+    # Not the current app: every later .delay() in this process must still reach our broker.
+    lonely = Celery("lonely", broker=settings.REDIS_URL.rsplit("/", 1)[0] + f"/{LONELY_REDIS_DB}", set_as_current=False)
+    assert current_app.main == "remotegpu"
     ok, detail = health.check_workers(lonely)
     assert ok is False
     assert "no Celery worker answered a ping" in detail
