@@ -27,8 +27,7 @@ def gpushare(alice, bob, carol, settings):
     project = Project.objects.create(name=slug, slug=slug)
     project.members.add(alice, bob, carol)
     box = Instance.objects.create(name=f"{slug}-box-20261130", project=project, profile_key="gpushare", state="running")
-    do_change_instance_state(box.pk, "stopped", "night", actor=bob)
-    return box
+    return do_change_instance_state(box.pk, "stopped", "night", actor=bob)
 
 
 def stopped_hours_ago(box, hours: float) -> None:
