@@ -261,7 +261,8 @@ def do_attest_teardown(request_pk, *, actor) -> TeardownRequest:
 def do_finish_execution(
     request_pk, answer: dict, offline: bool | None = None, actor=None, expect=TeardownStatus.EXECUTING
 ) -> TeardownRequest:
-    from profiles.actions import do_change_instance_state
+    from profiles.actions import change_state_locked
+    from profiles.models import INSTANCE_TRANSITIONS
 
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
@@ -276,13 +277,15 @@ def do_finish_execution(
         _apply_effects(request)
         offline_note = {True: "; verified offline", False: "; NOT verified offline", None: ""}[offline]
         audit("done", f"Request #{request.pk} done{offline_note}", actor, request, answer=answer)
-    target = {TeardownKind.SHUTDOWN: "stopped", TeardownKind.RELEASE: "released"}.get(request.kind)
-    reason = f"teardown request #{request.pk}"
-    if request.kind == TeardownKind.SHUTDOWN and offline is False:
-        # The power-off was sent but the box still answers: it may still bill; never call it stopped.
-        target, reason = "unknown", f"shutdown #{request.pk} sent, but the box still answers"
-    if target and request.instance.state != target:
-        do_change_instance_state(request.instance_id, target, reason, actor=None)
+        # The box's state moves in the same commit: nobody reads a done shutdown beside a running box.
+        target = {TeardownKind.SHUTDOWN: "stopped", TeardownKind.RELEASE: "released"}.get(request.kind)
+        reason = f"teardown request #{request.pk}"
+        if request.kind == TeardownKind.SHUTDOWN and offline is False:
+            # The power-off was sent but the box still answers: it may still bill; never call it stopped.
+            target, reason = "unknown", f"shutdown #{request.pk} sent, but the box still answers"
+        instance = request.instance
+        if target and instance.state != target and target in INSTANCE_TRANSITIONS[instance.state]:
+            change_state_locked(instance, target, reason, actor=None)
     return request
 
 

@@ -48,15 +48,21 @@ def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Inst
 def do_change_instance_state(instance_id: int, new_state: str, reason: str = "", *, actor) -> Instance:
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update().get(pk=instance_id)
-        old = InstanceState(instance.state)
-        target = InstanceState(new_state)
-        if target not in INSTANCE_TRANSITIONS[old]:
-            raise IllegalTransition(f"An instance cannot go from {old.label} to {target.label}.")
-        instance.state = target
-        instance.save(update_fields=["state"])
-        message = f"State {old.label} → {target.label}" + (f": {reason}" if reason else "")
-        _event(instance, InstanceEvent.Kind.STATE, message, actor, old=old.value, new=target.value)
+        change_state_locked(instance, new_state, reason, actor=actor)
     return instance
+
+
+def change_state_locked(instance: Instance, new_state: str, reason: str = "", *, actor) -> None:
+    """The transition itself, for a caller that holds the instance row lock in its own transaction
+    (a finished teardown moves its request and its box in one commit)."""
+    old = InstanceState(instance.state)
+    target = InstanceState(new_state)
+    if target not in INSTANCE_TRANSITIONS[old]:
+        raise IllegalTransition(f"An instance cannot go from {old.label} to {target.label}.")
+    instance.state = target
+    instance.save(update_fields=["state"])
+    message = f"State {old.label} → {target.label}" + (f": {reason}" if reason else "")
+    _event(instance, InstanceEvent.Kind.STATE, message, actor, old=old.value, new=target.value)
 
 
 def _observe_running(instance: Instance, evidence: str) -> None:

@@ -5,10 +5,25 @@ from django.db.migrations.executor import MigrationExecutor
 
 
 def migrate(targets):
-    """Migrate to targets, every other app at its newest; the models as of that state."""
+    """Migrate the named apps to targets, every other app to its newest migration that is compatible
+    with them (a later one may depend on a migration the targets undo); the models as of that state."""
     executor = MigrationExecutor(connection)
-    named = {app for app, _ in targets}
-    targets = targets + [node for node in executor.loader.graph.leaf_nodes() if node[0] not in named]
-    executor.migrate(targets)
+    graph = executor.loader.graph
+    named = dict(targets)
+    allowed = {node for target in targets for node in graph.forwards_plan(target)}
+
+    def compatible(node) -> bool:
+        return all(app not in named or (app, name) in allowed for app, name in graph.forwards_plan(node))
+
+    full = list(targets)
+    for leaf in graph.leaf_nodes():
+        if leaf[0] in named:
+            continue
+        node = leaf
+        while node is not None and not compatible(node):
+            parents = [parent.key for parent in graph.node_map[node].parents if parent.key[0] == node[0]]
+            node = parents[0] if parents else None
+        full.append(node or (leaf[0], None))
+    executor.migrate(full)
     executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
+    return executor.loader.project_state(full).apps

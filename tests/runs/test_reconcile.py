@@ -61,6 +61,7 @@ def test_a_launch_whose_database_write_was_lost_is_adopted_from_the_node(
 ):
     """The attempt runs on the box but the control side never recorded it (a terminated backend)."""
     short_deadlines.RECONCILE_LAUNCH_SECONDS = 1
+    short_deadlines.SSH_COMMAND_TIMEOUT = 120  # the launch below runs in this process, on a loaded CI box
     run = make_run(state=RunState.LAUNCHING, attempt=1)
     with NodeSession(run) as session:
         session.prepare()
