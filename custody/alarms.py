@@ -40,7 +40,7 @@ def do_raise_clock_alarms(now=None) -> list[int]:
     """Beat: the alarms raised this tick (their ids)."""
     now = now or timezone.now()
     raised = []
-    for instance in Instance.objects.billing().filter(state="stopped").with_state_events():
+    for instance in Instance.objects.filter(state="stopped").with_state_events():
         for deadline in clock_deadlines(instance, now):
             hours_left = (deadline.fires_at - now).total_seconds() / 3600
             threshold = threshold_due(hours_left, settings.CLOCK_ALARM_HOURS)

@@ -9,7 +9,6 @@ import base64
 import contextlib
 import json
 import shlex
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -69,7 +68,7 @@ def _send(api, provider: str, verb: str, provider_id: str, key: str, idempotency
         raise ProviderError(f"{provider} answered {exc.code}: {text[:300]}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        if isinstance(reason, TimeoutError | socket.timeout) or isinstance(exc, TimeoutError):
+        if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
             raise ProviderTimeout(f"{provider} did not answer within {settings.PROVIDER_API_TIMEOUT} s") from None
         raise ProviderError(f"{provider} API unreachable: {reason}") from None
 
