@@ -6,19 +6,15 @@ crossed later is covered by it. Alarms are rows under a unique constraint: two b
 workers) racing raise one.
 """
 
-import logging
-from functools import partial
-
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from custody.models import ClockAlarm
+from notifications.actions import do_notify
+from notifications.models import Event
 from profiles.costs import clock_deadlines
 from profiles.models import Instance, InstanceEvent
-
-log = logging.getLogger(__name__)
 
 
 def threshold_due(hours_left: float, thresholds: list[int]) -> int | None:
@@ -72,34 +68,9 @@ def _raise(instance, deadline, threshold: int) -> ClockAlarm | None:
                 message=text,
                 data={"alarm": alarm.pk, "threshold_hours": threshold},
             )
-            transaction.on_commit(partial(notify_project, alarm.pk))
+            data = {"instance": instance.name, "clock": alarm.what, "fires_at": alarm.fires_at.isoformat()}
+            data["threshold_hours"] = threshold
+            do_notify(instance.project_id, Event.CLOCK, f"clock: {text}", text, data)
     except IntegrityError:
         return None  # another tick raised it first
     return alarm
-
-
-def notify_project(alarm_id: int) -> None:
-    alarm = ClockAlarm.objects.select_related("instance__project").get(pk=alarm_id)
-    text = message(alarm.instance, alarm)
-    data = {
-        "event": "clock.threshold",
-        "instance": alarm.instance.name,
-        "clock": alarm.what,
-        "fires_at": alarm.fires_at.isoformat(),
-        "threshold_hours": alarm.threshold_hours,
-    }
-    notify_members(alarm.instance.project, f"[RemoteGPU] clock: {text}"[:200], text, data)
-
-
-def notify_members(project, subject: str, text: str, data: dict) -> None:
-    """Best effort, after commit: e-mail to the project's members who have one, and its webhook."""
-    from custody.tasks import post_webhook
-
-    recipients = sorted(set(project.members.exclude(email="").values_list("email", flat=True)))
-    if recipients:
-        try:
-            send_mail(subject, text, settings.DEFAULT_FROM_EMAIL, recipients)
-        except OSError as exc:
-            log.warning("%s: mail not sent: %s", subject, exc)
-    if project.approval_webhook:
-        post_webhook.delay(project.approval_webhook, data)

@@ -6,7 +6,6 @@ billing), or a box stopped here that runs there. Beat runs it; new drift is noti
 
 import logging
 from dataclasses import dataclass
-from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -14,6 +13,8 @@ from django.utils import timezone
 from custody.models import DriftKind, ProviderDrift
 from custody.provider_apis import APIS, GONE, RUNNING
 from custody.providers import ProviderError, list_resources
+from notifications.actions import do_notify
+from notifications.models import Event
 from profiles.models import Credential, Instance, InstanceState
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
             except IntegrityError:
                 continue  # a concurrent reconciliation recorded it first
             new.append(row.pk)
-            transaction.on_commit(partial(notify_drift, row.pk))
+            notify_drift(row)
         for row in by_key.values():  # no longer seen: resolved
             row.resolved_at = now
             row.save(update_fields=["resolved_at"])
@@ -103,18 +104,8 @@ def do_reconcile_providers() -> dict:
     return result
 
 
-def notify_drift(drift_id: int) -> None:
-    """Best effort, after commit: the members of every project granted the key, and their webhooks."""
-    from custody.alarms import notify_members
-
-    drift = ProviderDrift.objects.select_related("credential").get(pk=drift_id)
-    subject = f"[RemoteGPU] provider drift: {drift.get_kind_display()}"
-    data = {
-        "event": "provider.drift",
-        "kind": drift.kind,
-        "platform": drift.profile_key,
-        "provider_id": drift.provider_id,
-        "detail": drift.detail,
-    }
+def notify_drift(drift: ProviderDrift) -> None:
+    """In the reconciliation's transaction: every project granted the key is told once."""
+    data = {"kind": drift.kind, "platform": drift.profile_key, "provider_id": drift.provider_id}
     for project in drift.credential.projects.all():
-        notify_members(project, subject, drift.detail, data)
+        do_notify(project.pk, Event.DRIFT, f"provider drift: {drift.get_kind_display()}", drift.detail, data)

@@ -16,6 +16,7 @@ class Consequence:
     stops_billing: str
     data_lost: list[str]
     clock: str = ""
+    not_offered: str = ""  # why this platform has no such verb (the panel shows it instead of a button)
 
 
 def _names(tiers) -> list[str]:
@@ -25,6 +26,9 @@ def _names(tiers) -> list[str]:
 def consequence_of(kind: str, instance) -> Consequence:
     profile, project = instance.profile, instance.project
     billing = profile.data["billing"]
+    if kind == TeardownKind.SHUTDOWN and profile.data["teardown"]["shutdown"]["via"] == "none":
+        why = f"{profile.name} has no stop that keeps the box: its meter stops at {billing['meter_stop_verb']}."
+        return Consequence("L3", True, "nothing (not offered)", [], "", why)
     if kind == TeardownKind.SHUTDOWN:
         lost = _names(profile.tiers_lost_on("stop"))
         clock = ""

@@ -8,7 +8,7 @@ from django.core.mail import send_mail
 from django.db.models import Q
 
 from custody.models import TeardownRequest
-from runs import webhooks
+from notifications import webhooks
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,8 @@ from custody.models import (
     TeardownRequest,
     TeardownStatus,
 )
+from notifications.actions import do_notify
+from notifications.models import Event
 from profiles.models import Instance
 
 
@@ -61,11 +63,27 @@ def _locked(request_pk) -> TeardownRequest:
     return TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
 
 
+# Audit actions the project is told of (issue 17 §6): each in the transaction that audits it.
+NOTIFIED = {
+    "requested": Event.TEARDOWN_REQUESTED,
+    "approved": Event.TEARDOWN_APPROVED,
+    "done": Event.TEARDOWN_DONE,
+    "failed": Event.TEARDOWN_FAILED,
+    "needs_attention": Event.TEARDOWN_FAILED,
+}
+
+
 def audit(action: str, message: str, actor=None, request=None, instance=None, **data) -> AuditEntry:
     instance = instance or (request.instance if request else None)
-    return AuditEntry.objects.create(
+    entry = AuditEntry.objects.create(
         action=action, message=message, actor=actor, request=request, instance=instance, data=data
     )
+    if request is not None and action in NOTIFIED:
+        facts = {"request": request.pk, "kind": request.kind, "level": request.level, "instance": instance.name}
+        who = f" by {actor.get_username()}" if actor else ""
+        text = f"{instance.name}: {message}{who}"
+        do_notify(instance.project_id, NOTIFIED[action], f"{instance.name}: {message}"[:160], text, facts)
+    return entry
 
 
 def _enqueue_execution(request_id: int) -> None:
@@ -97,6 +115,8 @@ def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire
         )
         request.retire_hold = retire_hold and kind == TeardownKind.RELEASE
         consequence = consequence_of(kind, instance)
+        if consequence.not_offered:
+            raise TeardownRefused(consequence.not_offered)
         request.level, request.needs_second_person = consequence.level, consequence.needs_second_person
         request.check_at_request = checks.checks_for(request)
         refusal = _refusal(request.check_at_request) if request.check_at_request["blocking"] else ""

@@ -36,7 +36,7 @@ def clock_deadlines(instance, now=None) -> list[ClockDeadline]:
     profile, deadlines = instance.profile, []
     for index, clock in enumerate(profile.danger_clocks):
         hours = hours_after_stop(clock["clock"])
-        if hours is not None:
+        if hours is not None and hours != profile.stopped_released_after_hours:  # that one is below
             deadlines.append(ClockDeadline(f"clock-{index}", clock["what"], since + timedelta(hours=hours)))
     if profile.stopped_released_after_hours is not None:
         what = f"{profile.name} releases a stopped box, and with it every disk release destroys"

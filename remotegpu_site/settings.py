@@ -25,6 +25,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "projects",
+    "notifications",
     "runs",
     "profiles",
     "custody",
@@ -130,7 +131,7 @@ PROVIDER_API_BASES = {
 }
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "remotegpu@localhost")
-# Project webhooks: https to public addresses only, unless the deployment allows more (runs/webhooks.py).
+# Project webhooks: https to public addresses only, unless the deployment allows more (notifications/webhooks.py).
 WEBHOOK_ALLOW_HTTP = env.envbool("WEBHOOK_ALLOW_HTTP", default=False)
 WEBHOOK_ALLOW_PRIVATE = env.envbool("WEBHOOK_ALLOW_PRIVATE", default=False)
 # The control host as a node (the `local` profile): for the one-person `make run` only. Its commands
@@ -225,6 +226,19 @@ CELERY_BEAT_SCHEDULE["raise-clock-alarms"] = {
 CELERY_BEAT_SCHEDULE["reconcile-providers"] = {
     "task": "custody.tasks.reconcile_providers",
     "schedule": env.envfloat("PROVIDER_RECONCILE_INTERVAL", 600),
+}
+# Notifications (notifications/): an outbox delivered after commit, re-driven by beat until every
+# target took it or NOTIFY_MAX_ATTEMPTS ran out. Apprise channels name a variable with this prefix.
+# Links in notifications start with this (e.g. https://gpu.example.org); empty: site-relative paths.
+SITE_URL = os.environ.get("SITE_URL", "").rstrip("/")
+NOTIFY_URL_ENV_PREFIX = os.environ.get("NOTIFY_URL_ENV_PREFIX", "REMOTEGPU_NOTIFY_")
+NOTIFY_TIMEOUT = env.envfloat("NOTIFY_TIMEOUT", 10)
+NOTIFY_MAX_ATTEMPTS = env.envint("NOTIFY_MAX_ATTEMPTS", 5)
+NOTIFY_RETRY_SECONDS = env.envint("NOTIFY_RETRY_SECONDS", 60)
+NOTIFY_CLAIM_SECONDS = env.envint("NOTIFY_CLAIM_SECONDS", 300)
+CELERY_BEAT_SCHEDULE["redeliver-notifications"] = {
+    "task": "notifications.tasks.redeliver_notifications",
+    "schedule": env.envfloat("NOTIFY_REDRIVE_INTERVAL", 60),
 }
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
     "task": "custody.tasks.expire_teardown_requests",

@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("profiles.urls")),
     path("", include("runs.urls")),
     path("", include("custody.urls")),
+    path("", include("notifications.urls")),
     path("api/docs/", api_pages.docs, name="api-docs"),
     path("api/", include("api.urls")),
     path("account/tokens/", api_pages.tokens, name="api-tokens"),

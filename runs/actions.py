@@ -11,8 +11,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from notifications.models import Event
 from profiles.actions import do_observe_running
-from runs import environment, signals, sweeps
+from runs import environment, notices, signals, sweeps
 from runs.live import push_run_update
 from runs.models import (
     LIVE_STATES,
@@ -26,6 +27,8 @@ from runs.models import (
     Sweep,
 )
 from runs.observe import CURVE_LIMIT, Observation, Snapshot, observe
+
+FAILED_TO_START = {RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH}
 
 
 class IllegalTransition(ValidationError):
@@ -78,6 +81,10 @@ def _transition(run: Run, target: RunState, message: str, actor=None, **data) ->
     run.state, run.state_changed_at, run.redrives = target, timezone.now(), 0
     run.save()
     _event(run, "state", message, actor, from_state=source.value, to_state=target.value, **data)
+    if target == RunState.EXPORTED:
+        notices.announce(run, Event.RUN_FINISHED, "finished; its export is sealed on the box: verify custody next")
+    elif target in FAILED_TO_START:
+        notices.announce(run, Event.RUN_FAILED, f"{target.label}: {message[:200]}", failure_class=target.value)
     if run.sweep_id and target not in LIVE_STATES - {RunState.EXITED}:
         from runs.tasks import advance_sweep  # a cell freed its GPU: the box's queue may move
 
@@ -281,6 +288,8 @@ def _classify_failure(run: Run, status: dict, dead: bool) -> None:
     run.failure_excerpt = signals.excerpt(status.get("log_tail") or "")
     failure = signals.FAILURE_CLASSES[run.failure_class]
     _event(run, "failure", f"Classified: {failure.label}. {failure.remediation}", failure_class=run.failure_class)
+    event = Event.RUN_INTERRUPTED if run.failure_class == "interrupted" else Event.RUN_FAILED
+    notices.announce(run, event, f"{failure.label}. {failure.remediation}", failure_class=run.failure_class)
 
 
 def _maybe_relaunch(run: Run) -> None:
@@ -301,6 +310,8 @@ def _alert(run: Run, name: str, detail: str = "") -> None:
     run.alerts = [*run.alerts, name]
     message = signals.SIGNAL_MESSAGES[name] + (f": {detail}" if detail else "")
     _event(run, "alert", message, signal=name)
+    if name == "stalled":
+        notices.announce(run, Event.RUN_STALLED, message)
 
 
 def _set_health(run: Run, health: str, since) -> None:
@@ -393,6 +404,7 @@ def do_mark_unreachable(instance_id: int, error: str) -> None:
                 _set_health(run, "unreachable", now)
                 run.save(update_fields=["health", "health_since"])
                 _event(run, "probe", f"Unreachable since {now:%Y-%m-%d %H:%M:%S} UTC: {error[:200]}")
+                notices.announce(run, Event.RUN_UNREACHABLE, f"its box stopped answering at {now:%H:%M:%S} UTC")
 
 
 # ---------------------------------------------------------------- sweeps

@@ -1,8 +1,9 @@
 import yaml
 from django import forms
 
+from notifications import webhooks
 from projects.models import Project
-from runs import sources, sweeps, validation, webhooks
+from runs import sources, sweeps, validation
 from runs.models import Run, SourceKind
 
 

@@ -10,11 +10,13 @@ from django.utils import timezone
 
 from custody.alarms import do_raise_clock_alarms, threshold_due
 from custody.models import ClockAlarm
+from notifications.actions import do_add_channel
+from notifications.models import Channel
 from profiles.actions import do_change_instance_state
 from profiles.costs import clock_deadlines
 from profiles.models import Instance, InstanceEvent
 from projects.models import Project
-from tests.waiting import wait_until
+from tests.waiting import deliver_notifications, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def gpushare(alice, bob, carol, settings):
     """A stopped Gpushare box: /hy-tmp is wiped 24 h after stop, the box released after 240 h."""
     settings.CLOCK_ALARM_HOURS = [72, 24, 6]
+    settings.WEBHOOK_ALLOW_PRIVATE = settings.WEBHOOK_ALLOW_HTTP = True
     slug = f"clk{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
     project.members.add(alice, bob, carol)
@@ -55,8 +58,9 @@ def test_a_clock_23_hours_from_firing_alarms_once_per_threshold(client, bob, cha
         assert do_raise_clock_alarms() == []  # beat ticks again: nothing new
     alarm = ClockAlarm.objects.get()
     assert (alarm.threshold_hours, alarm.clock) == (24, "clock-0")
-    assert len(mail.outbox) == 1 and "/hy-tmp is wiped 24 hours after the box stops" in mail.outbox[0].body
-    assert sorted(mail.outbox[0].to) == ["alice@example.org", "bob@example.org", "carol@example.org"]
+    assert deliver_notifications() == ["sent"]
+    assert all("/hy-tmp is wiped 24 hours after the box stops" in message.body for message in mail.outbox)
+    assert sorted(m.to[0] for m in mail.outbox) == ["alice@example.org", "bob@example.org", "carol@example.org"]
 
     stopped_hours_ago(gpushare, 18.5)  # 5.5 h left: the 6 h threshold
     do_raise_clock_alarms()
@@ -64,7 +68,8 @@ def test_a_clock_23_hours_from_firing_alarms_once_per_threshold(client, bob, cha
     do_raise_clock_alarms()
     do_raise_clock_alarms()
     thresholds = list(ClockAlarm.objects.filter(clock="clock-0").values_list("threshold_hours", flat=True))
-    assert sorted(thresholds) == [0, 6, 24] and len(mail.outbox) == 3
+    assert sorted(thresholds) == [0, 6, 24] and deliver_notifications() == ["sent", "sent"]
+    assert len(mail.outbox) == 3 * 3  # three alarms, three members each
 
     client.force_login(bob)
     page = client.get("/").content.decode()
@@ -86,8 +91,7 @@ def test_a_running_box_has_no_stopped_clocks_and_a_new_stop_alarms_again(bob, gp
 
 def test_the_project_webhook_hears_the_alarm(bob, gpushare, provider_stub, celery_worker_process):
     project = gpushare.project
-    project.approval_webhook = f"{provider_stub.url}/hooks/{project.slug}"
-    project.save()
+    do_add_channel(project, "ops", Channel.Kind.WEBHOOK, f"{provider_stub.url}/hooks/{project.slug}", [], actor=bob)
     stopped_hours_ago(gpushare, 1)
     do_raise_clock_alarms()
     hooks = wait_until(

@@ -11,6 +11,7 @@ from custody.tasks import execute_teardown
 from custody.teardown import do_approve_teardown, do_request_teardown
 from profiles.models import Instance
 from tests.provider_stub import api_credential
+from tests.waiting import deliver_notifications
 
 
 def test_compare_names_each_kind_of_drift():
@@ -57,9 +58,11 @@ def test_an_orphan_is_flagged_once_notified_and_resolved_when_gone(client, bob, 
     assert first["failed"] == [] and len(first["new"]) == 1
     drift = ProviderDrift.objects.get()
     assert (drift.kind, drift.provider_id, drift.instance) == (DriftKind.ORPHAN, "pod-orphan", None)
-    assert len(mail.outbox) == 1 and "pod-orphan" in mail.outbox[0].body
+    assert deliver_notifications() == ["sent"]
+    members = sorted(pod.project.members.exclude(email="").values_list("email", flat=True))
+    assert sorted(m.to[0] for m in mail.outbox if "pod-orphan" in m.body) == members and members
     assert do_reconcile_providers()["new"] == []  # seen again: no second notification
-    assert len(mail.outbox) == 1
+    assert deliver_notifications() == []
 
     client.force_login(bob)
     assert 'id="provider-drift"' in client.get("/").content.decode()
@@ -86,6 +89,7 @@ def test_a_release_that_answered_200_and_kept_billing_is_drift(alice, bob, pod, 
     drift = ProviderDrift.objects.get()
     assert drift.kind == DriftKind.STILL_BILLING and drift.instance == pod
     assert "is released here; runpod still lists it (running)" in drift.detail
+    deliver_notifications()
     assert any("still at the provider" in message.subject.lower() for message in mail.outbox)
 
 

@@ -1,5 +1,6 @@
 """Platform profiles are validated data: every platform loads; a broken file is a clear start-up error."""
 
+import html
 import shutil
 import subprocess
 import sys
@@ -35,12 +36,12 @@ def test_china_family_rows_share_one_file_and_inherit_defaults():
     gpushare = get_profile("gpushare")
     assert gpushare.source == "china-family.yaml"
     assert gpushare.data["network"]["mirror_needed"] is True
-    assert gpushare.data_root == "/hy-tmp"
+    assert gpushare.data_root == "/hy-netdisk"
 
 
 def test_survival_matrix_says_what_a_stop_loses():
     assert [tier["name"] for tier in get_profile("runpod").tiers_lost_on("stop")] == ["container disk"]
-    assert [tier["name"] for tier in get_profile("gpushare").tiers_lost_on("stop")] == ["data disk"]
+    assert [tier["name"] for tier in get_profile("gpushare").tiers_lost_on("stop")] == ["system disk", "data disk"]
     assert get_profile("autodl").tiers_lost_on("stop") == []
     assert [tier["name"] for tier in get_profile("autodl").tiers_lost_on("release")] == ["system disk", "data disk"]
 
@@ -128,3 +129,73 @@ def test_paperspace_release_keeps_only_the_separate_storage_resource():
     profile = get_profile("paperspace")
     lost = {tier["name"] for tier in profile.tiers if profile.loses(tier, "release")}
     assert lost == {"block disk (Core)"}
+
+
+# Issue 17 §4: the facts of china.md. Checkpoints go to the persistent mount on every one of the four.
+CHINA = {
+    # key: (data root, tiers lost on stop, tiers lost on release, shutdown verb offered)
+    "matpool": ("/mnt", [], ["system disk"], False),
+    "gpushare": ("/hy-netdisk", ["system disk", "data disk"], ["system disk", "data disk"], True),
+    "featurize": ("/home/featurize/work", ["system disk"], ["system disk"], False),
+    "lanrui": ("/home/user/datadisk", ["system disk"], ["system disk", "data disk (数据盘)"], True),
+}
+
+
+@pytest.mark.parametrize("key", sorted(CHINA))
+def test_china_rentals_checkpoint_to_the_persistent_mount(key):
+    data_root, lost_on_stop, lost_on_release, shutdown = CHINA[key]
+    profile = get_profile(key)
+    assert profile.data_root == data_root
+    assert profile.tier_of(data_root)["survives"]["stop"] is True
+    assert [tier["name"] for tier in profile.tiers_lost_on("stop")] == lost_on_stop
+    assert [tier["name"] for tier in profile.tiers if profile.loses(tier, "release")] == lost_on_release
+    assert (profile.data["teardown"]["shutdown"]["via"] != "none") is shutdown
+
+
+def test_matpools_meter_stops_only_at_stop_and_release():
+    billing = get_profile("matpool").data["billing"]
+    assert "停止并释放" in billing["meter_stop_verb"] and billing["irreversible"] is True
+
+
+def test_missing_clocks_are_written_down():
+    def clocks(key):
+        return " ".join(clock["what"] + " " + clock["clock"] for clock in get_profile(key).danger_clocks)
+
+    assert "~30 days after stop" in clocks("runpod")
+    assert "lifetime expires" in clocks("vastai") and "balance reaches zero" in clocks("vastai")
+    assert "6 hours" in clocks("paperspace") and "static IP" in clocks("paperspace")
+    assert "15th day" in clocks("gpushare")
+    assert all("GPU-idle" in clocks(key) for key in CHINA)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("key", [profile for profile in sorted(REQUIRED) if profile != "local"])
+def test_every_tier_a_consequence_destroys_is_named_on_the_panel(key, alice, client):
+    """The survival matrix, the adapter's verb and the panel say the same thing for every profile."""
+    from custody.levels import consequence_of
+    from custody.models import TeardownKind
+    from custody.providers import execute
+    from profiles.models import Instance
+    from projects.models import Project
+
+    project = Project.objects.create(name=f"p-{key}", slug=f"p-{key}")
+    project.members.add(alice)
+    box = Instance.objects.create(name=f"p-{key}-box", project=project, profile_key=key, state="running")
+    profile = get_profile(key)
+    client.force_login(alice)
+    page = html.unescape(client.get(f"/instances/{box.pk}/").content.decode())
+    for kind, verb in ((TeardownKind.SHUTDOWN, "shutdown"), (TeardownKind.RELEASE, "release")):
+        consequence = consequence_of(kind, box)
+        if profile.data["teardown"][verb]["via"] == "none":
+            assert consequence.not_offered and profile.data["billing"]["meter_stop_verb"] in consequence.not_offered
+            assert consequence.not_offered in page and f'id="button-{kind}"' not in page
+            with pytest.raises(Exception, match="has no"):
+                execute(box, kind, "k")
+            continue
+        lost = [tier for tier in profile.tiers if profile.loses(tier, verb)]
+        named = " ".join(consequence.data_lost)
+        for tier in lost if verb == "release" or consequence.level == "L3" else profile.tiers_lost_on("stop"):
+            assert f"{tier['name']} ({tier['path']})" in named, f"{key} {verb}: {tier['name']} not on the panel"
+            assert f"{tier['name']} ({tier['path']})" in page
+        if lost and verb == "release":
+            assert consequence.level == "L3" and consequence.needs_second_person

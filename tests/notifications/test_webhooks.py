@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from custody import notify
+from notifications.webhooks import WebhookRefused, checked_address
 from runs.forms import ProjectForm
-from runs.webhooks import WebhookRefused, checked_address
 
 REFUSED = [
     ("http://127.0.0.1:8000/hook", "https://"),

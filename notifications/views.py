@@ -1,0 +1,85 @@
+"""A project's notifications page: its channels (operators add and remove them), each member's own
+e-mail opt-in, and the recent outbox with what each target answered."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from notifications.actions import do_add_channel, do_remove_channel, do_set_preference, events_of
+from notifications.models import Channel, Event
+from projects.models import Project
+
+
+def _project(request, slug):
+    return get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+
+
+def _can_configure(user) -> bool:
+    return user.has_perm("projects.change_project")
+
+
+@login_required
+def notification_settings(request, slug):
+    project = _project(request, slug)
+    context = {
+        "project": project,
+        "events": Event.choices,
+        "channels": project.channels.all(),
+        "mine": events_of(project, request.user),
+        "outbox": project.notifications.all()[:20],
+        "can_configure": _can_configure(request.user),
+        "has_email": bool(request.user.email),
+    }
+    return render(request, "notifications/settings.html", context)
+
+
+@login_required
+@require_POST
+def set_preference(request, slug):
+    project = _project(request, slug)
+    try:
+        do_set_preference(project, request.user, request.POST.getlist("events"), actor=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, "Your e-mail notifications for this project are saved.")
+    return redirect("notification-settings", slug=project.slug)
+
+
+@login_required
+@require_POST
+def add_channel(request, slug):
+    project = _project(request, slug)
+    if not _can_configure(request.user):
+        messages.error(request, "Only operators and admins configure a project's channels.")
+        return redirect("notification-settings", slug=project.slug)
+    post = request.POST
+    try:
+        channel = do_add_channel(
+            project,
+            post.get("name", "")[:80],
+            post.get("kind", ""),
+            post.get("target", "")[:2000],
+            post.getlist("events"),
+            actor=request.user,
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"Channel “{channel.name}” added.")
+    return redirect("notification-settings", slug=project.slug)
+
+
+@login_required
+@require_POST
+def remove_channel(request, slug, pk):
+    project = _project(request, slug)
+    channel = get_object_or_404(Channel, pk=pk, project=project)
+    if _can_configure(request.user):
+        do_remove_channel(channel.pk, actor=request.user)
+        messages.success(request, f"Channel “{channel.name}” removed.")
+    else:
+        messages.error(request, "Only operators and admins configure a project's channels.")
+    return redirect("notification-settings", slug=project.slug)
