@@ -7,6 +7,8 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from runs.actions import SpendPending
+
 MAX_BODY = 256 * 1024
 
 
@@ -30,6 +32,9 @@ class PayloadTooLarge(exceptions.APIException):
 def handle(exc, context):
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge()
+    elif isinstance(exc, SpendPending):  # not an error of the request: the run waits for an approver
+        detail = exc.messages
+        return Response({"error": "needs_approval", "detail": detail, "spend_request": exc.request.pk}, status=409)
     elif isinstance(exc, ValidationError):
         return Response({"error": "invalid", "detail": exc.messages}, status=400)
     elif isinstance(exc, PermissionDenied):

@@ -16,7 +16,7 @@ from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownS
 from custody.queue import waiting
 from profiles.models import Instance
 from remotegpu_site.flash import perform
-from runs.models import Run
+from runs.models import Run, SpendRequest, SpendStatus
 
 
 def custody_json(request, pk):
@@ -80,7 +80,16 @@ def approval_queue(request):
         .exclude(status=TeardownStatus.PENDING)
         .select_related("instance", "requester", "approver")[:30]
     )
-    context = {"pending": pending, "decided": decided, "can_approve": request.user.has_perm("projects.approve_cost")}
+    spends = SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)).select_related(
+        "run__project", "run__instance", "requester", "approver"
+    )
+    context = {
+        "pending": pending,
+        "decided": decided,
+        "can_approve": request.user.has_perm("projects.approve_cost"),
+        "spends_pending": spends.filter(status=SpendStatus.PENDING),
+        "spends_decided": spends.exclude(status=SpendStatus.PENDING)[:10],
+    }
     return render(request, "custody/approval_queue.html", context)
 
 

@@ -83,6 +83,24 @@ def accrued_cost(instance, now=None) -> Cost:
     return Cost(running, stopped, total.quantize(Decimal("0.01")), since)
 
 
+def cost_between(instance, start: datetime, end: datetime) -> Decimal:
+    """What the box billed inside [start, end] (a period of a cost envelope)."""
+    total = Decimal(0)
+    rates = {InstanceState.RUNNING: instance.rate_running, InstanceState.STOPPED: instance.rate_stopped}
+    for state, since, until in _periods(instance, end):
+        overlap = (min(until, end) - max(since, start)).total_seconds()
+        if state in rates and overlap > 0:
+            total += rates[state] * Decimal(str(overlap / 3600))
+    return total
+
+
+def burn_rate(instance) -> Decimal:
+    """Dollars per hour the box bills right now."""
+    return {InstanceState.RUNNING: instance.rate_running, InstanceState.STOPPED: instance.rate_stopped}.get(
+        instance.state, Decimal(0)
+    )
+
+
 def danger_clocks(instance, has_live_run: bool, now=None) -> list[str]:
     """Plain sentences for the clocks running on this box right now (the caller knows its runs)."""
     now = now or timezone.now()

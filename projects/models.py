@@ -37,6 +37,21 @@ class Project(models.Model):
         default=False, help_text="Ask a second person even for a shutdown that keeps every disk (L2)."
     )
     approval_webhook = models.URLField(blank=True, help_text="POSTed a JSON summary of each new teardown request.")
+    # The cost envelope (issue 17 §7): a run whose expected cost exceeds what is left of it, or the
+    # per-run threshold, waits for an approver before it starts (or relaunches).
+    budget = models.DecimalField(
+        max_digits=10, decimal_places=2, null=True, blank=True, help_text="Spend allowed per period (USD); empty: none."
+    )
+    budget_period = models.CharField(
+        max_length=5, choices=[("month", "per calendar month"), ("week", "per week (from Monday)")], default="month"
+    )
+    run_cost_threshold = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Any run expected to cost more than this (USD) needs an approver; empty: none.",
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="projects", db_table="runs_project_members"
     )

@@ -110,6 +110,8 @@ CUSTODY_MIRROR_TIMEOUT = env.envint("CUSTODY_MIRROR_TIMEOUT", 3600)
 
 # DELIVER: teardown requests.
 TEARDOWN_APPROVAL_HOURS = env.envint("TEARDOWN_APPROVAL_HOURS", 24)
+# A run over its project's cost envelope waits this long for an approver, then must be started again.
+SPEND_APPROVAL_HOURS = env.envint("SPEND_APPROVAL_HOURS", 24)
 TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline
 # The hard limit of one execution (provider call + offline check), and the lease after which an
 # execution whose worker vanished goes to "needs a person": always longer than the limit.
@@ -240,6 +242,7 @@ CELERY_BEAT_SCHEDULE["redeliver-notifications"] = {
     "task": "notifications.tasks.redeliver_notifications",
     "schedule": env.envfloat("NOTIFY_REDRIVE_INTERVAL", 60),
 }
+CELERY_BEAT_SCHEDULE["expire-spend-requests"] = {"task": "runs.tasks.expire_spend_requests", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
     "task": "custody.tasks.expire_teardown_requests",
     "schedule": 300.0,

@@ -3,17 +3,18 @@
 Views, tasks and (later) the API all call these. Work on the node is enqueued after commit.
 """
 
+from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from notifications.models import Event
 from profiles.actions import do_observe_running
-from runs import environment, notices, signals, sweeps
+from runs import environment, notices, signals, spend, sweeps
 from runs.live import push_run_update
 from runs.models import (
     LIVE_STATES,
@@ -24,6 +25,8 @@ from runs.models import (
     Run,
     RunEvent,
     RunState,
+    SpendRequest,
+    SpendStatus,
     Sweep,
 )
 from runs.observe import CURVE_LIMIT, Observation, Snapshot, observe
@@ -126,9 +129,110 @@ def do_start_preflight(run_pk: int, *, actor) -> Run:
 
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
-        _transition(run, RunState.PREFLIGHT, "Preflight started", actor)
-        transaction.on_commit(partial(preflight_run.delay, run.pk))
+        if RunState.PREFLIGHT not in RUN_TRANSITIONS[RunState(run.state)]:
+            raise IllegalTransition(f"A run cannot go from {run.get_state_display()} to Preflight.")
+        waiting = _spend_gate(run, run.attempt + 1, SpendRequest.Why.LAUNCH, actor)
+        if waiting is None:
+            _transition(run, RunState.PREFLIGHT, "Preflight started", actor)
+            transaction.on_commit(partial(preflight_run.delay, run.pk))
+    if waiting is not None:  # raised after commit: the request is kept, the run is not started
+        raise SpendPending(waiting)
     return run
+
+
+class SpendPending(ValidationError):
+    def __init__(self, request: SpendRequest):
+        self.request = request
+        super().__init__(f"Waits for an approver (spend request #{request.pk}): {request.reason}.")
+
+
+def _spend_gate(run: Run, attempt: int, why: str, actor) -> SpendRequest | None:
+    """None when this attempt may spend; else its pending spend request (created and announced once)."""
+    covered = run.spend_requests.filter(attempt=attempt, status=SpendStatus.APPROVED).exists()
+    reason = None if covered else spend.needs_approval(run)
+    if reason is None:
+        return None
+    pending = run.spend_requests.filter(attempt=attempt, status=SpendStatus.PENDING).first()
+    if pending is not None:
+        return pending
+    request = SpendRequest.objects.create(
+        run=run,
+        attempt=attempt,
+        why=why,
+        expected_cost=spend.expected_cost(run),
+        reason=reason,
+        requester=actor or run.created_by,  # an automatic relaunch is asked for by whoever launched the run
+        expires_at=timezone.now() + timedelta(hours=settings.SPEND_APPROVAL_HOURS),
+    )
+    _event(run, "spend", f"Attempt {attempt} waits for an approver: {reason}", actor, spend_request=request.pk)
+    notices.announce(run, Event.SPEND, f"attempt {attempt} waits for a spend approval: {reason}")
+    return request
+
+
+def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> SpendRequest:
+    """An approver (never the requester) lets the attempt spend, or refuses; approval continues it."""
+    from runs.tasks import continue_after_spend
+
+    if not actor.has_perm("projects.approve_cost"):
+        raise PermissionDenied("Only an approver decides spending.")
+    with transaction.atomic(durable=True):
+        request = (
+            SpendRequest.objects.select_for_update(of=("self",))
+            .select_related("run__project", "run__instance")
+            .get(pk=request_pk)
+        )
+        run = request.run
+        if not Run.objects.visible_to(actor).filter(pk=run.pk).exists():
+            raise PermissionDenied("Not a member of this run's project.")
+        if request.requester_id == actor.pk:
+            raise PermissionDenied("The requester of a spend never approves it: ask another approver.")
+        if request.status != SpendStatus.PENDING:
+            raise ValidationError(f"Spend request #{request.pk} is {request.get_status_display().lower()}.")
+        if request.expires_at <= timezone.now():
+            raise ValidationError(f"Spend request #{request.pk} has expired; start the run again to ask again.")
+        request.status = SpendStatus.APPROVED if approve else SpendStatus.REJECTED
+        request.approver, request.comment, request.decided_at = actor, comment.strip(), timezone.now()
+        request.save()
+        verdict = "approved" if approve else "rejected"
+        _event(run, "spend", f"Spend of attempt {request.attempt} {verdict}: {comment.strip()}", actor)
+        if approve:
+            transaction.on_commit(partial(continue_after_spend.delay, request.pk))
+    return request
+
+
+def do_continue_after_spend(request_pk: int) -> str:
+    """After an approval: start what waited (once; a run that moved on meanwhile is left alone)."""
+    request = SpendRequest.objects.select_related("run", "requester").get(pk=request_pk)
+    run, actor = request.run, request.requester
+    if request.status != SpendStatus.APPROVED:
+        return "not approved"
+    if request.why == SpendRequest.Why.SWEEP and run.sweep_id:
+        return f"sweep advanced: {do_advance_sweep(run.sweep_id)}"
+    if (
+        request.why == SpendRequest.Why.RELAUNCH
+        and run.state in RETRYABLE_STATES
+        and run.attempt + 1 == request.attempt
+    ):
+        do_retry_run(run.pk, actor=actor)
+        return "relaunched"
+    if request.why == SpendRequest.Why.LAUNCH and run.state == RunState.DRAFT:
+        do_start_preflight(run.pk, actor=actor)
+        return "preflight started"
+    return f"nothing to do (run is {run.state})"
+
+
+def do_expire_spend_requests(now=None) -> int:
+    now = now or timezone.now()
+    expired = 0
+    with transaction.atomic(durable=True):
+        pending = SpendRequest.objects.select_for_update().filter(status=SpendStatus.PENDING, expires_at__lte=now)
+        for request in pending:
+            request.status = SpendStatus.EXPIRED
+            request.save(update_fields=["status"])
+            run = Run.objects.select_related("project", "instance").get(pk=request.run_id)
+            _event(run, "spend", f"Spend request #{request.pk} expired unanswered: start the run again to ask again")
+            expired += 1
+    return expired
 
 
 def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
@@ -219,7 +323,11 @@ def do_retry_run(run_pk: int, *, actor) -> Run:
         run = _locked(run_pk)
         if run.state not in RETRYABLE_STATES:
             raise IllegalTransition(f"Only a quarantined or failed launch can be retried (this run is {run.state}).")
-        _relaunch(run, actor, "Retry of the identical config")
+        waiting = _spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)
+        if waiting is None:
+            _relaunch(run, actor, "Retry of the identical config")
+    if waiting is not None:
+        raise SpendPending(waiting)
     return run
 
 
@@ -299,6 +407,8 @@ def _maybe_relaunch(run: Run) -> None:
     if run.relaunches >= run.max_relaunches:
         _event(run, "failure", f"Interrupted again; {run.relaunches} automatic relaunches used: relaunch by hand")
         return
+    if _spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, None) is not None:
+        return  # the envelope is asked again; an approval relaunches it
     run.relaunches += 1
     try:
         _relaunch(run, None, f"Interrupted: automatic relaunch {run.relaunches} of {run.max_relaunches}")
@@ -477,6 +587,8 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
         started = []
         for run_pk, gpu in sweeps.plan_starts(queued, busy, sweep.gpus_per_box):
             run = cells[run_pk]
+            if _spend_gate(run, run.attempt + 1, SpendRequest.Why.SWEEP, sweep.created_by) is not None:
+                continue  # this cell waits for an approver; an approval advances the sweep again
             run.gpus = [gpu]
             _transition(run, RunState.PREFLIGHT, f"Sweep {sweep.name}: cell {run.cell} starts on GPU {gpu}")
             transaction.on_commit(partial(preflight_run.delay, run.pk))

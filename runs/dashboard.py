@@ -10,7 +10,7 @@ from custody.models import ClockAlarm, ProviderDrift, TeardownRequest
 from profiles.costs import danger_clocks
 from profiles.models import Instance, InstanceState
 from projects.models import Project
-from runs.models import LIVE_STATES, Run
+from runs.models import LIVE_STATES, Run, SpendRequest, SpendStatus
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ def tiles_for(user) -> list[Tile]:
 
     requests = TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user)).pending()
     pending = approvable_count(requests.select_related("instance__project", "run__project", "run__instance"))
+    pending += SpendRequest.objects.filter(status=SpendStatus.PENDING, run__in=Run.objects.visible_to(user)).count()
     return [
         Tile("Projects", projects.count(), "lines of work"),
         Tile("Instances", Instance.objects.visible_to(user).billing().count(), "registered, not released"),
@@ -33,7 +34,7 @@ def tiles_for(user) -> list[Tile]:
         Tile(
             "Pending approvals",
             pending,
-            "consequences waiting for a second person",
+            "consequences and spending waiting for a second person",
         ),
     ]
 

@@ -14,7 +14,16 @@ class ProjectForm(forms.ModelForm):
 
     class Meta:
         model = Project
-        fields = ["name", "slug", "description", "shutdown_needs_approval", "approval_webhook"]
+        fields = [
+            "name",
+            "slug",
+            "description",
+            "shutdown_needs_approval",
+            "approval_webhook",
+            "budget",
+            "budget_period",
+            "run_cost_threshold",
+        ]
 
     def clean_approval_webhook(self):
         url = self.cleaned_data["approval_webhook"].strip()
@@ -22,6 +31,13 @@ class ProjectForm(forms.ModelForm):
         if problem:
             raise forms.ValidationError(problem)
         return url
+
+    def clean(self):
+        cleaned = super().clean()
+        for field in ("budget", "run_cost_threshold"):
+            if cleaned.get(field) is not None and cleaned[field] < 0:
+                self.add_error(field, "A spend limit is zero or more dollars.")
+        return cleaned
 
     def clean_slug(self):
         slug = self.cleaned_data["slug"]

@@ -234,3 +234,44 @@ class Sweep(models.Model):
 
     def get_absolute_url(self):
         return reverse("sweep-detail", args=[self.pk])
+
+
+class SpendStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for an approver"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    EXPIRED = "expired", "Expired unanswered"
+
+
+class SpendRequest(models.Model):
+    """Spending is a cost action (issue 17 §7): one attempt of a run over the project's envelope or
+    threshold waits here, in the approval queue; its requester never approves it."""
+
+    class Why(models.TextChoices):
+        LAUNCH = "launch", "Launch"
+        SWEEP = "sweep", "Sweep cell"
+        RELAUNCH = "relaunch", "Relaunch"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="spend_requests")
+    attempt = models.PositiveIntegerField(help_text="The attempt this approval covers.")
+    why = models.CharField(max_length=8, choices=Why.choices)
+    expected_cost = models.DecimalField(max_digits=10, decimal_places=2)
+    reason = models.TextField(help_text="What the envelope said: over what is left, or over the threshold.")
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=8, choices=SpendStatus.choices, default=SpendStatus.PENDING)
+    approver = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    comment = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "attempt"], condition=models.Q(status="pending"), name="one_pending_spend_per_attempt"
+            )
+        ]
+
+    def __str__(self):
+        return f"spend #{self.pk} {self.run_id} attempt {self.attempt}"

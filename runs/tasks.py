@@ -186,3 +186,14 @@ def close_out_run(run_pk: int, attempt: int) -> str:
         answer = node.abandon(run)
     actions._arm_watcher(run.instance_id)  # the watcher's next probe reads the quarantine
     return json.dumps(answer)
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def continue_after_spend(request_id: int) -> str:
+    """An approved spend starts what waited for it (a lost message: the operator starts it again)."""
+    return actions.do_continue_after_spend(request_id)
+
+
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def expire_spend_requests() -> int:
+    return actions.do_expire_spend_requests()

@@ -10,6 +10,7 @@ urlpatterns = [
     path("projects/<slug:slug>/members/remove/", views.project_remove_member, name="project-remove-member"),
     path("runs/", views.run_list, name="run-list"),
     path("runs/new/", views.run_create, name="run-create"),
+    path("spend/<int:pk>/decide/", views.spend_decide, name="spend-decide"),
     path("runs/compare/", views.run_compare, name="run-compare"),
     path("sweeps/new/", views.sweep_create, name="sweep-create"),
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep-detail"),

@@ -15,12 +15,20 @@ from projects.models import Project
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs import compare, history
-from runs.actions import do_close_active, do_create_run, do_create_sweep, do_retry_run, do_start_preflight
+from runs.actions import (
+    do_close_active,
+    do_create_run,
+    do_create_sweep,
+    do_decide_spend,
+    do_retry_run,
+    do_start_preflight,
+)
 from runs.cadence import cadence_for
 from runs.dashboard import clock_alarms, idle_billing, open_drift, tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
-from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Run, RunState, Sweep
+from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Run, RunState, SpendRequest, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
+from runs.spend import envelopes_for
 from runs.tasks import watch_instance
 
 
@@ -33,6 +41,7 @@ def dashboard(request):
         "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
         "clock_alarms": clock_alarms(Instance.objects.visible_to(request.user)),
         "drift": open_drift(request.user),
+        "envelopes": envelopes_for(Project.objects.visible_to(request.user).filter(budget__isnull=False)[:50]),
     }
     return render(request, "runs/dashboard.html", context)
 
@@ -298,3 +307,19 @@ def sweep_grid(sweep) -> list[dict]:
         custody = "verified" if record else ("failed" if any(r.status == "failed" for r in records) else "")
         rows.append({"run": run, "metric": metric, "custody": custody})
     return rows
+
+
+@require_POST
+@permission_required("projects.approve_cost", raise_exception=True)
+def spend_decide(request, pk):
+    """Approve or reject one spend request (an approver who is not its requester)."""
+    spend_request = get_object_or_404(SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)), pk=pk)
+    approve = request.POST.get("decision") == "approve"
+    comment = request.POST.get("comment", "")[:2000]
+    verdict = "approved: the run continues" if approve else "rejected"
+    perform(
+        request,
+        lambda: do_decide_spend(spend_request.pk, approve, comment, actor=request.user),
+        f"Spend request #{spend_request.pk} {verdict}.",
+    )
+    return redirect("approval-queue")

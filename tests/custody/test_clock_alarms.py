@@ -51,7 +51,7 @@ def test_an_hours_after_stop_clock_counts(gpushare):
     assert clocks["auto-release"].fires_at == stop_at + timedelta(hours=240)
 
 
-def test_a_clock_23_hours_from_firing_alarms_once_per_threshold(client, bob, charlie, gpushare):
+def test_a_clock_23_hours_from_firing_alarms_once_per_threshold(client, bob, charlie, gpushare, no_worker):
     stopped_hours_ago(gpushare, 1)  # the 24 h wipe fires in 23 h
     assert len(do_raise_clock_alarms()) == 1  # the wipe's 24 h threshold; the release is 239 h away
     for _ in range(3):

@@ -62,7 +62,7 @@ def smoke_run(project) -> Run:
 
 
 def test_a_failed_run_reaches_webhook_apprise_and_the_members_who_opted_in(
-    team, chat, provider_stub, alice, bob, carol
+    team, chat, provider_stub, alice, bob, carol, no_worker
 ):
     do_add_channel(
         team, "ops", Channel.Kind.WEBHOOK, f"{provider_stub.url}/hooks/ops-{team.slug}", [Event.RUN_FAILED], actor=bob
@@ -84,14 +84,16 @@ def test_a_failed_run_reaches_webhook_apprise_and_the_members_who_opted_in(
     assert TOKEN not in everything  # neither the smoke's output nor the chat URL's token
 
 
-def test_a_danger_clock_reaches_members_by_default_and_an_opt_out_holds(team, alice, bob):
+def test_a_danger_clock_reaches_members_by_default_and_an_opt_out_holds(team, alice, bob, no_worker):
     do_set_preference(team, alice, [], actor=alice)
     do_notify(team.pk, Event.CLOCK, "box: within 24 h", "/hy-tmp is wiped")
     deliver_all(team)
     assert [message.to for message in mail.outbox] == [[bob.email]]
 
 
-def test_a_target_that_fails_is_retried_alone_and_gives_up_after_the_limit(team, chat, provider_stub, settings):
+def test_a_target_that_fails_is_retried_alone_and_gives_up_after_the_limit(
+    team, chat, provider_stub, settings, no_worker
+):
     settings.NOTIFY_MAX_ATTEMPTS = 3
     do_add_channel(team, "dead", Channel.Kind.WEBHOOK, "http://127.0.0.1:9/closed", [], actor=None)
     notification = do_notify(team.pk, Event.DRIFT, "drift", "an orphan pod")
@@ -104,7 +106,7 @@ def test_a_target_that_fails_is_retried_alone_and_gives_up_after_the_limit(team,
     assert do_deliver_notification(notification.pk) is None  # failed is final
 
 
-def test_two_workers_delivering_at_once_send_once(team, chat, provider_stub):
+def test_two_workers_delivering_at_once_send_once(team, chat, provider_stub, no_worker):
     notification = do_notify(team.pk, Event.DRIFT, "drift", "an orphan pod")
     barrier, outcomes, errors = threading.Barrier(4), [], []
 

@@ -1,0 +1,119 @@
+"""The cost envelope (issue 17 §7): what a project has spent this period, what its live runs are
+expected to add, and whether one more attempt of a run needs an approver. No HTTP, no Celery."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+
+from profiles.costs import burn_rate, cost_between
+from profiles.models import Instance
+
+CENT = Decimal("0.01")
+
+
+def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
+    """[start, end) of the calendar month or the week (from Monday 00:00 UTC) holding now."""
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "week":
+        start = day - timedelta(days=day.weekday())
+        return start, start + timedelta(days=7)
+    start = day.replace(day=1)
+    return start, (start + timedelta(days=32)).replace(day=1)
+
+
+def expected_cost(run) -> Decimal:
+    """One attempt: its expected duration at its box's running rate."""
+    return (run.instance.rate_running * Decimal(run.expected_minutes) / 60).quantize(CENT)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    budget: Decimal | None
+    period: str
+    start: datetime
+    end: datetime
+    spent: Decimal  # billed by the project's boxes inside the period so far
+    committed: Decimal  # what its live runs are still expected to cost
+    burn: Decimal  # $/h its boxes bill right now
+
+    @property
+    def left(self) -> Decimal | None:
+        return None if self.budget is None else (self.budget - self.spent - self.committed).quantize(CENT)
+
+    def forecast(self, now: datetime) -> Decimal:
+        """Spend at period end if every box keeps billing as it does now."""
+        hours_left = max((self.end - now).total_seconds(), 0) / 3600
+        return (self.spent + self.burn * Decimal(str(hours_left))).quantize(CENT)
+
+    @property
+    def forecast_now(self) -> Decimal:
+        return self.forecast(timezone.now())
+
+    @property
+    def used_percent(self) -> int | None:
+        if not self.budget:
+            return None
+        return min(100, int((self.spent + self.committed) * 100 / self.budget))
+
+
+def _remaining(run, now) -> Decimal:
+    elapsed = (now - run.launched_at).total_seconds() / 60 if run.launched_at else 0
+    minutes = max(run.expected_minutes - elapsed, 0)
+    return run.instance.rate_running * Decimal(str(minutes / 60))
+
+
+def _envelope(project, boxes, live_runs, now) -> Envelope:
+    start, end = period_bounds(project.budget_period, now)
+    spent = sum((cost_between(box, start, now) for box in boxes), Decimal(0))
+    committed = sum((_remaining(run, now) for run in live_runs), Decimal(0))
+    burn = sum((burn_rate(box) for box in boxes), Decimal(0))
+    return Envelope(
+        project.budget, project.budget_period, start, end, spent.quantize(CENT), committed.quantize(CENT), burn
+    )
+
+
+def _live_runs(projects):
+    from runs.models import LIVE_STATES, Run, RunState
+
+    return Run.objects.filter(project__in=projects, state__in=LIVE_STATES - {RunState.EXITED}).select_related(
+        "instance"
+    )
+
+
+def envelope_of(project, now=None, exclude_run=None) -> Envelope:
+    live = _live_runs([project])
+    if exclude_run is not None:
+        live = live.exclude(pk=exclude_run.pk)
+    boxes = Instance.objects.filter(project=project).with_state_events()
+    return _envelope(project, list(boxes), list(live), now or timezone.now())
+
+
+def envelopes_for(projects, now=None) -> list[tuple]:
+    """(project, envelope) for each project with a budget, in three queries however many there are."""
+    now = now or timezone.now()
+    projects = [project for project in projects if project.budget is not None]
+    boxes, live = defaultdict(list), defaultdict(list)
+    for box in Instance.objects.filter(project__in=projects).with_state_events():
+        boxes[box.project_id].append(box)
+    for run in _live_runs(projects):
+        live[run.project_id].append(run)
+    return [(project, _envelope(project, boxes[project.pk], live[project.pk], now)) for project in projects]
+
+
+def needs_approval(run, now=None) -> str | None:
+    """Why one more attempt of run must wait for an approver, or None."""
+    project, cost = run.project, expected_cost(run)
+    if project.run_cost_threshold is not None and cost > project.run_cost_threshold:
+        return f"expected ${cost} is above the project's per-run threshold of ${project.run_cost_threshold}"
+    if project.budget is None:
+        return None
+    envelope = envelope_of(project, now, exclude_run=run)
+    if cost > envelope.left:
+        return (
+            f"expected ${cost} exceeds the ${envelope.left} left of the ${project.budget} envelope "
+            f"{project.get_budget_period_display()} (spent ${envelope.spent}, live runs ${envelope.committed})"
+        )
+    return None

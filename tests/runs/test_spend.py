@@ -1,0 +1,191 @@
+"""Spending is a cost action (issue 17 §7): a run whose expected cost exceeds what is left of its
+project's envelope, or a per-run threshold, waits for an approver in the approval queue; its requester
+never approves; a retry asks again. Spend is read from the boxes' state history in the database."""
+
+import threading
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.utils import timezone
+
+from notifications.models import Notification
+from profiles.models import Instance
+from projects.models import Project
+from runs.actions import (
+    SpendPending,
+    do_continue_after_spend,
+    do_decide_spend,
+    do_expire_spend_requests,
+    do_retry_run,
+    do_start_preflight,
+)
+from runs.models import Run, RunState, SpendRequest, SpendStatus
+from runs.spend import envelope_of, period_bounds
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def team(alice, bob, carol, no_worker):
+    slug = f"spd{uuid.uuid4().hex[:8]}"
+    project = Project.objects.create(name=slug, slug=slug, budget=Decimal("10.00"))
+    project.members.add(alice, bob, carol)
+    box = Instance.objects.create(
+        name=f"{slug}-box", project=project, profile_key="generic-ssh", state="running", rate_running=Decimal(2)
+    )
+    # The box has billed $2/h for three hours: $6 of the $10 spent (as long as that is this month).
+    Instance.objects.filter(pk=box.pk).update(created=max(timezone.now() - timedelta(hours=3), _month_start()))
+    return project
+
+
+def _month_start():
+    return period_bounds("month", timezone.now())[0]
+
+
+def new_run(project, bob, minutes=360, state=RunState.DRAFT) -> Run:
+    return Run.objects.create(
+        project=project,
+        instance=project.instances.get(),
+        run_id=f"{project.slug}-{uuid.uuid4().hex[:6]}",
+        state=state,
+        source_path="/x",
+        command=["python3", "train.py"],
+        expected_minutes=minutes,
+        created_by=bob,
+    )
+
+
+def test_the_envelope_reads_spend_from_the_boxes_history(team):
+    envelope = envelope_of(team)
+    hours = (timezone.now() - Instance.objects.get(project=team).created).total_seconds() / 3600
+    assert abs(envelope.spent - Decimal(2) * Decimal(str(hours))) < Decimal("0.02")
+    assert envelope.left == (Decimal(10) - envelope.spent).quantize(Decimal("0.01")) and envelope.burn == 2
+
+
+def test_a_run_over_what_is_left_waits_and_its_requester_cannot_approve(team, alice, bob, carol, client):
+    run = new_run(team, bob)  # 6 h at $2/h = $12, more than the whole $10 envelope
+    with pytest.raises(SpendPending, match="Waits for an approver"):
+        do_start_preflight(run.pk, actor=bob)
+    run.refresh_from_db()
+    request = SpendRequest.objects.get(run=run)
+    assert run.state == RunState.DRAFT and request.status == SpendStatus.PENDING and request.expected_cost == 12
+    assert "left of the $10.00 envelope" in request.reason and request.requester == bob
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)  # asking again does not ask twice
+    assert SpendRequest.objects.filter(run=run).count() == 1
+    assert Notification.objects.filter(project=team, event="spend.approval").count() == 1
+
+    bob.groups.add(*alice.groups.all())  # even an approver cannot approve what they asked for
+    with pytest.raises(PermissionDenied, match="never approves"):
+        do_decide_spend(request.pk, True, "mine", actor=bob)
+    with pytest.raises(PermissionDenied, match="Only an approver"):
+        do_decide_spend(request.pk, True, "not an approver", actor=carol)
+
+    client.force_login(alice)
+    page = client.get("/approvals/").content.decode()
+    assert f'id="spend-{request.pk}"' in page and f'id="approve-spend-{request.pk}"' in page
+    assert "1" in client.get("/").content.decode()  # the pending tile counts it
+    response = client.post(f"/spend/{request.pk}/decide/", {"decision": "approve", "comment": "worth it"})
+    assert response.status_code == 302
+    request.refresh_from_db()
+    assert request.status == SpendStatus.APPROVED and request.approver == alice
+    assert do_continue_after_spend(request.pk) == "preflight started"  # what the enqueued task runs
+    run.refresh_from_db()
+    assert run.state == RunState.PREFLIGHT
+
+
+def test_a_run_above_the_threshold_waits_even_with_room_left(team, bob):
+    team.budget, team.run_cost_threshold = None, Decimal("1.50")
+    team.save()
+    run = new_run(team, bob, minutes=60)  # $2
+    with pytest.raises(SpendPending, match=r"above the project's per-run threshold of \$1.50"):
+        do_start_preflight(run.pk, actor=bob)
+    cheap = new_run(team, bob, minutes=30)  # $1
+    do_start_preflight(cheap.pk, actor=bob)
+    cheap.refresh_from_db()
+    assert cheap.state == RunState.PREFLIGHT and not cheap.spend_requests.exists()
+
+
+def test_a_retry_asks_the_envelope_again(team, alice, bob):
+    run = new_run(team, bob, state=RunState.QUARANTINED)
+    with pytest.raises(SpendPending):
+        do_retry_run(run.pk, actor=bob)
+    request = SpendRequest.objects.get(run=run)
+    assert (request.why, request.attempt) == ("relaunch", 1)
+    do_decide_spend(request.pk, True, "ok", actor=alice)
+    assert do_continue_after_spend(request.pk) == "relaunched"
+    run.refresh_from_db()
+    assert run.state == RunState.LAUNCHING and run.attempt == 1
+
+
+def test_a_rejection_leaves_the_run_and_an_unanswered_request_expires(team, alice, bob):
+    first, second = new_run(team, bob), new_run(team, bob)
+    for run in (first, second):
+        with pytest.raises(SpendPending):
+            do_start_preflight(run.pk, actor=bob)
+    rejected = do_decide_spend(SpendRequest.objects.get(run=first).pk, False, "too dear", actor=alice)
+    assert rejected.status == SpendStatus.REJECTED and do_continue_after_spend(rejected.pk) == "not approved"
+    SpendRequest.objects.filter(run=second).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert do_expire_spend_requests() == 1
+    assert SpendRequest.objects.get(run=second).status == SpendStatus.EXPIRED
+    with pytest.raises(ValidationError, match="expired"):
+        do_decide_spend(SpendRequest.objects.get(run=second).pk, True, "late", actor=alice)
+    assert Run.objects.get(pk=second.pk).state == RunState.DRAFT
+
+
+def test_two_approvers_at_once_decide_once(team, alice, bob, dave, erin):
+    run = new_run(team, bob)
+    team.members.add(dave, erin)
+    for person in (dave, erin):
+        person.groups.add(*alice.groups.all())
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    request = SpendRequest.objects.get(run=run)
+    barrier, outcomes = threading.Barrier(3), []
+
+    def decide(person):
+        from django.db import connection
+
+        try:
+            barrier.wait()
+            outcomes.append(do_decide_spend(request.pk, True, "go", actor=person).approver.username)
+        except ValidationError as exc:
+            outcomes.append(" ".join(exc.messages))
+        except Exception as exc:  # every thread's outcome is checked
+            outcomes.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=decide, args=(person,)) for person in (alice, dave, erin)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    winners = [outcome for outcome in outcomes if outcome in ("alice", "dave", "erin")]
+    assert len(outcomes) == 3 and len(winners) == 1
+    assert all("is approved" in outcome for outcome in outcomes if outcome not in winners)
+    assert SpendRequest.objects.get(pk=request.pk).approver.username == winners[0]
+
+
+def test_the_api_answers_409_with_the_spend_request(team, bob):
+    from django.test import Client
+
+    from api.models import ApiToken
+
+    run = new_run(team, bob)
+    _, token = ApiToken.objects.issue(bob, "t")
+    response = Client(HTTP_AUTHORIZATION=f"Token {token}").post(f"/api/runs/{run.run_id}/launch/")
+    assert response.status_code == 409
+    body = response.json()
+    assert body["error"] == "needs_approval" and body["spend_request"] == SpendRequest.objects.get(run=run).pk
+
+
+def test_the_dashboard_shows_the_envelope(team, client, bob, charlie):
+    client.force_login(bob)
+    page = client.get("/").content.decode()
+    assert 'id="cost-envelopes"' in page and "$10.00" in page and "Forecast at period end" in page
+    client.force_login(charlie)
+    assert 'id="cost-envelopes"' not in client.get("/").content.decode()
