@@ -148,4 +148,23 @@ def checks_for(request, deep: bool = True, facts: BoxFacts | None = None) -> dic
         return shutdown_checks(request.instance, planned, request.waive_active, deep, facts)
     if request.kind == TeardownKind.RELEASE:
         return release_checks(request.instance, planned, request.waive_active, request.retire_hold, deep, facts)
+    if request.kind == TeardownKind.DELETE_RESOURCE:
+        return resource_checks(request.resource, planned, deep, facts)
     return deletion_checks(request.run, planned, deep, facts)
+
+
+def resource_checks(resource, planned: Consequence, deep: bool = True, facts: BoxFacts | None = None) -> dict:
+    """Deleting a volume, filesystem or storage destroys the copies on the tier it is, as evidence
+    deletion does: a verified copy of every export it holds must survive elsewhere."""
+    exists = resource.deleted_at is None
+    items = [Item(f"The {resource.facts.label} still exists", exists, "registered" if exists else "already deleted")]
+    if exists:
+        items += evidence_items(_facts_of(resource.instance, facts), planned, deep)
+    tier = resource.instance.profile.tier_named(resource.tier) if resource.tier else None
+    lost = (
+        f"{tier['name']} ({tier['path']})"
+        if tier
+        else ("its files" if resource.facts.holds_files else "nothing stored")
+    )
+    items.append(Item("What deleting it destroys", True, lost))
+    return _snapshot(items)

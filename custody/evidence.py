@@ -49,10 +49,12 @@ class Consequence:
     run_id: int | None = None
     location: str = ""
     request_id: int | None = None
+    tier: str = ""  # a resource deletion: the tier of the box that the resource is
 
     @classmethod
     def of(cls, request) -> "Consequence":
-        return cls(request.kind, request.instance_id, request.run_id, request.location, request.pk)
+        tier = request.resource.tier if request.kind == TeardownKind.DELETE_RESOURCE else ""
+        return cls(request.kind, request.instance_id, request.run_id, request.location, request.pk, tier)
 
     def describe(self) -> str:
         name = TeardownKind(self.kind).label.lower()
@@ -139,6 +141,8 @@ def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
         return consequence.run_id == copy.run_id and consequence.location == copy.location
     if copy.instance_id is None or copy.instance_id != consequence.instance_id:
         return False
+    if consequence.kind == TeardownKind.DELETE_RESOURCE:
+        return bool(consequence.tier) and copy.tier["name"] == consequence.tier
     return profile.loses(copy.tier, "release" if consequence.kind == TeardownKind.RELEASE else "shutdown")
 
 

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from custody import teardown
 from custody.models import TeardownKind, TeardownRequest, TeardownStatus
-from custody.providers import NeedsAttestation, ProviderError, provider_says_stopped
+from custody.providers import NeedsAttestation, ProviderError, provider_says_stopped, resource_console_steps
 from custody.providers import execute as provider_execute
 from custody.removal import remove_copy
 from profiles.nodes import transport_for
@@ -59,6 +59,8 @@ def execute(request_id: int) -> str:
         if request.kind == TeardownKind.DELETE_EVIDENCE:
             teardown.do_finish_execution(request.pk, remove_copy(request.run, request.location))
             return "deleted"
+        if request.kind == TeardownKind.DELETE_RESOURCE:
+            raise NeedsAttestation(resource_console_steps(request.resource))
         answer = provider_execute(request.instance, request.kind, str(request.idempotency_key))
     except NeedsAttestation as steps:
         teardown.do_await_attestation(request.pk, steps.steps)

@@ -59,7 +59,9 @@ def _flight(instances) -> dict[int, list[Consequence]]:
     on_box = Q(instance_id__in=ids) & ~Q(kind=TeardownKind.DELETE_EVIDENCE)
     deletions = Q(kind=TeardownKind.DELETE_EVIDENCE, run__instance_id__in=ids)
     found = defaultdict(list)
-    for request in TeardownRequest.objects.filter(on_box | deletions, status__in=IN_FLIGHT).select_related("run"):
+    for request in TeardownRequest.objects.filter(on_box | deletions, status__in=IN_FLIGHT).select_related(
+        "run", "resource"
+    ):
         box = request.run.instance_id if request.kind == TeardownKind.DELETE_EVIDENCE else request.instance_id
         found[box].append(Consequence.of(request))
     for consequences in found.values():

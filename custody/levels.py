@@ -23,9 +23,11 @@ def _names(tiers) -> list[str]:
     return [f"{tier['name']} ({tier['path']})" for tier in tiers]
 
 
-def consequence_of(kind: str, instance) -> Consequence:
+def consequence_of(kind: str, instance, resource=None) -> Consequence:
     profile, project = instance.profile, instance.project
     billing = profile.data["billing"]
+    if kind == TeardownKind.DELETE_RESOURCE:
+        return _resource_consequence(resource)
     if kind == TeardownKind.SHUTDOWN and profile.data["teardown"]["shutdown"]["via"] == "none":
         why = f"{profile.name} has no stop that keeps the box: its meter stops at {billing['meter_stop_verb']}."
         return Consequence("L3", True, "nothing (not offered)", [], "", why)
@@ -63,3 +65,13 @@ def _holds_evidence(instance) -> bool:
     planned = Planned(TeardownKind.SHUTDOWN, instance.pk)
     exported = instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance")
     return any(touched(run, planned) for run in exported)
+
+
+def _resource_consequence(resource) -> Consequence:
+    """Always L3, with the custody rules of evidence deletion (DOMAIN §5, issue 17 §3)."""
+    facts, tier = resource.facts, resource.instance.profile.tier_named(resource.tier) if resource.tier else None
+    lost = [f"{tier['name']} ({tier['path']}) of {resource.instance.name}"] if tier else []
+    if not tier and facts.holds_files:
+        lost = [f"every file on the {facts.label} {resource.name}"]
+    stops = f"the {facts.label}'s ${resource.rate}/h ({facts.clock})"
+    return Consequence("L3", True, stops, lost, "", "" if resource.deleted_at is None else "already deleted")

@@ -65,6 +65,7 @@ class TeardownKind(models.TextChoices):
     SHUTDOWN = "shutdown", "Shut down"
     RELEASE = "release", "Release"
     DELETE_EVIDENCE = "delete_evidence", "Delete evidence"
+    DELETE_RESOURCE = "delete_resource", "Delete resource"
 
 
 class TeardownStatus(models.TextChoices):
@@ -134,6 +135,9 @@ class TeardownRequest(models.Model):
     kind = models.CharField(max_length=16, choices=TeardownKind.choices)
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     location = models.CharField(max_length=8, choices=EvidenceLocation.choices, blank=True)
+    resource = models.ForeignKey(
+        "profiles.Resource", null=True, blank=True, on_delete=models.PROTECT, related_name="teardown_requests"
+    )
     level = models.CharField(max_length=2)
     needs_second_person = models.BooleanField(default=True)
     requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
@@ -176,6 +180,8 @@ class TeardownRequest(models.Model):
     def target(self) -> str:
         if self.kind == TeardownKind.DELETE_EVIDENCE:
             return f"{self.get_location_display()} of {self.run.run_id}"
+        if self.kind == TeardownKind.DELETE_RESOURCE:
+            return f"{self.resource} of {self.instance.name}"
         return self.instance.name
 
 

@@ -187,6 +187,19 @@ def console_steps(instance, kind: str) -> list[str]:
     ]
 
 
+def resource_console_steps(resource) -> list[str]:
+    """Resource deletion is console-attested on every platform (no adapter deletes storage here)."""
+    platform = resource.instance.profile.name
+    named = f"{resource.facts.label} {resource.name}" + (
+        f" (id {resource.provider_id})" if resource.provider_id else ""
+    )
+    return [
+        f"Open the {platform} console and find the {named}.",
+        f"Choose to {resource.facts.delete_verb}, for that one only.",
+        "Wait until the console no longer lists it, then attest here.",
+    ]
+
+
 def execute(instance, kind: str, idempotency_key: str) -> dict:
     """Run one consequence at the provider; raises ProviderError or NeedsAttestation."""
     via = instance.profile.data["teardown"]["shutdown" if kind == TeardownKind.SHUTDOWN else "release"]["via"]

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from custody import checks, notify
-from custody.evidence import copies_of, latest_verified
+from custody.evidence import Consequence, copies_of, latest_verified, touched
 from custody.levels import consequence_of
 from custody.models import (
     OPEN_TEARDOWN,
@@ -97,24 +97,34 @@ def _refusal(snapshot: dict) -> str:
     return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)
 
 
-def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, *, actor):
+def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, *, actor):
     """Create a request after its custody check passes; an L2 that needs no second person is approved."""
     if not reason.strip():
         raise TeardownRefused("Say why: the reason is part of the audit trail.")
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
-        if instance.state == "released":
-            raise TeardownRefused("This box is already released.")
+        if instance.state == "released" and kind != TeardownKind.DELETE_RESOURCE:
+            raise TeardownRefused("This box is already released.")  # its volumes may still bill
+        if (kind == TeardownKind.DELETE_RESOURCE) != (resource is not None) or (
+            resource is not None and resource.instance_id != instance.pk
+        ):
+            raise TeardownRefused("A resource deletion names one resource of this box; no other consequence does.")
         duplicate = TeardownRequest.objects.filter(
-            instance=instance, kind=kind, run=run, location=location, status__in=OPEN_TEARDOWN
+            instance=instance, kind=kind, run=run, location=location, resource=resource, status__in=OPEN_TEARDOWN
         ).first()
         if duplicate:
             raise TeardownRefused(f"Request #{duplicate.pk} for this is already {duplicate.get_status_display()}.")
         request = TeardownRequest(
-            instance=instance, kind=kind, run=run, location=location, requester=actor, reason=reason.strip()
+            instance=instance,
+            kind=kind,
+            run=run,
+            location=location,
+            resource=resource,
+            requester=actor,
+            reason=reason.strip(),
         )
         request.retire_hold = retire_hold and kind == TeardownKind.RELEASE
-        consequence = consequence_of(kind, instance)
+        consequence = consequence_of(kind, instance, resource)
         if consequence.not_offered:
             raise TeardownRefused(consequence.not_offered)
         request.level, request.needs_second_person = consequence.level, consequence.needs_second_person
@@ -319,6 +329,12 @@ def _apply_effects(request) -> None:
             audit("hold_retired", hold.retired_reason, request.approver, request)
     if request.kind == TeardownKind.DELETE_EVIDENCE:
         _mark_gone(request.run, [request.location], now)
+        return
+    if request.kind == TeardownKind.DELETE_RESOURCE:
+        type(request.resource).objects.filter(pk=request.resource_id).update(deleted_at=now)
+        planned = Consequence.of(request)
+        for run in request.instance.runs.filter(state="exported").select_related("project", "instance"):
+            _mark_gone(run, [copy.location for copy in touched(run, planned)], now)
         return
     # What the consequence wiped is gone for good; what only a release clock threatens stays
     # counted as lost while the box is stopped (custody.evidence.in_flight).

@@ -56,6 +56,7 @@ def teardown_create(request, pk):
                 data.get("run"),
                 data.get("location") or "",
                 data.get("retire_hold", False),
+                data.get("resource"),
                 actor=request.user,
             )
         )
@@ -99,7 +100,7 @@ def teardown_detail(request, pk):
     profile = req.instance.profile
     context = {
         "req": req,
-        "consequence": consequence_of(req.kind, req.instance),
+        "consequence": consequence_of(req.kind, req.instance, req.resource),
         "waiting": waiting([req])[0] if req.status == TeardownStatus.PENDING else None,
         "profile": profile,
         "may_decide": request.user.has_perm("projects.approve_cost") and request.user.pk != req.requester_id,

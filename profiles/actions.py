@@ -15,7 +15,9 @@ from profiles.models import (
     InstanceProbe,
     InstanceState,
     PlatformAcknowledgement,
+    Resource,
 )
+from profiles.resources import kinds_for
 
 
 class IllegalTransition(ValidationError):
@@ -178,3 +180,27 @@ def do_save_credential(credential: Credential, projects, *, actor) -> Credential
             data={"granted": granted, "revoked": revoked, "location_changed": moved},
         )
     return credential
+
+
+def do_register_resource(instance_id: int, kind: str, name: str, tier: str, rate, provider_id: str = "", *, actor):
+    """A resource the provider bills beside the box; it counts in spend until it is deleted (an L3
+    consequence of its own, requested like any teardown)."""
+    name, provider_id, tier = name.strip(), provider_id.strip(), tier.strip()
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        if kind not in dict(kinds_for(instance.profile_key)):
+            offered = ", ".join(label for _, label in kinds_for(instance.profile_key)) or "none"
+            raise ValidationError(f"{instance.profile.name} bills no such resource separately (it bills: {offered}).")
+        if not name:
+            raise ValidationError("Name the resource as the provider's console shows it.")
+        if tier and not any(t["name"] == tier for t in instance.profile.tiers):
+            raise ValidationError(f"{instance.profile.name} has no storage tier named “{tier}”.")
+        if rate is None or rate < 0:
+            raise ValidationError("The hourly rate is zero or more dollars.")
+        if instance.resources.filter(name=name).exists():
+            raise ValidationError(f"{instance.name} already has a resource named “{name}”.")
+        resource = Resource.objects.create(
+            instance=instance, kind=kind, name=name, provider_id=provider_id, tier=tier, rate=rate, created_by=actor
+        )
+        _event(instance, InstanceEvent.Kind.NOTE, f"Billable {resource} registered at ${rate}/h", actor)
+    return resource

@@ -5,6 +5,7 @@ from django.db import models
 from django.urls import reverse
 
 from profiles.catalog import get_profile
+from profiles.resources import FACTS as RESOURCE_FACTS
 from profiles.transport import HostKey
 
 
@@ -290,3 +291,43 @@ class PlatformAcknowledgement(models.Model):
 
     def __str__(self):
         return f"{self.user} acknowledged {self.profile_key} for {self.project_id}"
+
+
+class Resource(models.Model):
+    """A billable resource beyond the instance (a network volume, a filesystem, a static IP, a
+    snapshot): its own rate, its own clock, and its own L3 consequence (deleting it)."""
+
+    KINDS = [(kind, facts.label) for kind, facts in RESOURCE_FACTS.items()]
+
+    instance = models.ForeignKey(Instance, on_delete=models.PROTECT, related_name="resources")
+    kind = models.CharField(max_length=16, choices=KINDS)
+    name = models.CharField(max_length=80)
+    provider_id = models.CharField(max_length=120, blank=True, help_text="The provider's id for it, if it has one.")
+    tier = models.CharField(max_length=80, blank=True, help_text="The storage tier of the box it backs (its files).")
+    rate = models.DecimalField("hourly rate", max_digits=10, decimal_places=4, default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["instance", "name"]
+        constraints = [models.UniqueConstraint(fields=["instance", "name"], name="one_resource_name_per_box")]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} {self.name}"
+
+    @property
+    def facts(self):
+        return RESOURCE_FACTS[self.kind]
+
+    @property
+    def project(self):
+        return self.instance.project
+
+    def cost_between(self, start, end):
+        """What it billed inside [start, end]: it bills from registration until it is deleted."""
+        from decimal import Decimal
+
+        until = min(end, self.deleted_at) if self.deleted_at else end
+        seconds = (until - max(start, self.created)).total_seconds()
+        return self.rate * Decimal(str(max(seconds, 0) / 3600))

@@ -1,9 +1,12 @@
+from decimal import Decimal, InvalidOperation
+
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from profiles import catalog
@@ -11,6 +14,7 @@ from profiles.actions import (
     do_change_instance_state,
     do_confirm_host_key,
     do_create_instance,
+    do_register_resource,
     do_request_probe,
     do_save_credential,
     needs_acknowledgement,
@@ -18,6 +22,7 @@ from profiles.actions import (
 from profiles.costs import accrued_cost, danger_clocks
 from profiles.forms import CredentialForm, InstanceForm, StateForm
 from profiles.models import Credential, Instance, InstanceProbe
+from profiles.resources import kinds_for
 from projects.models import Project
 from remotegpu_site.flash import perform
 from runs.models import LIVE_STATES
@@ -83,8 +88,46 @@ def instance_detail(request, pk):
         "clocks": danger_clocks(instance, instance.runs.filter(state__in=LIVE_STATES).exists()),
         "cost": accrued_cost(instance),
         "watch": _watch_of(instance),
+        "resources": _resources_of(instance),
+        "resource_kinds": kinds_for(instance.profile_key),
+        "durable_tiers": [t["name"] for t in instance.profile.tiers if not instance.profile.loses(t, "release")],
     }
     return render(request, "profiles/instance_detail.html", context)
+
+
+def _resources_of(instance) -> list[tuple]:
+    """(resource, what it billed so far) for the box's billable resources, deleted ones last."""
+    now = timezone.now()
+    resources = sorted(instance.resources.all(), key=lambda r: (r.deleted_at is not None, r.name))
+    return [
+        (resource, resource.cost_between(resource.created, now).quantize(Decimal("0.01"))) for resource in resources
+    ]
+
+
+@require_POST
+@permission_required("projects.operate", raise_exception=True)
+def instance_add_resource(request, pk):
+    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    post = request.POST
+    try:
+        rate = Decimal(post.get("rate", "").strip() or "0")
+    except InvalidOperation:
+        messages.error(request, "The hourly rate is a number of dollars, e.g. 0.07.")
+        return redirect("instance-detail", pk=pk)
+    return _act(
+        request,
+        instance.pk,
+        lambda: do_register_resource(
+            instance.pk,
+            post.get("kind", ""),
+            post.get("name", "")[:80],
+            post.get("tier", "")[:80],
+            rate,
+            post.get("provider_id", "")[:120],
+            actor=request.user,
+        ),
+        "Resource registered: it counts in spend until it is deleted.",
+    )
 
 
 def _watch_of(instance):

@@ -43,7 +43,10 @@ class Project(models.Model):
         max_digits=10, decimal_places=2, null=True, blank=True, help_text="Spend allowed per period (USD); empty: none."
     )
     budget_period = models.CharField(
-        max_length=5, choices=[("month", "per calendar month"), ("week", "per week (from Monday)")], default="month"
+        max_length=5,
+        choices=[("month", "per calendar month"), ("week", "per week (from Monday)")],
+        default="month",
+        db_default="month",  # rows written by code that predates the envelope (migrations, old workers)
     )
     run_cost_threshold = models.DecimalField(
         max_digits=10,

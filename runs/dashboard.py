@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from custody.models import ClockAlarm, ProviderDrift, TeardownRequest
 from profiles.costs import danger_clocks
-from profiles.models import Instance, InstanceState
+from profiles.models import Instance, InstanceState, Resource
 from projects.models import Project
 from runs.models import LIVE_STATES, Run, SpendRequest, SpendStatus
 
@@ -69,3 +69,9 @@ def idle_billing(instances) -> list[tuple]:
         if clocks:
             rows.append((instance, clocks))
     return rows
+
+
+def orphan_resources(instances) -> list:
+    """Resources still billing after their box was released: the orphan bleed (issue 17 §3)."""
+    released = instances.filter(state=InstanceState.RELEASED)
+    return list(Resource.objects.filter(instance__in=released, deleted_at__isnull=True).select_related("instance")[:50])

@@ -32,8 +32,13 @@ class ProjectForm(forms.ModelForm):
             raise forms.ValidationError(problem)
         return url
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["budget_period"].required = False  # only read with a budget; a month by default
+
     def clean(self):
         cleaned = super().clean()
+        cleaned["budget_period"] = cleaned.get("budget_period") or "month"
         for field in ("budget", "run_cost_threshold"):
             if cleaned.get(field) is not None and cleaned[field] < 0:
                 self.add_error(field, "A spend limit is zero or more dollars.")

@@ -9,7 +9,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from profiles.costs import burn_rate, cost_between
-from profiles.models import Instance
+from profiles.models import Instance, Resource
 
 CENT = Decimal("0.01")
 
@@ -65,11 +65,14 @@ def _remaining(run, now) -> Decimal:
     return run.instance.rate_running * Decimal(str(minutes / 60))
 
 
-def _envelope(project, boxes, live_runs, now) -> Envelope:
+def _envelope(project, boxes, live_runs, now, resources=()) -> Envelope:
+    """Boxes by their state history; resources (volumes, IPs, snapshots) from registration to deletion."""
     start, end = period_bounds(project.budget_period, now)
     spent = sum((cost_between(box, start, now) for box in boxes), Decimal(0))
+    spent += sum((resource.cost_between(start, now) for resource in resources), Decimal(0))
     committed = sum((_remaining(run, now) for run in live_runs), Decimal(0))
     burn = sum((burn_rate(box) for box in boxes), Decimal(0))
+    burn += sum((resource.rate for resource in resources if resource.deleted_at is None), Decimal(0))
     return Envelope(
         project.budget, project.budget_period, start, end, spent.quantize(CENT), committed.quantize(CENT), burn
     )
@@ -88,19 +91,25 @@ def envelope_of(project, now=None, exclude_run=None) -> Envelope:
     if exclude_run is not None:
         live = live.exclude(pk=exclude_run.pk)
     boxes = Instance.objects.filter(project=project).with_state_events()
-    return _envelope(project, list(boxes), list(live), now or timezone.now())
+    resources = Resource.objects.filter(instance__project=project)
+    return _envelope(project, list(boxes), list(live), now or timezone.now(), list(resources))
 
 
 def envelopes_for(projects, now=None) -> list[tuple]:
     """(project, envelope) for each project with a budget, in three queries however many there are."""
     now = now or timezone.now()
     projects = [project for project in projects if project.budget is not None]
-    boxes, live = defaultdict(list), defaultdict(list)
+    boxes, live, resources = defaultdict(list), defaultdict(list), defaultdict(list)
     for box in Instance.objects.filter(project__in=projects).with_state_events():
         boxes[box.project_id].append(box)
+    for resource in Resource.objects.filter(instance__project__in=projects).select_related("instance"):
+        resources[resource.instance.project_id].append(resource)
     for run in _live_runs(projects):
         live[run.project_id].append(run)
-    return [(project, _envelope(project, boxes[project.pk], live[project.pk], now)) for project in projects]
+    return [
+        (project, _envelope(project, boxes[project.pk], live[project.pk], now, resources[project.pk]))
+        for project in projects
+    ]
 
 
 def needs_approval(run, now=None) -> str | None:

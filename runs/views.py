@@ -24,7 +24,7 @@ from runs.actions import (
     do_start_preflight,
 )
 from runs.cadence import cadence_for
-from runs.dashboard import clock_alarms, idle_billing, open_drift, tiles_for
+from runs.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
 from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Run, RunState, SpendRequest, Sweep
 from runs.signals import FAILURE_CLASSES, strip_ansi
@@ -41,6 +41,7 @@ def dashboard(request):
         "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
         "clock_alarms": clock_alarms(Instance.objects.visible_to(request.user)),
         "drift": open_drift(request.user),
+        "orphan_resources": orphan_resources(Instance.objects.visible_to(request.user)),
         "envelopes": envelopes_for(Project.objects.visible_to(request.user).filter(budget__isnull=False)[:50]),
     }
     return render(request, "runs/dashboard.html", context)

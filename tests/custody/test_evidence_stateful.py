@@ -45,14 +45,15 @@ from custody.teardown import (
 from custody.teardown import do_request_teardown as request_teardown
 from custody.verify import custody_dir
 from profiles.catalog import all_profiles
-from profiles.models import Instance
+from profiles.models import Instance, Resource
+from profiles.resources import kinds_for
 from projects.models import Project
 from runs.models import Run
 from tests.custody import sealed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOCATIONS = [EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR]
-KINDS = [TeardownKind.SHUTDOWN, TeardownKind.RELEASE, TeardownKind.DELETE_EVIDENCE]
+KINDS = [TeardownKind.SHUTDOWN, TeardownKind.RELEASE, TeardownKind.DELETE_EVIDENCE, TeardownKind.DELETE_RESOURCE]
 STACK = {}  # the session's sshd and personas, handed to the machine by the test
 
 
@@ -80,6 +81,14 @@ class EvidenceMachine(RuleBasedStateMachine):
             mirror_tier=self.profile.tier_of(durable)["name"] if durable else "",
         )
         self.runs, self.files, self.requests, self.effects = [], {}, [], {}
+        # A billable resource that is the durable tier (a network volume, a filesystem): deleting it
+        # destroys the mirror copies there, under the same invariant as every other consequence.
+        kinds = kinds_for(profile)
+        self.resource = None
+        if kinds and self.instance.mirror_tier:
+            self.resource = Resource.objects.create(
+                instance=self.instance, kind=kinds[0][0], name="durable", tier=self.instance.mirror_tier, rate=1
+            )
         for _ in range(2):
             run = Run.objects.create(
                 project=self.project,
@@ -126,6 +135,16 @@ class EvidenceMachine(RuleBasedStateMachine):
                 for run in self.runs:
                     shutil.rmtree(self.where(run, location), ignore_errors=True)
 
+    def wipe_tier_named(self, name: str) -> None:
+        tiers = {
+            EvidenceLocation.NODE: self.instance.data_tier_info,
+            EvidenceLocation.MIRROR: self.instance.mirror_tier_info,
+        }
+        for location, tier in tiers.items():
+            if tier["name"] == name:
+                for run in self.runs:
+                    shutil.rmtree(self.where(run, location), ignore_errors=True)
+
     # ------------------------------------------------------------------ rules
 
     @rule(index=st.integers(0, 1))
@@ -139,6 +158,8 @@ class EvidenceMachine(RuleBasedStateMachine):
     @rule(kind=st.sampled_from(KINDS), index=st.integers(0, 1), data=st.data())
     def request(self, kind, index, data):
         run, location = None, ""
+        if kind == TeardownKind.DELETE_RESOURCE and self.resource is None:
+            return
         if kind == TeardownKind.DELETE_EVIDENCE:
             run = self.runs[index]
             run.refresh_from_db()
@@ -147,7 +168,10 @@ class EvidenceMachine(RuleBasedStateMachine):
                 return
             location = data.draw(st.sampled_from(present))
         try:
-            made = request_teardown(self.instance.pk, kind, "property", run, location, actor=STACK["bob"])
+            resource = self.resource if kind == TeardownKind.DELETE_RESOURCE else None
+            made = request_teardown(
+                self.instance.pk, kind, "property", run, location, resource=resource, actor=STACK["bob"]
+            )
         except TeardownRefused:
             event(f"refused {kind}")
             return
@@ -182,6 +206,8 @@ class EvidenceMachine(RuleBasedStateMachine):
         event(f"executed {claimed.kind}")
         if claimed.kind == TeardownKind.DELETE_EVIDENCE:
             remove_copy(claimed.run, claimed.location)
+        elif claimed.kind == TeardownKind.DELETE_RESOURCE:
+            self.wipe_tier_named(self.resource.tier)
         else:
             self.wipe_tiers("shutdown" if claimed.kind == TeardownKind.SHUTDOWN else "release")
         if not worker_dies:

@@ -14,22 +14,22 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from custody.models import Artifact, AuditEntry, CustodyRecord, CustodyStatus, TeardownRequest
-from profiles.models import Instance, InstanceEvent
+from profiles.models import Instance, InstanceEvent, Resource
 from projects.models import Project
-from runs.models import Run, RunEvent, RunState, Sweep
+from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep
 
 pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 20,
+    "dashboard": 27,
     "history": 10,
     "project": 8,
     "run": 9,
     "instances": 5,
-    "instance": 20,
+    "instance": 21,
     "sweep": 7,
-    "approvals": 12,
+    "approvals": 14,
     "audit": 3,
     "compare": 7,
 }
@@ -38,7 +38,7 @@ PINNED = {
 class World:
     def __init__(self, alice, bob):
         self.alice, self.bob = alice, bob
-        self.project = Project.objects.create(name="Vision", slug="vision")
+        self.project = Project.objects.create(name="Vision", slug="vision", budget=500)
         self.project.members.add(alice, bob)
         self.instance = self.box("node")
         self.first = self.run(RunState.EXPORTED)
@@ -103,6 +103,21 @@ class World:
                 check_at_request={"items": [], "ok": True},
             )
             AuditEntry.objects.create(actor=self.bob, action="requested", request=request, instance=box, message="m")
+            Resource.objects.create(instance=box, kind="network_volume", name="v", tier="network volume", rate=1)
+            Resource.objects.create(instance=self.instance, kind="network_volume", name=uuid.uuid4().hex, rate=1)
+            spending = self.run(RunState.DRAFT)
+            SpendRequest.objects.create(
+                run=spending,
+                attempt=1,
+                why="launch",
+                expected_cost=9,
+                reason="over",
+                requester=self.bob,
+                expires_at=timezone.now() + timedelta(hours=24),
+            )
+            released = self.box(uuid.uuid4().hex[:6])
+            Instance.objects.filter(pk=released.pk).update(state="released")
+            Resource.objects.create(instance=released, kind="network_volume", name="orphan", rate=1)
 
     def pages(self) -> dict[str, str]:
         return {
