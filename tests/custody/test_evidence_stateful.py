@@ -203,6 +203,7 @@ class EvidenceMachine(RuleBasedStateMachine):
         if claimed is None:
             return
         self.effects[pk] = self.effects.get(pk, 0) + 1
+        STACK["executed"].add(claimed.kind)
         event(f"executed {claimed.kind}")
         if claimed.kind == TeardownKind.DELETE_EVIDENCE:
             remove_copy(claimed.run, claimed.location)
@@ -259,14 +260,16 @@ def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, sett
     settings.TEARDOWN_EXECUTION_LEASE = 0
     Group.objects.get(name="approvers")  # the roles exist (data migration)
     key = scan_host_key("127.0.0.1", sshd.port, timeout=5)
-    STACK.update(sshd=sshd, alice=alice, bob=bob, key=key)
+    STACK.update(sshd=sshd, alice=alice, bob=bob, key=key, executed=set())
     run_state_machine_as_test(
         EvidenceMachine,
         settings=hypothesis_settings(
-            max_examples=40,
+            max_examples=60,
             stateful_step_count=25,
             deadline=None,
             derandomize=True,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+    # The machine reached every kind of consequence, resource deletions included, and executed them.
+    assert STACK["executed"] == set(KINDS), STACK["executed"]
