@@ -1,5 +1,6 @@
-"""Clocks that alarm: beat evaluates every stopped box's danger clocks and tells the project once per
-threshold (CLOCK_ALARM_HOURS, e.g. 72 h, 24 h, 6 h before, and when it has fired).
+"""Clocks that alarm: beat evaluates every stopped box's danger clocks, and every platform timer set on
+a running box, and tells the project once per threshold (CLOCK_ALARM_HOURS, e.g. 72 h, 24 h, 6 h
+before, and when it has fired).
 
 A clock first seen already inside several thresholds raises only the tightest one; a looser one
 crossed later is covered by it. Alarms are rows under a unique constraint: two beat ticks (or two
@@ -8,6 +9,7 @@ workers) racing raise one.
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from custody.models import ClockAlarm
@@ -36,7 +38,8 @@ def do_raise_clock_alarms(now=None) -> list[int]:
     """Beat: the alarms raised this tick (their ids)."""
     now = now or timezone.now()
     raised = []
-    for instance in Instance.objects.filter(state="stopped").with_state_events():
+    timed = Q(stops_at__isnull=False, state__in=["running", "unknown"])
+    for instance in Instance.objects.filter(Q(state="stopped") | timed).with_state_events():
         for deadline in clock_deadlines(instance, now):
             hours_left = (deadline.fires_at - now).total_seconds() / 3600
             threshold = threshold_due(hours_left, settings.CLOCK_ALARM_HOURS)

@@ -11,10 +11,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from custody.models import DriftKind, ProviderDrift
-from custody.provider_apis import APIS, GONE, RUNNING
+from custody.provider_apis import APIS, GONE, RUNNING, STOPPED
 from custody.providers import ProviderError, list_resources
 from notifications.actions import do_notify
 from notifications.models import Event
+from profiles.actions import do_observe_provider_state
 from profiles.models import Credential, Instance, InstanceState
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
         for row in by_key.values():  # no longer seen: resolved
             row.resolved_at = now
             row.save(update_fields=["resolved_at"])
+    for instance in instances:  # observed state: how the provider bills it now (after drift was recorded)
+        if instance.provider_id and inventory.get(instance.provider_id) in (RUNNING, STOPPED):
+            do_observe_provider_state(instance.pk, inventory[instance.provider_id], profile_key)
     return new
 
 

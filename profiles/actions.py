@@ -90,6 +90,25 @@ def do_observe_running(instance_id: int, evidence: str) -> Instance:
     return instance
 
 
+BILLING_AS_RUNNING_OR_UNKNOWN = (InstanceState.UNKNOWN, InstanceState.RUNNING)
+
+
+def do_observe_provider_state(instance_id: int, provider_state: str, platform: str) -> Instance:
+    """Beat asked the provider (the teardown adapters' status call): running or stopped there is how
+    the box bills. A release is never inferred (a person or a teardown says so; drift shows the rest)."""
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        evidence = f"{platform} says {provider_state}"
+        if provider_state == InstanceState.RUNNING:
+            _observe_running(instance, evidence)
+        elif provider_state == InstanceState.STOPPED and instance.state in (
+            InstanceState.UNKNOWN,
+            InstanceState.RUNNING,
+        ):
+            change_state_locked(instance, InstanceState.STOPPED, f"observed ({evidence})", actor=None)
+    return instance
+
+
 def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.Trigger.BUTTON, *, actor) -> None:
     from profiles.tasks import probe_instance
 

@@ -28,12 +28,17 @@ def hours_after_stop(clock: str) -> float | None:
 
 
 def clock_deadlines(instance, now=None) -> list[ClockDeadline]:
-    """The clocks of a stopped box that fire at a known time: each profile clock written "N days/hours
-    after stop", and the platform's release of a stopped box (which takes its disks)."""
+    """The clocks of a box that fire at a known time: a platform timer set for it (auto-shutdown, rental
+    end), and for a stopped box each profile clock written "N days/hours after stop" and the platform's
+    release of a stopped box (which takes its disks)."""
+    deadlines = []
+    if instance.stops_at and instance.state in (InstanceState.RUNNING, InstanceState.UNKNOWN):
+        what = f"a {instance.profile.name} timer stops this box (tmux and every run on it die)"
+        deadlines.append(ClockDeadline("timer", what, instance.stops_at))
     if instance.state != InstanceState.STOPPED:
-        return []
+        return deadlines
     since = accrued_cost(instance, now).state_since
-    profile, deadlines = instance.profile, []
+    profile = instance.profile
     for index, clock in enumerate(profile.danger_clocks):
         hours = hours_after_stop(clock["clock"])
         if hours is not None and hours != profile.stopped_released_after_hours:  # that one is below
@@ -118,7 +123,16 @@ def danger_clocks(instance, has_live_run: bool, now=None) -> list[str]:
                 lines.append(f"stopped {days:.0f} days — {name}: {clock['what']} ({when})")
             elif "continuous" in clock["clock"] and ("stop" in clock["what"] or "disk" in clock["what"]):
                 lines.append(f"stopped on {name}: {clock['what']} (${spent:.2f} so far)")
-    elif instance.state == InstanceState.RUNNING and not has_live_run:
+    if instance.state == InstanceState.RUNNING and not has_live_run:
         spent = instance.rate_running * Decimal(str(hours))
         lines.append(f"running with no live run for {hours:.1f} h (${spent:.2f} at the running rate)")
     return lines
+
+
+def timer_line(instance, now=None) -> str:
+    """The platform timer set on a running box, as the instance page says it; "" when none ticks."""
+    if not instance.stops_at or instance.state not in (InstanceState.RUNNING, InstanceState.UNKNOWN):
+        return ""
+    left = (instance.stops_at - (now or timezone.now())).total_seconds() / 3600
+    when = f"{left:.1f} h left" if left > 0 else "it has fired"
+    return f"a {instance.profile.name} timer stops this box at {instance.stops_at:%Y-%m-%d %H:%M} UTC ({when})"

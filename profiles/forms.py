@@ -50,7 +50,9 @@ class InstanceForm(forms.ModelForm):
             "shutdown_command",
             "rate_running",
             "rate_stopped",
+            "stops_at",
         ]
+        widgets = {"stops_at": forms.DateTimeInput(attrs={"type": "datetime-local"})}
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)

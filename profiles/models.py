@@ -170,6 +170,12 @@ class Instance(models.Model):
     )
     rate_running = models.DecimalField("hourly rate running", max_digits=10, decimal_places=4, default=0)
     rate_stopped = models.DecimalField("hourly rate stopped (storage)", max_digits=10, decimal_places=4, default=0)
+    stops_at = models.DateTimeField(
+        "platform timer (UTC)",
+        null=True,
+        blank=True,
+        help_text="When a timer of the platform stops or ends this box: auto-shutdown, rental end, notebook cap.",
+    )
     state = models.CharField(max_length=16, choices=InstanceState.choices, default=InstanceState.UNKNOWN)
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

@@ -19,7 +19,7 @@ from profiles.actions import (
     do_save_credential,
     needs_acknowledgement,
 )
-from profiles.costs import accrued_cost, danger_clocks
+from profiles.costs import accrued_cost, danger_clocks, timer_line
 from profiles.forms import CredentialForm, InstanceForm, StateForm
 from profiles.models import Credential, Instance, InstanceProbe
 from profiles.resources import kinds_for
@@ -85,7 +85,10 @@ def instance_detail(request, pk):
         "state_form": StateForm(initial={"state": instance.state}),
         "can_operate": request.user.has_perm("projects.operate"),
         "teardown": teardown_panel(instance),
-        "clocks": danger_clocks(instance, instance.runs.filter(state__in=LIVE_STATES).exists()),
+        "clocks": [
+            *danger_clocks(instance, instance.runs.filter(state__in=LIVE_STATES).exists()),
+            *filter(None, [timer_line(instance)]),
+        ],
         "cost": accrued_cost(instance),
         "watch": _watch_of(instance),
         "resources": _resources_of(instance),

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from custody.models import ClockAlarm, ProviderDrift, TeardownRequest
@@ -42,7 +42,10 @@ def tiles_for(user) -> list[Tile]:
 def clock_alarms(instances) -> list[ClockAlarm]:
     """The banner: alarms of boxes still stopped whose clock fires from a day ago onwards, soonest first."""
     since = timezone.now() - timedelta(days=1)
-    alarms = ClockAlarm.objects.filter(instance__in=instances.filter(state=InstanceState.STOPPED), fires_at__gt=since)
+    # Clocks still ticking: a stopped box's clocks, a running box's platform timer.
+    stopped = Q(instance__in=instances.filter(state=InstanceState.STOPPED)) & ~Q(clock="timer")
+    timed = Q(clock="timer", instance__in=instances.filter(state__in=[InstanceState.RUNNING, InstanceState.UNKNOWN]))
+    alarms = ClockAlarm.objects.filter(stopped | timed, fires_at__gt=since)
     latest = {}
     for alarm in alarms.select_related("instance").order_by("fires_at", "threshold_hours"):
         latest.setdefault((alarm.instance_id, alarm.clock, alarm.fires_at), alarm)  # the tightest per clock

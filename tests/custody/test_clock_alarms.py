@@ -99,3 +99,23 @@ def test_the_project_webhook_hears_the_alarm(bob, gpushare, provider_stub, celer
         what="the clock webhook",
     )
     assert hooks[0]["body"]["event"] == "clock.threshold" and hooks[0]["body"]["threshold_hours"] == 24
+
+
+def test_a_platform_timer_on_a_running_box_alarms_before_it_stops_the_box(alice, bob, client, no_worker):
+    """Auto-shutdown timers, rental ends and notebook caps (issue 17 §5) are clocks of a running box."""
+    slug = f"tmr{uuid.uuid4().hex[:8]}"
+    project = Project.objects.create(name=slug, slug=slug)
+    project.members.add(alice, bob)
+    box = Instance.objects.create(
+        name=f"{slug}-box", project=project, profile_key="vastai", state="running",
+        stops_at=timezone.now() + timedelta(hours=5),
+    )  # fmt: skip
+    (deadline,) = clock_deadlines(box)
+    assert deadline.key == "timer" and "vast.ai timer stops this box" in deadline.what
+    assert len(do_raise_clock_alarms()) == 1 and do_raise_clock_alarms() == []
+    assert ClockAlarm.objects.get(instance=box).threshold_hours == 6
+    client.force_login(bob)
+    assert box.name in client.get("/").content.decode()
+    assert "timer stops this box at" in client.get(f"/instances/{box.pk}/").content.decode()
+    do_change_instance_state(box.pk, "stopped", "done", actor=bob)
+    assert box.name not in client.get("/").content.decode()  # a stopped box's timer no longer ticks

@@ -100,3 +100,23 @@ def test_a_provider_that_cannot_list_resolves_nothing(bob, pod, provider_api, se
     provider_api.fail_next("", *[503] * (settings.PROVIDER_API_RETRIES + 1))
     assert do_reconcile_providers()["failed"] == ["runpod"]
     assert ProviderDrift.objects.get().resolved_at is None  # not knowing is not "gone"
+
+
+@pytestmark_db
+def test_the_providers_answer_is_the_boxes_observed_state(bob, pod, provider_api):
+    """Issue 17 §1: a box in Unknown that the provider says runs bills at the running rate from then;
+    one it says is stopped is stopped (never released: that takes a person or a teardown)."""
+    Instance.objects.filter(pk=pod.pk).update(state="unknown")
+    do_reconcile_providers()
+    pod.refresh_from_db()
+    assert pod.state == "running"
+    event = pod.events.filter(kind="state").latest("at")
+    assert "runpod says running" in event.message and event.data["observed"] == "runpod says running"
+    provider_api.states["pod-known"] = STOPPED
+    do_reconcile_providers()
+    pod.refresh_from_db()
+    assert pod.state == "stopped" and ProviderDrift.objects.count() == 0
+    provider_api.states["pod-known"] = GONE
+    do_reconcile_providers()
+    pod.refresh_from_db()
+    assert pod.state == "stopped"
