@@ -169,6 +169,30 @@ def _spend_gate(run: Run, attempt: int, why: str, actor) -> SpendRequest | None:
     return request
 
 
+def _ask_again_when_overrunning(run: Run, now) -> None:
+    """Longer than expected changes the run's cost: the envelope is asked again, once per attempt.
+    Nothing stops the run by itself (that would destroy its evidence): an approver acknowledges, or
+    rejects and the project is told to stop it."""
+    if run.launched_at is None or (now - run.launched_at).total_seconds() <= run.expected_minutes * 60:
+        return
+    if run.spend_requests.filter(attempt=run.attempt, why=SpendRequest.Why.OVERRUN).exists():
+        return
+    reason = spend.overrun_reason(run, now)
+    if reason is None:
+        return
+    request = SpendRequest.objects.create(
+        run=run,
+        attempt=run.attempt,
+        why=SpendRequest.Why.OVERRUN,
+        expected_cost=spend.expected_cost(run),
+        reason=reason,
+        requester=run.created_by,
+        expires_at=now + timedelta(hours=settings.SPEND_APPROVAL_HOURS),
+    )
+    _event(run, "spend", f"Asked again: {reason}", spend_request=request.pk)
+    notices.announce(run, Event.SPEND, f"asks the envelope again: {reason}")
+
+
 def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> SpendRequest:
     """An approver (never the requester) lets the attempt spend, or refuses; approval continues it."""
     from runs.tasks import continue_after_spend
@@ -195,6 +219,8 @@ def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> S
         request.save()
         verdict = "approved" if approve else "rejected"
         _event(run, "spend", f"Spend of attempt {request.attempt} {verdict}: {comment.strip()}", actor)
+        if not approve and request.why == SpendRequest.Why.OVERRUN:
+            notices.announce(run, Event.SPEND, f"its overrun was rejected by {actor.get_username()}: stop it by hand")
         if approve:
             transaction.on_commit(partial(continue_after_spend.delay, request.pk))
     return request
@@ -450,6 +476,8 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bo
             _alert(run, name)
         _set_health(run, seen.health, now)
         _apply_outcome(run, seen, status)
+        if run.state == RunState.RUNNING:
+            _ask_again_when_overrunning(run, now)
         run.last_status = {
             **{k: v for k, v in status.items() if k not in ("log_chunk", "csv_chunk")},
             "csv_header": seen.csv_header,

@@ -251,6 +251,7 @@ class SpendRequest(models.Model):
         LAUNCH = "launch", "Launch"
         SWEEP = "sweep", "Sweep cell"
         RELAUNCH = "relaunch", "Relaunch"
+        OVERRUN = "overrun", "Running past its expected duration"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="spend_requests")
     attempt = models.PositiveIntegerField(help_text="The attempt this approval covers.")

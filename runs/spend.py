@@ -126,3 +126,23 @@ def needs_approval(run, now=None) -> str | None:
             f"{project.get_budget_period_display()} (spent ${envelope.spent}, live runs ${envelope.committed})"
         )
     return None
+
+
+def overrun_reason(run, now=None) -> str | None:
+    """A running attempt past its expected duration whose cost so far is above the threshold, or has
+    taken the envelope past its budget: why the envelope is asked again (None: it need not be)."""
+    project, now = run.project, now or timezone.now()
+    if run.launched_at is None or (project.budget is None and project.run_cost_threshold is None):
+        return None
+    elapsed = (now - run.launched_at).total_seconds() / 60
+    if elapsed <= run.expected_minutes:
+        return None
+    so_far = (run.instance.rate_running * Decimal(str(elapsed / 60))).quantize(CENT)
+    running = f"running {elapsed:.0f} min of an expected {run.expected_minutes}: ${so_far} so far"
+    if project.run_cost_threshold is not None and so_far > project.run_cost_threshold:
+        return f"{running}, above the per-run threshold of ${project.run_cost_threshold}"
+    if project.budget is not None:
+        envelope = envelope_of(project, now)
+        if envelope.left < 0:
+            return f"{running}; the ${project.budget} envelope is overspent by ${-envelope.left}"
+    return None

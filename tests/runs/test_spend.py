@@ -189,3 +189,29 @@ def test_the_dashboard_shows_the_envelope(team, client, bob, charlie):
     assert 'id="cost-envelopes"' in page and "$10.00" in page and "Forecast at period end" in page
     client.force_login(charlie)
     assert 'id="cost-envelopes"' not in client.get("/").content.decode()
+
+
+def test_a_run_longer_than_expected_asks_the_envelope_again_once(team, alice, bob):
+    from django.db import transaction
+
+    from runs.actions import _ask_again_when_overrunning
+
+    team.run_cost_threshold = Decimal("3.00")
+    team.save()
+    run = new_run(team, bob, minutes=60, state=RunState.RUNNING)  # $2 expected: under the threshold
+    Run.objects.filter(pk=run.pk).update(launched_at=timezone.now() - timedelta(minutes=50))
+    run = Run.objects.select_related("project", "instance").get(pk=run.pk)
+    with transaction.atomic():
+        _ask_again_when_overrunning(run, timezone.now())  # inside its expected hour: nothing
+    assert not run.spend_requests.exists()
+    Run.objects.filter(pk=run.pk).update(launched_at=timezone.now() - timedelta(minutes=100))
+    run = Run.objects.select_related("project", "instance").get(pk=run.pk)
+    for _ in range(3):  # beat ticks again: asked once
+        with transaction.atomic():
+            _ask_again_when_overrunning(run, timezone.now())
+    request = run.spend_requests.get()
+    assert request.why == "overrun" and "above the per-run threshold of $3.00" in request.reason
+    assert "running 100 min of an expected 60: $3.33 so far" in request.reason
+    rejected = do_decide_spend(request.pk, False, "stop it", actor=alice)
+    assert rejected.status == SpendStatus.REJECTED
+    assert Notification.objects.filter(project=team, event="spend.approval", subject__contains="stop it by hand")
