@@ -48,9 +48,14 @@ def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Inst
 
 
 def do_change_instance_state(instance_id: int, new_state: str, reason: str = "", *, actor) -> Instance:
+    """A person records the state (audited); the state it already has is a confirmation, not an error."""
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update().get(pk=instance_id)
-        change_state_locked(instance, new_state, reason, actor=actor)
+        if instance.state == new_state and new_state != InstanceState.RELEASED:
+            message = f"Confirmed {instance.get_state_display()}" + (f": {reason}" if reason else "")
+            _event(instance, InstanceEvent.Kind.NOTE, message, actor, confirmed=new_state)
+        else:
+            change_state_locked(instance, new_state, reason, actor=actor)
     return instance
 
 

@@ -75,6 +75,7 @@ def instance_detail(request, pk):
 
     instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
     probes = list(instance.probes.all()[:20])
+    has_live_run = instance.runs.filter(state__in=LIVE_STATES).exists()
     latest_audit = instance.probes.filter(kind=InstanceProbe.Kind.AUDIT, ok=True).first()
     context = {
         "instance": instance,
@@ -86,16 +87,26 @@ def instance_detail(request, pk):
         "can_operate": request.user.has_perm("projects.operate"),
         "teardown": teardown_panel(instance),
         "clocks": [
-            *danger_clocks(instance, instance.runs.filter(state__in=LIVE_STATES).exists()),
+            *danger_clocks(instance, has_live_run),
             *filter(None, [timer_line(instance)]),
         ],
         "cost": accrued_cost(instance),
         "watch": _watch_of(instance),
         "resources": _resources_of(instance),
+        "confirm_with_console": _confirm_with_console(instance, has_live_run),
+        "console_states": [("running", "Running (billing)"), ("stopped", "Stopped")],
         "resource_kinds": kinds_for(instance.profile_key),
         "durable_tiers": [t["name"] for t in instance.profile.tiers if not instance.profile.loses(t, "release")],
     }
     return render(request, "profiles/instance_detail.html", context)
+
+
+def _confirm_with_console(instance, has_live_run: bool) -> bool:
+    """No provider API tells us how a console-only box bills: ask a person when it matters (its state
+    is unknown, or it runs with nothing of ours on it)."""
+    if instance.profile.data["teardown"]["release"]["via"] == "api" or instance.profile.is_local:
+        return False
+    return instance.state == "unknown" or (instance.state == "running" and not has_live_run)
 
 
 def _resources_of(instance) -> list[tuple]:

@@ -84,3 +84,22 @@ def test_beat_probes_every_box_that_may_bill(box, project, no_worker):
     Instance.objects.create(name=f"{project.slug}-gone-20261130", project=project, state="released")
     Instance.objects.create(name=f"{project.slug}-off-20261130", project=project, state="stopped")
     assert probe_running_instances() == 2  # the unknown box and the stopped one, never the released
+
+
+def test_a_console_only_box_asks_a_person_when_it_matters(client, bob, box):
+    """No provider API answers for a console-only box: the page asks while its state is unknown, and
+    again when it runs with nothing of ours on it; the answer is audited."""
+    from profiles.models import Instance
+
+    Instance.objects.filter(pk=box.pk).update(profile_key="autodl", state="unknown")
+    client.force_login(bob)
+    page = client.get(f"/instances/{box.pk}/").content.decode()
+    assert 'id="confirm-with-console"' in page and "AutoDL has no API" in page
+    client.post(f"/instances/{box.pk}/state/", {"state": "running", "reason": "confirmed in the AutoDL console"})
+    assert 'id="confirm-with-console"' in client.get(f"/instances/{box.pk}/").content.decode()  # idle, running
+    client.post(f"/instances/{box.pk}/state/", {"state": "running", "reason": "confirmed in the AutoDL console"})
+    box.refresh_from_db()
+    assert box.state == "running"
+    assert box.events.filter(kind="note", message__startswith="Confirmed Running").exists()
+    Instance.objects.filter(pk=box.pk).update(profile_key="runpod")  # the provider's API answers instead
+    assert 'id="confirm-with-console"' not in client.get(f"/instances/{box.pk}/").content.decode()
