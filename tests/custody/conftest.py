@@ -1,3 +1,22 @@
 """Custody tests run against the same real node fixtures as the runs tests."""
 
+import pytest
+
+from tests.custody import sealed
 from tests.runs.conftest import instance, make_run, node, project, source  # noqa: F401
+
+
+@pytest.fixture
+def exported(make_run):  # noqa: F811 (make_run is the runs fixture imported above)
+    """make(**fields): a run whose export is sealed on the loopback box; its files removed after."""
+    runs = []
+
+    def make(**fields):
+        run = make_run(**fields)
+        sealed.seal(run)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        sealed.cleanup(run)

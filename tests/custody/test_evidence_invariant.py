@@ -46,21 +46,6 @@ def _in_process_only(request):
 NODE, CUSTODY, MIRROR = EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR
 
 
-@pytest.fixture
-def exported(make_run):
-    runs = []
-
-    def make(**fields):
-        run = make_run(**fields)
-        sealed.seal(run)
-        runs.append(run)
-        return run
-
-    yield make
-    for run in runs:
-        sealed.cleanup(run)
-
-
 def as_platform(instance, key: str, data_tier: str = "", mirror_tier: str = "") -> None:
     """The loopback box described as a box of another platform, its disks on the named tiers."""
     instance.profile_key, instance.data_root_override = key, NODE_ROOT

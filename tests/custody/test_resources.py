@@ -29,21 +29,6 @@ def pod(instance, no_worker):
     return instance
 
 
-@pytest.fixture
-def exported(make_run):
-    runs = []
-
-    def make():
-        run = make_run()
-        sealed.seal(run)
-        runs.append(run)
-        return run
-
-    yield make
-    for run in runs:
-        sealed.cleanup(run)
-
-
 def volume(pod, bob):
     return do_register_resource(pod.pk, "network_volume", "vol-a", "network volume", Decimal("0.07"), "nv1", actor=bob)
 
