@@ -31,6 +31,10 @@ def consequence_of(kind: str, instance, resource=None) -> Consequence:
     if kind == TeardownKind.SHUTDOWN and profile.data["teardown"]["shutdown"]["via"] == "none":
         why = f"{profile.name} has no stop that keeps the box: its meter stops at {billing['meter_stop_verb']}."
         return Consequence("L3", True, "nothing (not offered)", [], "", why)
+    powered_off_over_ssh = profile.data["teardown"]["shutdown"]["via"] == "ssh"
+    if kind == TeardownKind.SHUTDOWN and powered_off_over_ssh and not instance.shutdown_command:
+        why = "No shutdown command is set: on this box it powers off a real machine; set it on Edit first."
+        return Consequence("L3", True, "nothing (not offered)", [], "", why)
     if kind == TeardownKind.SHUTDOWN:
         lost = _names(profile.tiers_lost_on("stop"))
         clock = ""
@@ -44,8 +48,8 @@ def consequence_of(kind: str, instance, resource=None) -> Consequence:
                         t for t in profile.tiers if profile.loses(t, "release") and t["survives"]["stop"] is not False
                     )
                 ]
-            return Consequence("L3", True, billing["stop_effect"], list(dict.fromkeys(lost)), clock)
-        return Consequence("L2", project.shutdown_needs_approval, billing["stop_effect"], [], clock)
+            return Consequence("L3", True, _stop_effect(instance), list(dict.fromkeys(lost)), clock)
+        return Consequence("L2", project.shutdown_needs_approval, _stop_effect(instance), [], clock)
     if kind == TeardownKind.RELEASE:
         lost = _names(t for t in profile.tiers if profile.loses(t, "release"))
         return Consequence("L3", True, f"{billing['meter_stop_verb']} and every charge of this box", lost)
@@ -75,3 +79,10 @@ def _resource_consequence(resource) -> Consequence:
         lost = [f"every file on the {facts.label} {resource.name}"]
     stops = f"the {facts.label}'s ${resource.rate}/h ({facts.clock})"
     return Consequence("L3", True, stops, lost, "", "" if resource.deleted_at is None else "already deleted")
+
+
+def _stop_effect(instance) -> str:
+    effect = instance.profile.data["billing"]["stop_effect"]
+    if instance.profile.data["teardown"]["shutdown"]["via"] == "ssh":
+        effect += f" Runs on the box: {instance.shutdown_command}"
+    return effect

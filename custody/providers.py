@@ -21,7 +21,6 @@ from profiles.credentials import api_key_of, provider_key
 from profiles.nodes import transport_for
 from profiles.transport import CredentialError, TransportError
 
-DEFAULT_POWEROFF = "sudo -n shutdown -h now"
 MAX_ANSWER_BYTES = 1024**2  # a provider's answer is read bounded, like a box's
 
 
@@ -206,7 +205,9 @@ def execute(instance, kind: str, idempotency_key: str) -> dict:
     if via == "api" and kind in getattr(APIS.get(instance.profile_key), "endpoints", {}):
         return _api_consequence(instance, kind, idempotency_key)
     if via == "ssh":
-        argv = shlex.split(instance.shutdown_command or DEFAULT_POWEROFF)
+        if not instance.shutdown_command:  # never a default: on an SSH box it powers off a real machine
+            raise ProviderError(f"{instance.name} has no shutdown command: set one on its page (Edit)")
+        argv = shlex.split(instance.shutdown_command)
         try:
             with transport_for(instance) as transport:
                 result = transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)

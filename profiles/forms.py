@@ -132,6 +132,12 @@ class InstanceForm(forms.ModelForm):
                 "The local workstation runs commands on the control host: only an administrator may register it.",
             )
             return data
+        if profile.data["teardown"]["shutdown"]["via"] == "ssh" and not data.get("shutdown_command"):
+            self.add_error(
+                "shutdown_command",
+                f"A {profile.name} shutdown powers off the real machine: write the command it runs "
+                "(for example sudo -n shutdown -h now, or a command that only stops your job).",
+            )
         for field in ("data_tier", "mirror_tier"):
             if data.get(field) and not profile.tier_named(data[field]):
                 names = ", ".join(tier["name"] for tier in profile.tiers)

@@ -166,7 +166,10 @@ class Instance(models.Model):
         help_text="One of the provider API keys an administrator granted to this project.",
     )
     shutdown_command = models.CharField(
-        max_length=300, blank=True, help_text="SSH power-off command for this box; blank = sudo -n shutdown -h now"
+        max_length=300,
+        blank=True,
+        help_text="The command that powers this box off over SSH (required where that is a real machine: "
+        "generic SSH boxes). Nothing is run by default.",
     )
     rate_running = models.DecimalField("hourly rate running", max_digits=10, decimal_places=4, default=0)
     rate_stopped = models.DecimalField("hourly rate stopped (storage)", max_digits=10, decimal_places=4, default=0)

@@ -121,6 +121,9 @@ class Sshd:
             "credential_id": self.credential_for(project).pk,  # an id: __dict__.update() sets it too
             "state": "running",
             "data_root_override": NODE_ROOT,  # this test process's own root on the shared box
+            # The loopback box is this machine: its "power-off" must never be one. Tests that watch a
+            # shutdown happen set their own command.
+            "shutdown_command": "true",
         }
         if pinned:
             from django.utils import timezone

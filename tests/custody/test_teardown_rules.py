@@ -132,16 +132,21 @@ def test_two_approvers_and_three_executors_terminate_once(alice, bob, erin, pod,
 
 
 def test_levels_come_from_the_survival_matrix(project):
-    def box(key):
+    def box(key, **fields):
         name = f"{project.slug}-{key}-20261129"
-        return Instance.objects.get_or_create(name=name, project=project, profile_key=key)[0]
+        return Instance.objects.get_or_create(name=name, project=project, profile_key=key, defaults=fields)[0]
+
+    # A generic SSH box's power-off is a real machine's: without its command the stop is not offered.
+    bare = consequence_of(TeardownKind.SHUTDOWN, Instance(name="bare", project=project, profile_key="generic-ssh"))
+    assert bare.not_offered.startswith("No shutdown command is set")
 
     # RunPod's stop wipes the container disk: L3. A generic box keeps its disk on stop: L2.
     runpod = consequence_of(TeardownKind.SHUTDOWN, box("runpod"))
-    generic = consequence_of(TeardownKind.SHUTDOWN, box("generic-ssh"))
+    generic = consequence_of(TeardownKind.SHUTDOWN, box("generic-ssh", shutdown_command="sudo -n poweroff"))
     assert runpod.level == "L3" and runpod.needs_second_person and runpod.data_lost
     assert "720 h clock" in runpod.clock and "volume disk (/workspace) when the clock runs out" in runpod.data_lost
     assert generic.level == "L2" and not generic.needs_second_person and not generic.clock
+    assert generic.stops_billing.endswith("Runs on the box: sudo -n poweroff")
     # AutoDL keeps its disks on stop, but the stop starts the 15-day release clock: shown, L2 while
     # nothing sealed lives on a tier the clock destroys (the evidence tests cover the L3 case).
     autodl = consequence_of(TeardownKind.SHUTDOWN, box("autodl"))
