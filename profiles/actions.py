@@ -228,3 +228,25 @@ def do_register_resource(instance_id: int, kind: str, name: str, tier: str, rate
         )
         _event(instance, InstanceEvent.Kind.NOTE, f"Billable {resource} registered at ${rate}/h", actor)
     return resource
+
+
+# Reaching the box somewhere else voids the pinned host key: the new address must be confirmed again.
+REPINNED_BY = {"host", "port"}
+
+
+def do_edit_instance(instance_id: int, changes: dict, *, actor) -> list[str]:
+    """Apply an operator's edit (validated by InstanceEditForm); the fields that changed, audited."""
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        changed = [field for field, value in changes.items() if getattr(instance, field) != value]
+        if not changed:
+            return []
+        lines = [f"{field}: {getattr(instance, field) or '—'} → {changes[field] or '—'}" for field in changed]
+        for field in changed:
+            setattr(instance, field, changes[field])
+        if REPINNED_BY & set(changed):
+            instance.host_key_type, instance.host_key_base64, instance.host_key_confirmed_at = "", "", None
+            lines.append("the pinned host key was cleared: test the connection and confirm the new one")
+        instance.save()
+        _event(instance, InstanceEvent.Kind.NOTE, "Edited: " + "; ".join(lines), actor, fields=changed)
+    return changed

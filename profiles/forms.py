@@ -57,17 +57,19 @@ class InstanceForm(forms.ModelForm):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["profile_key"].choices = [("", "—")] + [
-            (key, name)
-            for key, name in catalog.choices()
-            if settings.LOCAL_NODE or not catalog.get_profile(key).is_local
-        ]
-        self.fields["project"].queryset = Project.objects.visible_to(user)
+        if "project" in self.fields:  # registration; an edit keeps the box's identity
+            self.fields["profile_key"].choices = [("", "—")] + [
+                (key, name)
+                for key, name in catalog.choices()
+                if settings.LOCAL_NODE or not catalog.get_profile(key).is_local
+            ]
+            self.fields["project"].queryset = Project.objects.visible_to(user)
         # Names only: where a credential lives on the workers is for administrators.
         usable = Credential.objects.usable_by(user) if user else Credential.objects.none()
         self.fields["credential"].queryset = usable.of_kind(CredentialKind.SSH_KEY)
         self.fields["api_credential"].queryset = usable.of_kind(CredentialKind.PROVIDER_KEY)
-        self.fields["name"].help_text = "<project>-<purpose>-<yyyymmdd>, e.g. vision-vitb-20261129"
+        if "name" in self.fields:
+            self.fields["name"].help_text = "<project>-<purpose>-<yyyymmdd>, e.g. vision-vitb-20261129"
 
     @property
     def profile(self):
@@ -192,4 +194,29 @@ class CredentialForm(forms.ModelForm):
         reference = data.get("reference") or ""
         if data.get("kind") == CredentialKind.PROVIDER_KEY and reference and not reference.startswith("env:"):
             self.add_error("reference", "A provider API key is read from an environment variable: env:NAME.")
+        return data
+
+
+class InstanceEditForm(InstanceForm):
+    """What an operator may change on a registered box: where and how it is reached, its money and its
+    power-off command. Its project, name and platform are its identity (a new box is a new instance)."""
+
+    class Meta(InstanceForm.Meta):
+        fields = [field for field in InstanceForm.Meta.fields if field not in ("project", "name", "profile_key")]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for field in ("project", "name", "profile_key", "acknowledge"):
+            self.fields.pop(field, None)
+
+    @property
+    def profile(self):
+        return self.instance.profile
+
+    def clean(self):
+        data = super().clean()
+        for field in ("credential", "api_credential"):
+            credential = data.get(field)
+            if credential and not credential.granted_to(self.instance.project_id):
+                self.add_error(field, f"{credential} is not granted to {self.instance.project.name}.")
         return data

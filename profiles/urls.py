@@ -11,6 +11,7 @@ urlpatterns = [
     path("instances/<int:pk>/probe/", views.instance_probe, name="instance-probe"),
     path("instances/<int:pk>/host-key/", views.instance_confirm_host_key, name="instance-host-key"),
     path("instances/<int:pk>/state/", views.instance_set_state, name="instance-state"),
+    path("instances/<int:pk>/edit/", views.instance_edit, name="instance-edit"),
     path("instances/<int:pk>/resources/", views.instance_add_resource, name="instance-resource-add"),
     path("credentials/", views.credential_list, name="credential-list"),
     path("credentials/new/", views.credential_edit, name="credential-create"),

@@ -14,13 +14,14 @@ from profiles.actions import (
     do_change_instance_state,
     do_confirm_host_key,
     do_create_instance,
+    do_edit_instance,
     do_register_resource,
     do_request_probe,
     do_save_credential,
     needs_acknowledgement,
 )
 from profiles.costs import accrued_cost, danger_clocks, timer_line
-from profiles.forms import CredentialForm, InstanceForm, StateForm
+from profiles.forms import CredentialForm, InstanceEditForm, InstanceForm, StateForm
 from profiles.models import Credential, Instance, InstanceProbe
 from profiles.resources import kinds_for
 from projects.models import Project
@@ -210,3 +211,19 @@ def credential_edit(request, pk=None):
         return redirect("credential-list")
     events = credential.events.select_related("actor")[:20] if credential else []
     return render(request, "profiles/credential_form.html", {"form": form, "credential": credential, "events": events})
+
+
+@permission_required("projects.operate", raise_exception=True)
+def instance_edit(request, pk):
+    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    if instance.state == "released":
+        messages.error(request, "A released box is gone: register a new instance instead.")
+        return redirect(instance)
+    form = InstanceEditForm(request.POST or None, instance=instance, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        changes = {field: form.cleaned_data[field] for field in form.Meta.fields if field in form.cleaned_data}
+        fresh = Instance.objects.get(pk=pk)  # the form wrote onto `instance` while validating
+        changed = do_edit_instance(fresh.pk, changes, actor=request.user)
+        messages.success(request, f"Saved: {', '.join(changed)}." if changed else "Nothing changed.")
+        return redirect(fresh)
+    return render(request, "profiles/instance_edit.html", {"form": form, "instance": instance})

@@ -1,5 +1,7 @@
 """The instance registry: naming rule, registered credentials, first-contact acknowledgement, states."""
 
+import html
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
@@ -210,3 +212,36 @@ def test_a_declared_tier_decides_which_consequence_a_copy_survives(client, bob, 
     # Undeclared, /workspace is ambiguous on RunPod: the tier that survives least is assumed.
     box.data_tier = box.mirror_tier = ""
     assert box.data_tier_info["name"] == box.mirror_tier_info["name"] == "volume disk"
+
+
+def test_a_generic_ssh_box_needs_its_power_off_command(client, bob, project, runpod_key):
+    """Issue 18 §4: no default power-off on a box that is a real machine."""
+    client.force_login(bob)
+    response = post(client, form_data(project, profile_key="generic-ssh", name=f"vision-lab-{TODAY}"))
+    assert response.status_code == 200 and not Instance.objects.exists()
+    assert "powers off the real machine" in html.unescape(response.content.decode())
+    post(client, form_data(project, profile_key="generic-ssh", name=f"vision-lab-{TODAY}", shutdown_command="true"))
+    assert Instance.objects.get().shutdown_command == "true"
+
+
+def test_an_operator_edits_a_box_in_the_app_and_the_edit_is_audited(client, bob, carol, project, runpod_key):
+    client.force_login(bob)
+    post(client, form_data(project))
+    instance = Instance.objects.get()
+    Instance.objects.filter(pk=instance.pk).update(host_key_type="ssh-ed25519", host_key_base64="AAAA")
+    page = client.get(f"/instances/{instance.pk}/").content.decode()
+    assert 'id="edit-instance"' in page
+    edit = {**form_data(project), "host": "203.0.113.8", "rate_running": "2.10", "shutdown_command": ""}
+    for field in ("project", "name", "profile_key", "acknowledge"):
+        edit.pop(field)
+    response = client.post(f"/instances/{instance.pk}/edit/", edit)
+    assert response.status_code == 302
+    instance.refresh_from_db()
+    assert instance.host == "203.0.113.8" and str(instance.rate_running) == "2.1000"
+    assert instance.host_key_type == "" and instance.host_key_base64 == ""  # a new address: confirm again
+    event = instance.events.filter(kind="note").latest("at")
+    assert "host: 203.0.113.7 → 203.0.113.8" in event.message and event.actor == bob
+    bad = client.post(f"/instances/{instance.pk}/edit/", {**edit, "port": "99999"})
+    assert bad.status_code == 200 and Instance.objects.get(pk=instance.pk).port == 22022  # nothing half-written
+    client.force_login(carol)  # a member without the operator role
+    assert client.post(f"/instances/{instance.pk}/edit/", edit).status_code == 403
