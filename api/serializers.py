@@ -53,6 +53,12 @@ class RunSerializer(serializers.ModelSerializer):
             "created",
             "launched_at",
             "exited_at",
+            "environment",
+            "config_overrides",
+            "failure_class",
+            "failure_excerpt",
+            "smoke_exit_code",
+            "smoke_output",
         ]
         read_only_fields = fields
 
@@ -91,6 +97,8 @@ class RunCreateSerializer(serializers.Serializer):
     environment = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
     auto_relaunch = serializers.BooleanField(default=False)
     max_relaunches = serializers.IntegerField(min_value=0, max_value=100, default=3)
+    # A mapping, or key=value lines (what the CLI's --config-override sends): typed as YAML reads them.
+    config_overrides = serializers.JSONField(required=False, default=dict)
 
     validate_command = _rule(validation.check_command)
     validate_config_path = _rule(validation.check_config_path)
@@ -111,6 +119,12 @@ class RunCreateSerializer(serializers.Serializer):
         problems = validation.relation_problems(data)
         if problems:
             raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
+        try:
+            data["config_overrides"] = validation.check_config_overrides(
+                data.get("config_overrides"), data["source_kind"], data["source_path"], data["config_path"]
+            )
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"config_overrides": exc.messages}) from None
         return data
 
     def unsaved_run(self) -> Run:

@@ -37,11 +37,26 @@ def launch(client: Client, args) -> str:
         "config_path": args.config,
         "gpus": args.gpus,
         "expected_minutes": args.expected_minutes,
+        "environment": args.environment,
+        "config_overrides": "\n".join(args.config_override),
     }
     run = client.call("POST", "/runs/", body)
-    print(f"created {run['run_id']}", flush=True)
+    print(f"created {run['run_id']} ({client.site}/runs/{run['run_id']}/)", flush=True)
     client.call("POST", f"/runs/{run['run_id']}/launch/", {})
     return run["run_id"]
+
+
+def explain_failure(client: Client, run_id: str, out=sys.stderr) -> None:
+    """Why a run failed, as the run page says it: the class, and the tail of what it printed."""
+    run = client.call("GET", f"/runs/{run_id}/")
+    if run.get("failure_class"):
+        print(f"failure: {run['failure_class']}", file=out)
+    tail = run.get("failure_excerpt") or (run.get("smoke_output") if run["state"] == "failed_smoke" else "")
+    if tail:
+        print("last lines:", file=out)
+        for line in tail.strip().splitlines()[-20:]:
+            print(f"  {line}", file=out)
+    print(f"see {client.site}/runs/{run_id}/", file=out)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -55,6 +70,10 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--title", default="")
     start.add_argument("--gpus", type=lambda text: [int(x) for x in text.split(",") if x], default=[])
     start.add_argument("--expected-minutes", type=int, default=60)
+    start.add_argument("--environment", default="", help="the interpreter or environment the command runs in")
+    start.add_argument(
+        "--config-override", action="append", default=[], metavar="KEY=VALUE", help="repeatable, e.g. lr=0.01"
+    )
     start.add_argument("--no-follow", action="store_true")
     start.add_argument("--timeout", type=float, default=24 * 3600)
     for verb in ("follow", "verify", "custody"):
@@ -76,7 +95,10 @@ def main(argv=None) -> int:
             run_id = launch(client, args)
             state = "launched" if args.no_follow else follow(client, run_id, args.timeout)
             print(f"{run_id}: {state}")
-            return 0 if state in ("launched", "exported") else 1
+            if state not in ("launched", "exported"):
+                explain_failure(client, run_id)
+                return 1
+            return 0
         if args.verb == "follow":
             print(f"{args.run_id}: {follow(client, args.run_id, args.timeout)}")
         elif args.verb == "verify":

@@ -15,7 +15,8 @@ class Client:
             raise ApiError(f"REMOTEGPU_URL must be an http(s) URL, not {base_url!r}")
         if not token:
             raise ApiError("set REMOTEGPU_TOKEN (make one on the dashboard's API tokens page)")
-        self.base = base_url.rstrip("/") + "/api"
+        self.site = base_url.rstrip("/")  # pages (a run's URL) live here, the API under /api
+        self.base = self.site + "/api"
         self.token, self.timeout = token, timeout
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:

@@ -1,3 +1,5 @@
+import shlex
+
 import yaml
 from django import forms
 
@@ -69,6 +71,13 @@ class RunForm(forms.ModelForm):
     gpus_text = forms.CharField(label="GPUs", required=False, help_text="Indices, e.g. 0 or 0,1; empty for CPU")
     checkpoint_mib = forms.IntegerField(label="Checkpoint size (MiB)", min_value=0, initial=100)
     scratch_mib = forms.IntegerField(label="Scratch (MiB)", min_value=0, initial=0)
+    config_overrides_text = forms.CharField(
+        label="Config overrides",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="key=value per line (keys of the config file), e.g. lr=0.01; the merged config is shipped "
+        "and hashed as this run's own",
+    )
 
     class Meta:
         model = Run
@@ -124,7 +133,31 @@ class RunForm(forms.ModelForm):
         data = super().clean()
         for field, problem in validation.relation_problems(data).items():
             self.add_error(field, problem)
+        if data.get("config_overrides_text") and not self.errors:
+            try:
+                data["config_overrides"] = validation.check_config_overrides(
+                    data["config_overrides_text"], data["source_kind"], data["source_path"], data["config_path"]
+                )
+            except forms.ValidationError as exc:
+                self.add_error("config_overrides_text", exc)
         return data
+
+    @staticmethod
+    def initial_like(run) -> dict:
+        """A new run like `run`: its fields, its overrides as key=value lines (a person edits them)."""
+        fields = {name: getattr(run, name) for name in RunForm.Meta.fields if name not in ("project", "instance")}
+        return {
+            **fields,
+            "project": run.project_id,
+            "instance": run.instance_id,
+            "title": f"like {run.run_id}"[:120],
+            "command_line": shlex.join(run.command),
+            "data_paths_text": "\n".join(run.data_paths),
+            "gpus_text": ",".join(str(gpu) for gpu in run.gpus),
+            "checkpoint_mib": run.checkpoint_bytes // MIB,
+            "scratch_mib": run.scratch_bytes // MIB,
+            "config_overrides_text": sweeps.overrides_text(run.config_overrides),
+        }
 
     def save(self, commit=True):
         run = super().save(commit=False)
@@ -134,6 +167,7 @@ class RunForm(forms.ModelForm):
         run.gpus = data["gpus_text"]
         run.checkpoint_bytes = data["checkpoint_mib"] * MIB
         run.scratch_bytes = data["scratch_mib"] * MIB
+        run.config_overrides = data.get("config_overrides") or {}
         if commit:
             run.save()
         return run

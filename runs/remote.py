@@ -49,7 +49,7 @@ class NodeSession(InstanceNode):
             tarball = sources.git_tarball(root, commit)
         else:
             tarball = sources.directory_tarball(root)
-        if run.config_overrides:  # a sweep cell: its merged config, so its config hash is its own
+        if run.config_overrides:  # a sweep cell or a run "like" another: its merged config, its own hash
             base = (root / run.config_path).read_text()
             merged = sweeps.merged_config(base, run.config_overrides).encode()
             tarball = sources.replace_member(tarball, run.config_path, merged)

@@ -27,18 +27,63 @@ def parse_cells(text: str, base_config: dict) -> list[dict]:
         raise SweepError(f"At most {MAX_CELLS} cells per sweep.")
     seen = {}
     for index, cell in enumerate(cells, start=1):
-        if not isinstance(cell, dict) or not cell:
-            raise SweepError(f"Cell {index} is not a mapping of config keys to values.")
-        unknown = sorted(str(key) for key in cell if key not in base_config)
-        if unknown:
-            raise SweepError(f"Cell {index}: unknown config key(s) {', '.join(unknown)} (not in the base config).")
-        if any(isinstance(value, dict | list) for value in cell.values()):
-            raise SweepError(f"Cell {index}: override scalar values only.")
+        _check_overrides(f"Cell {index}", cell, base_config)
         key = json.dumps(cell, sort_keys=True, default=str)
         if key in seen:
             raise SweepError(f"Cell {index} duplicates cell {seen[key]}: each cell must differ.")
         seen[key] = index
     return cells
+
+
+def _check_overrides(what: str, overrides, base_config: dict) -> None:
+    if not isinstance(overrides, dict) or not overrides:
+        raise SweepError(f"{what}: not a mapping of config keys to values (write key=value).")
+    unknown = sorted(str(key) for key in overrides if key not in base_config)
+    if unknown:
+        raise SweepError(f"{what}: unknown config key(s) {', '.join(unknown)} (not in the base config).")
+    if any(isinstance(value, dict | list) for value in overrides.values()):
+        raise SweepError(f"{what}: override scalar values only.")
+
+
+def _scalar(text: str):
+    """'0.01' → 0.01, 'true' → True, 'adam' → 'adam': what the value means in YAML, if a scalar."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return text if isinstance(value, dict | list) or value is None else value
+
+
+def parse_overrides(value, base_config: dict) -> dict:
+    """One run's overrides: a mapping, or key=value lines, or YAML/JSON text; keys must be in the config."""
+    if isinstance(value, str):
+        lines = [line for line in value.splitlines() if line.strip()]
+        if lines and all("=" in line and not line.lstrip().startswith(("{", "-")) for line in lines):
+            value = {}
+            for line in lines:
+                key, _, text = line.partition("=")
+                value[key.strip()] = _scalar(text.strip())
+        else:
+            try:
+                value = yaml.safe_load("\n".join(lines)) if lines else {}
+            except yaml.YAMLError as exc:
+                raise SweepError(
+                    f"The overrides are not key=value lines, YAML or JSON: {str(exc).splitlines()[0]}"
+                ) from None
+    if value == {}:
+        return {}
+    _check_overrides("The overrides", value, base_config)
+    return value
+
+
+def overrides_text(overrides: dict) -> str:
+    """The key=value lines a form shows for overrides (parse_overrides reads them back as they were)."""
+
+    def shown(value) -> str:
+        ambiguous = isinstance(value, str) and _scalar(value) != value  # "true", "1e-3" kept as text
+        return json.dumps(value) if ambiguous else str(value)
+
+    return "\n".join(f"{key}={shown(value)}" for key, value in overrides.items())
 
 
 def merged_config(base_text: str, overrides: dict) -> str:

@@ -9,9 +9,10 @@ Adding a run field means the model and, if it has a rule, one function here.
 import shlex
 from pathlib import PurePosixPath
 
+import yaml
 from django.core.exceptions import ValidationError
 
-from runs import sources
+from runs import sources, sweeps
 from runs.models import SourceKind
 
 CONTROL_CHARS = "".join(chr(code) for code in range(32))
@@ -119,3 +120,22 @@ def relation_problems(data: dict) -> dict[str, str]:
         if problem:
             problems["source_path"] = problem
     return problems
+
+
+def check_config_overrides(value, source_kind: str, source_path: str, config_path: str) -> dict:
+    """Overrides of the run's config (a run "like" another with lr changed): the merged config is
+    shipped in the source tarball, so its config hash is its own; keys must be in the base config."""
+    if not value:
+        return {}
+    if source_kind != SourceKind.LOCAL_DIR:
+        raise ValidationError("Config overrides need a source directory on the control host (merged into its tarball).")
+    try:
+        base = yaml.safe_load((sources.confined_source(source_path) / config_path).read_text())
+    except (OSError, yaml.YAMLError, sources.SourceError) as exc:
+        raise ValidationError(f"The base config cannot be read: {exc}") from None
+    if not isinstance(base, dict):
+        raise ValidationError("The base config is not a mapping of keys to values.")
+    try:
+        return sweeps.parse_overrides(value, base)
+    except sweeps.SweepError as exc:
+        raise ValidationError(str(exc)) from None

@@ -140,12 +140,13 @@ def run_compare(request):
 
 @permission_required("projects.operate", raise_exception=True)
 def run_create(request):
-    form = RunForm(request.POST or None, user=request.user)
+    like = Run.objects.visible_to(request.user).filter(run_id=request.GET.get("like", "")).first()
+    form = RunForm(request.POST or None, user=request.user, initial=RunForm.initial_like(like) if like else None)
     if request.method == "POST" and form.is_valid():
         run = do_create_run(form.save(commit=False), actor=request.user)
         messages.success(request, f"Run {run.run_id} created. Start the preflight when ready.")
         return redirect(run)
-    return render(request, "runs/run_form.html", {"form": form})
+    return render(request, "runs/run_form.html", {"form": form, "like": like})
 
 
 def run_detail(request, run_id):

@@ -56,3 +56,43 @@ def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, in
 
     refused = cli(live_server, "rgpu_wrong", "custody", run_id)
     assert refused.returncode == 2 and "401" in refused.stderr
+
+
+def test_the_cli_overrides_the_config_and_says_why_a_run_failed(
+    live_server, bob, project, instance, source, celery_worker_process
+):
+    """Issue 18 §6: --config-override and --environment reach the run; a failed smoke prints its
+    reason, the tail of its output and the run's URL, not only an exit code."""
+    set_config(source, epochs=3)
+    _, token = ApiToken.objects.issue(bob, "cli")
+    failing = "import sys; print('Traceback (most recent call last):'); print('KeyError: lr'); sys.exit(3)"
+    launched = cli(
+        live_server,
+        token,
+        "launch",
+        str(source),
+        "--project",
+        project.slug,
+        "--instance",
+        instance.name,
+        "--config-override",
+        "epochs=1",
+        "--environment",
+        sys.executable,
+        "--",
+        sys.executable,
+        "-c",
+        failing,
+    )
+    assert launched.returncode == 1, launched.stdout + launched.stderr
+    run_id = launched.stdout.split("created ", 1)[1].split()[0]
+    assert f"{live_server.url}/runs/{run_id}/" in launched.stdout and f"{run_id}: failed_smoke" in launched.stdout
+    assert "KeyError: lr" in launched.stderr and f"see {live_server.url}/runs/{run_id}/" in launched.stderr
+    from runs.models import Run
+
+    run = Run.objects.get(run_id=run_id)
+    assert run.config_overrides == {"epochs": 1} and run.environment == sys.executable
+
+    where = ["--project", project.slug, "--instance", instance.name]
+    refused = cli(live_server, token, "launch", str(source), *where, "--config-override", "nosuchkey=1")
+    assert refused.returncode == 2 and "unknown config key(s) nosuchkey" in refused.stderr

@@ -131,3 +131,29 @@ def test_illegal_transitions_raise(bob, make_run):
     do_start_preflight(run.pk, actor=bob)
     with pytest.raises(IllegalTransition, match="cannot go from Preflight to Preflight"):
         do_start_preflight(run.pk, actor=bob)
+
+
+def test_new_run_like_this_prefills_and_ships_its_own_overrides(client, bob, form, project, source):
+    """Issue 18 §3: change lr and run again, without copying the source directory."""
+    from tests.runs.conftest import set_config
+
+    set_config(source, lr=0.1, epochs=3)
+    client.force_login(bob)
+    client.post(reverse("run-create"), form)
+    base = Run.objects.get()
+    page = client.get(base.get_absolute_url()).content.decode()
+    assert f'href="/runs/new/?like={base.run_id}"' in page
+    prefilled = client.get(f"/runs/new/?like={base.run_id}").content.decode()
+    assert f"like {base.run_id}" in prefilled and "--config config.yaml" in prefilled and "0,1" in prefilled
+    bad = client.post(reverse("run-create"), {**form, "config_overrides_text": "learning_rate=0.01"})
+    assert bad.status_code == 200 and "unknown config key(s) learning_rate" in bad.content.decode()
+    assert Run.objects.count() == 1  # nothing saved
+    client.post(reverse("run-create"), {**form, "config_overrides_text": "lr=0.01\nepochs=5"})
+    like = Run.objects.exclude(pk=base.pk).get()
+    assert like.config_overrides == {"lr": 0.01, "epochs": 5} and like.run_id != base.run_id
+    again = client.get(f"/runs/new/?like={like.run_id}").content.decode()
+    assert "lr=0.01\nepochs=5" in again  # the overrides carry over, editable
+    assert (
+        "Config overrides: <code>lr=0.01</code> <code>epochs=5</code>"
+        in client.get(like.get_absolute_url()).content.decode()
+    )
