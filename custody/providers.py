@@ -179,8 +179,9 @@ def console_steps(instance, kind: str) -> list[str]:
     profile = instance.profile
     verb = profile.data["billing"]["meter_stop_verb"] if kind == TeardownKind.SHUTDOWN else "release / destroy"
     target = instance.provider_id or instance.name
+    where = f"Open the {profile.name} console" if profile.kind != "ssh" else "Wherever this machine is managed"
     return [
-        f"Open the {profile.name} console and find instance {target} ({instance.address}).",
+        f"{where} and find instance {target} ({instance.address}).",
         f"Choose {verb} for that exact instance only.",
         "Wait until the console shows it stopped / released, then attest here.",
     ]

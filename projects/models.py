@@ -100,3 +100,19 @@ class MembershipEvent(models.Model):
         if self.pk is not None:
             raise ValueError("membership history is append-only")
         super().save(*args, **kwargs)
+
+
+class RoleEvent(models.Model):
+    """Append-only: who granted or revoked which role (operator, approver, admin) to whom."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    role = models.CharField(max_length=10)
+    action = models.CharField(max_length=8, choices=[("granted", "granted"), ("revoked", "revoked")])
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.user_id} {self.action} {self.role}"

@@ -1,6 +1,8 @@
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import permission_required
 from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -11,10 +13,11 @@ from profiles.costs import accrued_cost
 from profiles.layout import layout_for
 from profiles.models import Instance
 from projects.membership import do_add_member, do_remove_member
-from projects.models import Project
+from projects.models import Project, RoleEvent
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs import compare, history
+from runs import team as team_actions
 from runs.actions import (
     do_close_active,
     do_create_run,
@@ -325,3 +328,57 @@ def spend_decide(request, pk):
         f"Spend request #{spend_request.pk} {verdict}.",
     )
     return redirect("approval-queue")
+
+
+def _admin(request):
+    if not request.user.is_superuser:
+        raise PermissionDenied("Only an administrator manages the team.")
+
+
+def team(request, created=None):
+    """Users, e-mail, roles and projects in one place (admins)."""
+    _admin(request)
+    users = get_user_model().objects.order_by("username").prefetch_related("groups", "projects")
+    context = {
+        "people": [(user, team_actions.roles_of(user)) for user in users],
+        "projects": Project.objects.all(),
+        "role_events": RoleEvent.objects.select_related("user", "actor")[:15],
+        "created": created,
+    }
+    return render(request, "runs/team.html", context)
+
+
+@require_POST
+def team_create_user(request):
+    """The one-time password is in this response only: never in a message, the session or a log."""
+    _admin(request)
+    post = request.POST
+    try:
+        created = team_actions.do_create_user(
+            post.get("username", "")[:150],
+            post.get("email", "")[:254],
+            set(post.getlist("roles")),
+            team_actions.projects_named(post.getlist("projects")),
+            actor=request.user,
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("team")
+    response = team(request, created=created)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+def team_set_roles(request, pk):
+    _admin(request)
+    post = request.POST
+    user = get_object_or_404(get_user_model(), pk=pk)
+
+    def change():
+        team_actions.do_set_roles(user.pk, set(post.getlist("roles")), actor=request.user)
+        if post.get("email", "").strip() != user.email:
+            team_actions.do_set_email(user.pk, post.get("email", "")[:254], actor=request.user)
+
+    perform(request, change, f"{user.username} saved.")
+    return redirect("team")

@@ -1,0 +1,69 @@
+"""Team administration in the app (issue 18 §5): users with e-mail, roles and projects in one place,
+for admins only, audited; a one-time password shown once and stored nowhere in clear."""
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from projects.models import Project, RoleEvent
+from runs.team import do_set_roles
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_admin_creates_an_operator_and_an_approver_who_can_sign_in(client, admin_user):
+    vision = Project.objects.create(name="Vision", slug="vision")
+    client.force_login(admin_user)
+    assert 'href="/team/"' in client.get("/").content.decode()
+    response = client.post(
+        "/team/users/", {"username": "olga", "email": "olga@example.org", "roles": ["operator"], "projects": ["vision"]}
+    )
+    page = response.content.decode()
+    password = re.search(r'id="one-time-password">([^<]+)<', page).group(1)
+    assert response["Cache-Control"] == "no-store" and len(password) == 20
+    olga = get_user_model().objects.get(username="olga")
+    assert olga.email == "olga@example.org" and olga.has_perm("projects.operate")
+    assert not olga.has_perm("projects.approve_cost") and vision.members.filter(pk=olga.pk).exists()
+    assert password not in olga.password  # only its hash is stored
+    client.post("/team/users/", {"username": "paul", "email": "paul@example.org", "roles": ["approver"]})
+    paul = get_user_model().objects.get(username="paul")
+    assert paul.has_perm("projects.approve_cost") and not paul.has_perm("projects.operate")
+    assert password not in client.get("/team/").content.decode()  # shown once
+
+    client.logout()
+    assert client.login(username="olga", password=password)
+
+
+def test_roles_change_in_one_place_and_each_change_is_audited(client, admin_user, bob):
+    client.force_login(admin_user)
+    client.post(f"/team/users/{bob.pk}/", {"email": "bob@new.example.org", "roles": ["operator", "approver"]})
+    bob.refresh_from_db()
+    bob = get_user_model().objects.get(pk=bob.pk)  # permissions are cached per instance
+    assert bob.email == "bob@new.example.org" and bob.has_perm("projects.approve_cost")
+    event = RoleEvent.objects.get(user=bob)
+    assert (event.role, event.action, event.actor) == ("approver", "granted", admin_user)
+    with pytest.raises(Exception, match="own admin role"):
+        do_set_roles(admin_user.pk, set(), actor=admin_user)
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"username": "x", "email": "not-an-address"}, "An e-mail address"),
+        ({"username": "", "email": "a@example.org"}, "A user name"),
+        ({"username": "y", "email": "y@example.org", "roles": ["root"]}, "Unknown role(s): root"),
+    ],
+)
+def test_bad_input_gets_a_clear_error_and_creates_nobody(client, admin_user, data, error):
+    client.force_login(admin_user)
+    before = get_user_model().objects.count()
+    page = client.post("/team/users/", data, follow=True).content.decode()
+    assert error in page and get_user_model().objects.count() == before
+
+
+def test_only_an_admin_reaches_the_team(client, bob):
+    client.force_login(bob)
+    assert client.get("/team/").status_code == 403
+    assert client.post("/team/users/", {"username": "z", "email": "z@example.org"}).status_code == 403
+    assert not get_user_model().objects.filter(username="z").exists()
