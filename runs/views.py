@@ -161,6 +161,7 @@ def run_detail(request, run_id):
         "layout": layout_for(run),
         "can_operate": request.user.has_perm("projects.operate"),
         "retryable": run.state in RETRYABLE_STATES,
+        "is_live": run.state in LIVE_STATES,
         "closable": run.state in UNCLOSED_STATES and run.active_closed_at is None,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
         "failure": FAILURE_CLASSES.get(run.failure_class),

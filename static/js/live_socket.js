@@ -20,3 +20,15 @@ window.liveSocket = function (path, handlers) {
   }
   connect();
 };
+
+// State-driven parts of a page (buttons, panels) are server-rendered: on a change, fetch the page
+// once and swap every element marked data-live-fragment for its fresh copy (one mechanism, every page).
+window.swapLiveFragments = async function () {
+  const response = await fetch(window.location.pathname + window.location.search, { credentials: "same-origin" });
+  if (!response.ok) return;
+  const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+  document.querySelectorAll("[data-live-fragment][id]").forEach((current) => {
+    const next = fresh.getElementById(current.id);
+    if (next) current.replaceWith(document.importNode(next, true));
+  });
+};

@@ -10,6 +10,8 @@
   const curves = document.getElementById("curves");
   const heartbeat = document.getElementById("heartbeat");
   const MAX_LOG_LINES = 500;
+  // Health and heartbeat describe a live run; a closed one shows neither ("ok since …" would mislead).
+  const LIVE = new Set(["preflight", "smoke", "launching", "running", "exited"]);
   const seen = new Set();
   let rows = [];
 
@@ -93,7 +95,8 @@
     const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin" });
     const data = await response.json();
     setState(data.state, data.state_label);
-    setHealth(data.health, data.health_since);
+    setHealth(LIVE.has(data.state) ? data.health : "", data.health_since);
+    if (!LIVE.has(data.state)) heartbeat.textContent = "";
     timeline.replaceChildren();
     seen.clear();
     data.events.forEach(addEvent);
@@ -125,20 +128,15 @@
       `${message.files_done}/${message.file_count} files · ${formatBytes(message.rate)}/s${eta}`;
   }
 
-  async function reloadCustody() {
-    // The evidence index is server-rendered; swap in the fresh section instead of reloading the page.
-    const response = await fetch(window.location.pathname, { credentials: "same-origin" });
-    const page = new DOMParser().parseFromString(await response.text(), "text/html");
-    const fresh = page.getElementById("custody");
-    const current = document.getElementById("custody");
-    if (fresh && current) current.replaceWith(document.importNode(fresh, true));
-  }
-
   let pending = null;
   function reloadSoon() {
-    // Several events arrive together at a transition: one re-read of the DB covers them all.
+    // Several events arrive together at a transition: one re-read of the DB (and of the page's
+    // state-driven parts: buttons, failure, preflight/smoke, custody) covers them all.
     clearTimeout(pending);
-    pending = setTimeout(reload, 300);
+    pending = setTimeout(() => {
+      reload();
+      window.swapLiveFragments();
+    }, 300);
   }
 
   window.liveSocket(`/ws/runs/${runId}/`, {
@@ -147,7 +145,6 @@
       if (message.type === "event") {
         addEvent(message);
         setState(message.state, message.state_label);
-        if (message.kind === "custody") reloadCustody();
         if (message.kind !== "alert") reloadSoon();
       } else if (message.type === "log") {
         appendLog(message.lines);
@@ -157,8 +154,9 @@
       } else if (message.type === "custody") {
         showCustodyProgress(message);
       } else if (message.type === "status") {
-        setHealth(message.health);
-        if (message.heartbeat_age != null) heartbeat.textContent = `heartbeat ${Math.round(message.heartbeat_age)} s ago`;
+        const live = LIVE.has(message.state);
+        setHealth(live ? message.health : "");
+        heartbeat.textContent = live && message.heartbeat_age != null ? `heartbeat ${Math.round(message.heartbeat_age)} s ago` : "";
       }
     },
   });

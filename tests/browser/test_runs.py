@@ -62,6 +62,13 @@ def test_run_from_form_to_sealed_export(page, stack):
         assert step in timeline
     assert len(page.inner_text("code.identity >> nth=1")) == 64  # config SHA-256 bound
     assert "done: best epoch" in page.inner_text("pre.log-tail")
+    # The buttons follow the state without a reload (issue 18 §2): the next step is offered, the
+    # finished ones are gone, and a closed run shows no health or heartbeat.
+    page.wait_for_selector("button:has-text('Verify custody')", timeout=30_000)
+    assert page.locator("button:has-text('Start preflight')").count() == 0
+    assert page.inner_text("#run-health") == "" and "heartbeat" not in page.inner_text("#heartbeat")
+    page.click("button:has-text('Verify custody')")
+    page.wait_for_selector("#custody h2 .keeps", timeout=120_000)  # verified, swapped in live
     page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
 
