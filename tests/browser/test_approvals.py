@@ -19,7 +19,8 @@ appr.groups.set([Group.objects.get(name="approvers")])
 project = Project.objects.create(name="Delivery", slug="delivery")
 project.members.add(ops, appr)
 Instance.objects.create(name=f"delivery-box-{timezone.localdate():%Y%m%d}", project=project,
-    profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running")
+    profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running",
+    shutdown_command="sudo -n shutdown -h now")
 """
 
 

@@ -24,7 +24,7 @@ def test_cells_parse_from_yaml_or_json_and_bad_cells_say_why():
         "[]": "non-empty list",
         "[{lr: 0.1}, {lr: 0.1}]": "Cell 2 duplicates cell 1",
         "[{lr: 0.1}, {momentum: 0.9}]": "Cell 2: unknown config key(s) momentum",
-        "[3]": "Cell 1 is not a mapping",
+        "[3]": "Cell 1: not a mapping",
         "[{lr: [1, 2]}]": "scalar values only",
     }
     for text, message in cases.items():
