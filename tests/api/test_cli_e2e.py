@@ -20,18 +20,18 @@ def cli(live_server, token, *args, timeout=240) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def launch_in(source, project, instance) -> list[str]:
+    """The CLI's launch verb for the source directory onto the project's loopback box."""
+    return ["launch", str(source), "--project", project.slug, "--instance", instance.name]
+
+
 def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, instance, source, celery_worker_process):
     set_config(source, epochs=3)
     _, token = ApiToken.objects.issue(bob, "cli")
     launched = cli(
         live_server,
         token,
-        "launch",
-        str(source),
-        "--project",
-        project.slug,
-        "--instance",
-        instance.name,
+        *launch_in(source, project, instance),
         "--expected-minutes",
         "1",
         "--",
@@ -69,12 +69,7 @@ def test_the_cli_overrides_the_config_and_says_why_a_run_failed(
     launched = cli(
         live_server,
         token,
-        "launch",
-        str(source),
-        "--project",
-        project.slug,
-        "--instance",
-        instance.name,
+        *launch_in(source, project, instance),
         "--config-override",
         "epochs=1",
         "--environment",
@@ -93,6 +88,5 @@ def test_the_cli_overrides_the_config_and_says_why_a_run_failed(
     run = Run.objects.get(run_id=run_id)
     assert run.config_overrides == {"epochs": 1} and run.environment == sys.executable
 
-    where = ["--project", project.slug, "--instance", instance.name]
-    refused = cli(live_server, token, "launch", str(source), *where, "--config-override", "nosuchkey=1")
+    refused = cli(live_server, token, *launch_in(source, project, instance), "--config-override", "nosuchkey=1")
     assert refused.returncode == 2 and "unknown config key(s) nosuchkey" in refused.stderr
