@@ -3,6 +3,7 @@
 import getpass
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -84,8 +85,11 @@ class Sshd:
     def stop(self) -> None:
         """Stop listening and cut every open session, as when a box drops off the network."""
         if self.process and self.process.poll() is None:
+            # Freeze the listener first: killing the sessions while it still accepts let a watcher's
+            # reconnect slip in between (a session that survived the "drop", seen under CI load).
+            self.process.send_signal(signal.SIGSTOP)
             subprocess.run(["pkill", "-KILL", "-P", str(self.process.pid)], check=False)
-            self.process.terminate()
+            self.process.kill()
             self.process.wait(timeout=10)
 
     def restart_with_new_host_key(self) -> None:
