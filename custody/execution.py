@@ -40,7 +40,9 @@ def _finish_attested(request_id: int) -> bool:
     request = attested.select_related("instance", "attested_by").first()
     if request is None:
         return False
-    offline = _offline(request.instance) if request.kind != TeardownKind.DELETE_EVIDENCE else None
+    # Only a shutdown or a release takes the box offline; a deleted volume or copy leaves it up.
+    takes_box_down = request.kind in (TeardownKind.SHUTDOWN, TeardownKind.RELEASE)
+    offline = _offline(request.instance) if takes_box_down else None
     teardown.do_finish_execution(request.pk, {"attested_by": request.attested_by.get_username()}, offline)
     return True
 
