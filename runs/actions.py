@@ -77,10 +77,15 @@ def record_run_event(run: Run, kind: str, message: str, actor=None, data: dict |
     return _event(run, kind, message, actor, **(data or {}))
 
 
-def _transition(run: Run, target: RunState, message: str, actor=None, **data) -> None:
+def _check_move(run: Run, target: RunState) -> RunState:
     source = RunState(run.state)
     if target not in RUN_TRANSITIONS[source]:
         raise IllegalTransition(f"A run cannot go from {source.label} to {target.label}.")
+    return source
+
+
+def _transition(run: Run, target: RunState, message: str, actor=None, **data) -> None:
+    source = _check_move(run, target)
     run.state, run.state_changed_at, run.redrives = target, timezone.now(), 0
     run.save()
     _event(run, "state", message, actor, from_state=source.value, to_state=target.value, **data)
@@ -129,8 +134,7 @@ def do_start_preflight(run_pk: int, *, actor) -> Run:
 
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
-        if RunState.PREFLIGHT not in RUN_TRANSITIONS[RunState(run.state)]:
-            raise IllegalTransition(f"A run cannot go from {run.get_state_display()} to Preflight.")
+        _check_move(run, RunState.PREFLIGHT)  # before the gate: an illegal start asks nobody to pay
         waiting = _spend_gate(run, run.attempt + 1, SpendRequest.Why.LAUNCH, actor)
         if waiting is None:
             _transition(run, RunState.PREFLIGHT, "Preflight started", actor)
@@ -155,6 +159,15 @@ def _spend_gate(run: Run, attempt: int, why: str, actor) -> SpendRequest | None:
     pending = run.spend_requests.filter(attempt=attempt, status=SpendStatus.PENDING).first()
     if pending is not None:
         return pending
+    said = (
+        f"Attempt {attempt} waits for an approver: {reason}",
+        f"attempt {attempt} waits for a spend approval: {reason}",
+    )
+    return _ask_spend(run, attempt, why, reason, actor, said)
+
+
+def _ask_spend(run: Run, attempt: int, why: str, reason: str, actor, said: tuple[str, str]) -> SpendRequest:
+    """The request in the approval queue, its run event and the project's notification (said: their texts)."""
     request = SpendRequest.objects.create(
         run=run,
         attempt=attempt,
@@ -164,8 +177,9 @@ def _spend_gate(run: Run, attempt: int, why: str, actor) -> SpendRequest | None:
         requester=actor or run.created_by,  # an automatic relaunch is asked for by whoever launched the run
         expires_at=timezone.now() + timedelta(hours=settings.SPEND_APPROVAL_HOURS),
     )
-    _event(run, "spend", f"Attempt {attempt} waits for an approver: {reason}", actor, spend_request=request.pk)
-    notices.announce(run, Event.SPEND, f"attempt {attempt} waits for a spend approval: {reason}")
+    event_text, headline = said
+    _event(run, "spend", event_text, actor, spend_request=request.pk)
+    notices.announce(run, Event.SPEND, headline)
     return request
 
 
@@ -173,24 +187,14 @@ def _ask_again_when_overrunning(run: Run, now) -> None:
     """Longer than expected changes the run's cost: the envelope is asked again, once per attempt.
     Nothing stops the run by itself (that would destroy its evidence): an approver acknowledges, or
     rejects and the project is told to stop it."""
-    if run.launched_at is None or (now - run.launched_at).total_seconds() <= run.expected_minutes * 60:
+    if not spend.overrunning(run, now):  # no query: this runs on every probe of every running run
         return
     if run.spend_requests.filter(attempt=run.attempt, why=SpendRequest.Why.OVERRUN).exists():
         return
     reason = spend.overrun_reason(run, now)
-    if reason is None:
-        return
-    request = SpendRequest.objects.create(
-        run=run,
-        attempt=run.attempt,
-        why=SpendRequest.Why.OVERRUN,
-        expected_cost=spend.expected_cost(run),
-        reason=reason,
-        requester=run.created_by,
-        expires_at=now + timedelta(hours=settings.SPEND_APPROVAL_HOURS),
-    )
-    _event(run, "spend", f"Asked again: {reason}", spend_request=request.pk)
-    notices.announce(run, Event.SPEND, f"asks the envelope again: {reason}")
+    if reason is not None:
+        said = (f"Asked again: {reason}", f"asks the envelope again: {reason}")
+        _ask_spend(run, run.attempt, SpendRequest.Why.OVERRUN, reason, None, said)
 
 
 def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> SpendRequest:

@@ -128,15 +128,21 @@ def needs_approval(run, now=None) -> str | None:
     return None
 
 
-def overrun_reason(run, now=None) -> str | None:
-    """A running attempt past its expected duration whose cost so far is above the threshold, or has
-    taken the envelope past its budget: why the envelope is asked again (None: it need not be)."""
-    project, now = run.project, now or timezone.now()
+def overrunning(run, now) -> bool:
+    """Past its expected duration, in a project with an envelope or a threshold (no query)."""
+    project = run.project
     if run.launched_at is None or (project.budget is None and project.run_cost_threshold is None):
+        return False
+    return (now - run.launched_at).total_seconds() > run.expected_minutes * 60
+
+
+def overrun_reason(run, now=None) -> str | None:
+    """An overrunning attempt whose cost so far is above the threshold, or has taken the envelope
+    past its budget: why the envelope is asked again (None: it need not be)."""
+    project, now = run.project, now or timezone.now()
+    if not overrunning(run, now):
         return None
     elapsed = (now - run.launched_at).total_seconds() / 60
-    if elapsed <= run.expected_minutes:
-        return None
     so_far = (run.instance.rate_running * Decimal(str(elapsed / 60))).quantize(CENT)
     running = f"running {elapsed:.0f} min of an expected {run.expected_minutes}: ${so_far} so far"
     if project.run_cost_threshold is not None and so_far > project.run_cost_threshold:
