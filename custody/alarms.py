@@ -16,7 +16,7 @@ from custody.models import ClockAlarm
 from notifications.actions import do_notify
 from notifications.models import Event
 from profiles.costs import clock_deadlines
-from profiles.models import Instance, InstanceEvent
+from profiles.models import MAY_BE_ON, Instance, InstanceEvent
 
 
 def threshold_due(hours_left: float, thresholds: list[int]) -> int | None:
@@ -38,7 +38,7 @@ def do_raise_clock_alarms(now=None) -> list[int]:
     """Beat: the alarms raised this tick (their ids)."""
     now = now or timezone.now()
     raised = []
-    timed = Q(stops_at__isnull=False, state__in=["running", "unknown"])
+    timed = Q(stops_at__isnull=False, state__in=MAY_BE_ON)
     for instance in Instance.objects.filter(Q(state="stopped") | timed).with_state_events():
         for deadline in clock_deadlines(instance, now):
             hours_left = (deadline.fires_at - now).total_seconds() / 3600
@@ -71,8 +71,12 @@ def _raise(instance, deadline, threshold: int) -> ClockAlarm | None:
                 message=text,
                 data={"alarm": alarm.pk, "threshold_hours": threshold},
             )
-            data = {"instance": instance.name, "clock": alarm.what, "fires_at": alarm.fires_at.isoformat()}
-            data["threshold_hours"] = threshold
+            data = {
+                "instance": instance.name,
+                "clock": alarm.what,
+                "fires_at": alarm.fires_at.isoformat(),
+                "threshold_hours": threshold,
+            }
             do_notify(instance.project_id, Event.CLOCK, f"clock: {text}", text, data)
     except IntegrityError:
         return None  # another tick raised it first

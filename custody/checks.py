@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 
 from custody.evidence import Consequence, copies_of, in_flight, present_copies, survivors, touched
 from custody.facts import BoxFacts, load
+from custody.levels import resource_data_lost
 from custody.models import EvidenceLocation, TeardownKind
 from custody.rehash import rehash
 from profiles.layout import resolve_home
@@ -160,11 +161,6 @@ def resource_checks(resource, planned: Consequence, deep: bool = True, facts: Bo
     items = [Item(f"The {resource.facts.label} still exists", exists, "registered" if exists else "already deleted")]
     if exists:
         items += evidence_items(_facts_of(resource.instance, facts), planned, deep)
-    tier = resource.instance.profile.tier_named(resource.tier) if resource.tier else None
-    lost = (
-        f"{tier['name']} ({tier['path']})"
-        if tier
-        else ("its files" if resource.facts.holds_files else "nothing stored")
-    )
-    items.append(Item("What deleting it destroys", True, lost))
+    lost = resource_data_lost(resource)
+    items.append(Item("What deleting it destroys", True, "; ".join(lost) or "nothing stored"))
     return _snapshot(items)

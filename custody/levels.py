@@ -71,13 +71,19 @@ def _holds_evidence(instance) -> bool:
     return any(touched(run, planned) for run in exported)
 
 
+def resource_data_lost(resource) -> list[str]:
+    """What deleting the resource destroys: the box tier it is, else its files, else nothing."""
+    tier = resource.instance.profile.tier_named(resource.tier) if resource.tier else None
+    if tier:
+        return [f"{tier['name']} ({tier['path']}) of {resource.instance.name}"]
+    return [f"every file on the {resource.facts.label} {resource.name}"] if resource.facts.holds_files else []
+
+
 def _resource_consequence(resource) -> Consequence:
     """Always L3, with the custody rules of evidence deletion (DOMAIN §5, issue 17 §3)."""
-    facts, tier = resource.facts, resource.instance.profile.tier_named(resource.tier) if resource.tier else None
-    lost = [f"{tier['name']} ({tier['path']}) of {resource.instance.name}"] if tier else []
-    if not tier and facts.holds_files:
-        lost = [f"every file on the {facts.label} {resource.name}"]
+    facts = resource.facts
     stops = f"the {facts.label}'s ${resource.rate}/h ({facts.clock})"
+    lost = resource_data_lost(resource)
     return Consequence("L3", True, stops, lost, "", "" if resource.deleted_at is None else "already deleted")
 
 

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from notifications import send
+from notifications import send, webhooks
 from notifications.models import DEFAULT_EVENTS, Channel, Event, Notification, Preference
 
 
@@ -113,7 +113,7 @@ def do_add_channel(project, name: str, kind: str, target: str, events, *, actor)
         raise ValidationError("Name the channel.")
     channel = Channel(project=project, name=name, kind=kind, events=_events(events), created_by=actor)
     if kind == Channel.Kind.WEBHOOK:
-        problem = send.webhooks.url_problem(target) if target else "A webhook channel needs its URL."
+        problem = webhooks.url_problem(target) if target else "A webhook channel needs its URL."
         channel.url = target
     elif kind == Channel.Kind.APPRISE:
         problem = send.env_name_problem(target)

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from profiles.models import (
     INSTANCE_TRANSITIONS,
+    MAY_BE_ON,
     Credential,
     CredentialEvent,
     Instance,
@@ -95,9 +96,6 @@ def do_observe_running(instance_id: int, evidence: str) -> Instance:
     return instance
 
 
-BILLING_AS_RUNNING_OR_UNKNOWN = (InstanceState.UNKNOWN, InstanceState.RUNNING)
-
-
 def do_observe_provider_state(instance_id: int, provider_state: str, platform: str) -> Instance:
     """Beat asked the provider (the teardown adapters' status call): running or stopped there is how
     the box bills. A release is never inferred (a person or a teardown says so; drift shows the rest)."""
@@ -106,10 +104,7 @@ def do_observe_provider_state(instance_id: int, provider_state: str, platform: s
         evidence = f"{platform} says {provider_state}"
         if provider_state == InstanceState.RUNNING:
             _observe_running(instance, evidence)
-        elif provider_state == InstanceState.STOPPED and instance.state in (
-            InstanceState.UNKNOWN,
-            InstanceState.RUNNING,
-        ):
+        elif provider_state == InstanceState.STOPPED and instance.state in MAY_BE_ON:
             change_state_locked(instance, InstanceState.STOPPED, f"observed ({evidence})", actor=None)
     return instance
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from profiles.models import InstanceEvent, InstanceState
+from profiles.models import MAY_BE_ON, InstanceEvent, InstanceState
 
 # "15 days after stop", "~10 days after stop", "24 h after stop", "6 hours after stop".
 AFTER_STOP = re.compile(r"(\d+(?:\.\d+)?)\s*(days?|h|hours?)\s+after\s+stop", re.IGNORECASE)
@@ -27,12 +27,16 @@ def hours_after_stop(clock: str) -> float | None:
     return float(match.group(1)) * (24 if match.group(2).lower().startswith("d") else 1)
 
 
+def _timer_ticks(instance) -> bool:
+    return bool(instance.stops_at) and instance.state in MAY_BE_ON
+
+
 def clock_deadlines(instance, now=None) -> list[ClockDeadline]:
     """The clocks of a box that fire at a known time: a platform timer set for it (auto-shutdown, rental
     end), and for a stopped box each profile clock written "N days/hours after stop" and the platform's
     release of a stopped box (which takes its disks)."""
     deadlines = []
-    if instance.stops_at and instance.state in (InstanceState.RUNNING, InstanceState.UNKNOWN):
+    if _timer_ticks(instance):
         what = f"a {instance.profile.name} timer stops this box (tmux and every run on it die)"
         deadlines.append(ClockDeadline("timer", what, instance.stops_at))
     if instance.state != InstanceState.STOPPED:
@@ -88,10 +92,14 @@ def accrued_cost(instance, now=None) -> Cost:
     return Cost(running, stopped, total.quantize(Decimal("0.01")), since)
 
 
+def _rates(instance) -> dict:
+    """$/h by state: running bills the running rate, stopped the storage rate, nothing else bills."""
+    return {InstanceState.RUNNING: instance.rate_running, InstanceState.STOPPED: instance.rate_stopped}
+
+
 def cost_between(instance, start: datetime, end: datetime) -> Decimal:
     """What the box billed inside [start, end] (a period of a cost envelope)."""
-    total = Decimal(0)
-    rates = {InstanceState.RUNNING: instance.rate_running, InstanceState.STOPPED: instance.rate_stopped}
+    total, rates = Decimal(0), _rates(instance)
     for state, since, until in _periods(instance, end):
         overlap = (min(until, end) - max(since, start)).total_seconds()
         if state in rates and overlap > 0:
@@ -101,9 +109,7 @@ def cost_between(instance, start: datetime, end: datetime) -> Decimal:
 
 def burn_rate(instance) -> Decimal:
     """Dollars per hour the box bills right now."""
-    return {InstanceState.RUNNING: instance.rate_running, InstanceState.STOPPED: instance.rate_stopped}.get(
-        instance.state, Decimal(0)
-    )
+    return _rates(instance).get(instance.state, Decimal(0))
 
 
 def danger_clocks(instance, has_live_run: bool, now=None) -> list[str]:
@@ -131,7 +137,7 @@ def danger_clocks(instance, has_live_run: bool, now=None) -> list[str]:
 
 def timer_line(instance, now=None) -> str:
     """The platform timer set on a running box, as the instance page says it; "" when none ticks."""
-    if not instance.stops_at or instance.state not in (InstanceState.RUNNING, InstanceState.UNKNOWN):
+    if not _timer_ticks(instance):
         return ""
     left = (instance.stops_at - (now or timezone.now())).total_seconds() / 3600
     when = f"{left:.1f} h left" if left > 0 else "it has fired"

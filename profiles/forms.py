@@ -150,17 +150,22 @@ class InstanceForm(forms.ModelForm):
             for field in ("host", "user", "credential"):
                 if not data.get(field) and field not in self.errors:
                     self.add_error(field, f"{profile.name} is reached over SSH: this is required.")
+        if project:
+            self._check_grants(data, project)
+        if project and needs_acknowledgement(project, profile.key) and not data.get("acknowledge"):
+            self.add_error("acknowledge", f"First {profile.name} box in {project.name}: read the notes below first.")
+        return data
+
+    def _check_grants(self, data, project) -> None:
+        """A credential is usable only where an administrator granted it."""
         for field in ("credential", "api_credential"):
             credential = data.get(field)
-            if credential and project and not credential.granted_to(project.pk):
+            if credential and not credential.granted_to(project.pk):
                 self.add_error(
                     field,
                     f"{credential} is not granted to {project.name}; an administrator grants it "
                     "on the Credentials page.",
                 )
-        if project and needs_acknowledgement(project, profile.key) and not data.get("acknowledge"):
-            self.add_error("acknowledge", f"First {profile.name} box in {project.name}: read the notes below first.")
-        return data
 
 
 class StateForm(forms.Form):
@@ -214,9 +219,6 @@ class InstanceEditForm(InstanceForm):
         return self.instance.profile
 
     def clean(self):
-        data = super().clean()
-        for field in ("credential", "api_credential"):
-            credential = data.get(field)
-            if credential and not credential.granted_to(self.instance.project_id):
-                self.add_error(field, f"{credential} is not granted to {self.instance.project.name}.")
+        data = super().clean()  # it has no project field: the box's own project is checked here
+        self._check_grants(data, self.instance.project)
         return data

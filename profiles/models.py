@@ -1,5 +1,7 @@
 """Instances (one concrete GPU box), their history, probes, and platform acknowledgements."""
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -15,6 +17,9 @@ class InstanceState(models.TextChoices):
     STOPPED = "stopped", "Stopped"
     RELEASED = "released", "Released"
 
+
+# A box that may be on (nobody knows it is off): its platform timers tick, a provider's "stopped" moves it.
+MAY_BE_ON = (InstanceState.RUNNING, InstanceState.UNKNOWN)
 
 # Released is terminal: a released box is gone; a new box is a new instance.
 INSTANCE_TRANSITIONS = {
@@ -335,8 +340,6 @@ class Resource(models.Model):
 
     def cost_between(self, start, end):
         """What it billed inside [start, end]: it bills from registration until it is deleted."""
-        from decimal import Decimal
-
         until = min(end, self.deleted_at) if self.deleted_at else end
         seconds = (until - max(start, self.created)).total_seconds()
         return self.rate * Decimal(str(max(seconds, 0) / 3600))

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from custody.models import ClockAlarm, ProviderDrift, TeardownRequest
 from profiles.costs import danger_clocks
-from profiles.models import Instance, InstanceState, Resource
+from profiles.models import MAY_BE_ON, Instance, InstanceState, Resource
 from projects.models import Project
 from runs.models import LIVE_STATES, Run, SpendRequest, SpendStatus
 
@@ -44,7 +44,7 @@ def clock_alarms(instances) -> list[ClockAlarm]:
     since = timezone.now() - timedelta(days=1)
     # Clocks still ticking: a stopped box's clocks, a running box's platform timer.
     stopped = Q(instance__in=instances.filter(state=InstanceState.STOPPED)) & ~Q(clock="timer")
-    timed = Q(clock="timer", instance__in=instances.filter(state__in=[InstanceState.RUNNING, InstanceState.UNKNOWN]))
+    timed = Q(clock="timer", instance__in=instances.filter(state__in=MAY_BE_ON))
     alarms = ClockAlarm.objects.filter(stopped | timed, fires_at__gt=since)
     latest = {}
     for alarm in alarms.select_related("instance").order_by("fires_at", "threshold_hours"):
