@@ -130,7 +130,7 @@ class InstanceForm(forms.ModelForm):
         if profile.is_local and not (self.user and self.user.is_superuser):
             # Its commands run on the control host itself, beside the database and every secret.
             self.add_error(
-                "profile_key",
+                "profile_key" if "profile_key" in self.fields else None,
                 "The local workstation runs commands on the control host: only an administrator may register it.",
             )
             return data

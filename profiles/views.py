@@ -219,6 +219,12 @@ def instance_edit(request, pk):
     if instance.state == "released":
         messages.error(request, "A released box is gone: register a new instance instead.")
         return redirect(instance)
+    if instance.profile.is_local and not request.user.is_superuser:
+        # Its commands run on the control host itself, beside the database and every secret.
+        messages.error(
+            request, "The local workstation runs commands on the control host: only an administrator edits it."
+        )
+        return redirect(instance)
     form = InstanceEditForm(request.POST or None, instance=instance, user=request.user)
     if request.method == "POST" and form.is_valid():
         changes = {field: form.cleaned_data[field] for field in form.Meta.fields if field in form.cleaned_data}

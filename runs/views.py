@@ -320,7 +320,11 @@ def sweep_grid(sweep) -> list[dict]:
 def spend_decide(request, pk):
     """Approve or reject one spend request (an approver who is not its requester)."""
     spend_request = get_object_or_404(SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)), pk=pk)
-    approve = request.POST.get("decision") == "approve"
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "reject"):  # a malformed form must never count as a rejection
+        messages.error(request, "Choose Approve spend or Reject.")
+        return redirect("approval-queue")
+    approve = decision == "approve"
     comment = request.POST.get("comment", "")[:2000]
     verdict = "approved: the run continues" if approve else "rejected"
     perform(

@@ -168,3 +168,26 @@ def test_the_worker_delivers_after_commit(team, provider_stub, celery_worker_pro
     (hook,) = wait_until(lambda: hooks(provider_stub, f"w-{team.slug}"), what="the webhook")
     assert hook["body"]["event"] == "teardown.done"
     wait_until(lambda: Notification.objects.get(pk=notification.pk).state == "sent", what="the outbox row sent")
+
+
+def test_a_notification_a_dead_worker_held_is_delivered_again(team, chat, provider_stub, no_worker, settings):
+    """Every state has a way out: a claim older than NOTIFY_CLAIM_SECONDS belonged to a worker that
+    died mid-delivery; beat finds it, and the next delivery sends it (once)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from notifications.actions import undelivered
+
+    settings.NOTIFY_CLAIM_SECONDS = 60
+    notification = do_notify(team.pk, Event.DRIFT, "drift", "an orphan pod")
+    Notification.objects.filter(pk=notification.pk).update(
+        state="sending", claimed_at=timezone.now() - timedelta(seconds=30), attempts=1
+    )
+    assert notification.pk not in undelivered().values_list("pk", flat=True)  # still its worker's
+    assert do_deliver_notification(notification.pk) is None
+    Notification.objects.filter(pk=notification.pk).update(claimed_at=timezone.now() - timedelta(seconds=120))
+    assert notification.pk in undelivered().values_list("pk", flat=True)
+    assert do_deliver_notification(notification.pk) == "sent"
+    assert len(hooks(provider_stub, f"chat-{team.slug}")) == 1
+    assert Notification.objects.get(pk=notification.pk).attempts == 2

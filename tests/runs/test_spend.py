@@ -215,3 +215,26 @@ def test_a_run_longer_than_expected_asks_the_envelope_again_once(team, alice, bo
     rejected = do_decide_spend(request.pk, False, "stop it", actor=alice)
     assert rejected.status == SpendStatus.REJECTED
     assert Notification.objects.filter(project=team, event="spend.approval", subject__contains="stop it by hand")
+
+
+def test_a_malformed_decision_decides_nothing(team, alice, bob, client):
+    run = new_run(team, bob)
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    request = SpendRequest.objects.get(run=run)
+    client.force_login(alice)
+    page = client.post(f"/spend/{request.pk}/decide/", {"comment": "no button"}, follow=True).content.decode()
+    assert "Choose Approve spend or Reject" in page
+    assert SpendRequest.objects.get(pk=request.pk).status == SpendStatus.PENDING
+
+
+def test_an_approval_whose_continuation_was_lost_lets_the_run_start_by_hand(team, alice, bob):
+    """The worker that should start the run after the approval died: starting it again spends what was
+    approved, without asking twice."""
+    run = new_run(team, bob)
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    do_decide_spend(SpendRequest.objects.get(run=run).pk, True, "ok", actor=alice)  # its task never runs
+    do_start_preflight(run.pk, actor=bob)
+    run.refresh_from_db()
+    assert run.state == RunState.PREFLIGHT and run.spend_requests.count() == 1
