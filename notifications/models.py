@@ -7,6 +7,8 @@ chat channel's URL (which holds its token) lives in the deployment's environment
 only the variable's name.
 """
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.db import models
 
@@ -62,6 +64,12 @@ class Channel(models.Model):
     @property
     def label(self) -> str:
         return f"{self.kind}:{self.name}"
+
+    @property
+    def shown_url(self) -> str:
+        """Where a webhook posts, as pages show it: a path or query may carry a token, so only the host."""
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}/…" if parts.path.strip("/") or parts.query else self.url
 
 
 class Preference(models.Model):

@@ -147,9 +147,10 @@ def test_a_channel_never_names_an_arbitrary_secret_or_a_bad_url(team, kind, targ
 
 
 def test_the_settings_page_shows_the_variable_never_its_value(client, team, chat, bob, charlie):
+    do_add_channel(team, "hook", Channel.Kind.WEBHOOK, f"https://hooks.example.org/services/{TOKEN}", [], actor=bob)
     client.force_login(bob)
     page = client.get(f"/projects/{team.slug}/notifications/").content.decode()
-    assert "REMOTEGPU_NOTIFY_CHAT" in page and TOKEN not in page
+    assert "REMOTEGPU_NOTIFY_CHAT" in page and "https://hooks.example.org/…" in page and TOKEN not in page
     response = client.post(
         f"/projects/{team.slug}/notifications/channels/",
         {"name": "leak", "kind": "apprise", "target": "DJANGO_SECRET_KEY"},
