@@ -81,6 +81,7 @@ async def test_anonymous_client_is_refused():
     connected, code = await communicator.connect()
     assert not connected
     assert code == 4401
+    await communicator.disconnect()  # the consumer ends here, not in a cancellation at teardown
 
 
 async def test_foreign_origin_is_refused(alice):
@@ -89,6 +90,7 @@ async def test_foreign_origin_is_refused(alice):
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=headers)
     connected, _ = await communicator.connect()
     assert not connected
+    await communicator.disconnect()
 
 
 async def test_a_user_outside_the_project_cannot_join_its_run(charlie):
@@ -96,6 +98,7 @@ async def test_a_user_outside_the_project_cannot_join_its_run(charlie):
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
     connected, code = await communicator.connect()
     assert not connected and code == 4403
+    await communicator.disconnect()
 
 
 async def test_unknown_run_is_refused(alice):
@@ -103,6 +106,7 @@ async def test_unknown_run_is_refused(alice):
     communicator = WebsocketCommunicator(application, "/ws/runs/no-such-run/", headers=[(b"cookie", cookie), ORIGIN])
     connected, code = await communicator.connect()
     assert not connected and code == 4403
+    await communicator.disconnect()
 
 
 async def test_project_group_hears_run_events(alice):
