@@ -16,7 +16,7 @@ from custody.models import CustodyRecord, TeardownRequest
 from custody.teardown import do_request_teardown
 from profiles.models import Instance
 from projects.models import Project
-from runs import history
+from runs import history, logs
 from runs.actions import do_create_run, do_start_preflight
 from runs.models import Run
 
@@ -85,6 +85,30 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationError({"after": ["an event id (a non-negative integer)"]})
         events = run.events.filter(pk__gt=int(after)).order_by("id")[:500]
         return Response({"state": run.state, "events": s.EventSerializer(events, many=True).data})
+
+    @action(detail=True, methods=["get"])
+    def log(self, request, run_id=None):
+        """The attempt's training log from byte `offset` on, as kept on the control host (`logs -f` polls this)."""
+        run = self.get_object()
+        numbers = {}
+        for name, default in (("attempt", run.attempt), ("offset", 0)):
+            text = request.query_params.get(name, str(default))
+            if not text.isdigit():
+                raise ValidationError({name: ["a non-negative integer"]})
+            numbers[name] = int(text)
+        text, next_offset, more = logs.since(run, numbers["attempt"], numbers["offset"])
+        return Response(
+            {
+                "run_id": run.run_id,
+                "state": run.state,
+                "attempt": numbers["attempt"],
+                "current_attempt": run.attempt,
+                "offset": numbers["offset"],
+                "next_offset": next_offset,
+                "more": more,
+                "text": text,
+            }
+        )
 
     @action(detail=True, methods=["post"])
     def verify(self, request, run_id=None):

@@ -44,6 +44,7 @@ STATUS = {
     "log_mtime": OPTIONAL_NUMBER,
     "ckpt_mtime": OPTIONAL_NUMBER,
     "log_chunk": str,
+    "log_start": OPTIONAL_INT,
     "log_offset": int,
     "csv_chunk": str,
     "csv_offset": int,

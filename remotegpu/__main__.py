@@ -1,4 +1,4 @@
-"""python -m remotegpu launch DIR … | follow RUN | verify RUN | custody RUN"""
+"""python -m remotegpu launch DIR … | follow RUN | logs RUN [-f] | verify RUN | custody RUN"""
 
 import argparse
 import json
@@ -23,6 +23,37 @@ def follow(client: Client, run_id: str, timeout: float, out=sys.stdout) -> str:
             return answer["state"]
         if time.monotonic() > deadline:
             raise ApiError(f"{run_id} still {answer['state']} after {timeout:g}s")
+        time.sleep(1)
+
+
+def logs(client: Client, run_id: str, attempt: int | None, follow_on: bool, timeout: float, out=sys.stdout) -> None:
+    """Print the run's training log (one attempt); with follow_on, keep printing until the run settles.
+
+    Offsets are the node's bytes of log.txt, so a poll never repeats or skips a line; when a
+    relaunch starts a new attempt while following, the new attempt's log follows under a marker.
+    """
+    offset, deadline, printed = 0, time.monotonic() + timeout, False
+    while True:
+        query = f"offset={offset}" + (f"&attempt={attempt}" if attempt is not None else "")
+        answer = client.call("GET", f"/runs/{run_id}/log/?{query}")
+        out.write(answer["text"])
+        out.flush()
+        printed = printed or bool(answer["text"])
+        offset = answer["next_offset"]
+        if answer["more"]:
+            continue
+        if not follow_on:
+            return
+        if attempt is not None and answer["current_attempt"] != attempt:
+            attempt, offset = answer["current_attempt"], 0
+            if printed:  # a relaunch, not the first launch of a run followed from its draft
+                print(f"--- attempt {attempt} ---", file=out, flush=True)
+            continue
+        if answer["state"] in SETTLED:
+            return
+        if time.monotonic() > deadline:
+            raise ApiError(f"{run_id} still {answer['state']} after {timeout:g}s")
+        attempt = answer["attempt"]
         time.sleep(1)
 
 
@@ -76,10 +107,13 @@ def parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--no-follow", action="store_true")
     start.add_argument("--timeout", type=float, default=24 * 3600)
-    for verb in ("follow", "verify", "custody"):
+    for verb in ("follow", "verify", "custody", "logs"):
         one = sub.add_parser(verb)
         one.add_argument("run_id")
         one.add_argument("--timeout", type=float, default=24 * 3600)
+    reading = sub.choices["logs"]
+    reading.add_argument("-f", "--follow", action="store_true", help="keep printing until the run settles")
+    reading.add_argument("--attempt", type=int, help="an earlier attempt (default: the current one)")
     return top
 
 
@@ -101,6 +135,8 @@ def main(argv=None) -> int:
             return 0
         if args.verb == "follow":
             print(f"{args.run_id}: {follow(client, args.run_id, args.timeout)}")
+        elif args.verb == "logs":
+            logs(client, args.run_id, args.attempt, args.follow, args.timeout)
         elif args.verb == "verify":
             print(json.dumps(client.call("POST", f"/runs/{args.run_id}/verify/", {}), indent=2))
         else:

@@ -100,6 +100,7 @@ STORAGE_MARGIN_FRACTION = env.envfloat("STORAGE_MARGIN_FRACTION", 0.10)
 STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
 SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
+LOG_KEEP_BYTES = env.envint("LOG_KEEP_MIB", 64) * 1024**2  # per attempt; the rest stays on the node
 NODE_PYTHON = os.environ.get("NODE_PYTHON", "python3")
 # Custody: where canonical copies of sealed exports live on the control side.
 CUSTODY_ROOT = Path(os.environ.get("REMOTEGPU_CUSTODY_ROOT", VAR_DIR / "custody"))

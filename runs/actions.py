@@ -14,7 +14,7 @@ from django.utils.crypto import get_random_string
 
 from notifications.models import Event
 from profiles.actions import do_observe_running
-from runs import environment, notices, signals, spend, sweeps
+from runs import environment, logs, notices, signals, spend, sweeps
 from runs.live import push_run_update
 from runs.models import (
     LIVE_STATES,
@@ -403,7 +403,7 @@ def _relaunch(run: Run, actor, why: str) -> None:
     run.attempt += 1
     run.exit_code, run.active_closed_at = None, None  # the new attempt opens active/ again
     # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
-    run.log_offset, run.alerts, run.failure_class, run.failure_excerpt = 0, [], "", ""
+    run.log_offset, run.log_kept_bytes, run.alerts, run.failure_class, run.failure_excerpt = 0, 0, [], "", ""
     run.health, run.health_since = "", None
     _transition(run, RunState.LAUNCHING, f"{why}: attempt {run.attempt}", actor)
     transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
@@ -469,8 +469,11 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bo
         now = timezone.now()
         if seen.reachable_again:
             _event(run, "probe", "Reachable again; watching resumes")
+        logs.keep(run, seen.log_start, seen.log_offset, seen.log_chunk)
         run.log_offset, run.csv_offset = seen.log_offset, seen.csv_offset
-        run.curve = (run.curve + seen.rows)[-CURVE_LIMIT:]
+        if seen.rows:
+            run.curve = (run.curve + seen.rows)[-CURVE_LIMIT:]
+            run.last_metrics = run.curve[-1]
         if seen.ran is not None:
             run.env_identity = {**run.env_identity, "ran": seen.ran}  # read back from the node
         if seen.heartbeat_at is not None:

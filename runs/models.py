@@ -102,6 +102,8 @@ class Run(models.Model):
     log_offset = models.BigIntegerField(default=0)
     csv_offset = models.BigIntegerField(default=0)
     curve = models.JSONField(default=list, blank=True)
+    last_metrics = models.JSONField(default=dict, blank=True, help_text="The curve's latest row: history's columns")
+    log_kept_bytes = models.BigIntegerField(default=0, help_text="Of this attempt's log, kept on the control host")
     alerts = models.JSONField(default=list, blank=True, help_text="Material signals already reported this attempt")
     health = models.CharField(max_length=20, blank=True)
     health_since = models.DateTimeField(null=True, blank=True)
@@ -177,6 +179,27 @@ class RunEvent(models.Model):
 
     def __str__(self):
         return f"{self.run_id} {self.kind}: {self.message[:60]}"
+
+
+class LogChunk(models.Model):
+    """A piece of an attempt's training log as the watcher read it: [start, end) bytes of log.txt on the node.
+
+    The control host keeps what it has read (up to LOG_KEEP_BYTES per attempt) so the full log can
+    be paged, downloaded and followed without another trip to a box that may be gone.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="log_chunks")
+    attempt = models.PositiveIntegerField()
+    start = models.BigIntegerField()
+    end = models.BigIntegerField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["run", "attempt", "start"]
+        constraints = [models.UniqueConstraint(fields=["run", "attempt", "start"], name="one_chunk_per_offset")]
+
+    def __str__(self):
+        return f"{self.run_id} attempt {self.attempt} [{self.start}, {self.end})"
 
 
 class GpuLock(models.Model):

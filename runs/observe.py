@@ -49,6 +49,7 @@ class Observation:
     applies: bool
     reachable_again: bool = False
     log_chunk: str = ""
+    log_start: int = 0  # where log_chunk starts in the node's log.txt (0 after the file was replaced)
     log_offset: int = 0
     csv_offset: int = 0
     csv_header: list[str] | None = None
@@ -67,14 +68,24 @@ class Observation:
     quarantine_reason: str = ""
 
 
-def _chunks(snapshot: Snapshot, status: dict) -> tuple[str, int, str, int]:
+def _log_start(snapshot: Snapshot, status: dict) -> int:
+    """Where the chunk starts: the node says (0 after a replaced file), or where we asked from."""
+    start = status.get("log_start")
+    if isinstance(start, int) and not isinstance(start, bool) and 0 <= start <= status["log_offset"]:
+        return start
+    return snapshot.log_offset
+
+
+def _chunks(snapshot: Snapshot, status: dict) -> tuple[str, int, int, str, int]:
     # A chunk read from an offset we have since moved past was already applied: skip it.
     log_chunk, log_offset, csv_chunk, csv_offset = "", snapshot.log_offset, "", snapshot.csv_offset
+    log_start = snapshot.log_offset
     if status.get("log_from", snapshot.log_offset) == snapshot.log_offset:
         log_chunk, log_offset = signals.strip_ansi(status["log_chunk"]), status["log_offset"]
+        log_start = _log_start(snapshot, status)
     if status.get("csv_from", snapshot.csv_offset) == snapshot.csv_offset:
         csv_chunk, csv_offset = status["csv_chunk"], status["csv_offset"]
-    return log_chunk, log_offset, csv_chunk, csv_offset
+    return log_chunk, log_start, log_offset, csv_chunk, csv_offset
 
 
 def _signals(snapshot: Snapshot, status: dict, log_chunk: str, alive: bool, thresholds: dict) -> set[str]:
@@ -110,7 +121,7 @@ def observe(snapshot: Snapshot, status: dict, thresholds: dict) -> Observation:
     if snapshot.state not in ("running", "exited") or status.get("attempt") != snapshot.attempt:
         return Observation(applies=False)
     alive = status["wrapper_alive"] or status["child_alive"]
-    log_chunk, log_offset, csv_chunk, csv_offset = _chunks(snapshot, status)
+    log_chunk, log_start, log_offset, csv_chunk, csv_offset = _chunks(snapshot, status)
     header, rows = signals.parse_csv_rows(snapshot.csv_header, csv_chunk)
     found = _signals(snapshot, status, log_chunk, alive, thresholds)
     pressure = _pressure(status, thresholds)
@@ -123,6 +134,7 @@ def observe(snapshot: Snapshot, status: dict, thresholds: dict) -> Observation:
         applies=True,
         reachable_again=snapshot.health == "unreachable",
         log_chunk=log_chunk,
+        log_start=log_start,
         log_offset=log_offset,
         csv_offset=csv_offset,
         csv_header=header,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import views
+from runs import log_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -19,6 +19,8 @@ urlpatterns = [
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep-detail"),
     path("runs/<slug:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<slug:run_id>/live.json", views.run_live, name="run-live"),
+    path("runs/<slug:run_id>/log/", log_views.run_log, name="run-log"),
+    path("runs/<slug:run_id>/log/download/", log_views.run_log_download, name="run-log-download"),
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),
     path("runs/<slug:run_id>/retry/", views.run_retry, name="run-retry"),
     path("runs/<slug:run_id>/close-active/", views.run_close_active, name="run-close-active"),

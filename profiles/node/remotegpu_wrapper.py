@@ -548,7 +548,8 @@ def tail(path, limit=4000):
 
 
 def read_from(path, offset, limit=65536):
-    """Bytes appended to path since offset (bounded); a shorter file means it was replaced: restart."""
+    """Bytes appended to path since offset (bounded), where they start, where they end; a shorter
+    file means it was replaced: restart at 0."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -557,10 +558,10 @@ def read_from(path, offset, limit=65536):
             handle.seek(start)
             chunk = handle.read(limit)
     except OSError:
-        return "", offset
+        return "", offset, offset
     # Only whole lines: a line still being written is read on the next tick.
     cut = chunk.rfind(b"\n") + 1
-    return chunk[:cut].decode(errors="replace"), start + cut
+    return chunk[:cut].decode(errors="replace"), start, start + cut
 
 
 def largest_items(roots, count=5):
@@ -589,8 +590,8 @@ def run_status(spec, log_offset=0, csv_offset=0):
     pids = (read(os.path.join(base, "pid")) or "").split()
     exit_code = read(os.path.join(base, "exit_code"))
     heartbeat_at = read(os.path.join(base, "heartbeat"))
-    log_chunk, log_offset = read_from(os.path.join(base, "log.txt"), log_offset)
-    csv_chunk, csv_offset = read_from(os.path.join(spec["output"], "train.csv"), csv_offset)
+    log_chunk, log_start, log_offset = read_from(os.path.join(base, "log.txt"), log_offset)
+    csv_chunk, _, csv_offset = read_from(os.path.join(spec["output"], "train.csv"), csv_offset)
     status = {
         "run_id": spec["run_id"],
         "attempt": spec["attempt"],
@@ -608,6 +609,7 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
         "log_from": requested_log,
         "log_chunk": log_chunk,
+        "log_start": log_start,
         "log_offset": log_offset,
         "csv_from": requested_csv,
         "csv_chunk": csv_chunk,

@@ -34,6 +34,7 @@ def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, in
         *launch_in(source, project, instance),
         "--expected-minutes",
         "1",
+        "--no-follow",
         "--",
         sys.executable,
         "train.py",
@@ -42,7 +43,17 @@ def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, in
     )
     assert launched.returncode == 0, launched.stdout + launched.stderr
     run_id = launched.stdout.split("created ", 1)[1].split()[0]
-    assert f"{run_id}: exported" in launched.stdout and "Preflight passed" in launched.stdout
+
+    # `logs -f` starts before the training does and prints its log as it grows, until the run settles:
+    # every epoch line once, in order, and the last line (issue 18 §6).
+    followed = cli(live_server, token, "logs", run_id, "-f")
+    assert followed.returncode == 0, followed.stderr
+    epochs = [line for line in followed.stdout.splitlines() if line.startswith("epoch ")]
+    assert [line.split()[1] for line in epochs] == ["1/3", "2/3", "3/3"], followed.stdout
+    assert followed.stdout.rstrip().splitlines()[-1].startswith("done: best epoch")
+    assert cli(live_server, token, "logs", run_id).stdout == followed.stdout  # the kept log, read again
+    settled = cli(live_server, token, "follow", run_id)
+    assert f"{run_id}: exported" in settled.stdout and "Preflight passed" in settled.stdout
 
     assert cli(live_server, token, "verify", run_id).returncode == 0
     deadline = time.monotonic() + 120
