@@ -3,8 +3,10 @@
 from pathlib import Path
 
 import yaml
+from django.utils import timezone
 
 from custody.evidence import latest_verified
+from runs.history import duration_text, metric_columns, seconds_run
 from runs.models import SourceKind
 
 IDENTITY_FIELDS = [
@@ -17,18 +19,19 @@ SEED_KEYS = ("seed", "random_seed", "deterministic")
 
 
 def resolved_config(run) -> dict | None:
-    """The config as run: the sealed export's copy in custody, else the control-side source file."""
+    """The config as run: the sealed export's copy in custody, else the control-side source file with
+    the run's overrides merged in (as they were shipped)."""
     record = latest_verified(run)
-    candidates = [Path(record.uri) / "config.yaml"] if record and not record.copy_deleted_at else []
+    candidates = [(Path(record.uri) / "config.yaml", {})] if record and not record.copy_deleted_at else []
     if run.source_kind == SourceKind.LOCAL_DIR:
-        candidates.append(Path(run.source_path) / run.config_path)
-    for path in candidates:
+        candidates.append((Path(run.source_path) / run.config_path, run.config_overrides))
+    for path, overrides in candidates:
         try:
             data = yaml.safe_load(path.read_text())
         except (OSError, yaml.YAMLError):
             continue
         if isinstance(data, dict):
-            return data
+            return {**data, **overrides}
     return None
 
 
@@ -60,6 +63,19 @@ def metrics_of(run) -> dict:
     if not record:
         return {}
     return {f"{m['test']}/{m['name']}": m for m in record.evidence.get("metrics", [])}
+
+
+def training(runs: list) -> list[dict]:
+    """How long each run trained, how far it got, and where its logged metrics ended (unverified)."""
+    now = timezone.now()
+    rows = [
+        {"label": "duration", "values": [duration_text(seconds_run(run, now)) for run in runs]},
+        {"label": "epochs logged", "values": [len(run.curve) for run in runs]},
+    ]
+    for name in metric_columns(runs, limit=20):
+        values = [run.last_metrics.get(name) for run in runs]
+        rows.append({"label": name, "values": [f"{v:.4g}" if isinstance(v, int | float) else "—" for v in values]})
+    return rows
 
 
 def compare(runs: list) -> dict:
@@ -96,7 +112,8 @@ def compare(runs: list) -> dict:
         "identities": identities,
         "diff": diff,
         "metrics": metrics,
+        "training": training(runs),
         "variables": variables,
         "notes": notes,
-        "curves": [{"run_id": run.run_id, "rows": run.curve} for run in runs],
+        "curves": [{"run_id": run.run_id, "title": run.title, "rows": run.curve} for run in runs],
     }

@@ -5,6 +5,7 @@ would scan everything before it.
 """
 
 import base64
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, time
 
@@ -13,9 +14,13 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from custody.models import CustodyRecord, CustodyStatus
-from runs.models import Run, RunState
+from runs.models import LIVE_STATES, Run, RunState
 
 PAGE_SIZE = 50
+METRIC_COLUMNS = 3
+AXES = {"epoch", "seconds", "step"}
+# What a history row never shows: a page of 50 runs must not carry 50 curves and node statuses.
+HEAVY = ("curve", "last_status", "preflight_report", "smoke_output", "failure_excerpt", "env_identity")
 CUSTODY_CHOICES = ("verified", "failed", "none")
 
 
@@ -104,10 +109,51 @@ def page_of(user, params) -> Page:
         before = Q(created__lt=created) | Q(created=created, pk__lt=pk)
         runs = runs.filter(after if oldest_first else before)
     order = ["created", "id"] if oldest_first else ["-created", "-id"]
-    rows = list(runs.select_related("project", "instance").order_by(*order)[: PAGE_SIZE + 1])
+    rows = list(runs.select_related("project", "instance").defer(*HEAVY).order_by(*order)[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     return Page(rows, encode_cursor(rows[-1], oldest_first) if more else None, used)
+
+
+def seconds_run(run, now) -> float | None:
+    """Wall time of the run's latest attempt: launch to exit, or to now while it runs."""
+    if not run.launched_at:
+        return None
+    end = run.exited_at or (now if run.state in LIVE_STATES else None)
+    return max(0.0, (end - run.launched_at).total_seconds()) if end else None
+
+
+def duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    minutes, hours = int(seconds // 60), int(seconds // 3600)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{minutes} min"
+    if seconds < 86400:
+        return f"{hours} h {minutes % 60:02d} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def metric_columns(runs, limit: int = METRIC_COLUMNS) -> list[str]:
+    """The metrics most of these runs log (from each run's latest curve row)."""
+    counts = Counter(
+        name
+        for run in runs
+        for name, value in run.last_metrics.items()
+        if name not in AXES and isinstance(value, int | float) and not isinstance(value, bool)
+    )
+    return [name for name, _ in counts.most_common(limit)]
+
+
+def describe(runs, now) -> list[str]:
+    """Give each run its duration and latest metric values; returns the metric columns."""
+    columns = metric_columns(runs)
+    for run in runs:
+        run.duration = duration_text(seconds_run(run, now))
+        run.metric_values = [run.last_metrics.get(name) for name in columns]
+    return columns
 
 
 def totals(runs) -> dict[str, list[dict]]:

@@ -5,6 +5,7 @@ from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
@@ -105,6 +106,7 @@ def run_list(request):
     runs, _ = history.filtered(request.user, request.GET)
     context = {
         "page": page,
+        "metric_columns": history.describe(page.runs, timezone.now()),
         "states": RunState.choices,
         "projects": Project.objects.visible_to(request.user),
         "platforms": catalog.choices(),

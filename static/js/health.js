@@ -12,7 +12,7 @@
       row.querySelector(".status").textContent = check.ok ? "OK" : "DOWN";
       row.querySelector(".detail").textContent = check.detail;
     }
-    stamp.textContent = "Last checked " + new Date().toLocaleTimeString() + ".";
+    stamp.textContent = "Last checked " + window.localTime(new Date().toISOString(), "time") + ".";
   }
 
   async function refresh() {

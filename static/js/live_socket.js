@@ -31,4 +31,5 @@ window.swapLiveFragments = async function () {
     const next = fresh.getElementById(current.id);
     if (next) current.replaceWith(document.importNode(next, true));
   });
+  window.localizeTimes?.();
 };

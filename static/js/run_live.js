@@ -13,7 +13,7 @@
   // Health and heartbeat describe a live run; a closed one shows neither ("ok since …" would mislead).
   const LIVE = new Set(["preflight", "smoke", "launching", "running", "exited"]);
   const seen = new Set();
-  let rows = [];
+  const charts = new window.MetricCharts(curves);
 
   function setState(state, label) {
     if (!state) return;
@@ -23,7 +23,7 @@
 
   function setHealth(value, since) {
     health.className = "health health-" + (value || "none");
-    health.textContent = value ? value + (since ? " since " + new Date(since).toLocaleTimeString() : "") : "";
+    health.textContent = value ? value + (since ? " since " + window.localTime(since, "time") : "") : "";
   }
 
   function addEvent(event) {
@@ -32,7 +32,7 @@
     const item = document.createElement("li");
     const when = document.createElement("span");
     when.className = "muted small";
-    when.textContent = new Date(event.at).toLocaleTimeString() + " ";
+    when.textContent = window.localTime(event.at, "short") + " ";
     const tag = document.createElement("span");
     tag.className = "tag";
     tag.textContent = event.kind;
@@ -46,51 +46,6 @@
     logTail.scrollTop = logTail.scrollHeight;
   }
 
-  function drawCurves() {
-    if (!rows.length) return;
-    const metrics = Object.keys(rows[0]).filter((k) => k !== "epoch" && k !== "seconds");
-    curves.replaceChildren(...metrics.map((name) => chart(name)));
-  }
-
-  function chart(name) {
-    const NS = "http://www.w3.org/2000/svg";
-    const width = 260, height = 140, pad = 28;
-    const points = rows.filter((r) => Number.isFinite(r[name])).map((r, i) => [r.epoch ?? i + 1, r[name]]);
-    const figure = document.createElement("figure");
-    figure.className = "curve";
-    const svg = document.createElementNS(NS, "svg");
-    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-    svg.setAttribute("data-metric", name);
-    if (points.length) {
-      const xs = points.map((p) => p[0]), ys = points.map((p) => p[1]);
-      const [x0, x1] = [Math.min(...xs), Math.max(...xs) || 1];
-      const [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-      const sx = (x) => pad + ((x - x0) / (x1 - x0 || 1)) * (width - pad - 6);
-      const sy = (y) => height - pad + 6 - ((y - y0) / (y1 - y0 || 1)) * (height - pad - 6);
-      const line = document.createElementNS(NS, "polyline");
-      line.setAttribute("points", points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(" "));
-      line.setAttribute("class", "curve-line");
-      const axis = document.createElementNS(NS, "path");
-      axis.setAttribute("d", `M${pad},6 V${height - pad + 6} H${width - 6}`);
-      axis.setAttribute("class", "curve-axis");
-      svg.append(axis, line, label(NS, 2, 14, y1.toPrecision(3)), label(NS, 2, height - pad + 6, y0.toPrecision(3)),
-        label(NS, width - 40, height - 6, "epoch " + x1));
-    }
-    const caption = document.createElement("figcaption");
-    caption.textContent = name + (points.length ? " = " + points[points.length - 1][1].toPrecision(4) : "");
-    figure.append(svg, caption);
-    return figure;
-  }
-
-  function label(NS, x, y, text) {
-    const node = document.createElementNS(NS, "text");
-    node.setAttribute("x", x);
-    node.setAttribute("y", y);
-    node.setAttribute("class", "curve-label");
-    node.textContent = text;
-    return node;
-  }
-
   async function reload() {
     const response = await fetch(root.dataset.liveUrl, { credentials: "same-origin" });
     const data = await response.json();
@@ -100,8 +55,7 @@
     timeline.replaceChildren();
     seen.clear();
     data.events.forEach(addEvent);
-    rows = data.curve;
-    drawCurves();
+    charts.setSeries([{ label: runId, rows: data.curve }]);
     logTail.textContent = data.log_tail;
     for (const [name, value] of Object.entries(data.fields)) {
       document.querySelectorAll(`[data-field="${name}"]`).forEach((node) => (node.textContent = value));
@@ -149,8 +103,7 @@
       } else if (message.type === "log") {
         appendLog(message.lines);
       } else if (message.type === "curve") {
-        rows = rows.concat(message.rows);
-        drawCurves();
+        charts.append(0, message.rows);
       } else if (message.type === "custody") {
         showCustodyProgress(message);
       } else if (message.type === "status") {

@@ -38,39 +38,117 @@ def new_run(page, stack, slug, source, command: str, title: str = "") -> None:
     page.click("button:has-text('Create run')")
 
 
-def test_run_from_form_to_sealed_export(page, stack):
+def create_person(page, stack, username: str, role: str) -> str:
+    """On the Team page, as an admin: a new person with one role; returns their one-time password."""
+    page.goto(stack.url + "/team/")
+    page.fill("#new-user input[name=username]", username)
+    page.fill("#new-user input[name=email]", f"{username}@example.com")
+    page.check(f"#new-user input[name=roles][value={role}]")
+    page.click("#new-user button:has-text('Create')")
+    return page.inner_text("#one-time-password")
+
+
+def run_to_export(page, timeout=120_000):
+    page.click("button:has-text('Start preflight')")
+    page.wait_for_selector("#connection:has-text('live')")
+    page.wait_for_selector("#run-state:has-text('Closed: exported')", timeout=timeout)
+
+
+def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack):
+    """Issue 18's walk: admin creates an operator and an approver in the app → project → box (its
+    power-off command edited) → the operator's run → the exported page offers Verify custody without a
+    reload → verified → "New run like this" with lr changed → compare shows the diff and both curves."""
     slug = "browserrun"
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
     sign_in(page, stack, stack.password)
+    operator_password = create_person(page, stack, "opal", "operator")
+    create_person(page, stack, "april", "approver")
+    page.wait_for_selector("#user-april")
     create_project_and_local_instance(page, stack, slug)
+    page.click("#edit-instance")
+    page.fill("#id_shutdown_command", "true")  # never this machine's real power-off
+    page.click("main button:has-text('Save')")
+    page.wait_for_selector("ul.messages li:has-text('Saved: shutdown_command')")
+    page.goto(f"{stack.url}/projects/{slug}/")
+    page.fill("#members input[name=username]", "opal")
+    page.click("#members button:has-text('Add member')")
+    page.wait_for_selector("#members .tag:has-text('opal')")
 
-    new_run(page, stack, slug, REPO / "examples" / "tinyfit", "train.py --config config.yaml", "tinyfit baseline")
-    page.wait_for_selector("#run-state:has-text('Draft')")
+    operator = page.context.browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    sign_in(operator, stack, operator_password, username="opal")
+    new_run(operator, stack, slug, REPO / "examples" / "tinyfit", "train.py --config config.yaml", "tinyfit baseline")
+    operator.wait_for_selector("#run-state:has-text('Draft')")
+    first_url = operator.url
 
-    # A second browser tab on the project page: its live-runs table follows without a reload.
-    project_page = page.context.new_page()
+    # A second tab on the project page: its live-runs table follows without a reload.
+    project_page = operator.context.new_page()
     project_page.goto(f"{stack.url}/projects/{slug}/")
     project_page.wait_for_selector("#connection:has-text('live')")
-    page.click("button:has-text('Start preflight')")
-    page.wait_for_selector("#connection:has-text('live')")
     # No reload from here on: the badge, timeline, log and curves follow the WebSocket.
-    page.wait_for_selector("#run-state:has-text('Closed: exported')", timeout=120_000)
-    assert page.locator("#curves svg polyline").count() >= 3  # train_loss, val_loss, val_accuracy
+    run_to_export(operator)
+    operator.wait_for_selector("#curves figure[data-metric] .uplot", timeout=30_000)
+    assert operator.locator("#curves figure[data-metric]").count() >= 3  # train_loss, val_loss, val_accuracy
     project_page.wait_for_selector("#live-runs td.run-state:has-text('Closed: exported')", timeout=30_000)
-    timeline = page.inner_text("#timeline")
+    timeline = operator.inner_text("#timeline")
     for step in ["Preflight passed", "CPU smoke passed", "launched detached", "Export sealed"]:
         assert step in timeline
-    assert len(page.inner_text("code.identity >> nth=1")) == 64  # config SHA-256 bound
-    assert "done: best epoch" in page.inner_text("pre.log-tail")
-    # The buttons follow the state without a reload (issue 18 §2): the next step is offered, the
-    # finished ones are gone, and a closed run shows no health or heartbeat.
-    page.wait_for_selector("button:has-text('Verify custody')", timeout=30_000)
-    assert page.locator("button:has-text('Start preflight')").count() == 0
-    assert page.inner_text("#run-health") == "" and "heartbeat" not in page.inner_text("#heartbeat")
-    page.click("button:has-text('Verify custody')")
-    page.wait_for_selector("#custody h2 .keeps", timeout=120_000)  # verified, swapped in live
-    page.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
+    assert len(operator.inner_text("code.identity >> nth=1")) == 64  # config SHA-256 bound
+    assert "done: best epoch" in operator.inner_text("pre.log-tail")
+    # The buttons follow the state without a reload (§2): the next step is offered, the finished ones
+    # are gone, and a closed run shows no health or heartbeat.
+    operator.wait_for_selector("button:has-text('Verify custody')", timeout=30_000)
+    assert operator.locator("button:has-text('Start preflight')").count() == 0
+    assert operator.inner_text("#run-health") == "" and "heartbeat" not in operator.inner_text("#heartbeat")
+    check_chart_tools(operator)
+    operator.click("button:has-text('Verify custody')")
+    operator.wait_for_selector("#custody h2 .keeps", timeout=120_000)  # verified, swapped in live
+    operator.screenshot(path=str(ARTIFACTS / "run.png"), full_page=True)
+
+    # The full log: every line the run printed, downloadable.
+    operator.click("#full-log-link")
+    assert "done: best epoch" in operator.inner_text("#full-log")
+    with operator.expect_download() as download:
+        operator.click("#log-download")
+    assert "done: best epoch" in Path(download.value.path()).read_text()
+
+    # "New run like this" with lr changed: its own config hash, and compare shows lr and both curves.
+    operator.goto(first_url)
+    operator.click("#new-run-like")
+    operator.fill("#id_config_overrides_text", "lr=0.003")
+    operator.fill("#id_title", "tinyfit lr 0.003")
+    operator.click("button:has-text('Create run')")
+    operator.wait_for_selector("#config-overrides:has-text('lr=0.003')")
+    run_to_export(operator)
+    second_id, first_id = operator.url.rstrip("/").rsplit("/", 1)[1], first_url.rstrip("/").rsplit("/", 1)[1]
+    operator.goto(f"{stack.url}/runs/?project={slug}")
+    operator.check(f"input[name=run][value={first_id}]")
+    operator.check(f"input[name=run][value={second_id}]")
+    operator.click("button:has-text('Compare selected')")
+    assert operator.locator("#config-diff tr[data-key=lr]").count() == 1
+    legend = operator.inner_text("#compare-plots figure[data-metric=val_loss] .u-legend")
+    assert f"{first_id} · tinyfit baseline" in legend and f"{second_id} · tinyfit lr 0.003" in legend
+    assert operator.locator("#compare-plots figure[data-metric=val_loss] .u-series").count() == 3  # epoch + 2 runs
+    operator.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
+
+
+def check_chart_tools(page) -> None:
+    """The curves are real charts: values under the cursor, drag to zoom, log scale, smoothing."""
+    figure = page.locator("#curves figure[data-metric=val_loss]")
+    over = figure.locator(".u-over").bounding_box()
+    page.mouse.move(over["x"] + over["width"] * 0.6, over["y"] + over["height"] / 2)
+    value = figure.locator(".u-series").nth(1).locator(".u-value").inner_text()
+    assert float(value) > 0, value
+    before = figure.get_attribute("data-x-range")
+    page.mouse.move(over["x"] + 5, over["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(over["x"] + over["width"] * 0.5, over["y"] + 20)
+    page.mouse.up()
+    assert figure.get_attribute("data-x-range") != before  # zoomed in on the x axis
+    page.check("#curves input[data-role=log]")
+    assert page.locator("#curves figure[data-metric=val_loss]").get_attribute("data-scale") == "log"
+    page.locator("#curves input[data-role=smoothing]").fill("0.5")
+    assert "(smoothed 0.50)" in page.inner_text("#curves figure[data-metric=val_loss] figcaption")
 
 
 def test_log_line_with_markup_is_shown_as_text(page, stack):

@@ -139,3 +139,50 @@ def test_a_member_shares_a_project_and_the_new_member_sees_it(client, seeded, al
     client.force_login(charlie)
     assert client.get(reverse("project-detail", args=["secret"])).status_code == 200
     assert "secret-a" in ids(charlie)
+
+
+def test_history_shows_the_metrics_most_runs_log_and_how_long_each_ran(client, seeded, bob):
+    """Issue 18 §7: metric columns from each run's latest curve row, a duration per run, and the page
+    never loads a run's curve (deferred) to show them."""
+    now = timezone.now()
+    logged = {
+        "vision-a": ({"epoch": 3, "val_loss": 0.25, "accuracy": 0.91}, timedelta(hours=2, minutes=5), True),
+        "vision-b": ({"epoch": 3, "val_loss": 0.5, "bleu": 7.0}, timedelta(seconds=42), True),
+        "vision-c": ({"epoch": 1, "val_loss": 1.5}, timedelta(minutes=12), False),  # still running
+    }
+    for run_id, (row, took, exited) in logged.items():
+        Run.objects.filter(run_id=run_id).update(
+            curve=[row] * 100, last_metrics=row, launched_at=now - took, exited_at=now if exited else None
+        )
+    assert history.metric_columns(history.page_of(bob, {"project": "vision"}).runs) == ["val_loss", "accuracy", "bleu"]
+    client.force_login(bob)
+    page = client.get(reverse("run-list"), {"project": "vision"}).content.decode()
+    header = page.split('<table id="history">', 1)[1].split("</thead>", 1)[0]
+    assert header.index(">val_loss<") < header.index(">accuracy<") < header.index(">Duration<")
+    row = page.split('data-run="vision-a"', 1)[1].split("</tr>", 1)[0]
+    assert "0.2500" in row and "0.9100" in row and "2 h 05 min" in row
+    assert "42 s" in page.split('data-run="vision-b"', 1)[1].split("</tr>", 1)[0]
+    assert "12 min" in page.split('data-run="vision-c"', 1)[1].split("</tr>", 1)[0]
+    assert all("curve" in run.get_deferred_fields() for run in history.page_of(bob, {}).runs)
+
+
+def test_compare_has_a_training_table(client, bob, make_run):
+    first = make_run(title="lr 0.01", curve=[{"epoch": 1, "val_loss": 0.9}], last_metrics={"epoch": 1, "val_loss": 0.9})
+    second = make_run(title="lr 0.1", curve=[{"epoch": 1, "val_loss": 0.7}], last_metrics={"epoch": 1, "val_loss": 0.7})
+    client.force_login(bob)
+    page = client.get(reverse("run-compare"), {"run": [first.run_id, second.run_id]}).content.decode()
+    training = page.split('id="training"', 1)[1].split("</section>", 1)[0]
+    assert "<th>val_loss</th>" in training and "0.9" in training and "0.7" in training
+    assert "<th>duration</th>" in training and "<th>epochs logged</th>" in training
+    assert '"title": "lr 0.01"' in page.split('id="compare-curves"', 1)[1]  # the charts' legend names runs
+
+
+def test_compare_counts_an_unverified_runs_overrides(client, bob, make_run):
+    """Found by the browser walk: a "like this" run with lr overridden, not yet verified, compared equal
+    to its base because compare read the control-side config without the overrides that were shipped."""
+    first = make_run(title="base")
+    second = make_run(title="lr changed", config_overrides={"lr": 0.003})
+    client.force_login(bob)
+    page = client.get(reverse("run-compare"), {"run": [first.run_id, second.run_id]}).content.decode()
+    row = page.split('data-key="lr"', 1)[1].split("</tr>", 1)[0]
+    assert "0.01" in row and "0.003" in row
