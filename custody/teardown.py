@@ -30,6 +30,7 @@ from custody.models import (
 )
 from notifications.actions import do_notify
 from notifications.models import Event
+from profiles.live import instance_changed
 from profiles.models import Instance
 
 
@@ -78,6 +79,8 @@ def audit(action: str, message: str, actor=None, request=None, instance=None, **
     entry = AuditEntry.objects.create(
         action=action, message=message, actor=actor, request=request, instance=instance, data=data
     )
+    if instance is not None:
+        instance_changed(instance.pk)  # its page's teardown panel follows
     if request is not None and action in NOTIFIED:
         facts = {"request": request.pk, "kind": request.kind, "level": request.level, "instance": instance.name}
         who = f" by {actor.get_username()}" if actor else ""

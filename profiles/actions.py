@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from profiles.live import instance_changed
 from profiles.models import (
     INSTANCE_TRANSITIONS,
     MAY_BE_ON,
@@ -26,6 +27,7 @@ class IllegalTransition(ValidationError):
 
 
 def _event(instance, kind, message, actor=None, **data) -> InstanceEvent:
+    instance_changed(instance.pk)
     return InstanceEvent.objects.create(instance=instance, kind=kind, message=message, actor=actor, data=data)
 
 
@@ -138,6 +140,7 @@ def do_record_probe(instance_id: int, outcome, trigger: str) -> InstanceProbe:
             warnings=outcome.warnings,
             duration_ms=outcome.duration_ms,
         )
+        instance_changed(instance.pk)
         key = outcome.seen_host_key
         if key and (key.key_type, key.key_base64) != (instance.seen_key_type, instance.seen_key_base64):
             instance.seen_key_type, instance.seen_key_base64 = key.key_type, key.key_base64

@@ -9,6 +9,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from profiles.live import instance_group
+from profiles.models import Instance
 from projects.models import Project
 from runs.live import project_group, run_group
 from runs.models import Run
@@ -47,7 +49,7 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
             with contextlib.suppress(OSError, RedisError, TimeoutError):
                 await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def run_update(self, event):
+    async def live_update(self, event):
         if not await self.still_allowed():
             await self.close(code=FORBIDDEN)
             return
@@ -89,3 +91,12 @@ class ProjectConsumer(_GroupConsumer):
     def authorized_group(self, user, kwargs):
         slug = kwargs["slug"]
         return project_group(slug) if Project.objects.visible_to(user).filter(slug=slug).exists() else None
+
+
+class InstanceConsumer(_GroupConsumer):
+    """ws/instances/<pk>/: "changed" when a probe, audit, state or edit of the box lands."""
+
+    @database_sync_to_async
+    def authorized_group(self, user, kwargs):
+        pk = int(kwargs["pk"])
+        return instance_group(pk) if Instance.objects.visible_to(user).filter(pk=pk).exists() else None

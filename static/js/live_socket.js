@@ -27,9 +27,14 @@ window.swapLiveFragments = async function () {
   const response = await fetch(window.location.pathname + window.location.search, { credentials: "same-origin" });
   if (!response.ok) return;
   const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+  const typing = document.activeElement?.matches("input:not([type=hidden]), textarea, select") ? document.activeElement : null;
   document.querySelectorAll("[data-live-fragment][id]").forEach((current) => {
+    // A part holding what someone is typing keeps it: it is refreshed on the next change after.
+    if (typing && current.contains(typing)) return;
     const next = fresh.getElementById(current.id);
     if (next) current.replaceWith(document.importNode(next, true));
+    // A transient part (a "queued" notice) absent from the fresh page is stale: what it announced happened.
+    else if (current.dataset.liveFragment === "transient") current.remove();
   });
   window.localizeTimes?.();
 };

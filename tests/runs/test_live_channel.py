@@ -170,3 +170,28 @@ async def test_an_open_socket_stops_when_access_ends(alice, settings, how):
     await push_from_another_process("vision-r1", {"line": "after"})
     output = await communicator.receive_output(timeout=20)
     assert output == {"type": "websocket.close", "code": 4403}
+
+
+async def test_a_box_page_hears_its_box_change_and_an_outsider_cannot_join(alice, charlie):
+    """Issue 18 §2: the box page follows a change made in another process (a worker's probe, a state)."""
+    from profiles.models import Instance
+    from tests.conftest import database_url
+
+    pk = await sync_to_async(lambda: Instance.objects.get(name="vision-desk-20261129").pk)()
+    url = await sync_to_async(database_url)()
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, f"/ws/instances/{pk}/", headers=[(b"cookie", cookie), ORIGIN])
+    assert (await communicator.connect())[0]
+    code = "import django; django.setup(); from profiles.actions import do_change_instance_state; "
+    code += f"do_change_instance_state({pk}, 'running', 'seen in the console', actor=None)"
+    env = subprocess_env(DATABASE_URL=url)
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=REPO, env=env)
+    assert await asyncio.wait_for(process.wait(), timeout=60) == 0
+    assert await communicator.receive_json_from(timeout=20) == {"type": "changed", "instance": pk}
+    await communicator.disconnect()
+
+    outsider = await sync_to_async(session_cookie)(charlie)
+    refused = WebsocketCommunicator(application, f"/ws/instances/{pk}/", headers=[(b"cookie", outsider), ORIGIN])
+    connected, code = await refused.connect()
+    assert not connected and code == 4403
+    await refused.disconnect()
