@@ -167,6 +167,7 @@ window.MetricCharts = class MetricCharts {
   }
 
   create(name, data, log) {
+    const latest = (u) => { if (u.data[0].length) u.setLegend({ idx: u.data[0].length - 1 }); };
     const figure = document.createElement("figure");
     figure.className = "curve";
     figure.dataset.metric = name;
@@ -194,6 +195,10 @@ window.MetricCharts = class MetricCharts {
         })),
       ],
       hooks: {
+        // Away from the cursor the legend shows the latest values, not dashes.
+        ready: [latest],
+        setData: [latest],
+        setCursor: [(u) => { if (u.cursor.idx == null) latest(u); }],
         setSelect: [(u) => { if (u.select.width > 0) chart.zoomed = true; }],
         setScale: [(u, key) => {
           if (key === "x") figure.dataset.xRange = `${u.scales.x.min}..${u.scales.x.max}`;

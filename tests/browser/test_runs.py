@@ -129,7 +129,19 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack):
     assert f"{first_id} · tinyfit baseline" in legend and f"{second_id} · tinyfit lr 0.003" in legend
     assert operator.locator("#compare-plots figure[data-metric=val_loss] .u-series").count() == 3  # epoch + 2 runs
     operator.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+    fits_the_window(operator, operator.url, first_url, f"{stack.url}/runs/", f"{stack.url}/", f"{stack.url}/instances/")
+    operator.click("a:has-text('browserrun-desk')")
+    fits_the_window(operator, operator.url)
+    fits_the_window(page, f"{stack.url}/team/", f"{stack.url}/audit/", f"{stack.url}/approvals/")
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
+
+
+def fits_the_window(page, *urls) -> None:
+    """§8: no page is wider than a 1280 px window (long hashes and paths wrap inside their cards)."""
+    for url in urls:
+        page.goto(url)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= page.viewport_size["width"], f"{url} is {width} px wide"
 
 
 def check_chart_tools(page) -> None:
