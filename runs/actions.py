@@ -17,6 +17,7 @@ from profiles.actions import do_observe_running
 from runs import environment, logs, notices, signals, spend, sweeps
 from runs.live import push_run_update
 from runs.models import (
+    EDITABLE_STATES,
     LIVE_STATES,
     RETRYABLE_STATES,
     RUN_TRANSITIONS,
@@ -127,6 +128,44 @@ def do_create_run(run: Run, *, actor) -> Run:
         run.save()
         _event(run, "created", f"Run created on {run.instance.name}", actor, to_state=run.state)
     return run
+
+
+# What preflight bound from the node: stale once what the run is has changed.
+BOUND = {
+    "source_tree_sha256": "",
+    "resolved_commit": "",
+    "config_sha256": "",
+    "manifest_sha256": "",
+    "preflight_report": {},
+    "smoke_exit_code": None,
+    "smoke_output": "",
+}
+
+
+def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
+    """Change a run that has not run on its box yet (draft, failed preflight or smoke); audited.
+
+    Its bound identities are cleared: the next preflight binds what the run now is.
+    """
+    with transaction.atomic(durable=True):
+        run = _locked(run_pk)
+        if run.state not in EDITABLE_STATES or run.attempt:
+            raise ValidationError(
+                f"A run that is {run.get_state_display().lower()} keeps what it ran: use “New run like this”."
+            )
+        if run.sweep_id:
+            raise ValidationError("A sweep cell is what its sweep made it: change the sweep, or make a new run.")
+        changed = [field for field, value in changes.items() if getattr(run, field) != value]
+        if not changed:
+            return []
+        lines = [f"{field}: {getattr(run, field)!r} → {changes[field]!r}" for field in changed]
+        for field in changed:
+            setattr(run, field, changes[field])
+        for field, empty in BOUND.items():
+            setattr(run, field, empty)
+        run.save()
+        _event(run, "edited", "Edited: " + "; ".join(lines)[:2000], actor, fields=changed)
+    return changed
 
 
 def do_start_preflight(run_pk: int, *, actor) -> Run:

@@ -142,6 +142,27 @@ class RunForm(forms.ModelForm):
                 self.add_error("config_overrides_text", exc)
         return data
 
+    # What an edit may change (project and identity-free fields of the model, and the derived ones).
+    EDITED = [name for name in Meta.fields if name != "project"] + [
+        "command",
+        "data_paths",
+        "gpus",
+        "checkpoint_bytes",
+        "scratch_bytes",
+        "config_overrides",
+    ]
+
+    @classmethod
+    def for_edit(cls, run, data=None, *, user):
+        """The form of an edit of `run`: its values, its project fixed."""
+        form = cls(data, user=user, initial={**cls.initial_like(run), "title": run.title})
+        form.fields["project"].disabled = True
+        return form
+
+    def changes(self) -> dict:
+        unsaved = self.save(commit=False)
+        return {name: getattr(unsaved, name) for name in self.EDITED}
+
     @staticmethod
     def initial_like(run) -> dict:
         """A new run like `run`: its fields, its overrides as key=value lines (a person edits them)."""

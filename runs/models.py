@@ -39,6 +39,8 @@ RUN_TRANSITIONS = {
 UNCLOSED_STATES = [RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH, RunState.QUARANTINED]
 LIVE_STATES = {RunState.PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING, RunState.RUNNING, RunState.EXITED}
 RETRYABLE_STATES = {RunState.QUARANTINED, RunState.FAILED_LAUNCH}
+# Nothing of these ran on the box yet: what the run is may still change (a launched one keeps what it ran).
+EDITABLE_STATES = {RunState.DRAFT, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}
 
 
 class SourceKind(models.TextChoices):

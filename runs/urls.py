@@ -19,6 +19,7 @@ urlpatterns = [
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep-detail"),
     path("runs/<slug:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<slug:run_id>/live.json", views.run_live, name="run-live"),
+    path("runs/<slug:run_id>/edit/", views.run_edit, name="run-edit"),
     path("runs/<slug:run_id>/log/", log_views.run_log, name="run-log"),
     path("runs/<slug:run_id>/log/download/", log_views.run_log_download, name="run-log-download"),
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),

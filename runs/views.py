@@ -24,13 +24,23 @@ from runs.actions import (
     do_create_run,
     do_create_sweep,
     do_decide_spend,
+    do_edit_run,
     do_retry_run,
     do_start_preflight,
 )
 from runs.cadence import cadence_for
 from runs.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
-from runs.models import LIVE_STATES, RETRYABLE_STATES, UNCLOSED_STATES, Run, RunState, SpendRequest, Sweep
+from runs.models import (
+    EDITABLE_STATES,
+    LIVE_STATES,
+    RETRYABLE_STATES,
+    UNCLOSED_STATES,
+    Run,
+    RunState,
+    SpendRequest,
+    Sweep,
+)
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.spend import envelopes_for
 from runs.tasks import watch_instance
@@ -154,6 +164,21 @@ def run_create(request):
     return render(request, "runs/run_form.html", {"form": form, "like": like})
 
 
+@permission_required("projects.operate", raise_exception=True)
+def run_edit(request, run_id):
+    run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
+    form = RunForm.for_edit(run, request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            changed = do_edit_run(run.pk, form.changes(), actor=request.user)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+            return redirect(run)
+        messages.success(request, f"Saved: {', '.join(changed)}." if changed else "Nothing changed.")
+        return redirect(run)
+    return render(request, "runs/run_form.html", {"form": form, "editing": run})
+
+
 def run_detail(request, run_id):
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project", "instance"), run_id=run_id)
     context = {
@@ -163,6 +188,7 @@ def run_detail(request, run_id):
         "layout": layout_for(run),
         "can_operate": request.user.has_perm("projects.operate"),
         "retryable": run.state in RETRYABLE_STATES,
+        "editable": run.state in EDITABLE_STATES and not run.attempt and not run.sweep_id,
         "is_live": run.state in LIVE_STATES,
         "closable": run.state in UNCLOSED_STATES and run.active_closed_at is None,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),

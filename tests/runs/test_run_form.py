@@ -157,3 +157,45 @@ def test_new_run_like_this_prefills_and_ships_its_own_overrides(client, bob, for
         "Config overrides: <code>lr=0.01</code> <code>epochs=5</code>"
         in client.get(like.get_absolute_url()).content.decode()
     )
+
+
+def test_a_run_that_has_not_run_is_edited_in_place_and_audited(client, bob, form, make_run, source):
+    """Issue 18 §3: a draft (or a failed preflight/smoke) is edited; its stale identities go; a bad
+    edit is a form error that changes nothing; a run that ran, or someone without the role, cannot."""
+    from tests.runs.conftest import set_config
+
+    set_config(source, lr=0.1, epochs=3)
+    client.force_login(bob)
+    client.post(reverse("run-create"), form)
+    run = Run.objects.get()
+    Run.objects.filter(pk=run.pk).update(state=RunState.FAILED_SMOKE, config_sha256="a" * 64, smoke_exit_code=1)
+    assert 'id="edit-run"' in client.get(run.get_absolute_url()).content.decode()
+    page = client.get(reverse("run-edit", args=[run.run_id])).content.decode()
+    assert "--config config.yaml" in page and "baseline; rm -rf / $(x)" in page  # its own values
+
+    bad = client.post(reverse("run-edit", args=[run.run_id]), {**form, "config_overrides_text": "nope=1"})
+    assert bad.status_code == 200 and "unknown config key(s) nope" in bad.content.decode()
+    assert Run.objects.get().config_overrides == {} and Run.objects.get().config_sha256 == "a" * 64
+
+    edited = {**form, "project": "999999", "config_overrides_text": "lr=0.01", "gpus_text": "0", "title": "lr 0.01"}
+    assert client.post(reverse("run-edit", args=[run.run_id]), edited).status_code == 302
+    run.refresh_from_db()
+    assert (run.config_overrides, run.gpus, run.title) == ({"lr": 0.01}, [0], "lr 0.01")
+    assert run.project_id == form["project"]  # the project is the run's identity: a posted one is ignored
+    assert run.config_sha256 == "" and run.smoke_exit_code is None and run.state == RunState.FAILED_SMOKE
+    event = run.events.get(kind="edited")
+    assert event.actor == bob and set(event.data["fields"]) == {"config_overrides", "gpus", "title"}
+
+    Run.objects.filter(pk=run.pk).update(state=RunState.EXPORTED, attempt=1)
+    refused = client.post(reverse("run-edit", args=[run.run_id]), {**edited, "title": "rewritten"}, follow=True)
+    assert "keeps what it ran" in refused.content.decode() and Run.objects.get().title == "lr 0.01"
+    assert 'id="edit-run"' not in refused.content.decode()
+
+
+def test_only_an_operator_member_edits_a_run(client, carol, charlie, form, make_run):
+    run = make_run()
+    client.force_login(carol)  # a member without the operator role
+    assert client.post(reverse("run-edit", args=[run.run_id]), form).status_code == 403
+    client.force_login(charlie)
+    assert client.get(reverse("run-edit", args=[run.run_id])).status_code in (403, 404)
+    assert not run.events.filter(kind="edited").exists()
