@@ -129,7 +129,10 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack):
     assert f"{first_id} · tinyfit baseline" in legend and f"{second_id} · tinyfit lr 0.003" in legend
     assert operator.locator("#compare-plots figure[data-metric=val_loss] .u-series").count() == 3  # epoch + 2 runs
     operator.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
-    fits_the_window(operator, operator.url, first_url, f"{stack.url}/runs/", f"{stack.url}/", f"{stack.url}/instances/")
+    fits_the_window(operator, operator.url, first_url, f"{stack.url}/instances/", f"{stack.url}/runs/")
+    operator.screenshot(path=str(ARTIFACTS / "history.png"), full_page=True)
+    fits_the_window(operator, f"{stack.url}/")
+    operator.screenshot(path=str(ARTIFACTS / "dashboard-in-use.png"), full_page=True)
     operator.click("a:has-text('browserrun-desk')")
     fits_the_window(operator, operator.url)
     fits_the_window(page, f"{stack.url}/team/", f"{stack.url}/audit/", f"{stack.url}/approvals/")

@@ -194,7 +194,8 @@ def test_watchers_use_one_connection_and_one_probe_per_tick(bob, make_run, sourc
     for run in runs:
         do_start_preflight(run.pk, actor=bob)
     for run in runs:
-        assert wait_state(run, SETTLED).state == RunState.RUNNING
+        settled = wait_state(run, SETTLED)
+        assert settled.state == RunState.RUNNING, (settled.preflight_report.get("problems"), settled.smoke_output)
     time.sleep(3)
     lease = WatchLease.objects.get(instance=runs[0].instance)
     assert lease.ticks >= 2 and lease.connects == 1
