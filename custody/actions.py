@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from custody.models import Artifact, CustodyRecord, CustodyStatus
+from runs import rollups
 from runs.actions import IllegalTransition, record_run_event
 from runs.live import push_run_update
 from runs.models import Run, RunState
@@ -90,6 +91,9 @@ def do_finish_verification(record_id: int, evidence: dict | None, failure: str =
         record = CustodyRecord.objects.select_for_update().select_related("run").get(pk=record_id)
         if record.status not in (CustodyStatus.PULLING, CustodyStatus.VERIFYING):
             return record  # already closed (interrupted and superseded): a late finisher changes nothing
+        # The run's lock orders two verifications of one run finishing at once: one counts it verified.
+        Run.objects.select_for_update().filter(pk=record.run_id).first()
+        first_verified = not record.run.custody_records.filter(status=CustodyStatus.VERIFIED).exists()
         if evidence is not None:
             failure = failure or "; ".join(evidence["failures"])
             record.evidence = {key: evidence[key] for key in ("consumer", "loaded", "metrics", "architecture", "pull")}
@@ -100,6 +104,8 @@ def do_finish_verification(record_id: int, evidence: dict | None, failure: str =
         record.status = CustodyStatus.FAILED if failure else CustodyStatus.VERIFIED
         record.verified_at = None if failure else timezone.now()
         record.save()
+        if not failure and first_verified:
+            rollups.add(record.run, verified=1)
         if failure:
             message = f"Custody #{record.pk} failed closed: {failure}"
         else:

@@ -14,7 +14,7 @@ from django.utils.crypto import get_random_string
 
 from notifications.models import Event
 from profiles.actions import do_observe_running
-from runs import environment, logs, notices, signals, spend, sweeps
+from runs import environment, logs, notices, rollups, signals, spend, sweeps
 from runs.live import push_run_update
 from runs.models import (
     EDITABLE_STATES,
@@ -126,6 +126,7 @@ def do_create_run(run: Run, *, actor) -> Run:
         run.run_id = new_run_id(run.project.slug)
         run.created_by = actor
         run.save()
+        rollups.add(run, runs=1)
         _event(run, "created", f"Run created on {run.instance.name}", actor, to_state=run.state)
     return run
 
@@ -159,8 +160,11 @@ def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
         if not changed:
             return []
         lines = [f"{field}: {getattr(run, field)!r} → {changes[field]!r}" for field in changed]
+        was_on = run.instance_id
         for field in changed:
             setattr(run, field, changes[field])
+        if run.instance_id != was_on:
+            rollups.move(run, was_on, verified=run.custody_records.filter(status="verified").exists())
         for field, empty in BOUND.items():
             setattr(run, field, empty)
         run.save()
@@ -451,7 +455,9 @@ def _relaunch(run: Run, actor, why: str) -> None:
 def _exit(run: Run, exit_code: int | None, message: str) -> None:
     run.exit_code, run.exited_at = exit_code, timezone.now()
     if run.launched_at:
-        run.gpu_seconds += (run.exited_at - run.launched_at).total_seconds() * len(run.gpus)
+        used = (run.exited_at - run.launched_at).total_seconds() * len(run.gpus)
+        run.gpu_seconds += used
+        rollups.add(run, gpu_seconds=used)
     _transition(run, RunState.EXITED, message, exit_code=exit_code)
     _release_gpus(run)
 
@@ -636,6 +642,7 @@ def do_create_sweep(
             cell.title = f"{name} · cell {index}: " + ", ".join(f"{k}={v}" for k, v in overrides.items())
             cell.run_id, cell.created_by = new_run_id(base_run.project.slug), actor
             cell.save()
+            rollups.add(cell, runs=1)
             _event(cell, "created", f"Sweep {name}: cell {index} queued on box {box_pk}", actor, to_state=cell.state)
         transaction.on_commit(partial(do_advance_sweep, sweep.pk))
     return sweep

@@ -9,12 +9,14 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, time
 
-from django.db.models import Count, Exists, OuterRef, Q, Sum, TextField
+from django.db.models import Exists, OuterRef, Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from custody.models import CustodyRecord, CustodyStatus
-from runs.models import LIVE_STATES, Run, RunState
+from profiles.models import Instance
+from projects.models import Project
+from runs.models import LIVE_STATES, InstanceTotals, ProjectTotals, Run, RunState
 
 PAGE_SIZE = 50
 METRIC_COLUMNS = 3
@@ -156,34 +158,24 @@ def describe(runs, now) -> list[str]:
     return columns
 
 
-def totals(runs) -> dict[str, list[dict]]:
-    """Per project and per instance: runs, GPU hours and verified results of the filtered set.
+def totals(user, params) -> dict[str, list[dict]]:
+    """Per project and per box: runs, GPU hours and verified results the user may see, narrowed by the
+    project/instance/platform filters — read from the kept totals (`runs/rollups.py`), never a scan
+    of the runs, so the page costs the same at 100,000 runs as at 100."""
+    boxes = InstanceTotals.objects.filter(instance__in=Instance.objects.visible_to(user))
+    projects = ProjectTotals.objects.filter(project__in=Project.objects.visible_to(user))
+    if params.get("project"):
+        boxes = boxes.filter(instance__project__slug=params["project"])
+        projects = projects.filter(project__slug=params["project"])
+    if params.get("instance"):
+        boxes = boxes.filter(instance__name=params["instance"])
+    if params.get("platform"):
+        boxes = boxes.filter(instance__profile_key=params["platform"])
 
-    Grouped once by instance (an instance belongs to one project, so project rows add up its
-    instances), and verified custody counted by joining the records to the runs: two queries,
-    linear in the rows, instead of a correlated EXISTS per run.
-    """
-    keys = ("instance__name", "project__name")
-    plain = runs.order_by().values(*keys).annotate(runs=Count("id"), gpu_seconds=Sum("gpu_seconds"))
-    verified = (
-        CustodyRecord.objects.filter(status=CustodyStatus.VERIFIED, run__in=runs.order_by().values("pk"))
-        .order_by()
-        .values("run__instance__name")
-        .annotate(n=Count("run", distinct=True))
-    )
-    counts = {row["run__instance__name"]: row["n"] for row in verified}
-    by_instance, by_project = [], {}
-    for row in plain.order_by(*keys):
-        item = {
-            "name": row["instance__name"],
-            "runs": row["runs"],
-            "gpu_hours": (row["gpu_seconds"] or 0) / 3600,
-            "verified": counts.get(row["instance__name"], 0),
-        }
-        by_instance.append(item)
-        project = by_project.setdefault(
-            row["project__name"], {"name": row["project__name"], "runs": 0, "gpu_hours": 0.0, "verified": 0}
-        )
-        for key in ("runs", "gpu_hours", "verified"):
-            project[key] += item[key]
-    return {"instance": by_instance, "project": sorted(by_project.values(), key=lambda row: row["name"])}
+    def row(name, kept):
+        return {"name": name, "runs": kept.runs, "gpu_hours": kept.gpu_seconds / 3600, "verified": kept.verified}
+
+    return {
+        "instance": [row(t.instance.name, t) for t in boxes.select_related("instance").order_by("instance__name")],
+        "project": [row(t.project.name, t) for t in projects.select_related("project").order_by("project__name")],
+    }

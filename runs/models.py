@@ -204,6 +204,33 @@ class LogChunk(models.Model):
         return f"{self.run_id} attempt {self.attempt} [{self.start}, {self.end})"
 
 
+class Totals(models.Model):
+    """Kept totals of the runs of one project or one box: changed by the actions that change them, in
+    their transaction (`runs/rollups.py`), so history reads a row instead of scanning every run.
+    `manage.py check_rollups` recomputes them from the runs."""
+
+    runs = models.PositiveIntegerField(default=0)
+    gpu_seconds = models.FloatField(default=0)
+    verified = models.PositiveIntegerField(default=0, help_text="Runs with a verified custody record")
+
+    class Meta:
+        abstract = True
+
+
+class ProjectTotals(Totals):
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="totals")
+
+    def __str__(self):
+        return f"totals of {self.project_id}"
+
+
+class InstanceTotals(Totals):
+    instance = models.OneToOneField("profiles.Instance", on_delete=models.CASCADE, related_name="totals")
+
+    def __str__(self):
+        return f"totals of box {self.instance_id}"
+
+
 class GpuLock(models.Model):
     """One writer per GPU: a row per (instance, GPU index) held by one run until it exits."""
 

@@ -113,7 +113,6 @@ class ProjectCreateView(PermissionRequiredMixin, CreateView):
 def run_list(request):
     """Cross-project history: every run the user may see, filtered, searched, keyset-paginated."""
     page = history.page_of(request.user, request.GET)
-    runs, _ = history.filtered(request.user, request.GET)
     context = {
         "page": page,
         "metric_columns": history.describe(page.runs, timezone.now()),
@@ -122,19 +121,19 @@ def run_list(request):
         "platforms": catalog.choices(),
         "custody_choices": history.CUSTODY_CHOICES,
         "query": request.GET,
-        **totals_with_cost(request.user, runs),
+        **totals_with_cost(request.user, request.GET),
         "can_create": request.user.has_perm("projects.operate"),
     }
     return render(request, "runs/run_list.html", context)
 
 
-def totals_with_cost(user, runs) -> dict:
+def totals_with_cost(user, params) -> dict:
     """Per project and per instance: runs, GPU hours, verified results, and what the boxes cost so far."""
     cost = {
         box.name: (box.project.name, accrued_cost(box).total)
         for box in Instance.objects.visible_to(user).select_related("project").with_state_events()
     }
-    grouped = history.totals(runs)
+    grouped = history.totals(user, params)
     by_instance, by_project = grouped["instance"], grouped["project"]
     for row in by_instance:
         row["cost"] = cost.get(row["name"], (None, 0))[1]
