@@ -88,11 +88,11 @@ def do_close_interrupted(run_pk: int, current_id: int) -> int:
 
 def do_finish_verification(record_id: int, evidence: dict | None, failure: str = "") -> CustodyRecord:
     with transaction.atomic(durable=True):
+        # FOR UPDATE over the join locks the run's row too: two verifications of one run finishing at
+        # once are ordered, so only one counts the run verified (tests/runs/test_rollups.py races it).
         record = CustodyRecord.objects.select_for_update().select_related("run").get(pk=record_id)
         if record.status not in (CustodyStatus.PULLING, CustodyStatus.VERIFYING):
             return record  # already closed (interrupted and superseded): a late finisher changes nothing
-        # The run's lock orders two verifications of one run finishing at once: one counts it verified.
-        Run.objects.select_for_update().filter(pk=record.run_id).first()
         first_verified = not record.run.custody_records.filter(status=CustodyStatus.VERIFIED).exists()
         if evidence is not None:
             failure = failure or "; ".join(evidence["failures"])

@@ -159,10 +159,12 @@ def test_concurrent_creations_lose_no_increment_and_one_run_is_verified_once(bob
     assert InstanceTotals.objects.get(instance=box).runs == 8
     assert ProjectTotals.objects.get(project=box.project).runs == 8
 
-    records = [CustodyRecord.objects.create(run=made[0], status=CustodyStatus.PULLING) for _ in range(4)]
-    finished = threads(lambda i: do_finish_verification(records[i].pk, None, ""), 4)
-    assert all(record.status == CustodyStatus.VERIFIED for record in finished), finished
-    assert InstanceTotals.objects.get(instance=box).verified == 1  # four verified records, one verified run
+    # Each of the eight runs: six verifications finishing at once, all verified, one verified run each.
+    for run in made:
+        records = [CustodyRecord.objects.create(run=run, status=CustodyStatus.PULLING) for _ in range(6)]
+        finished = threads(lambda i, records=records: do_finish_verification(records[i].pk, None, ""), 6)
+        assert all(record.status == CustodyStatus.VERIFIED for record in finished), finished
+    assert InstanceTotals.objects.get(instance=box).verified == 8
     assert rollups.mismatches() == []
 
 
