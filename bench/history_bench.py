@@ -1,11 +1,15 @@
 #!/usr/bin/env python
-"""Benchmark: the history page, a filtered search and a run page over 100,000 runs and 2,000,000 events.
+"""Benchmark: the history page, a filtered search and a run page at 1,000 runs, then at 100,000 runs
+and 2,000,000 events, in one process per database, so each figure sits beside its own baseline.
 
-For each database (SQLite, then PostgreSQL) it seeds three projects, 30 instances, N runs (a
-third with a custody record) and E events, then times each page through Django's test client
-(server time: URL routing, queries, template rendering) and counts its SQL queries.
+For each database (SQLite, then PostgreSQL) it seeds three projects, 30 instances, --small runs (a
+third with a custody record, events in proportion), times each page through Django's test client
+(server time: URL routing, queries, template rendering) and counts its SQL queries; then grows the
+same database to --runs runs and --events events and times them again. The goal (issue 19): every
+page at the large size within 1.3x of itself at the small size, with the same query count.
 
-    .venv/bin/python bench/history_bench.py [--runs 100000] [--events 2000000] [--repeat 30] [--only sqlite|postgres]
+    .venv/bin/python bench/history_bench.py [--small 1000] [--runs 100000] [--events 2000000] [--repeat 30]
+                                            [--only sqlite|postgres]
 
 PostgreSQL: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/remotegpu_history_bench;
 the database is dropped and re-created). Prints one JSON line per database, then a table.
@@ -33,14 +37,23 @@ def child(args) -> None:
     django.setup()
     from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
 
     call_command("migrate", verbosity=0)
-    seed_started = time.perf_counter()
-    run_id = seed(args.runs, args.events)
-    seeded = time.perf_counter() - seed_started
+    per_run = max(args.events // max(args.runs, 1), 1)
+    results = {"database": connection.vendor, "small": args.small, "runs": args.runs, "events": args.events}
+    for size, start, end in (("small", 0, args.small), ("large", args.small, args.runs)):
+        seed_started = time.perf_counter()
+        run_id = seed(start, end, per_run)
+        results[f"seed_{size}_s"] = round(time.perf_counter() - seed_started, 1)
+        results[size] = measure(args.repeat, run_id)
+    print("RESULT " + json.dumps(results), flush=True)
+
+
+def measure(repeat: int, run_id: str) -> dict:
     from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
 
     user = get_user_model().objects.get(username="bench")
     client = Client(HTTP_HOST="127.0.0.1")
@@ -55,10 +68,10 @@ def child(args) -> None:
     assert first.status_code == 200, first.status_code
     cursor = first.content.decode().split("after=")[1].split('"')[0] if b"after=" in first.content else ""
     pages["history_page_50"] = f"/runs/?project=bench-2&after={cursor}"
-    results = {"database": connection.vendor, "runs": args.runs, "events": args.events, "seed_s": round(seeded, 1)}
+    results = {}
     for name, url in pages.items():
         timings, queries = [], 0
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             with CaptureQueriesContext(connection) as captured:
                 started = time.perf_counter()
                 response = client.get(url)
@@ -71,10 +84,13 @@ def child(args) -> None:
             "p95_ms": round(timings[int(0.95 * (len(timings) - 1))], 1),
             "queries": queries,
         }
+    return results
     print("RESULT " + json.dumps(results), flush=True)
 
 
-def seed(runs: int, events: int) -> str:
+def seed(start_index: int, end_index: int, per_run: int) -> str:
+    """Runs start_index..end_index (the first call also makes the user, projects and boxes), per_run
+    events each, then the kept totals as a deploy's migration fills them (these rows bypass the actions)."""
     import random
     import uuid
     from datetime import timedelta
@@ -85,29 +101,29 @@ def seed(runs: int, events: int) -> str:
     from custody.models import CustodyRecord
     from profiles.models import Instance
     from projects.models import Project
+    from runs import rollups
     from runs.models import Run, RunEvent, RunState
 
-    user = get_user_model().objects.create_user("bench")
-    projects = []
-    for index in range(3):
-        project = Project.objects.create(name=f"Bench {index}", slug=f"bench-{index}")
-        project.members.add(user)
-        projects.append(project)
-    boxes = [
-        Instance.objects.create(
-            name=f"bench-{i % 3}-box{i}-20261129",
-            project=projects[i % 3],
-            profile_key=["generic-ssh", "runpod", "autodl"][i % 3],
-        )
-        for i in range(30)
-    ]
+    if start_index == 0:
+        user = get_user_model().objects.create_user("bench")
+        for index in range(3):
+            project = Project.objects.create(name=f"Bench {index}", slug=f"bench-{index}")
+            project.members.add(user)
+        for i in range(30):
+            Instance.objects.create(
+                name=f"bench-{i % 3}-box{i}-20261129",
+                project=Project.objects.get(slug=f"bench-{i % 3}"),
+                profile_key=["generic-ssh", "runpod", "autodl"][i % 3],
+            )
+    boxes = list(Instance.objects.order_by("pk"))
     states = [RunState.EXPORTED, RunState.EXPORTED, RunState.QUARANTINED, RunState.RUNNING, RunState.FAILED_SMOKE]
     now = timezone.now()
-    rng = random.Random(7)
+    rng = random.Random(7 + start_index)
     batch = 5000
-    for start in range(0, runs, batch):
+    first_new = Run.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    for start in range(start_index, end_index, batch):
         rows = []
-        for i in range(start, min(start + batch, runs)):
+        for i in range(start, min(start + batch, end_index)):
             box = boxes[i % 30]
             rows.append(
                 Run(
@@ -127,7 +143,8 @@ def seed(runs: int, events: int) -> str:
                 )
             )
         created = Run.objects.bulk_create(rows)
-        Run.objects.filter(pk__in=[r.pk for r in created]).update(created=now - timedelta(minutes=start))
+        # Older runs first: the small set stays the newest, as a history grows behind its first page.
+        Run.objects.filter(pk__in=[r.pk for r in created]).update(created=now - timedelta(minutes=start + 1))
         CustodyRecord.objects.bulk_create(
             [
                 CustodyRecord(run=r, status="verified" if i % 2 else "failed")
@@ -135,8 +152,7 @@ def seed(runs: int, events: int) -> str:
                 if i % 3 == 0
             ]
         )
-    run_ids = list(Run.objects.values_list("pk", flat=True))
-    per_run = max(events // max(len(run_ids), 1), 1)
+    run_ids = list(Run.objects.filter(pk__gt=first_new).values_list("pk", flat=True))
     hot = Run.objects.order_by("-pk").first()
     rows = []
     for index, pk in enumerate(run_ids):
@@ -148,6 +164,7 @@ def seed(runs: int, events: int) -> str:
     RunEvent.objects.bulk_create(rows)
     from django.db import connection
 
+    rollups.rebuild()
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")  # fresh statistics, as autovacuum (PostgreSQL) would gather after a load
     return hot.run_id
@@ -163,6 +180,7 @@ def run_child(database_url: str, args) -> dict:
         LOG_LEVEL="ERROR",
     )
     command = [sys.executable, __file__, "--child", "--runs", str(args.runs), "--events", str(args.events)]
+    command += ["--small", str(args.small)]
     command += ["--repeat", str(args.repeat)]
     output = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     for line in output.stdout.splitlines():
@@ -173,6 +191,7 @@ def run_child(database_url: str, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=30)
@@ -193,11 +212,15 @@ def main() -> None:
         results.append(run_child(PG_URL, args))
     for result in results:
         print(json.dumps(result))
-    print("database | page | p50 ms | p95 ms | queries")
+    print("database | page | small p95 ms | large p95 ms | large/small | queries small → large")
     for result in results:
         for page in ("history", "history_filtered", "history_page_50", "run_page"):
-            row = result[page]
-            print(f"{result['database']} | {page} | {row['p50_ms']} | {row['p95_ms']} | {row['queries']}")
+            small, large = result["small"][page], result["large"][page]
+            ratio = large["p95_ms"] / max(small["p95_ms"], 0.1)
+            print(
+                f"{result['database']} | {page} | {small['p95_ms']} | {large['p95_ms']} | {ratio:.2f}x | "
+                f"{small['queries']} → {large['queries']}"
+            )
 
 
 if __name__ == "__main__":
