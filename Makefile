@@ -12,6 +12,12 @@ run: deps
 test: deps
 	VENV=$(VENV) ./bin/test
 
+# Every benchmark, each figure printed beside its baseline from the same run (see README, Benchmarks).
+bench: deps
+	$(PY) bench/history_bench.py
+	$(PY) bench/custody_bench.py
+	$(PY) bench/watch_bench.py 10 100
+
 lint: deps
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
