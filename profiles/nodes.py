@@ -122,6 +122,21 @@ class InstanceNode:
             statuses[run_id] = {"error": problem} if problem else status
         return {**answer, "runs": statuses}
 
+    def follow(self, runs, offsets: dict[str, int], lifetime: float):
+        """The push stream of these runs (one channel), each from its offset: a LineFeed of follow events."""
+        layouts = [self.layout_of(run) for run in runs]
+        request = {
+            "runs": [
+                {"spec": layout.spec(f"attempt-{run.attempt}"), "log_offset": offsets.get(run.run_id, run.log_offset)}
+                for run, layout in zip(runs, layouts, strict=True)
+            ],
+            "lifetime": lifetime,
+            "poll": settings.WATCH_PUSH_POLL,
+        }
+        wrapper = f"{layouts[0].tools}/{wrapper_name()}"
+        argv = ["timeout", "-k", "1", str(int(lifetime) + 5), settings.NODE_PYTHON, wrapper, "follow"]
+        return self.transport.follow(argv, json.dumps(request).encode())
+
     def install_wrapper(self, tools: str) -> str:
         """The current wrapper under tools/, uploaded once (staged under a unique name, then renamed)."""
         path = f"{tools}/{wrapper_name()}"

@@ -104,3 +104,26 @@ def parse_answer(subcommand: str, exit_code: int, stdout: str, stderr: str) -> d
         if problem:
             raise NodeError(f"status: {problem}")
     return answer
+
+
+FOLLOW_KINDS = {"log", "exit", "heartbeat", "end", "error"}
+FOLLOW_TEXT = 1 << 17  # a log event carries at most one 64 KiB read (decoded, with room for replacements)
+
+
+def follow_event(line: bytes) -> dict | None:
+    """One line of the wrapper's follow stream as an event, or None when it is not one (a hostile or
+    broken box: the line is dropped, the probe stays the truth)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or event.get("type") not in FOLLOW_KINDS:
+        return None
+    if event["type"] in ("log", "exit") and _mistyped(event, {"run_id": str, "attempt": int}):
+        return None
+    if event["type"] == "log":
+        if _mistyped(event, {"start": int, "end": int, "text": str}):
+            return None
+        if not 0 <= event["start"] < event["end"] or len(event["text"]) > FOLLOW_TEXT:
+            return None
+    return event

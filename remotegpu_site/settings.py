@@ -199,6 +199,9 @@ CELERY_BEAT_SCHEDULE = {
 WATCH_TICK_SECONDS = env.envfloat("WATCH_TICK_SECONDS", 5)
 WATCH_LEASE_SECONDS = env.envfloat("WATCH_LEASE_SECONDS", max(15.0, 4 * WATCH_TICK_SECONDS))
 WATCH_LIFETIME_SECONDS = env.envfloat("WATCH_LIFETIME_SECONDS", 120)
+# Node-side push between ticks (issue 19): the wrapper's follow stream, polled on the node this often.
+WATCH_PUSH = env.envbool("WATCH_PUSH", default=True)
+WATCH_PUSH_POLL = env.envfloat("WATCH_PUSH_POLL", 0.2)
 # A probe must end (on the box as well) well inside the lease, or a successor starts while a hung
 # probe is still out; its answer is then applied only if the lease is still held.
 WATCH_PROBE_TIMEOUT = env.envfloat("WATCH_PROBE_TIMEOUT", min(30.0, WATCH_LEASE_SECONDS / 2))

@@ -504,8 +504,11 @@ def _set_health(run: Run, health: str, since) -> None:
         run.health, run.health_since = health, since
 
 
-def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bool]:
-    """Apply one probe of a run (what it means is `runs.observe.observe`); returns (run, looks_dead)."""
+def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: int | None = None) -> tuple[Run, bool]:
+    """Apply one probe of a run (what it means is `runs.observe.observe`); returns (run, looks_dead).
+
+    pushed_until: how far the watcher's push stream already sent this attempt's log to the pages
+    (only the rest of the probe's chunk is sent again)."""
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
         seen = observe(Snapshot.of(run), status, thresholds)
@@ -523,6 +526,8 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bo
             run.env_identity = {**run.env_identity, "ran": seen.ran}  # read back from the node
         if seen.heartbeat_at is not None:
             run.heartbeat_at = seen.heartbeat_at
+        # What the run printed and logged reaches its page before what it led to (an alert, "exited").
+        _push_output(run, seen, status, pushed_until)
         run.alerts = [name for name in seen.alerts if name not in seen.new_alerts]
         for name in seen.new_alerts:
             _alert(run, name)
@@ -536,7 +541,7 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict) -> tuple[Run, bo
             "heartbeat_age": seen.heartbeat_age,
         }
         run.save()
-        _push_observation(run, seen)
+        _push(run, {"type": "status", "health": run.health, "heartbeat_age": seen.heartbeat_age, "state": run.state})
     return run, seen.dead
 
 
@@ -561,13 +566,15 @@ def _apply_outcome(run: Run, seen: Observation, status: dict) -> None:
         _maybe_relaunch(run)
 
 
-def _push_observation(run: Run, seen: Observation) -> None:
-    lines = seen.log_chunk.splitlines()[-200:]
+def _push_output(run: Run, seen: Observation, status: dict, pushed_until: int | None) -> None:
+    text = seen.log_chunk
+    if text and pushed_until is not None and seen.log_start < pushed_until:
+        text = signals.strip_ansi(signals.beyond(status["log_chunk"], seen.log_start, pushed_until))
+    lines = text.splitlines()[-200:]
     if lines:
-        _push(run, {"type": "log", "lines": lines})
+        _push(run, {"type": "log", "lines": lines, "attempt": run.attempt, "end": seen.log_offset})
     if seen.rows:
         _push(run, {"type": "curve", "rows": seen.rows})
-    _push(run, {"type": "status", "health": run.health, "heartbeat_age": seen.heartbeat_age, "state": run.state})
 
 
 def do_note_node_error(run_pk: int, error: str) -> None:

@@ -128,3 +128,11 @@ def pressure(space: dict, min_free_bytes: int, min_free_fraction: float) -> set[
     if space["total_inodes"] and space["free_inodes"] < space["total_inodes"] * min_free_fraction:
         found.add("inode_pressure")
     return found
+
+
+def beyond(text: str, start: int, offset: int) -> str:
+    """The part of a log chunk that began at node byte `start` lying past byte `offset` (all of it when
+    offset <= start): what a page has not been sent yet."""
+    if offset <= start:
+        return text
+    return text.encode()[offset - start :].decode(errors="replace")

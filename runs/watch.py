@@ -19,6 +19,7 @@ from profiles.transport import TransportError
 from runs import leases
 from runs.actions import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.models import Run, RunState
+from runs.push import Push
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class LeaseLost(Exception):
     """Another watcher took over while this one waited on the box: its answer is not applied."""
 
 
-def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True) -> None:
+def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Push | None = None) -> None:
     """One combined probe for every live run on the node, then apply each answer (if still ours)."""
     answer = node.probe(runs)
     if not still_mine():
@@ -56,7 +57,9 @@ def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True) -> None:
         if "error" in status:  # the box answered for this run, but not with a status we can apply
             do_note_node_error(run.pk, f"the node's status of this run: {status['error']}")
             continue
-        observed, dead = do_observe_run(run.pk, status, thresholds())
+        observed, dead = do_observe_run(run.pk, status, thresholds(), push.until(run) if push else None)
+        if push is not None and observed.attempt == run.attempt:
+            push.sent_to(run, observed.log_offset)  # the probe sent the rest of its chunk to the pages
         if dead:
             # No process and no marker: quarantine the attempt on the node; the next tick closes it.
             try:
@@ -88,6 +91,7 @@ def watch_instance(instance_id: int, owner: str) -> str:
     deadline = time.monotonic() + settings.WATCH_LIFETIME_SECONDS
     node, reason, unreachable_since = None, "lifetime", None
     failures, next_connect = 0, 0.0
+    push = Push() if settings.WATCH_PUSH else None
     # Watchers armed together would tick together: spread them over one tick.
     connection.close()
     time.sleep(random.uniform(0, settings.WATCH_TICK_SECONDS))
@@ -106,8 +110,10 @@ def watch_instance(instance_id: int, owner: str) -> str:
                 if node is None and time.monotonic() >= next_connect:
                     node = InstanceNode(instance).__enter__()
                 if node is not None:
-                    tick(node, runs, lambda: leases.still_held(instance_id, owner, lease_seconds))
+                    tick(node, runs, lambda: leases.still_held(instance_id, owner, lease_seconds), push)
                     failures = 0
+                    if push is not None:
+                        push.ensure(node, runs, deadline - time.monotonic())
                     unreachable_since = _reachable_again(instance_id, owner, unreachable_since)
             except LeaseLost:
                 reason = "lease lost"
@@ -121,6 +127,8 @@ def watch_instance(instance_id: int, owner: str) -> str:
                 # four ticks so an unreachable box (or a flooded sshd) is not hammered every tick.
                 if node is not None:
                     node.__exit__(None, None, None)
+                if push is not None:
+                    push.close()  # its channel was on the connection that just broke
                 node, failures = None, failures + 1
                 next_connect = time.monotonic() + settings.WATCH_TICK_SECONDS * min(2 ** (failures - 1), 4)
                 do_mark_unreachable(instance_id, str(exc))
@@ -132,8 +140,14 @@ def watch_instance(instance_id: int, owner: str) -> str:
                 log.warning("watcher of instance %s skipped a tick: %s", instance_id, exc)
             # Hold no database connection while asleep: a hundred watchers must not pin a hundred.
             connection.close()
-            time.sleep(max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started)))
+            rest = max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started))
+            if push is not None and node is not None:
+                push.wait(rest, runs)  # forwards what the runs write; an attempt that finished: probe now
+            else:
+                time.sleep(rest)
     finally:
+        if push is not None:
+            push.close()
         if node is not None:
             node.__exit__(None, None, None)
         if reason != "lease lost":

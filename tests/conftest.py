@@ -122,7 +122,7 @@ class WorkerProcess:
         # Threads: long-lived watcher tasks must not block preflights; one process dies as a whole.
         command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=threads", "-c", "6"]
         command += ["-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-n", self.name, "-l", "info"]
-        env = subprocess_env(DATABASE_URL=self.database, **WATCH_ENV, **self.extra_env)
+        env = subprocess_env(DATABASE_URL=self.database, **{**WATCH_ENV, **self.extra_env})
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
         deadline = time.monotonic() + 60
         while not self._ready(app):

@@ -662,6 +662,64 @@ def cmd_probe(request):
     return 0
 
 
+def emit(event):
+    """One event line on the follow stream; False once the reader has gone (the stream ends)."""
+    try:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+        return True
+    except (BrokenPipeError, OSError):
+        return False
+
+
+def finished_writing(spec):
+    """The attempt wrote its exit marker, or it was quarantined: nothing more will be appended."""
+    return read(os.path.join(attempt_dir(spec), "exit_code")) is not None or os.path.isdir(quarantine_dir(spec))
+
+
+def cmd_follow(request):
+    """Push what the runs write as it is written: the watcher's fast path (its probe stays the truth).
+
+    One event per JSON line. "log": whole lines of log.txt as [start, end) byte offsets, so a
+    reconnect asks from the last end it got and nothing repeats or goes missing; "exit": the
+    attempt finished writing (its log drained first); "heartbeat" every few seconds, so the reader
+    can tell a quiet run from a dead stream; "end" when no followed run writes any more, the
+    lifetime ran out, or the reader went away. Memory is bounded: at most 64 KiB per run per poll.
+    """
+    poll = min(max(float(request.get("poll", 0.2)), 0.05), 5.0)
+    beat = min(max(float(request.get("heartbeat", 2.0)), 0.5), 60.0)
+    deadline = time.time() + min(float(request.get("lifetime", 120)), 3600)
+    followed = []
+    for item in request["runs"]:
+        try:
+            followed.append([load_spec(item["spec"]), int(item.get("log_offset", 0))])
+        except (OSError, ValueError, KeyError) as exc:
+            emit({"type": "error", "spec": str(item.get("spec")), "error": str(exc)})
+    last_beat = 0.0
+    while followed and time.time() < deadline:
+        for entry in list(followed):
+            spec, offset = entry
+            done = finished_writing(spec)  # read before the log: a marker seen means the log is complete
+            base = attempt_dir(spec) if os.path.isdir(attempt_dir(spec)) else quarantine_dir(spec)
+            text, start, end = read_from(os.path.join(base, "log.txt"), offset)
+            if text:
+                event = {"type": "log", "run_id": spec["run_id"], "attempt": spec["attempt"]}
+                if not emit({**event, "start": start, "end": end, "text": text}):
+                    return 0
+                entry[1] = end
+            elif done:
+                if not emit({"type": "exit", "run_id": spec["run_id"], "attempt": spec["attempt"]}):
+                    return 0
+                followed.remove(entry)
+        if time.time() - last_beat >= beat:
+            if not emit({"type": "heartbeat", "now": time.time()}):
+                return 0
+            last_beat = time.time()
+        time.sleep(poll)
+    emit({"type": "end"})
+    return 0
+
+
 def roster_of(root):
     """Relative path, bytes and SHA-256 of every file under root, in one streamed pass."""
     files = []
@@ -936,6 +994,8 @@ def main(argv):
         return cmd_mirror(load_spec(argv[2]), argv[3])
     if len(argv) == 2 and argv[1] == "probe":
         return cmd_probe(json.load(sys.stdin))
+    if len(argv) == 2 and argv[1] == "follow":
+        return cmd_follow(json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "rehash":
         return cmd_rehash(json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "close-active":

@@ -63,6 +63,9 @@ class Transport(Protocol):
     def stream(self, argv: list[str], stdin: bytes | None = None):
         """Context manager: the stdout of a node command as a binary stream, read as it arrives."""
 
+    def follow(self, argv: list[str], stdin: bytes):
+        """A `LineFeed` of a long-running node command's stdout (profiles/transport/feed.py)."""
+
     def upload(self, local_path: Path, remote_path: str) -> None: ...
 
     def download(self, remote_path: str, local_path: Path) -> None: ...

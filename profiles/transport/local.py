@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from profiles.transport.base import CommandResult, CommandTimeout, PathStat, script_command
+from profiles.transport.feed import process_feed
 from profiles.transport.stream import local_stream
 
 # What a command on the control host may inherit from the worker: never its secrets (SECRET_KEY,
@@ -111,6 +112,9 @@ class LocalTransport:
 
     def stream(self, argv: list[str], stdin: bytes | None = None):
         return local_stream(argv, stdin, child_env(self.user), **as_user(self.user))
+
+    def follow(self, argv: list[str], stdin: bytes):
+        return process_feed(argv, stdin, cwd=self.cwd, env=child_env(self.user), **as_user(self.user))
 
     def upload(self, local_path: Path, remote_path: str) -> None:
         if self.user:

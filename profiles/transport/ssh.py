@@ -23,6 +23,7 @@ from profiles.transport.base import (
     Unreachable,
     script_command,
 )
+from profiles.transport.feed import channel_feed
 from profiles.transport.stream import can_use_openssh, channel_stream, openssh_stream
 
 
@@ -205,6 +206,10 @@ class SSHTransport:
         if can_use_openssh(self):
             return openssh_stream(self, command, stdin)
         return channel_stream(self.connect(), command, stdin, self.connect_timeout)
+
+    def follow(self, argv: list[str], stdin: bytes):
+        """One more channel on this connection: no handshake for the watcher's push stream."""
+        return channel_feed(self.connect(), shlex.join(argv), stdin, self.connect_timeout)
 
     def upload(self, local_path: Path, remote_path: str) -> None:
         with self._sftp() as sftp:

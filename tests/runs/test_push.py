@@ -1,0 +1,149 @@
+"""Node-side push (issue 19 §1) on the real loopback sshd with a real worker whose tick is slow (8 s):
+a line written on the node reaches a WebSocket client long before the next probe; a stream killed
+mid-run resumes without losing or repeating a line; with the stream killed over and over, the probe
+alone still finishes the run and still delivers every line once."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from remotegpu_site.asgi import application
+from runs.actions import do_start_preflight
+from runs.models import RunState
+from tests.conftest import WorkerProcess, database_url
+from tests.runs.conftest import set_config, wait_state
+from tests.runs.test_live_channel import ORIGIN, session_cookie
+from tests.worker_env import NODE_ROOT_PATH
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SLOW_TICK = {"WATCH_TICK_SECONDS": "8", "WATCH_LEASE_SECONDS": "40", "WATCH_LIFETIME_SECONDS": "90"}
+HEADER = "import os, sys, time\nif os.environ.get('REMOTEGPU_SMOKE') == '1':\n    sys.exit(0)\n"
+
+
+@pytest.fixture(scope="module")
+def slow_worker(_worker, django_db_blocker, provider_stub):
+    """This module's own worker (the session's is stopped meanwhile): the probe every 8 s, push on."""
+    from remotegpu_site.celery import app
+
+    _worker.stop()
+    app.control.purge()
+    with django_db_blocker.unblock():
+        url = database_url("remotegpu-push-worker")
+    worker = WorkerProcess(url, name="push", REMOTEGPU_LOCAL_NODE="1", **provider_stub.env, **SLOW_TICK)
+    worker.start()
+    yield worker
+    worker.stop()
+    app.control.purge()
+
+
+STREAM = f"{NODE_ROOT_PATH}.*wrapper-.*follow"
+
+
+def kill_streams() -> int:
+    """SIGKILL every follow stream of this test process's node root, as a dropped connection would end it."""
+    return subprocess.run(["pkill", "-9", "-f", STREAM], check=False).returncode
+
+
+def wait_for_a_stream(timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["pgrep", "-f", STREAM], capture_output=True, check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the watcher never opened its push stream"
+        time.sleep(0.1)
+
+
+async def listen(run, alice):
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.run_id}/", headers=[(b"cookie", cookie), ORIGIN])
+    assert (await communicator.connect())[0]
+    return communicator
+
+
+async def lines_until(communicator, done, timeout=120) -> list[str]:
+    """Every log line the page is sent, in order, until done(message) (or the timeout)."""
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = await communicator.receive_json_from(timeout=timeout)
+        if message.get("type") == "log":
+            lines += message["lines"]
+        if done(message, lines):
+            break
+    return lines
+
+
+def settled(message, _lines) -> bool:
+    return message.get("type") == "event" and message.get("state") in ("exported", "quarantined")
+
+
+async def test_a_line_reaches_the_socket_within_a_second_or_so_not_a_tick(alice, bob, make_run, source, slow_worker):
+    marks = source / "marks"
+    body = (
+        "print('ready', flush=True)\n"
+        f"for n in range(3):\n"
+        f"    while not os.path.exists('{marks}-go-' + str(n)):\n        time.sleep(0.02)\n"
+        "    print('mark', n, flush=True)\n"
+        f"while not os.path.exists('{marks}-stop'):\n    time.sleep(0.05)\n"
+    )
+    (source / "marks.py").write_text(HEADER + body)
+    run = await sync_to_async(make_run)(command=[sys.executable, "marks.py"], expected_minutes=1)
+    communicator = await listen(run, alice)
+    await sync_to_async(do_start_preflight)(run.pk, actor=bob)
+    await lines_until(communicator, lambda m, lines: "ready" in lines, timeout=120)
+    await sync_to_async(wait_state)(run, {RunState.RUNNING})
+    took = []
+    for n in range(3):
+        started = time.monotonic()
+        (marks.parent / f"marks-go-{n}").write_text("")
+        await lines_until(communicator, lambda m, lines, n=n: f"mark {n}" in lines, timeout=30)
+        took.append(time.monotonic() - started)
+    (marks.parent / "marks-stop").write_text("")
+    await communicator.disconnect()
+    # The probe comes every 8 s: three lines each within 3 s (about 0.2–0.5 s here) came by push.
+    assert max(took) < 3, took
+
+
+async def test_a_killed_stream_resumes_without_losing_or_repeating_a_line(alice, bob, make_run, source, slow_worker):
+    body = "for n in range(1, 101):\n    print('line', n, flush=True)\n    time.sleep(0.2)\n"
+    (source / "lines.py").write_text(HEADER + body)
+    run = await sync_to_async(make_run)(command=[sys.executable, "lines.py"], expected_minutes=1)
+    communicator = await listen(run, alice)
+    await sync_to_async(do_start_preflight)(run.pk, actor=bob)
+    before = await lines_until(communicator, lambda m, lines: "line 5" in lines, timeout=120)
+    await sync_to_async(wait_for_a_stream)()
+    assert kill_streams() == 0  # mid-run: the watcher reopens it from the last offset it sent
+    after = await lines_until(communicator, settled, timeout=120)
+    await communicator.disconnect()
+    numbered = [line for line in before + after if line.startswith("line ")]
+    assert numbered == [f"line {n}" for n in range(1, 101)]
+
+
+async def test_the_probe_alone_finishes_a_run_whose_stream_is_killed_over_and_over(
+    alice, bob, make_run, source, slow_worker
+):
+    set_config(source, epochs=3, epoch_pause=0.5)
+    run = await sync_to_async(make_run)()
+    stop = threading.Event()
+
+    def keep_killing():
+        while not stop.is_set():
+            kill_streams()
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=keep_killing, daemon=True)
+    killer.start()
+    try:
+        communicator = await listen(run, alice)
+        await sync_to_async(do_start_preflight)(run.pk, actor=bob)
+        lines = await lines_until(communicator, settled, timeout=150)
+        await communicator.disconnect()
+    finally:
+        stop.set()
+        killer.join()
+    run = await sync_to_async(wait_state)(run, {RunState.EXPORTED}, timeout=60)
+    epochs = [line.split()[1] for line in lines if line.startswith("epoch ")]
+    assert epochs == ["1/3", "2/3", "3/3"]
