@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Benchmark: N simulated live runs watched by 2 real Celery worker processes at the default tick.
+"""Benchmark: N simulated live runs watched by 2 real Celery worker processes at the default tick,
+first tick-bound (WATCH_PUSH=0, the baseline), then with node-side push, in the same run.
 
 Five runs per instance, every instance on one loopback sshd. For each N it reports, next to the
 tick: SSH handshakes and node round-trips per instance per tick, control-side CPU seconds and
@@ -178,7 +179,7 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))] if ordered else float("nan")
 
 
-def bench(n, sshd, sleeper):
+def bench(n, sshd, sleeper, push: bool):
     from django.conf import settings
     from django.db.models import Sum
 
@@ -186,6 +187,7 @@ def bench(n, sshd, sleeper):
     from runs.tasks import arm_watchers
 
     project, runs = create_runs(n, sshd, sleeper.pid)
+    os.environ["WATCH_PUSH"] = "1" if push else "0"  # the workers inherit it: node-side push on or off
     workers = start_workers(2)
     beat = start_beat()
     try:
@@ -219,6 +221,7 @@ def bench(n, sshd, sleeper):
     run_hours = n * elapsed / 3600
     return {
         "runs": n,
+        "push": push,
         "instances": n // 5,
         "tick_s": settings.WATCH_TICK_SECONDS,
         "ticks": ticks,
@@ -245,19 +248,22 @@ def main():
     rows = []
     try:
         for n in sizes:
-            rows.append(bench(n, sshd, sleeper))
-            print(json.dumps(rows[-1]), flush=True)
+            for push in (False, True):  # the tick-bound baseline first, then push, in the same run
+                rows.append(bench(n, sshd, sleeper, push))
+                print(json.dumps(rows[-1]), flush=True)
     finally:
         sleeper.kill()
         sshd.stop()
         shutil.rmtree(VAR, ignore_errors=True)
     header = (
-        "runs  inst  tick  handshakes/inst/tick  round-trips/inst/tick  cpu-s/run-h  RSS MiB (per run)  p50 s  p95 s"
+        "runs  push  inst  tick  handshakes/inst/tick  round-trips/inst/tick  cpu-s/run-h  RSS MiB (per run)"
+        "  p50 s  p95 s"
     )
     print(header)
     for r in rows:
         print(
-            f"{r['runs']:>4}  {r['instances']:>4}  {r['tick_s']:>4g}  {r['handshakes_per_instance_tick']:>20.3f}  "
+            f"{r['runs']:>4}  {'on' if r['push'] else 'off':>4}  {r['instances']:>4}  {r['tick_s']:>4g}  "
+            f"{r['handshakes_per_instance_tick']:>20.3f}  "
             f"{r['round_trips_per_instance_tick']:>21.3f}  {r['cpu_s_per_run_hour']:>11.1f}  "
             f"{r['rss_mib_total']:>8.0f} ({r['rss_mib_per_run']:.2f})  "
             f"{r['latency_p50_s']:>5.2f}  {r['latency_p95_s']:>5.2f}"

@@ -9,13 +9,13 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, time
 
-from django.db.models import Exists, OuterRef, Q, TextField
-from django.db.models.functions import Cast
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from custody.models import CustodyRecord, CustodyStatus
 from profiles.models import Instance
 from projects.models import Project
+from runs import search
 from runs.models import LIVE_STATES, InstanceTotals, ProjectTotals, Run, RunState
 
 PAGE_SIZE = 50
@@ -75,14 +75,7 @@ def filtered(user, params) -> tuple:
         runs, used["until"] = runs.filter(created__lte=until), params["until"]
     if query := params.get("q", "").strip()[:200]:
         used["q"] = query
-        runs = runs.annotate(command_text=Cast("command", TextField())).filter(
-            Q(run_id__icontains=query)
-            | Q(title__icontains=query)
-            | Q(command_text__icontains=query)
-            | Q(resolved_commit__startswith=query)
-            | Q(source_commit__startswith=query)
-            | Q(config_sha256__startswith=query)
-        )
+        runs = search.matching(runs, query)
     return runs, used
 
 

@@ -1,4 +1,4 @@
-"""History's search (run id, title, command: substrings; commits and config hash: prefixes) served by
+"""History's search (run id, title, command: substrings; commits and config hash: prefixes of the bound commit and config hash) served by
 indexes on PostgreSQL, so a search costs the same at 100,000 runs as at 1,000 (issue 19).
 
 Trigram GIN indexes (pg_trgm, a trusted extension since PostgreSQL 13) on exactly the expressions
@@ -16,7 +16,6 @@ TRIGRAM = {
 }
 PREFIX = {
     "run_search_resolved_commit": "resolved_commit varchar_pattern_ops",
-    "run_search_source_commit": "source_commit varchar_pattern_ops",
     "run_search_config_sha256": "config_sha256 varchar_pattern_ops",
 }
 
