@@ -145,6 +145,9 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["-created", "-id"], name="run_history_order"),
             models.Index(fields=["state", "-created"], name="run_state_created"),
+            # History's search: a prefix of a hex identifier is a range on these (runs/search.py).
+            models.Index(fields=["resolved_commit"], name="run_resolved_commit"),
+            models.Index(fields=["config_sha256"], name="run_config_sha256"),
         ]
 
     def __str__(self):

@@ -1,9 +1,9 @@
 """History's search box: a substring of a run's id, title or command, or a prefix of its bound commit
 or config hash — answered from an index on either database, so it costs the same at any history size.
 
-PostgreSQL: trigram GIN and pattern-ops indexes on the very expressions the lookups below write
-(migration 0018). SQLite: an FTS5 trigram table over run id, title and command, kept by triggers,
-and a prefix written as a range on hex columns. SQLite drops a table's triggers when a migration
+PostgreSQL: trigram GIN indexes on the very expressions the lookups below write (migration 0018).
+SQLite: an FTS5 trigram table over run id, title and command, kept by triggers. Both: a hex prefix
+is a range on an indexed column (`Run.Meta.indexes`). SQLite drops a table's triggers when a migration
 rebuilds the table, so `ensure_sqlite_index` (after every migrate) recreates and refills whatever
 is missing.
 """
@@ -34,6 +34,7 @@ TRIGGERS = {
 }
 REBUILD = "INSERT INTO runs_run_search(runs_run_search) VALUES ('rebuild')"
 MATCH = "SELECT rowid FROM runs_run_search WHERE runs_run_search MATCH %s"
+HEX_RANGE = "SELECT id FROM runs_run WHERE {field} >= %s AND {field} < %s"  # field: one of HEX_FIELDS
 HEX_FIELDS = ("resolved_commit", "config_sha256")  # the bound commit and config hash: lowercase hex
 
 
@@ -56,28 +57,25 @@ def ensure_sqlite_index(using="default", **kwargs) -> None:
         cursor.execute(REBUILD)
 
 
-def _prefix(query: str) -> Q:
-    """A prefix of a hex identifier, as a range an ordinary index serves (hex is lowercase)."""
+def _hex_range(query: str) -> tuple[str, str] | None:
+    """A prefix of a lowercase hex identifier as [low, high): a range an ordinary index serves."""
     low = query.lower()
     if not low or any(c not in "0123456789abcdef" for c in low):
-        return Q(pk__in=[])
-    high = low[:-1] + chr(ord(low[-1]) + 1)
-    matches = Q(pk__in=[])
-    for field in HEX_FIELDS:
-        matches |= Q(**{f"{field}__gte": low, f"{field}__lt": high})
-    return matches
+        return None
+    return low, low[:-1] + chr(ord(low[-1]) + 1)
 
 
 def matching(runs, query: str):
-    """The runs whose id, title or command contains query, or whose commits or config hash start with it."""
+    """The runs whose id, title or command contains query, or whose commit or config hash starts with it."""
+    hexes = _hex_range(query)
     if connection.vendor == "sqlite" and len(query) >= 3:  # a trigram index needs three characters
-        phrase = '"' + query.replace('"', '""') + '"'
-        found = RawSQL(MATCH, (phrase,))  # noqa: S611 — fixed SQL; the phrase is a bound parameter
-        return runs.filter(Q(pk__in=found) | _prefix(query))
-    return runs.annotate(command_text=Cast("command", TextField())).filter(
-        Q(run_id__icontains=query)
-        | Q(title__icontains=query)
-        | Q(command_text__icontains=query)
-        | Q(resolved_commit__startswith=query.lower())  # hex is stored lowercase: a pasted ABC12 matches
-        | Q(config_sha256__startswith=query.lower())
-    )
+        # One id list, so SQLite looks the few matches up instead of walking the history in order.
+        sql, params = [MATCH], ['"' + query.replace('"', '""') + '"']
+        if hexes:
+            sql += [HEX_RANGE.format(field=field) for field in HEX_FIELDS]
+            params += [bound for _ in HEX_FIELDS for bound in hexes]
+        return runs.filter(pk__in=RawSQL(" UNION ".join(sql), params))  # noqa: S611 — fixed SQL, bound values
+    text = Q(run_id__icontains=query) | Q(title__icontains=query) | Q(command_text__icontains=query)
+    for field in HEX_FIELDS if hexes else ():
+        text |= Q(**{f"{field}__gte": hexes[0], f"{field}__lt": hexes[1]})
+    return runs.annotate(command_text=Cast("command", TextField())).filter(text)
