@@ -76,9 +76,9 @@ def create_runs(n, sshd, sleeper_pid):
     from projects.models import Project
     from runs.models import Run, RunState
 
-    fields = sshd.instance_fields()
     slug = f"bench{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
+    fields = sshd.instance_fields(project)
     home = os.path.expanduser("~")
     runs = []
     for index in range(n // 5):

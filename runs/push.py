@@ -56,17 +56,17 @@ class Push:
         except TransportError as exc:
             self._broke(exc)
 
-    def wait(self, seconds: float, runs) -> bool:
-        """Read the stream for up to `seconds`, forwarding each log event; True when an attempt finished
-        writing (the watcher probes at once rather than at its next tick)."""
+    def wait(self, seconds: float, runs, stopping) -> bool:
+        """Read the stream for up to `seconds` (less once `stopping` is set), forwarding each log event;
+        True when an attempt finished writing (the watcher probes at once rather than at its next tick)."""
         deadline = time.monotonic() + seconds
         by_id = {run.run_id: run for run in runs}
-        while (remaining := deadline - time.monotonic()) > 0:
+        while (remaining := deadline - time.monotonic()) > 0 and not stopping.is_set():
             if self.feed is None or self.feed.ended:
-                time.sleep(remaining)
+                stopping.wait(remaining)
                 return False
             try:
-                lines = self.feed.lines(remaining)
+                lines = self.feed.lines(min(remaining, 0.5))
             except TransportError as exc:
                 self._broke(exc)
                 continue

@@ -5,6 +5,7 @@ import os
 import socket
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -18,6 +19,12 @@ from runs.environment import environment_problems
 from runs.models import Run, RunState
 from runs.remote import NodeSession
 from runs.sources import SourceError
+
+
+@worker_shutting_down.connect
+def _stop_watchers(**kwargs):
+    """Warm or cold, a stopping worker ends its watchers now (their leases go; beat re-arms them elsewhere)."""
+    watch.STOPPING.set()
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30)

@@ -6,6 +6,7 @@ treats a failed probe as "unreachable", which changes no run's state.
 
 import logging
 import random
+import threading
 import time
 
 from django.conf import settings
@@ -23,6 +24,9 @@ from runs.push import Push
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)
 log = logging.getLogger(__name__)
+# Set when this worker process shuts down (runs/tasks.py): every watcher in it stops within a moment
+# and releases its lease, so a restart or deploy neither waits out their lifetimes nor leaves them.
+STOPPING = threading.Event()
 
 
 def thresholds() -> dict:
@@ -94,9 +98,9 @@ def watch_instance(instance_id: int, owner: str) -> str:
     push = Push() if settings.WATCH_PUSH else None
     # Watchers armed together would tick together: spread them over one tick.
     connection.close()
-    time.sleep(random.uniform(0, settings.WATCH_TICK_SECONDS))
+    STOPPING.wait(random.uniform(0, settings.WATCH_TICK_SECONDS))
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not STOPPING.is_set():
             started = time.monotonic()
             runs = live_runs(instance_id)
             if not runs:
@@ -142,9 +146,9 @@ def watch_instance(instance_id: int, owner: str) -> str:
             connection.close()
             rest = max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started))
             if push is not None and node is not None:
-                push.wait(rest, runs)  # forwards what the runs write; an attempt that finished: probe now
+                push.wait(rest, runs, STOPPING)  # forwards what the runs write; an attempt that finished: probe now
             else:
-                time.sleep(rest)
+                STOPPING.wait(rest)
     finally:
         if push is not None:
             push.close()
@@ -152,7 +156,7 @@ def watch_instance(instance_id: int, owner: str) -> str:
             node.__exit__(None, None, None)
         if reason != "lease lost":
             leases.release(instance_id, owner)
-    return reason
+    return "worker stopping" if STOPPING.is_set() and reason == "lifetime" else reason
 
 
 def instances_needing_a_watcher() -> list[int]:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -147,3 +148,25 @@ async def test_the_probe_alone_finishes_a_run_whose_stream_is_killed_over_and_ov
     run = await sync_to_async(wait_state)(run, {RunState.EXPORTED}, timeout=60)
     epochs = [line.split()[1] for line in lines if line.startswith("epoch ")]
     assert epochs == ["1/3", "2/3", "3/3"]
+
+
+def test_a_stopping_worker_ends_its_watchers_at_once_and_gives_their_leases_back(bob, make_run, source, slow_worker):
+    """A deploy's SIGTERM must not wait out a watcher's 90 s life (nor leave a lease to expire)."""
+    from runs.models import WatchLease
+
+    script = f"long_{uuid.uuid4().hex[:8]}.py"
+    (source / script).write_text(HEADER + "time.sleep(120)\n")
+    run = make_run(command=[sys.executable, script], expected_minutes=5)
+    do_start_preflight(run.pk, actor=bob)
+    wait_state(run, {RunState.RUNNING})
+    deadline = time.monotonic() + 30
+    while not WatchLease.objects.filter(instance=run.instance).exists():
+        assert time.monotonic() < deadline, "no watcher took the run"
+        time.sleep(0.2)
+    time.sleep(1)  # inside its wait between ticks
+    started = time.monotonic()
+    slow_worker.stop()
+    assert slow_worker.poll() is not None and time.monotonic() - started < 10
+    assert not WatchLease.objects.filter(instance=run.instance).exists()  # released, not left to expire
+    kill_streams()
+    subprocess.run(["pkill", "-f", script], check=False)  # the run itself: nothing watches it any more
