@@ -41,6 +41,10 @@ os.environ.update(
     LOG_LEVEL="WARNING",
     DATABASE_CONN_MAX_AGE="0",
     WATCH_ARM_INTERVAL="5",
+    # The node's interpreter, not a version manager's shim: on this machine `python3` is a pyenv
+    # shim (a bash script that may rehash under a lock), and a hundred watchers starting it at once
+    # piled up hundreds of shells and SSH sessions behind that lock — the harness, not the product.
+    NODE_PYTHON=os.path.join(sys.base_exec_prefix, "bin", "python3"),
 )
 WINDOW = float(os.environ.get("BENCH_WINDOW", "60"))
 
