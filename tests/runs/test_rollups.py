@@ -169,6 +169,7 @@ def test_concurrent_creations_lose_no_increment_and_one_run_is_verified_once(bob
 
 
 def test_the_check_command_finds_and_rewrites_a_drifted_total(bob, capsys):
+    assert rollups.VERIFIED == CustodyStatus.VERIFIED  # runs/ names custody's status without importing it
     box = a_world(uuid.uuid4().hex[:8])[0]
     new_run(box, bob)
     call_command("check_rollups")
