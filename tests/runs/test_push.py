@@ -23,7 +23,7 @@ from tests.worker_env import NODE_ROOT_PATH
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SLOW_TICK = {"WATCH_TICK_SECONDS": "8", "WATCH_LEASE_SECONDS": "40", "WATCH_LIFETIME_SECONDS": "90"}
+SLOW_TICK = {"WATCH_TICK_SECONDS": "8", "WATCH_LEASE_SECONDS": "40", "WATCH_LIFETIME_SECONDS": "90", "WATCH_PUSH": "1"}
 HEADER = "import os, sys, time\nif os.environ.get('REMOTEGPU_SMOKE') == '1':\n    sys.exit(0)\n"
 
 
