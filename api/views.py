@@ -28,6 +28,15 @@ class NewestFirst(CursorPagination):
     page_size = 50
 
 
+def natural(request, name: str, default: int, what: str = "a non-negative integer") -> int:
+    """A non-negative integer query parameter that fits a database column, else a 400 naming it
+    (str.isdigit alone admits "²" and 5,000-digit numbers, which int() or the database refuse)."""
+    text = request.query_params.get(name, str(default))
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise ValidationError({name: [what]})
+    return int(text)
+
+
 def require(user, perm: str) -> None:
     if not user.has_perm(perm):
         raise PermissionDenied(f"This needs the {perm} permission.")
@@ -80,22 +89,15 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"])
     def events(self, request, run_id=None):
         run = self.get_object()
-        after = request.query_params.get("after", "0")
-        if not after.isdigit():
-            raise ValidationError({"after": ["an event id (a non-negative integer)"]})
-        events = run.events.filter(pk__gt=int(after)).order_by("id")[:500]
+        after = natural(request, "after", 0, "an event id (a non-negative integer)")
+        events = run.events.filter(pk__gt=after).order_by("id")[:500]
         return Response({"state": run.state, "events": s.EventSerializer(events, many=True).data})
 
     @action(detail=True, methods=["get"])
     def log(self, request, run_id=None):
         """The attempt's training log from byte `offset` on, as kept on the control host (`logs -f` polls this)."""
         run = self.get_object()
-        numbers = {}
-        for name, default in (("attempt", run.attempt), ("offset", 0)):
-            text = request.query_params.get(name, str(default))
-            if not text.isdigit():
-                raise ValidationError({name: ["a non-negative integer"]})
-            numbers[name] = int(text)
+        numbers = {name: natural(request, name, default) for name, default in (("attempt", run.attempt), ("offset", 0))}
         text, next_offset, more = logs.since(run, numbers["attempt"], numbers["offset"])
         return Response(
             {

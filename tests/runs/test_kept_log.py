@@ -93,7 +93,10 @@ def test_the_log_page_download_and_api(client, bob, charlie, running):
     assert client.get(f"/runs/{run.run_id}/log/download/?attempt=7").status_code == 404
     answer = client.get(f"/api/runs/{run.run_id}/log/?offset=0").json()
     assert (answer["text"], answer["next_offset"], answer["attempt"]) == ("<b>epoch</b> 1\n", 15, 1)
-    assert client.get(f"/api/runs/{run.run_id}/log/?offset=-1").status_code == 400
+    for hostile in ("offset=-1", "offset=%C2%B2", "offset=" + "9" * 5000, "attempt=" + "9" * 30):
+        assert client.get(f"/api/runs/{run.run_id}/log/?{hostile}").status_code == 400, hostile  # never a 500
+    assert client.get(f"/api/runs/{run.run_id}/events/?after=%C2%B2").status_code == 400
+    assert client.get(f"/runs/{run.run_id}/log/?before={'9' * 30}&attempt={'9' * 30}").status_code == 200
     assert client.get(f"/runs/{run.run_id}/log/?attempt=x&before=y").status_code == 200  # ignored, not a 500
     client.force_login(charlie)  # not a member of the project
     assert client.get(f"/runs/{run.run_id}/log/").status_code == 404
