@@ -41,6 +41,12 @@ def first_contact_key(instance):
 WRAPPER_FILE = Path(__file__).parent / "node" / "remotegpu_wrapper.py"
 
 
+def wrapper_argv(tools: str, subcommand: str, *args: str, node_limit: int | None = None) -> list[str]:
+    """The wrapper's command line on the node; node_limit: seconds after which `timeout` ends it there too."""
+    argv = [settings.NODE_PYTHON, f"{tools}/{wrapper_name()}", subcommand, *args]
+    return ["timeout", "-k", "1", str(node_limit), *argv] if node_limit is not None else argv
+
+
 def wrapper_name() -> str:
     # Versioned by content: a new wrapper is a new file; a live run's file is never rewritten.
     return f"wrapper-{hashlib.sha256(WRAPPER_FILE.read_bytes()).hexdigest()[:12]}.py"
@@ -93,29 +99,18 @@ class InstanceNode:
         bound: a `timeout` on the node as well, so a call we stopped waiting for stops there too.
         """
         timeout = timeout or settings.SSH_COMMAND_TIMEOUT
-        argv = [settings.NODE_PYTHON, f"{tools}/{wrapper_name()}", subcommand, *args]
-        if bound:
-            argv = ["timeout", "-k", "1", str(max(1, int(timeout) - 2)), *argv]
+        argv = wrapper_argv(tools, subcommand, *args, node_limit=max(1, int(timeout) - 2) if bound else None)
         stdin = json.dumps(request).encode() if request is not None else None
         result = self.transport.run(argv, timeout=timeout, stdin=stdin)
         return parse_answer(subcommand, result.exit_code, result.stdout, result.stderr)
 
     def probe(self, runs) -> dict:
         """Every given run in one round-trip; a malformed run status becomes {"error": why}."""
-        layouts = [self.layout_of(run) for run in runs]
-        request = {
-            "runs": [
-                {
-                    "spec": layout.spec(f"attempt-{run.attempt}"),
-                    "log_offset": run.log_offset,
-                    "csv_offset": run.csv_offset,
-                }
-                for run, layout in zip(runs, layouts, strict=True)
-            ]
-        }
-        answer = self.invoke(
-            layouts[0].tools, "probe", request=request, timeout=settings.WATCH_PROBE_TIMEOUT, bound=True
-        )
+        tools, items = self._attempts(runs)
+        for item, run in zip(items, runs, strict=True):
+            item.update(log_offset=run.log_offset, csv_offset=run.csv_offset)
+        request = {"runs": items}
+        answer = self.invoke(tools, "probe", request=request, timeout=settings.WATCH_PROBE_TIMEOUT, bound=True)
         statuses = {}
         for run_id, status in answer["runs"].items():
             problem = status_problem(status)
@@ -124,18 +119,19 @@ class InstanceNode:
 
     def follow(self, runs, offsets: dict[str, int], lifetime: float):
         """The push stream of these runs (one channel), each from its offset: a LineFeed of follow events."""
-        layouts = [self.layout_of(run) for run in runs]
-        request = {
-            "runs": [
-                {"spec": layout.spec(f"attempt-{run.attempt}"), "log_offset": offsets.get(run.run_id, run.log_offset)}
-                for run, layout in zip(runs, layouts, strict=True)
-            ],
-            "lifetime": lifetime,
-            "poll": settings.WATCH_PUSH_POLL,
-        }
-        wrapper = f"{layouts[0].tools}/{wrapper_name()}"
-        argv = ["timeout", "-k", "1", str(int(lifetime) + 5), settings.NODE_PYTHON, wrapper, "follow"]
+        tools, items = self._attempts(runs)
+        for item, run in zip(items, runs, strict=True):
+            item["log_offset"] = offsets.get(run.run_id, run.log_offset)
+        request = {"runs": items, "lifetime": lifetime, "poll": settings.WATCH_PUSH_POLL}
+        argv = wrapper_argv(tools, "follow", node_limit=int(lifetime) + 5)
         return self.transport.follow(argv, json.dumps(request).encode())
+
+    def _attempts(self, runs) -> tuple[str, list[dict]]:
+        """The tools directory and, per run, its current attempt's spec: what probe and follow ask about."""
+        layouts = [self.layout_of(run) for run in runs]
+        return layouts[0].tools, [
+            {"spec": layout.spec(f"attempt-{run.attempt}")} for run, layout in zip(runs, layouts, strict=True)
+        ]
 
     def install_wrapper(self, tools: str) -> str:
         """The current wrapper under tools/, uploaded once (staged under a unique name, then renamed)."""

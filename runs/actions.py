@@ -17,7 +17,6 @@ from profiles.actions import do_observe_running
 from runs import environment, logs, notices, rollups, signals, spend, sweeps
 from runs.live import push_run_update
 from runs.models import (
-    EDITABLE_STATES,
     LIVE_STATES,
     RETRYABLE_STATES,
     RUN_TRANSITIONS,
@@ -150,12 +149,12 @@ def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
     """
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
-        if run.state not in EDITABLE_STATES or run.attempt:
+        if run.sweep_id:
+            raise ValidationError("A sweep cell is what its sweep made it: change the sweep, or make a new run.")
+        if not run.editable:
             raise ValidationError(
                 f"A run that is {run.get_state_display().lower()} keeps what it ran: use “New run like this”."
             )
-        if run.sweep_id:
-            raise ValidationError("A sweep cell is what its sweep made it: change the sweep, or make a new run.")
         changed = [field for field, value in changes.items() if getattr(run, field) != value]
         if not changed:
             return []

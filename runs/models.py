@@ -162,6 +162,11 @@ class Run(models.Model):
         return self.source_path if self.source_kind == SourceKind.NODE_PATH else ""
 
     @property
+    def editable(self) -> bool:
+        """Nothing of it ran on its box and no sweep made it: what it is may still change."""
+        return self.state in EDITABLE_STATES and not self.attempt and not self.sweep_id
+
+    @property
     def identities_bound(self) -> bool:
         return bool(self.config_sha256 and (self.source_tree_sha256 or self.resolved_commit))
 

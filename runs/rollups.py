@@ -59,24 +59,25 @@ def _same(a: dict, b: dict) -> bool:
     return a["runs"] == b["runs"] and a["verified"] == b["verified"] and abs(a["gpu_seconds"] - b["gpu_seconds"]) < 1e-3
 
 
-def mismatches() -> list[str]:
+def _differing():
+    """(kind, pk, recomputed, kept) for every total whose kept value is not its recomputation."""
     want, have = recomputed(), kept()
     zero = dict.fromkeys(FIELDS, 0)
-    return [
-        f"{kind} {pk}: kept {have.get((kind, pk), zero)}, recomputed {want.get((kind, pk), zero)}"
-        for kind, pk in sorted(set(want) | set(have))
-        if not _same(want.get((kind, pk), zero), have.get((kind, pk), zero))
-    ]
+    for kind, pk in sorted(set(want) | set(have)):
+        should, stored = want.get((kind, pk), zero), have.get((kind, pk), zero)
+        if not _same(should, stored):
+            yield kind, pk, should, stored
+
+
+def mismatches() -> list[str]:
+    return [f"{kind} {pk}: kept {stored}, recomputed {should}" for kind, pk, should, stored in _differing()]
 
 
 def rebuild() -> int:
     """Make every kept total equal to its recomputation; returns how many rows changed."""
-    want, have, changed = recomputed(), kept(), 0
-    zero = dict.fromkeys(FIELDS, 0)
-    for kind, pk in set(want) | set(have):
-        if _same(want.get((kind, pk), zero), have.get((kind, pk), zero)):
-            continue
+    changed = 0
+    for kind, pk, should, _ in _differing():
         model, key = (ProjectTotals, "project_id") if kind == "project" else (InstanceTotals, "instance_id")
-        model.objects.update_or_create(**{key: pk}, defaults=want.get((kind, pk), zero))
+        model.objects.update_or_create(**{key: pk}, defaults=should)
         changed += 1
     return changed

@@ -32,7 +32,6 @@ from runs.cadence import cadence_for
 from runs.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
 from runs.forms import ProjectForm, RunForm, SweepForm
 from runs.models import (
-    EDITABLE_STATES,
     LIVE_STATES,
     RETRYABLE_STATES,
     UNCLOSED_STATES,
@@ -187,7 +186,6 @@ def run_detail(request, run_id):
         "layout": layout_for(run),
         "can_operate": request.user.has_perm("projects.operate"),
         "retryable": run.state in RETRYABLE_STATES,
-        "editable": run.state in EDITABLE_STATES and not run.attempt and not run.sweep_id,
         "is_live": run.state in LIVE_STATES,
         "closable": run.state in UNCLOSED_STATES and run.active_closed_at is None,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
