@@ -31,6 +31,7 @@ class Push:
         self.finished: set[tuple[str, int]] = set()  # attempts that finished writing (no stream for them)
         self.failures = 0
         self.retry_at = 0.0
+        self.said_end = False  # the open stream ended as the wrapper ends it (its runs done, its life over)
 
     def until(self, run) -> int | None:
         """How far the run's current attempt's log has been pushed (None: nothing yet)."""
@@ -52,7 +53,7 @@ class Push:
         offsets = {run.run_id: max(self.until(run) or 0, run.log_offset) for run in writing}
         try:
             self.feed = node.follow(writing, offsets, lifetime)
-            self.following = keys
+            self.following, self.said_end = keys, False
         except TransportError as exc:
             self._broke(exc)
 
@@ -77,6 +78,9 @@ class Push:
                 event = follow_event(line)
                 if event is None:
                     continue
+                if event["type"] == "end":
+                    self.said_end = True
+                    continue
                 run = by_id.get(event.get("run_id"))
                 if run is None or event.get("attempt") != run.attempt:
                     continue
@@ -85,6 +89,10 @@ class Push:
                 elif event["type"] == "exit":
                     self.finished.add((run.run_id, run.attempt))
                     finished = True
+            if self.feed.ended and not self.said_end:
+                # It stopped without saying so (killed, refused, crashed): reopening it every tick
+                # would start a process on the box per tick for nothing; back off as for a break.
+                self._broke("the follow stream ended early")
             if finished:
                 return True
         return False
