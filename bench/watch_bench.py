@@ -47,6 +47,7 @@ os.environ.update(
     NODE_PYTHON=os.path.join(sys.base_exec_prefix, "bin", "python3"),
 )
 WINDOW = float(os.environ.get("BENCH_WINDOW", "60"))
+MODES = [mode == "on" for mode in os.environ.get("BENCH_PUSH", "off,on").split(",")]
 
 
 def setup_django():
@@ -240,6 +241,7 @@ def bench(n, sshd, sleeper, push: bool):
         "latency_p50_s": percentile(latencies, 0.5),
         "latency_p95_s": percentile(latencies, 0.95),
         "latency_samples": len(latencies),
+        "latencies_s": [round(value, 2) for value in latencies],
     }
 
 
@@ -254,7 +256,7 @@ def main():
     rows = []
     try:
         for n in sizes:
-            for push in (False, True):  # the tick-bound baseline first, then push, in the same run
+            for push in MODES:  # the tick-bound baseline first, then push, in the same run
                 rows.append(bench(n, sshd, sleeper, push))
                 print(json.dumps(rows[-1]), flush=True)
     finally:

@@ -61,9 +61,13 @@ def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Pus
         if "error" in status:  # the box answered for this run, but not with a status we can apply
             do_note_node_error(run.pk, f"the node's status of this run: {status['error']}")
             continue
-        observed, dead = do_observe_run(run.pk, status, thresholds(), push.until(run) if push else None)
-        if push is not None and observed.attempt == run.attempt:
-            push.sent_to(run, observed.log_offset)  # the probe sent the rest of its chunk to the pages
+        if push is None:
+            observed, dead = do_observe_run(run.pk, status, thresholds())
+        else:
+            with push.lock:  # the push reader forwards nothing of this run while its probe is applied
+                observed, dead = do_observe_run(run.pk, status, thresholds(), push.until(run))
+                if observed.attempt == run.attempt:
+                    push.sent_to(run, observed.log_offset)  # the probe sent the rest of its chunk to the pages
         if dead:
             # No process and no marker: quarantine the attempt on the node; the next tick closes it.
             try:
@@ -146,7 +150,7 @@ def watch_instance(instance_id: int, owner: str) -> str:
             connection.close()
             rest = max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started))
             if push is not None and node is not None:
-                push.wait(rest, runs, STOPPING)  # forwards what the runs write; an attempt that finished: probe now
+                push.wait(rest, STOPPING)  # an attempt that finished writing: probe now
             else:
                 STOPPING.wait(rest)
     finally:
