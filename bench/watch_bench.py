@@ -47,6 +47,7 @@ os.environ.update(
     NODE_PYTHON=os.path.join(sys.base_exec_prefix, "bin", "python3"),
 )
 WINDOW = float(os.environ.get("BENCH_WINDOW", "60"))
+BLIP_WINDOW = float(os.environ.get("BENCH_BLIP_WINDOW", "30"))
 MODES = [mode == "on" for mode in os.environ.get("BENCH_PUSH", "off,on").split(",")]
 
 
@@ -72,7 +73,7 @@ def make_node_files(layout, spec, sleeper_pid):
     Path(layout.spec("attempt-1")).write_text(json.dumps(spec))
 
 
-def create_runs(n, sshd, sleeper_pid):
+def create_runs(n, sshds, sleeper_pid):
     from django.utils import timezone
 
     from profiles.layout import NodeLayout
@@ -83,11 +84,12 @@ def create_runs(n, sshd, sleeper_pid):
 
     slug = f"bench{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
-    fields = sshd.instance_fields(project)
     home = os.path.expanduser("~")
     runs = []
     for index in range(n // 5):
         name = f"{slug}-box{index}-{timezone.localdate():%Y%m%d}"
+        # Boxes are separate hosts: spread them over the sshd processes.
+        fields = sshds[index % len(sshds)].instance_fields(project)
         instance = Instance.objects.create(name=name, project=project, **fields)
         for _ in range(5):
             run_id = f"{slug}-{uuid.uuid4().hex[:8]}"
@@ -136,7 +138,7 @@ def start_beat():
 def start_workers(count):
     workers = []
     for index in range(count):
-        command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=threads", "-c", "60"]
+        command = [sys.executable, "-m", "celery", "-A", "remotegpu_site", "worker", "--pool=threads", "-c", "64"]
         command += ["-Q", "remotegpu-bench", "-n", f"bench{index}@%h", "-l", "warning"]
         log = (VAR / f"worker{index}.log").open("w")
         workers.append(subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log))
@@ -148,35 +150,41 @@ def start_workers(count):
     return workers
 
 
-async def latency_samples(runs, samples, spacing):
-    from channels.layers import get_channel_layer
+async def arrival(socket, marker: str, deadline: float) -> float | None:
+    """Seconds until a log message carrying marker arrives (None: not before the deadline)."""
+    started = time.monotonic()
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            message = json.loads(await asyncio.wait_for(socket.recv(), timeout=left))
+        except TimeoutError:
+            return None
+        if message.get("type") == "log" and marker in message.get("lines", []):
+            return time.monotonic() - started
+    return None
 
-    from runs.live import run_group
 
-    layer = get_channel_layer()
-    results = []
-    for index in range(samples):
+async def latency_samples(runs, port, cookie, seconds):
+    """Lines appended on the node, each timed until a browser's WebSocket (to daphne) receives it."""
+    from websockets.asyncio.client import connect
+
+    headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+    results, missed, index = [], 0, 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
         run, layout = runs[(index * 7) % len(runs)]
-        channel = await layer.new_channel()
-        await layer.group_add(run_group(run.run_id), channel)
-        marker = f"bench-marker-{uuid.uuid4().hex}"
-        started = time.monotonic()
-        with open(Path(layout.active) / "attempt-1" / "log.txt", "a") as handle:
-            handle.write(marker + "\n")
-        deadline = started + 60
-        while time.monotonic() < deadline:
-            try:
-                message = await asyncio.wait_for(layer.receive(channel), timeout=deadline - time.monotonic())
-            except Exception:  # noqa: S112  a timed-out read of the layer: keep waiting until the deadline
-                continue
-            payload = message.get("payload", {})
-            if payload.get("type") == "log" and marker in payload.get("lines", []):
-                results.append(time.monotonic() - started)
-                break
-        await layer.group_discard(run_group(run.run_id), channel)
+        index += 1
+        async with connect(f"ws://127.0.0.1:{port}/ws/runs/{run.run_id}/", additional_headers=headers) as socket:
+            marker = f"bench-marker-{uuid.uuid4().hex}"
+            with open(Path(layout.active) / "attempt-1" / "log.txt", "a") as handle:
+                handle.write(marker + "\n")
+            took = await arrival(socket, marker, time.monotonic() + 30)
+            if took is None:
+                missed += 1
+            else:
+                results.append(took)
         # A random phase against the tick, so the samples do not lock onto it.
-        await asyncio.sleep(random.uniform(0, spacing))
-    return results
+        await asyncio.sleep(random.uniform(0, 2))
+    return results, missed
 
 
 def percentile(values, fraction):
@@ -184,33 +192,109 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))] if ordered else float("nan")
 
 
-def bench(n, sshd, sleeper, push: bool):
+def start_daphne():
+    from tests.sshd import free_port
+
+    port = free_port()
+    log = (VAR / "daphne.log").open("w")
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "remotegpu_site.asgi:application"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while subprocess.run(["curl", "-s", "-o", "/dev/null", f"http://127.0.0.1:{port}/"], check=False).returncode:
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError((VAR / "daphne.log").read_text())
+        time.sleep(0.2)
+    return process, port
+
+
+def browser_cookie(project) -> str:
+    """A signed-in member's session cookie, as a browser holding the run page open sends it."""
     from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user = get_user_model().objects.create_user(f"viewer-{project.slug}", password=uuid.uuid4().hex)
+    project.members.add(user)
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+def counters(project) -> tuple[int, int]:
     from django.db.models import Sum
+
+    from runs.models import WatchLease
+
+    totals = WatchLease.objects.filter(instance__project=project).aggregate(t=Sum("ticks"), c=Sum("connects"))
+    return totals["t"] or 0, totals["c"] or 0
+
+
+def streams(slug: str) -> int:
+    done = subprocess.run(["pgrep", "-fc", f"/{slug}/.remotegpu/wrapper-.* follow"], capture_output=True, check=False)
+    return int(done.stdout or 0)
+
+
+def warm_up(project, instances: int, push: bool) -> float:
+    """Until every instance's watcher ticked twice (and holds its stream, with push): seconds taken."""
+    from runs.models import WatchLease
+
+    started = time.monotonic()
+    deadline = started + 180
+    while time.monotonic() < deadline:
+        ticking = WatchLease.objects.filter(instance__project=project, ticks__gte=2).count()
+        if ticking >= instances and (not push or streams(project.slug) >= instances):
+            break
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def blip(sshds, project, instances: int, seconds: float) -> dict:
+    """Cut every SSH connection at once (a network blip): how the watchers come back."""
+    _, before = counters(project)
+    for sshd in sshds:
+        subprocess.run(["pkill", "-KILL", "-P", str(sshd.process.pid)], check=False)
+    started, seen, peak, back = time.monotonic(), before, 0, None
+    while time.monotonic() - started < seconds:
+        time.sleep(1)
+        _, now = counters(project)
+        peak = max(peak, now - seen)
+        seen = now
+        if back is None and now - before >= instances:
+            back = time.monotonic() - started
+    return {
+        "blip_reconnects_per_instance": (seen - before) / instances,
+        "blip_peak_handshakes_per_s": peak,
+        "blip_all_back_s": back,
+    }
+
+
+def bench(n, sshds, sleeper, push: bool, port: int):
+    from django.conf import settings
 
     from runs.models import WatchLease
     from runs.tasks import arm_watchers
 
-    project, runs = create_runs(n, sshd, sleeper.pid)
+    project, runs = create_runs(n, sshds, sleeper.pid)
+    cookie = browser_cookie(project)
+    instances = n // 5
     os.environ["WATCH_PUSH"] = "1" if push else "0"  # the workers inherit it: node-side push on or off
     workers = start_workers(2)
     beat = start_beat()
     try:
+        time.sleep(3)
+        idle = [cpu_and_rss(worker.pid) for worker in workers]  # before any watcher: the fixed cost
         arm_watchers()
-        instances = n // 5
-        deadline = time.monotonic() + 60
-        while WatchLease.objects.filter(instance__project=project).count() < instances and time.monotonic() < deadline:
-            time.sleep(0.5)
-        time.sleep(2 * settings.WATCH_TICK_SECONDS)  # warm: every watcher connected and ticking
+        warm_s = warm_up(project, instances, push)
         before = [cpu_and_rss(worker.pid) for worker in workers]
-        totals = WatchLease.objects.filter(instance__project=project).aggregate(t=Sum("ticks"), c=Sum("connects"))
+        ticks_before, connects_before = counters(project)
         started = time.monotonic()
-        latencies = asyncio.run(latency_samples(runs, 12, settings.WATCH_TICK_SECONDS))
+        latencies, missed = asyncio.run(latency_samples(runs, port, cookie, WINDOW))
         while time.monotonic() - started < WINDOW:
             time.sleep(0.5)
         elapsed = time.monotonic() - started
         after = [cpu_and_rss(worker.pid) for worker in workers]
-        later = WatchLease.objects.filter(instance__project=project).aggregate(t=Sum("ticks"), c=Sum("connects"))
+        ticks_after, connects_after = counters(project)
+        after_blip = blip(sshds, project, instances, BLIP_WINDOW)
     finally:
         beat.terminate()
         for worker in workers:
@@ -221,27 +305,32 @@ def bench(n, sshd, sleeper, push: bool):
             worker.wait(timeout=60)
         WatchLease.objects.all().delete()
         shutil.rmtree(Path.home() / "proj" / project.slug, ignore_errors=True)
-    ticks = (later["t"] or 0) - (totals["t"] or 0)
-    connects = (later["c"] or 0) - (totals["c"] or 0)
+    ticks, connects = ticks_after - ticks_before, connects_after - connects_before
     cpu = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
-    rss = sum(a[1] for a in after)
-    run_hours = n * elapsed / 3600
+    rss, rss_idle = sum(a[1] for a in after), sum(i[1] for i in idle)
     return {
         "runs": n,
         "push": push,
-        "instances": n // 5,
+        "instances": instances,
+        "sshd_processes": len(sshds),
         "tick_s": settings.WATCH_TICK_SECONDS,
+        "warm_up_s": round(warm_s, 1),
         "ticks": ticks,
+        "ticks_per_instance_per_tick": ticks / instances / (elapsed / settings.WATCH_TICK_SECONDS),
         "handshakes_per_instance_tick": connects / ticks if ticks else float("nan"),
         # Each tick is one probe command; a (re)connect adds one $HOME lookup.
         "round_trips_per_instance_tick": (ticks + connects) / ticks if ticks else float("nan"),
-        "cpu_s_per_run_hour": cpu / run_hours,
-        "rss_mib_per_run": rss / n / 1024**2,
+        "cpu_s_per_run_hour": cpu / (n * elapsed / 3600),
         "rss_mib_total": rss / 1024**2,
+        "rss_mib_idle": rss_idle / 1024**2,
+        # What one more watched run costs: the two workers' growth over their idle size, per run.
+        "rss_mib_per_added_run": (rss - rss_idle) / n / 1024**2,
         "latency_p50_s": percentile(latencies, 0.5),
         "latency_p95_s": percentile(latencies, 0.95),
         "latency_samples": len(latencies),
-        "latencies_s": [round(value, 2) for value in latencies],
+        "latency_missed": missed,
+        "latencies_s": sorted(round(value, 2) for value in latencies),
+        **after_blip,
     }
 
 
@@ -250,32 +339,48 @@ def main():
     setup_django()
     from tests.sshd import Sshd
 
-    # One sshd stands in for every instance: let it accept as many handshakes as 100 boxes would.
-    sshd = Sshd(VAR / "sshd", extra_config=("MaxStartups 400:30:800", "MaxSessions 100")).start()
+    # Real boxes are separate hosts, each with its own sshd: one sshd process per ten boxes here, each
+    # allowed the handshakes of ten boxes reconnecting at once (several times over).
+    boxes = max(sizes) // 5
+    sshds = [
+        Sshd(VAR / f"sshd{index}", extra_config=("MaxStartups 60:30:120", "MaxSessions 50")).start()
+        for index in range(max(1, (boxes + 9) // 10))
+    ]
     sleeper = subprocess.Popen(["sleep", "100000"])
+    daphne, port = start_daphne()
     rows = []
     try:
         for n in sizes:
             for push in MODES:  # the tick-bound baseline first, then push, in the same run
-                rows.append(bench(n, sshd, sleeper, push))
+                rows.append(bench(n, sshds[: max(1, (n // 5 + 9) // 10)], sleeper, push, port))
                 print(json.dumps(rows[-1]), flush=True)
     finally:
+        daphne.terminate()
         sleeper.kill()
-        sshd.stop()
+        for sshd in sshds:
+            sshd.stop()
         shutil.rmtree(VAR, ignore_errors=True)
-    header = (
-        "runs  push  inst  tick  handshakes/inst/tick  round-trips/inst/tick  cpu-s/run-h  RSS MiB (per run)"
-        "  p50 s  p95 s"
+    print(TABLE_HEADER)
+    for row in rows:
+        print(table_row(row))
+
+
+TABLE_HEADER = (
+    "runs  push  inst  sshd  ticks/inst/tick  handshakes/inst/tick  round-trips/inst/tick  cpu-s/run-h"
+    "  RSS MiB idle→total (per added run)  p50 s  p95 s  (n, missed)  blip: reconnects/inst, peak/s, all back s"
+)
+
+
+def table_row(r: dict) -> str:
+    back = "—" if r["blip_all_back_s"] is None else f"{r['blip_all_back_s']:.0f}"
+    return (
+        f"{r['runs']:>4}  {'on' if r['push'] else 'off':>4}  {r['instances']:>4}  {r['sshd_processes']:>4}  "
+        f"{r['ticks_per_instance_per_tick']:>15.2f}  {r['handshakes_per_instance_tick']:>20.3f}  "
+        f"{r['round_trips_per_instance_tick']:>21.3f}  {r['cpu_s_per_run_hour']:>11.1f}  "
+        f"{r['rss_mib_idle']:>6.0f} → {r['rss_mib_total']:>5.0f} ({r['rss_mib_per_added_run']:.2f})".ljust(38)
+        + f"  {r['latency_p50_s']:>5.2f}  {r['latency_p95_s']:>5.2f}  ({r['latency_samples']}, {r['latency_missed']})"
+        f"  {r['blip_reconnects_per_instance']:.2f}, {r['blip_peak_handshakes_per_s']}, {back}"
     )
-    print(header)
-    for r in rows:
-        print(
-            f"{r['runs']:>4}  {'on' if r['push'] else 'off':>4}  {r['instances']:>4}  {r['tick_s']:>4g}  "
-            f"{r['handshakes_per_instance_tick']:>20.3f}  "
-            f"{r['round_trips_per_instance_tick']:>21.3f}  {r['cpu_s_per_run_hour']:>11.1f}  "
-            f"{r['rss_mib_total']:>8.0f} ({r['rss_mib_per_run']:.2f})  "
-            f"{r['latency_p50_s']:>5.2f}  {r['latency_p95_s']:>5.2f}"
-        )
 
 
 if __name__ == "__main__":
