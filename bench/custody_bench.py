@@ -1,10 +1,12 @@
 #!/usr/bin/env python
-"""Benchmark: our pull + verify against `scp`, `scp` + `sha256sum`, and hashing alone, on loopback.
+"""Benchmark: our pull + verify against a raw ssh stream, `scp`, `scp` + `sha256sum`, and hashing alone.
 
 Two exports on a loopback sshd: one large checkpoint (default 1 GiB) and 10,000 small files.
 For each it times, in the same run and on the same files:
   * ours: `custody.pull.pull_export` (stream, hash while writing, rename on a match) against the
     roster, with the node-side roster pass timed separately (the manual route has none);
+  * the raw stream: `ssh cat` of the large file, `ssh tar cf -` piped into `tar xf -` for the small
+    files (the bytes alone, nothing checked: the floor custody is held to, within 1.15x);
   * `scp` alone (`scp -r` for the small files), then `scp` followed by `sha256sum`;
   * paramiko `SFTPClient.get` (the large file only), the route we do not take;
   * hashing alone: Python `hashlib` vs coreutils `sha256sum` on the same bytes.
@@ -94,6 +96,20 @@ class Bench:
         flags = ["-q", "-P", str(self.sshd.port), *self.ssh_options] + (["-r"] if recursive else [])
         subprocess.run(["scp", *flags, f"{self.sshd.user}@127.0.0.1:{source}", str(target)], check=True)
 
+    def raw_stream(self, source: Path, target: Path, large: bool) -> None:
+        """The floor: the bytes over one ssh stream, nothing checked (`cat` one file, `tar` a tree)."""
+        ssh = ["ssh", "-p", str(self.sshd.port), *self.ssh_options, f"{self.sshd.user}@127.0.0.1"]
+        if large:
+            with open(target, "wb") as out:
+                subprocess.run([*ssh, "cat", str(source)], stdout=out, check=True)
+            return
+        target.mkdir()
+        sender = subprocess.Popen([*ssh, "tar", "-C", str(source), "-cf", "-", "."], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-C", str(target), "-xf", "-"], stdin=sender.stdout, check=True)
+        sender.stdout.close()
+        if sender.wait() != 0:
+            raise RuntimeError("ssh tar failed")
+
     def ours(self, source: Path, entries, target: Path) -> None:
         # Bulk streams need no paramiko session; a verification reuses the one it already holds.
         transport = self.transport()
@@ -152,6 +168,7 @@ def measure(bench: Bench, name: str, source: Path, large: bool, repeat: int) -> 
         fresh("scp_s", lambda: bench.scp(scp_source, out / "copy", recursive=not large))
         copied = sorted(p for p in (out / "copy").rglob("*") if p.is_file()) if not large else [out / "copy"]
         result["sha256sum_after_scp_s"] = round(timed(partial(sha256sum, copied)), 3)
+        fresh("raw_ssh_stream_s", lambda: bench.raw_stream(scp_source, out / "raw", large))
         fresh("ours_pull_verify_s", lambda: bench.ours(source, entries, out / "custody"))
         # The durability flush custody does before it records a copy (scp never flushes), timed apart.
         result["ours_flush_s"] = round(timed(os.sync), 3)
@@ -161,6 +178,7 @@ def measure(bench: Bench, name: str, source: Path, large: bool, repeat: int) -> 
         fresh("paramiko_sftp_get_s", lambda: bench.sftp_get(source / "best.pth", out / "best.pth"))
     result["sha256sum_s"] = round(timed(lambda: sha256sum(files)), 3)
     result["hashlib_s"] = round(timed(lambda: hashlib_all(files)), 3)
+    result["ours_vs_raw_ssh_stream"] = round(result["ours_pull_verify_s"] / result["raw_ssh_stream_s"], 2)
     result["ours_vs_scp"] = round(result["ours_pull_verify_s"] / result["scp_s"], 2)
     result["ours_vs_scp_plus_sha256sum"] = round(result["ours_pull_verify_s"] / result["scp_plus_sha256sum_s"], 2)
     result["ours_MiB_per_s"] = round(total / (1 << 20) / result["ours_pull_verify_s"], 1)
@@ -189,7 +207,8 @@ def main() -> None:
         drop(work)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     print(json.dumps({"results": results, "control_peak_rss_mib": peak, "cpus": os.cpu_count()}))
-    columns = ["export", "files", "scp_s", "scp_plus_sha256sum_s", "ours_pull_verify_s", "ours_vs_scp", "ours_flush_s"]
+    columns = ["export", "files", "raw_ssh_stream_s", "scp_s", "scp_plus_sha256sum_s", "ours_pull_verify_s"]
+    columns += ["ours_vs_raw_ssh_stream", "ours_vs_scp", "ours_flush_s"]
     columns += ["node_roster_s"]
     print(" | ".join(columns))
     for row in results:
