@@ -14,9 +14,7 @@ test: deps
 
 # Every benchmark, each figure printed beside its baseline from the same run (see README, Benchmarks).
 bench: deps
-	$(PY) bench/history_bench.py
-	$(PY) bench/custody_bench.py
-	$(PY) bench/watch_bench.py 10 100
+	$(PY) bench/all.py
 
 lint: deps
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -199,10 +199,9 @@ CELERY_BEAT_SCHEDULE = {
 WATCH_TICK_SECONDS = env.envfloat("WATCH_TICK_SECONDS", 5)
 WATCH_LEASE_SECONDS = env.envfloat("WATCH_LEASE_SECONDS", max(15.0, 4 * WATCH_TICK_SECONDS))
 WATCH_LIFETIME_SECONDS = env.envfloat("WATCH_LIFETIME_SECONDS", 120)
-# Node-side push between ticks (issue 19): the wrapper's follow stream, polled on the node this often.
-# Opt-in for now: sub-second at 10 live runs, but at 100 runs on one 2-core box the watchers ticked
-# far less often than without it (bench/watch_bench.py); on by default once that is understood.
-WATCH_PUSH = env.envbool("WATCH_PUSH", default=False)
+# Node-side push (issue 19): the wrapper's follow stream per box, polled on the node this often;
+# off (WATCH_PUSH=0), pages update at each tick. Figures: README, Benchmarks.
+WATCH_PUSH = env.envbool("WATCH_PUSH", default=True)
 WATCH_PUSH_POLL = env.envfloat("WATCH_PUSH_POLL", 0.2)
 # A probe must end (on the box as well) well inside the lease, or a successor starts while a hung
 # probe is still out; its answer is then applied only if the lease is still held.

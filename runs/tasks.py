@@ -114,11 +114,13 @@ def launch_run(run_pk: int, attempt: int) -> None:
     soft_time_limit=settings.WATCH_LIFETIME_SECONDS + 60,
     time_limit=settings.WATCH_LIFETIME_SECONDS + 90,
 )
-def watch_instance(instance_id: int) -> str:
+def watch_instance(instance_id: int, spread: bool = True) -> str:
     owner = f"{socket.gethostname()}:{os.getpid()}:{watch_instance.request.id}"
-    reason = watch.watch_instance(instance_id, owner)
+    reason = watch.watch_instance(instance_id, owner, spread)
     if reason == "lifetime":
-        watch_instance.delay(instance_id)  # re-arm at once; beat's arm_watchers is the safety net
+        # Re-arm at once, without the start-up spread (this one was in step with nobody): the gap
+        # without a watcher or a push stream stays one connect; beat's arm_watchers is the safety net.
+        watch_instance.delay(instance_id, spread=False)
     return reason
 
 

@@ -90,8 +90,11 @@ def _reachable_again(instance_id: int, owner: str, since):
     return None
 
 
-def watch_instance(instance_id: int, owner: str) -> str:
-    """Watch until the lifetime ends or nothing is live; returns why it stopped."""
+def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
+    """Watch until the lifetime ends or nothing is live; returns why it stopped.
+
+    spread: wait a random part of a tick first (watchers armed together would tick together); a
+    watcher re-armed at the end of its predecessor's life is already out of step with the others."""
     lease_seconds = settings.WATCH_LEASE_SECONDS
     if not leases.claim(instance_id, owner, lease_seconds):
         return "refused"
@@ -100,9 +103,9 @@ def watch_instance(instance_id: int, owner: str) -> str:
     node, reason, unreachable_since = None, "lifetime", None
     failures, next_connect = 0, 0.0
     push = Push() if settings.WATCH_PUSH else None
-    # Watchers armed together would tick together: spread them over one tick.
     connection.close()
-    STOPPING.wait(random.uniform(0, settings.WATCH_TICK_SECONDS))
+    if spread:
+        STOPPING.wait(random.uniform(0, settings.WATCH_TICK_SECONDS))
     try:
         while time.monotonic() < deadline and not STOPPING.is_set():
             started = time.monotonic()
@@ -132,13 +135,15 @@ def watch_instance(instance_id: int, owner: str) -> str:
                     do_note_node_error(run.pk, str(exc))
             except TransportError as exc:
                 # Never wait on a broken connection: drop it and re-open it later, backing off up to
-                # four ticks so an unreachable box (or a flooded sshd) is not hammered every tick.
+                # four ticks so an unreachable box (or a flooded sshd) is not hammered every tick,
+                # jittered so the watchers of boxes behind one dropped link do not reconnect in step.
                 if node is not None:
                     node.__exit__(None, None, None)
                 if push is not None:
                     push.close()  # its channel was on the connection that just broke
                 node, failures = None, failures + 1
-                next_connect = time.monotonic() + settings.WATCH_TICK_SECONDS * min(2 ** (failures - 1), 4)
+                backoff = settings.WATCH_TICK_SECONDS * min(2 ** (failures - 1), 4) * random.uniform(0.5, 1.0)
+                next_connect = time.monotonic() + backoff
                 do_mark_unreachable(instance_id, str(exc))
                 if unreachable_since is None:
                     unreachable_since = timezone.now()
