@@ -113,12 +113,13 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
             if not runs:
                 reason = "idle"
                 break
-            connected = node is None
-            if not _renew(instance_id, owner, lease_seconds, connected):
+            # A tick that waits out a reconnect back-off opens nothing: only a real attempt is counted.
+            connecting = node is None and time.monotonic() >= next_connect
+            if not _renew(instance_id, owner, lease_seconds, connecting):
                 reason = "lease lost"
                 break
             try:
-                if node is None and time.monotonic() >= next_connect:
+                if connecting:
                     node = InstanceNode(instance).__enter__()
                 if node is not None:
                     tick(node, runs, lambda: leases.still_held(instance_id, owner, lease_seconds), push)
