@@ -172,6 +172,7 @@ async def arrival(socket, marker: str, deadline: float) -> float | None:
 async def latency_samples(runs, port, cookie, seconds):
     """Lines appended on the node, each timed until a browser's WebSocket (to daphne) receives it."""
     from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
     headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
     results, missed, index = [], 0, 0
@@ -179,15 +180,19 @@ async def latency_samples(runs, port, cookie, seconds):
     while time.monotonic() < stop:
         run, layout = runs[(index * 7) % len(runs)]
         index += 1
-        async with connect(f"ws://127.0.0.1:{port}/ws/runs/{run.run_id}/", additional_headers=headers) as socket:
-            marker = f"bench-marker-{uuid.uuid4().hex}"
-            with open(Path(layout.active) / "attempt-1" / "log.txt", "a") as handle:
-                handle.write(marker + "\n")
-            took = await arrival(socket, marker, time.monotonic() + 30)
-            if took is None:
-                missed += 1
-            else:
-                results.append(took)
+        try:
+            async with connect(f"ws://127.0.0.1:{port}/ws/runs/{run.run_id}/", additional_headers=headers) as socket:
+                marker = f"bench-marker-{uuid.uuid4().hex}"
+                with open(Path(layout.active) / "attempt-1" / "log.txt", "a") as handle:
+                    handle.write(marker + "\n")
+                took = await arrival(socket, marker, time.monotonic() + 30)
+        except (OSError, InvalidHandshake, ConnectionClosed) as exc:
+            print(f"a browser socket failed: {exc}", file=sys.stderr, flush=True)
+            took = None
+        if took is None:
+            missed += 1
+        else:
+            results.append(took)
         # A random phase against the tick, so the samples do not lock onto it.
         await asyncio.sleep(random.uniform(0, 2))
     return results, missed

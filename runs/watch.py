@@ -51,6 +51,9 @@ class LeaseLost(Exception):
 
 def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Push | None = None) -> None:
     """One combined probe for every live run on the node, then apply each answer (if still ours)."""
+    # Hold no database connection while the box answers: a probe on a loaded box takes seconds, and
+    # a hundred watchers each holding one through it ran PostgreSQL out of connections at 500 runs.
+    connection.close()
     answer = node.probe(runs)
     if not still_mine():
         raise LeaseLost
