@@ -3,8 +3,10 @@ a line written on the node reaches a WebSocket client long before the next probe
 probe is out; a stream killed mid-run resumes without losing or repeating a line; with the stream
 killed over and over, the probe alone still finishes the run and still delivers every line once."""
 
+import asyncio
+import contextlib
 import os
-import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -31,29 +33,15 @@ HEADER = "import os, sys, time\nif os.environ.get('REMOTEGPU_SMOKE') == '1':\n  
 
 
 @pytest.fixture(scope="module")
-def probing(tmp_path_factory) -> Path:
-    """A flag file the node's `nvidia-smi` touches as each probe reaches it; that call then takes 4 s,
-    as on a loaded box (the probe reads the logs first, then asks for the GPUs' utilisation)."""
-    bin_dir = tmp_path_factory.mktemp("slow-gpu")
-    flag = bin_dir / "probing"
-    fake = bin_dir / "nvidia-smi"
-    fake.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(flag))}\nsleep 4\nexit 1\n")
-    fake.chmod(0o755)
-    return flag
-
-
-@pytest.fixture(scope="module")
-def slow_worker(_worker, django_db_blocker, provider_stub, probing):
-    """This module's own worker (the session's is stopped meanwhile): the probe every 8 s, each probe
-    out for 4 s, push on."""
+def slow_worker(_worker, django_db_blocker, provider_stub):
+    """This module's own worker (the session's is stopped meanwhile): the probe every 8 s, push on."""
     from remotegpu_site.celery import app
 
     _worker.stop()
     app.control.purge()
     with django_db_blocker.unblock():
         url = database_url("remotegpu-push-worker")
-    path = f"{probing.parent}:{os.environ['PATH']}"
-    worker = WorkerProcess(url, name="push", REMOTEGPU_LOCAL_NODE="1", PATH=path, **provider_stub.env, **SLOW_TICK)
+    worker = WorkerProcess(url, name="push", REMOTEGPU_LOCAL_NODE="1", **provider_stub.env, **SLOW_TICK)
     worker.start()
     yield worker
     worker.stop()
@@ -68,11 +56,24 @@ def kill_streams() -> int:
     return subprocess.run(["pkill", "-9", "-f", STREAM], check=False).returncode
 
 
-def wait_for_file(path: Path, timeout: float = 30) -> None:
+def stop_a_probe(timeout: float = 60) -> int:
+    """SIGSTOP the next `wrapper probe` of this node root as it starts: a probe that stays out (as on
+    a loaded box) until the test sends SIGCONT."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:  # not a process, or it just ended
+                continue
+            if len(argv) >= 3 and argv[-2] == b"probe" and NODE_ROOT_PATH.encode() in argv[1]:
+                try:
+                    os.kill(int(entry.name), signal.SIGSTOP)
+                except ProcessLookupError:
+                    continue
+                return int(entry.name)
+        time.sleep(0.005)
+    raise AssertionError("no probe started")
 
 
 def wait_for_a_stream(timeout: float = 30) -> None:
@@ -105,9 +106,7 @@ def settled(message, _lines) -> bool:
     return message.get("type") == "event" and message.get("state") in ("exported", "quarantined")
 
 
-async def test_a_line_reaches_the_socket_within_a_second_or_so_not_a_tick(
-    alice, bob, make_run, source, slow_worker, probing
-):
+async def test_a_line_reaches_the_socket_within_a_second_or_so_not_a_tick(alice, bob, make_run, source, slow_worker):
     marks = source / "marks"
     body = (
         "print('ready', flush=True)\n"
@@ -124,18 +123,23 @@ async def test_a_line_reaches_the_socket_within_a_second_or_so_not_a_tick(
     await sync_to_async(wait_state)(run, {RunState.RUNNING})
     took = []
     for n in range(3):
-        # Each line is written while a probe is out (it has read the logs and waits on the GPUs): the
-        # stream's reader does not wait for the probe (it did, and such a line took the probe's 4 s).
-        probing.unlink(missing_ok=True)
-        await sync_to_async(wait_for_file)(probing)
+        # Each line is written while a probe is held out: the stream's reader does not wait for the
+        # probe (it did: such a line came only when the probe did, after the 5 s it was held).
+        probe = await sync_to_async(stop_a_probe)()
+        release = asyncio.get_running_loop().call_later(5, os.kill, probe, signal.SIGCONT)
         started = time.monotonic()
         (marks.parent / f"marks-go-{n}").write_text("")
-        await lines_until(communicator, lambda m, lines, n=n: f"mark {n}" in lines, timeout=30)
+        try:
+            await lines_until(communicator, lambda m, lines, n=n: f"mark {n}" in lines, timeout=30)
+        finally:
+            release.cancel()
+            with contextlib.suppress(ProcessLookupError):  # released already, and done
+                os.kill(probe, signal.SIGCONT)
         took.append(time.monotonic() - started)
     (marks.parent / "marks-stop").write_text("")
     await communicator.disconnect()
-    # The probe comes every 8 s and is out for 4: three lines each within 2.5 s (about 0.2–0.5 s here)
-    # came by push, while a probe was out.
+    # The probe comes every 8 s: three lines each within 2.5 s (about 0.2–0.5 s here) came by push,
+    # each while a probe was out.
     assert max(took) < 2.5, took
 
 
