@@ -35,14 +35,14 @@ def run(script: str, *args: str) -> list[dict]:
 def history_rows(results: list[dict]) -> list[tuple]:
     rows = []
     for result in results:
-        size = f"{result['runs'] // 1000}k runs / {result['events'] // 1_000_000}M events"
+        size = f"{result['runs']:,} runs / {result['events']:,} events"
         for page in ("history", "history_filtered", "history_page_50", "run_page"):
             small, large = result["small"][page], result["large"][page]
             rows.append(
                 (
                     f"{page} p95 ms at {size} ({result['database']})",
                     large["p95_ms"],
-                    f"{small['p95_ms']} (same page at {result['small']:,} runs)",
+                    f"{small['p95_ms']} (same page at {result['small_runs']:,} runs)",
                     large["p95_ms"] / max(small["p95_ms"], 0.1),
                     "≤ 1.3x, queries " + ("equal" if small["queries"] == large["queries"] else "DIFFER"),
                 )
@@ -53,8 +53,9 @@ def history_rows(results: list[dict]) -> list[tuple]:
 def custody_rows(report: dict) -> list[tuple]:
     rows = []
     for result in report["results"]:
-        what = "1 GiB file" if result["export"] == "large" else f"{result['files']:,} files"
-        raw = "ssh cat" if result["export"] == "large" else "ssh tar | tar x"
+        large = result["export"] == "large"
+        what = f"{result['bytes'] / 2**20:,.0f} MiB file" if large else f"{result['files']:,} files"
+        raw = "ssh cat" if large else "ssh tar | tar x"
         ours = result["ours_pull_verify_s"]
         raw_s, scp_s = result["raw_ssh_stream_s"], result["scp_s"]
         rows.append((f"custody pull + verify s, {what}", ours, f"{raw_s} (raw {raw})", ours / raw_s, "≤ 1.15x"))
