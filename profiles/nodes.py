@@ -43,7 +43,10 @@ WRAPPER_FILE = Path(__file__).parent / "node" / "remotegpu_wrapper.py"
 
 def wrapper_argv(tools: str, subcommand: str, *args: str, node_limit: int | None = None) -> list[str]:
     """The wrapper's command line on the node; node_limit: seconds after which `timeout` ends it there too."""
-    argv = [settings.NODE_PYTHON, f"{tools}/{wrapper_name()}", subcommand, *args]
+    # -I: the box's PYTHON* variables and user site cannot reach the wrapper (a PYTHONPATH with a
+    # json.py would shadow ours); -S: no site-packages, which the stdlib-only wrapper never needs and
+    # whose .pth files cost each start tens of ms (a third of a probe's CPU on the benchmark box).
+    argv = [settings.NODE_PYTHON, "-I", "-S", f"{tools}/{wrapper_name()}", subcommand, *args]
     return ["timeout", "-k", "1", str(node_limit), *argv] if node_limit is not None else argv
 
 

@@ -180,6 +180,11 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Each box with live runs holds one worker thread for its watcher's life (WATCH_LIFETIME_SECONDS):
+# a worker is a thread pool with room for many boxes and the other tasks. The prefork pool of two
+# processes `make run` started held every launch and custody pull behind two watchers.
+CELERY_WORKER_POOL = os.environ.get("CELERY_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = env.envint("CELERY_WORKER_CONCURRENCY", 32)
 CELERY_TASK_SOFT_TIME_LIMIT = env.envint("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = env.envint("CELERY_TASK_TIME_LIMIT", 360)
 CELERY_RESULT_EXPIRES = 3600
@@ -203,6 +208,11 @@ WATCH_LIFETIME_SECONDS = env.envfloat("WATCH_LIFETIME_SECONDS", 120)
 # off (WATCH_PUSH=0), pages update at each tick. Figures: README, Benchmarks.
 WATCH_PUSH = env.envbool("WATCH_PUSH", default=True)
 WATCH_PUSH_POLL = env.envfloat("WATCH_PUSH_POLL", 0.2)
+# Database connections the watchers of one worker process use at once (they wait on boxes, and
+# touch the database in short bursts): a worker's share of max_connections, however many boxes.
+WATCH_DB_CONNECTIONS = env.envint("WATCH_DB_CONNECTIONS", 8)
+if WATCH_DB_CONNECTIONS < 1:
+    raise ImproperlyConfigured("WATCH_DB_CONNECTIONS must be at least 1")
 # A probe must end (on the box as well) well inside the lease, or a successor starts while a hung
 # probe is still out; its answer is then applied only if the lease is still held.
 WATCH_PROBE_TIMEOUT = env.envfloat("WATCH_PROBE_TIMEOUT", min(30.0, WATCH_LEASE_SECONDS / 2))

@@ -59,7 +59,7 @@ def child_commands(host: str, port: int, var_dir: Path) -> dict[str, list[str]]:
     python = sys.executable
     return {
         "web": [python, "-m", "daphne", "-b", host, "-p", str(port), "remotegpu_site.asgi:application"],
-        "worker": [python, "-m", "celery", "-A", "remotegpu_site", "worker", "-l", "info", "--concurrency", "2"],
+        "worker": [python, "-m", "celery", "-A", "remotegpu_site", "worker", "-l", "info"],
         "beat": [
             python,
             "-m",

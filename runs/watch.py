@@ -4,6 +4,7 @@ It lives in the worker fleet. It never decides from a log line alone, never retr
 treats a failed probe as "unreachable", which changes no run's state.
 """
 
+import contextlib
 import logging
 import random
 import threading
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 # Set when this worker process shuts down (runs/tasks.py): every watcher in it stops within a moment
 # and releases its lease, so a restart or deploy neither waits out their lifetimes nor leaves them.
 STOPPING = threading.Event()
+DATABASE_SLOTS = threading.BoundedSemaphore(settings.WATCH_DB_CONNECTIONS)
 
 
 def thresholds() -> dict:
@@ -49,14 +51,33 @@ class LeaseLost(Exception):
     """Another watcher took over while this one waited on the box: its answer is not applied."""
 
 
+@contextlib.contextmanager
+def database():
+    """One of this process's WATCH_DB_CONNECTIONS slots, its connection closed when the block ends.
+
+    Watchers spend their lives waiting on boxes and touch the database in short bursts: bounded
+    here, a hundred of them in two workers need a few connections, not a hundred (at 500 runs they
+    ran PostgreSQL, max_connections 100, out of connections and every watcher failed to start)."""
+    with DATABASE_SLOTS:
+        try:
+            yield
+        finally:
+            with contextlib.suppress(DatabaseError):  # a broken connection is dropped all the same
+                connection.close()
+
+
 def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Push | None = None) -> None:
-    """One combined probe for every live run on the node, then apply each answer (if still ours)."""
-    # Hold no database connection while the box answers: a probe on a loaded box takes seconds, and
-    # a hundred watchers each holding one through it ran PostgreSQL out of connections at 500 runs.
+    """One combined probe for every live run on the node, then apply each answer (if still ours).
+    No database connection is held while the box answers (seconds, on a loaded box)."""
     connection.close()
     answer = node.probe(runs)
-    if not still_mine():
-        raise LeaseLost
+    with database():
+        if not still_mine():
+            raise LeaseLost
+        _apply(node, runs, answer, push)
+
+
+def _apply(node: InstanceNode, runs: list[Run], answer: dict, push: Push | None) -> None:
     for run in runs:
         status = answer["runs"].get(run.run_id)
         if not status:
@@ -87,6 +108,22 @@ def _renew(instance_id: int, owner: str, seconds: float, connected: bool) -> boo
         return False
 
 
+def _live_runs_or_none(instance_id: int) -> list[Run] | None:
+    try:
+        return live_runs(instance_id)
+    except DatabaseError as exc:
+        log.warning("watcher of instance %s skipped a tick: %s", instance_id, exc)
+        return None
+
+
+def _release(instance_id: int, owner: str) -> None:
+    try:
+        with database():
+            leases.release(instance_id, owner)
+    except DatabaseError as exc:  # it expires within a lease; beat arms a watcher again
+        log.warning("watcher of instance %s could not release its lease: %s", instance_id, exc)
+
+
 def _reachable_again(instance_id: int, owner: str, since):
     if since is not None:
         leases.set_unreachable(instance_id, owner, None)
@@ -99,26 +136,35 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
     spread: wait a random part of a tick first (watchers armed together would tick together); a
     watcher re-armed at the end of its predecessor's life is already out of step with the others."""
     lease_seconds = settings.WATCH_LEASE_SECONDS
-    if not leases.claim(instance_id, owner, lease_seconds):
-        return "refused"
-    instance = Instance.objects.get(pk=instance_id)
+    try:
+        with database():
+            if not leases.claim(instance_id, owner, lease_seconds):
+                return "refused"
+            instance = Instance.objects.get(pk=instance_id)
+    except DatabaseError as exc:  # a claimed lease expires; beat arms a watcher again
+        log.warning("watcher of instance %s could not start: %s", instance_id, exc)
+        return "database unavailable"
     deadline = time.monotonic() + settings.WATCH_LIFETIME_SECONDS
     node, reason, unreachable_since = None, "lifetime", None
     failures, next_connect = 0, 0.0
     push = Push() if settings.WATCH_PUSH else None
-    connection.close()
     if spread:
         STOPPING.wait(random.uniform(0, settings.WATCH_TICK_SECONDS))
     try:
         while time.monotonic() < deadline and not STOPPING.is_set():
             started = time.monotonic()
-            runs = live_runs(instance_id)
+            # A tick that waits out a reconnect back-off opens nothing: only a real attempt is counted.
+            connecting = node is None and time.monotonic() >= next_connect
+            with database():
+                runs = _live_runs_or_none(instance_id)
+                held = bool(runs) and _renew(instance_id, owner, lease_seconds, connecting)
+            if runs is None:  # the database did not answer: observe nothing, try again next tick
+                STOPPING.wait(settings.WATCH_TICK_SECONDS)
+                continue
             if not runs:
                 reason = "idle"
                 break
-            # A tick that waits out a reconnect back-off opens nothing: only a real attempt is counted.
-            connecting = node is None and time.monotonic() >= next_connect
-            if not _renew(instance_id, owner, lease_seconds, connecting):
+            if not held:
                 reason = "lease lost"
                 break
             try:
@@ -129,14 +175,16 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
                     failures = 0
                     if push is not None:
                         push.ensure(node, runs, deadline - time.monotonic())
-                    unreachable_since = _reachable_again(instance_id, owner, unreachable_since)
+                    with database():
+                        unreachable_since = _reachable_again(instance_id, owner, unreachable_since)
             except LeaseLost:
                 reason = "lease lost"
                 break
             except NodeError as exc:
                 # The box answered, but our wrapper failed there: say so on the runs; the box is reachable.
-                for run in runs:
-                    do_note_node_error(run.pk, str(exc))
+                with database():
+                    for run in runs:
+                        do_note_node_error(run.pk, str(exc))
             except TransportError as exc:
                 # Never wait on a broken connection: drop it and re-open it later, backing off up to
                 # four ticks so an unreachable box (or a flooded sshd) is not hammered every tick,
@@ -148,15 +196,14 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
                 node, failures = None, failures + 1
                 backoff = settings.WATCH_TICK_SECONDS * min(2 ** (failures - 1), 4) * random.uniform(0.5, 1.0)
                 next_connect = time.monotonic() + backoff
-                do_mark_unreachable(instance_id, str(exc))
-                if unreachable_since is None:
-                    unreachable_since = timezone.now()
-                    leases.set_unreachable(instance_id, owner, unreachable_since)
+                with database():
+                    do_mark_unreachable(instance_id, str(exc))
+                    if unreachable_since is None:
+                        unreachable_since = timezone.now()
+                        leases.set_unreachable(instance_id, owner, unreachable_since)
             except DatabaseError as exc:
                 # The database is the truth: without it, observe nothing this tick and try again.
                 log.warning("watcher of instance %s skipped a tick: %s", instance_id, exc)
-            # Hold no database connection while asleep: a hundred watchers must not pin a hundred.
-            connection.close()
             rest = max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started))
             if push is not None and node is not None:
                 push.wait(rest, STOPPING)  # an attempt that finished writing: probe now
@@ -168,7 +215,7 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
         if node is not None:
             node.__exit__(None, None, None)
         if reason != "lease lost":
-            leases.release(instance_id, owner)
+            _release(instance_id, owner)
     return "worker stopping" if STOPPING.is_set() and reason == "lifetime" else reason
 
 

@@ -66,7 +66,7 @@ def stop_a_probe(timeout: float = 60) -> int:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:  # not a process, or it just ended
                 continue
-            if len(argv) >= 3 and argv[-2] == b"probe" and NODE_ROOT_PATH.encode() in argv[1]:
+            if len(argv) >= 3 and argv[-2] == b"probe" and any(NODE_ROOT_PATH.encode() in arg for arg in argv):
                 try:
                     os.kill(int(entry.name), signal.SIGSTOP)
                 except ProcessLookupError:
