@@ -74,10 +74,20 @@ def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Pus
     with database():
         if not still_mine():
             raise LeaseLost
-        _apply(node, runs, answer, push)
+        dead = _apply(runs, answer, push)
+    for observed in dead:
+        # No process and no marker: quarantine the attempt on the node (no connection held meanwhile);
+        # the next tick closes it.
+        try:
+            node.abandon(observed)
+        except NodeError as exc:  # the box answered: a node error (a full disk?), not unreachability
+            with database():
+                do_note_node_error(observed.pk, f"could not quarantine the dead attempt on the node: {exc}")
 
 
-def _apply(node: InstanceNode, runs: list[Run], answer: dict, push: Push | None) -> None:
+def _apply(runs: list[Run], answer: dict, push: Push | None) -> list[Run]:
+    """Apply each run's answer; the runs that look dead."""
+    dead_runs = []
     for run in runs:
         status = answer["runs"].get(run.run_id)
         if not status:
@@ -93,11 +103,8 @@ def _apply(node: InstanceNode, runs: list[Run], answer: dict, push: Push | None)
                 if observed.attempt == run.attempt:
                     push.sent_to(run, observed.log_offset)  # the probe sent the rest of its chunk to the pages
         if dead:
-            # No process and no marker: quarantine the attempt on the node; the next tick closes it.
-            try:
-                node.abandon(observed)
-            except NodeError as exc:  # the box answered: a node error (a full disk?), not unreachability
-                do_note_node_error(observed.pk, f"could not quarantine the dead attempt on the node: {exc}")
+            dead_runs.append(observed)
+    return dead_runs
 
 
 def _renew(instance_id: int, owner: str, seconds: float, connected: bool) -> bool:
