@@ -69,7 +69,6 @@ def database():
 def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Push | None = None) -> None:
     """One combined probe for every live run on the node, then apply each answer (if still ours).
     No database connection is held while the box answers (seconds, on a loaded box)."""
-    connection.close()
     answer = node.probe(runs)
     with database():
         if not still_mine():
@@ -147,7 +146,7 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
         with database():
             if not leases.claim(instance_id, owner, lease_seconds):
                 return "refused"
-            instance = Instance.objects.get(pk=instance_id)
+            instance = Instance.objects.select_related("project", "credential").get(pk=instance_id)
     except DatabaseError as exc:  # a claimed lease expires; beat arms a watcher again
         log.warning("watcher of instance %s could not start: %s", instance_id, exc)
         return "database unavailable"
@@ -176,7 +175,9 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
                 break
             try:
                 if connecting:
-                    node = InstanceNode(instance).__enter__()
+                    with database():  # the credential and its grant, read afresh for each connect
+                        opening = InstanceNode(instance)
+                    node = opening.__enter__()  # the handshake, with no connection held
                 if node is not None:
                     tick(node, runs, lambda: leases.still_held(instance_id, owner, lease_seconds), push)
                     failures = 0
