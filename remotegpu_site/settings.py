@@ -185,6 +185,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # processes `make run` started held every launch and custody pull behind two watchers.
 CELERY_WORKER_POOL = os.environ.get("CELERY_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = env.envint("CELERY_WORKER_CONCURRENCY", 32)
+if CELERY_WORKER_CONCURRENCY < 1:
+    raise ImproperlyConfigured("CELERY_WORKER_CONCURRENCY must be at least 1")
 CELERY_TASK_SOFT_TIME_LIMIT = env.envint("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = env.envint("CELERY_TASK_TIME_LIMIT", 360)
 CELERY_RESULT_EXPIRES = 3600

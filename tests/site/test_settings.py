@@ -77,6 +77,9 @@ def test_secret_key_file_is_not_tracked_by_git():
         ("SSH_COMMAND_TIMEOUT", "thirty", "SSH_COMMAND_TIMEOUT='thirty' is not a number"),
         ("WATCH_TICK_SECONDS", "-1", "WATCH_TICK_SECONDS='-1' is out of range"),
         ("HEALTH_INTERVAL", "nan", "HEALTH_INTERVAL='nan' is out of range"),
+        ("WATCH_DB_CONNECTIONS", "0", "WATCH_DB_CONNECTIONS must be at least 1"),
+        ("WATCH_DB_CONNECTIONS", "many", "WATCH_DB_CONNECTIONS='many' is not an integer"),
+        ("CELERY_WORKER_CONCURRENCY", "-4", "CELERY_WORKER_CONCURRENCY must be at least 1"),
     ],
 )
 def test_a_bad_number_names_its_variable(name, value, message):
