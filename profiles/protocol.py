@@ -90,12 +90,18 @@ def parse_answer(subcommand: str, exit_code: int, stdout: str, stderr: str) -> d
     except (IndexError, ValueError):
         detail = stderr.strip()[-TAIL:] or stdout.strip()[-TAIL:] or "nothing"
         raise NodeError(f"{subcommand} gave no answer on the node (exit {exit_code}): {detail}") from None
+    if isinstance(answer, dict) and "error" not in answer and exit_code != 0:
+        raise NodeError(f"{subcommand} failed on the node (exit {exit_code}): {stderr.strip()[-TAIL:]}")
+    return check_answer(subcommand, answer)
+
+
+def check_answer(subcommand: str, answer) -> dict:
+    """An answer however it arrived (a command's last line, or assembled from the follow stream),
+    checked against the subcommand's schema; NodeError otherwise."""
     if not isinstance(answer, dict):
         raise NodeError(f"{subcommand} answered a JSON {type(answer).__name__}, not an object")
     if "error" in answer:
         raise NodeError(f"{subcommand} failed on the node: {str(answer['error'])[:TAIL]}")
-    if exit_code != 0:
-        raise NodeError(f"{subcommand} failed on the node (exit {exit_code}): {stderr.strip()[-TAIL:]}")
     wrong = _mistyped(answer, ANSWERS[subcommand])
     if wrong:
         raise NodeError(f"{subcommand} answered without a valid {', '.join(wrong)}")
@@ -106,7 +112,7 @@ def parse_answer(subcommand: str, exit_code: int, stdout: str, stderr: str) -> d
     return answer
 
 
-FOLLOW_KINDS = {"log", "exit", "heartbeat", "end", "error"}
+FOLLOW_KINDS = {"log", "exit", "heartbeat", "end", "error", "status", "probed"}
 FOLLOW_TEXT = 1 << 17  # a log event carries at most one 64 KiB read (decoded, with room for replacements)
 
 
@@ -126,4 +132,10 @@ def follow_event(line: bytes) -> dict | None:
             return None
         if not 0 <= event["start"] < event["end"] or len(event["text"]) > FOLLOW_TEXT:
             return None
+    # A probe's answer: one "status" per run (checked as any run status, by status_problem, when
+    # applied), then "probed" with the answer's own fields (checked by check_answer).
+    if event["type"] == "status" and _mistyped(event, {"probe": int, "run_id": str}):
+        return None
+    if event["type"] == "probed" and _mistyped(event, {"probe": int}):
+        return None
     return event

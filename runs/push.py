@@ -11,9 +11,16 @@ and neither a reconnect nor the probe's own push sends a byte twice — the watc
 under `lock`, the reader forwards under it.
 
 The reader thread alone reads and closes its feed: closing a file descriptor another thread may
-be reading can hand that thread whatever the number is reused for next.
+be reading can hand that thread whatever the number is reused for next. A probe is written to the
+feed under `lock` while it is still the current feed, so a write never meets a closed one.
+
+The stream also answers the watcher's probe (`ask`): one request line on the channel already open,
+the same answer back (a "status" line per run, then "probed"). At 100 boxes the exec'd probe — an
+SSH session and a Python start on the box per box per tick — was most of the boxes' work.
 """
 
+import itertools
+import json
 import logging
 import random
 import threading
@@ -31,6 +38,28 @@ MAX_PUSHED_LINES = 200
 READ_SLICE = 0.5  # how long the reader blocks on the stream before it looks whether it was dropped
 
 
+class Asked:
+    """One probe asked over the stream, filled in by the reader thread."""
+
+    def __init__(self, number: int, feed, runs: int):
+        self.number, self.feed, self.runs = number, feed, runs
+        self.statuses: dict = {}
+        self.answer: dict | None = None
+        self.done = threading.Event()
+
+    def take(self, event: dict) -> None:
+        """A "status" or "probed" line of this probe (under the push lock)."""
+        if self.done.is_set():
+            return  # answered (or given up on): its answer is the caller's now
+        if event["type"] == "status":
+            # At most one status per run asked about: a box cannot grow this beyond its request.
+            if event["run_id"] in self.statuses or len(self.statuses) < self.runs:
+                self.statuses[event["run_id"]] = event.get("status")
+            return
+        self.answer = {"now": event.get("now"), "gpus": event.get("gpus"), "runs": self.statuses}
+        self.done.set()
+
+
 class Push:
     def __init__(self):
         self.lock = threading.Lock()
@@ -41,7 +70,28 @@ class Push:
         self.failures = 0
         self.retry_at = 0.0
         self.wake = threading.Event()  # an attempt finished writing: the watcher probes now
+        self.asked: Asked | None = None
+        self._numbers = itertools.count(1)
         self._reader: threading.Thread | None = None
+
+    def ask(self, request: dict, timeout: float) -> dict | None:
+        """The probe's answer over the stream, unchecked (the caller checks it as any probe answer);
+        None when there is no stream or it did not answer (it is then dropped): probe by command."""
+        with self.lock:
+            if self.feed is None:
+                return None
+            asked = self.asked = Asked(next(self._numbers), self.feed, len(request["runs"]))
+            try:
+                self.feed.send(json.dumps({"probe": asked.number, **request}).encode())
+            except TransportError as exc:
+                self._broke(exc)
+                return None
+        answered = asked.done.wait(timeout)
+        with self.lock:
+            self.asked = None
+            if not answered and self.feed is asked.feed:
+                self._broke(f"the stream did not answer a probe within {timeout:.0f} s")
+        return asked.answer
 
     def until(self, run) -> int | None:
         """How far the run's current attempt's log has been pushed (None: nothing yet). Under `lock`."""
@@ -112,6 +162,11 @@ class Push:
                             self._broke("the follow stream ended early")
                         return
         finally:
+            with self.lock:
+                if self.feed is feed:  # an unexpected error: nothing may write to it once closed
+                    self.feed, self.following = None, ()
+                if self.asked is not None and self.asked.feed is feed:
+                    self.asked.done.set()  # no answer is coming: the watcher probes by command now
             feed.close()
 
     def _handle(self, lines: list[bytes], by_id: dict) -> bool:
@@ -123,6 +178,10 @@ class Push:
                 continue
             if event["type"] == "end":
                 said_end = True
+                continue
+            if event["type"] in ("status", "probed"):
+                if self.asked is not None and event["probe"] == self.asked.number:
+                    self.asked.take(event)
                 continue
             run = by_id.get(event.get("run_id"))
             if run is None or event.get("attempt") != run.attempt:

@@ -69,7 +69,7 @@ def database():
 def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Push | None = None) -> None:
     """One combined probe for every live run on the node, then apply each answer (if still ours).
     No database connection is held while the box answers (seconds, on a loaded box)."""
-    answer = node.probe(runs)
+    answer = node.probe(runs, stream=push)
     with database():
         if not still_mine():
             raise LeaseLost

@@ -9,6 +9,7 @@ has the file it is executing changed under it. Subcommands, each reading a JSON 
   run        the detached attempt: pid, heartbeat, command, exit marker, closeout
   status     what is true on the node right now                              -> JSON on stdout
   probe      status of many runs (request JSON on stdin): the watcher's tick -> JSON on stdout
+  follow     push what the runs write as they write it, and answer probes asked on stdin (JSON lines)
   abandon    quarantine an attempt that has no process and no exit marker
   roster     relative path, bytes and SHA-256 of every file of the sealed export -> JSON
   extract    unpack a shipped source tarball safely into the run's src/
@@ -26,6 +27,7 @@ import errno
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -649,8 +651,8 @@ def gpu_utilization():
     return [{"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)} for i, u, m in rows]
 
 
-def cmd_probe(request):
-    """Every live run of this node in one round-trip: the watcher's tick."""
+def probe_answer(request):
+    """Every live run of this node at once: the watcher's tick."""
     answers = {}
     for item in request["runs"]:
         try:
@@ -658,7 +660,11 @@ def cmd_probe(request):
             answers[spec["run_id"]] = run_status(spec, item.get("log_offset", 0), item.get("csv_offset", 0))
         except (OSError, ValueError) as exc:
             answers[item.get("run_id", item["spec"])] = {"error": str(exc)}
-    print(json.dumps({"now": time.time(), "gpus": gpu_utilization(), "runs": answers}))
+    return {"now": time.time(), "gpus": gpu_utilization(), "runs": answers}
+
+
+def cmd_probe(request):
+    print(json.dumps(probe_answer(request)))
     return 0
 
 
@@ -677,7 +683,7 @@ def finished_writing(spec):
     return read(os.path.join(attempt_dir(spec), "exit_code")) is not None or os.path.isdir(quarantine_dir(spec))
 
 
-def cmd_follow(request):
+def cmd_follow(request, requests):
     """Push what the runs write as it is written: the watcher's fast path (its probe stays the truth).
 
     One event per JSON line. "log": whole lines of log.txt as [start, end) byte offsets, so a
@@ -685,6 +691,7 @@ def cmd_follow(request):
     attempt finished writing (its log drained first); "heartbeat" every few seconds, so the reader
     can tell a quiet run from a dead stream; "end" when no followed run writes any more, the
     lifetime ran out, or the reader went away. Memory is bounded: at most 64 KiB per run per poll.
+    A probe written on stdin meanwhile is answered on the stream within a poll (`answer_probe`).
     """
     poll = min(max(float(request.get("poll", 0.2)), 0.05), 5.0)
     beat = min(max(float(request.get("heartbeat", 2.0)), 0.5), 60.0)
@@ -715,9 +722,71 @@ def cmd_follow(request):
             if not emit({"type": "heartbeat", "now": time.time()}):
                 return 0
             last_beat = time.time()
-        time.sleep(poll)
+        for line in requests.wait(poll):  # the poll's pause, cut short by a probe asked meanwhile
+            if not answer_probe(line):
+                return 0
     emit({"type": "end"})
     return 0
+
+
+class Requests:
+    """The lines the control side writes on the follow stream's stdin: the request, then its probes.
+
+    Read from the descriptor without blocking past the timeout asked; a line is at most LIMIT bytes
+    (a longer one is dropped), and what stdin held when it closed without a newline is a last line
+    (a request written whole, then EOF)."""
+
+    LIMIT = 1 << 20
+
+    def __init__(self, fd=0):
+        self.fd, self.buffer, self.open, self.pending = fd, b"", True, []
+
+    def wait(self, timeout):
+        """The whole lines that arrive within timeout seconds (a plain pause once stdin is closed)."""
+        if self.pending:
+            lines, self.pending = self.pending, []
+            return lines
+        if not self.open:
+            time.sleep(timeout)
+            return []
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return []
+        data = os.read(self.fd, 1 << 16)
+        self.buffer += data if data else b"\n"
+        self.open = bool(data)
+        *lines, self.buffer = self.buffer.split(b"\n")
+        if len(self.buffer) > self.LIMIT:
+            self.buffer = b""
+            emit({"type": "error", "error": f"a request line longer than {self.LIMIT} bytes was dropped"})
+        return [line for line in lines if line.strip() and len(line) <= self.LIMIT]
+
+    def first(self, timeout=30.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline and (self.open or self.buffer):
+            lines = self.wait(min(1.0, max(deadline - time.time(), 0.0)))
+            if lines:
+                self.pending = lines[1:]  # probes written right behind the request
+                return json.loads(lines[0])
+        raise ValueError("no follow request on stdin")
+
+
+def answer_probe(line):
+    """A probe asked over the follow stream: the same answer as `probe`, as one "status" line per run
+    (each within the stream's line limit) and a closing "probed" line; no process, no exec. False
+    once the reader has gone."""
+    try:
+        request = json.loads(line)
+        asked, runs = request["probe"], request["runs"]
+        if not isinstance(asked, int) or not isinstance(runs, list):
+            raise ValueError("a probe needs an integer id and a list of runs")
+        answer = probe_answer(request)
+    except (ValueError, KeyError, TypeError) as exc:
+        return emit({"type": "error", "error": f"a probe request was refused: {exc}"})
+    for run_id, status in answer["runs"].items():
+        if not emit({"type": "status", "probe": asked, "run_id": str(run_id), "status": status}):
+            return False
+    return emit({"type": "probed", "probe": asked, "now": answer["now"], "gpus": answer["gpus"]})
 
 
 def roster_of(root):
@@ -995,7 +1064,8 @@ def main(argv):
     if len(argv) == 2 and argv[1] == "probe":
         return cmd_probe(json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "follow":
-        return cmd_follow(json.load(sys.stdin))
+        requests = Requests()
+        return cmd_follow(requests.first(), requests)
     if len(argv) == 2 and argv[1] == "rehash":
         return cmd_rehash(json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "close-active":

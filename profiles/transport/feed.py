@@ -1,4 +1,5 @@
-"""A long-lived line stream from a node command (the wrapper's `follow`), read with a deadline.
+"""A long-lived line stream from a node command (the wrapper's `follow`), read with a deadline;
+its stdin stays open, so the watcher can ask the same command a probe (one line) at each tick.
 
 Over SSH it is one more channel on the connection the watcher already holds (no handshake); on
 the control host, a child process. Reading waits at most the time asked for, keeps at most
@@ -6,6 +7,7 @@ MAX_LINE bytes of a line not yet ended (a node that never sends a newline cannot
 memory), and ends cleanly when the command does.
 """
 
+import contextlib
 import os
 import select
 import signal
@@ -22,10 +24,19 @@ class FeedError(TransportError):
 
 
 class LineFeed:
-    def __init__(self, source, recv, close):
-        self._source, self._recv, self._close = source, recv, close
+    def __init__(self, source, recv, close, send):
+        self._source, self._recv, self._close, self._send = source, recv, close, send
         self._buffer = b""
         self.ended = False
+
+    def send(self, line: bytes) -> None:
+        """Write one request line to the command's stdin (a probe asked over the stream)."""
+        if self.ended:
+            raise FeedError("the follow stream has ended")
+        try:
+            self._send(line + b"\n")
+        except Exception as exc:  # paramiko's socket.timeout and SSHException, a closed pipe, alike
+            raise FeedError(f"could not write to the follow stream: {exc}") from None
 
     def lines(self, timeout: float) -> list[bytes]:
         """The whole lines that arrive within timeout seconds (at least one read if data is ready)."""
@@ -54,15 +65,18 @@ class LineFeed:
 
 
 def channel_feed(client, command: str, stdin: bytes, timeout: float) -> LineFeed:
-    """A feed over a new channel of an open paramiko connection."""
+    """A feed over a new channel of an open paramiko connection; its stdin stays open for requests.
+
+    The channel's timeout bounds a write to a box that stopped reading; a read never waits on it
+    (LineFeed reads only what select says is there)."""
     try:
         channel = client.get_transport().open_session(timeout=timeout)
+        channel.settimeout(timeout)
         channel.exec_command(command)
-        channel.sendall(stdin)
-        channel.shutdown_write()
+        channel.sendall(stdin + b"\n")
     except Exception as exc:  # paramiko raises SSHException, EOFError, OSError alike
         raise FeedError(f"could not open the follow stream: {exc}") from None
-    return LineFeed(channel, channel.recv, channel.close)
+    return LineFeed(channel, channel.recv, channel.close, channel.sendall)
 
 
 def process_feed(argv: list[str], stdin: bytes, **popen) -> LineFeed:
@@ -70,13 +84,19 @@ def process_feed(argv: list[str], stdin: bytes, **popen) -> LineFeed:
     process = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, **popen
     )
-    process.stdin.write(stdin)
-    process.stdin.close()
+    process.stdin.write(stdin + b"\n")
+    process.stdin.flush()
+
+    def send(line: bytes) -> None:
+        process.stdin.write(line)
+        process.stdin.flush()
 
     def close():
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        process.stdout.close()
+        for pipe in (process.stdin, process.stdout):
+            with contextlib.suppress(OSError):  # the write side may hold an unflushed line to a dead child
+                pipe.close()
 
-    return LineFeed(process.stdout, lambda size: os.read(process.stdout.fileno(), size), close)
+    return LineFeed(process.stdout, lambda size: os.read(process.stdout.fileno(), size), close, send)

@@ -28,6 +28,10 @@ GOOD = {"type": "log", "run_id": "r1", "attempt": 2, "start": 10, "end": 20, "te
         json.dumps({**GOOD, "text": "x" * (FOLLOW_TEXT + 1)}).encode(),
         json.dumps({"type": "exit", "run_id": 5, "attempt": 1}).encode(),
         json.dumps({k: v for k, v in GOOD.items() if k != "run_id"}).encode(),
+        json.dumps({"type": "status", "probe": "1", "run_id": "r1", "status": {}}).encode(),
+        json.dumps({"type": "status", "probe": True, "run_id": "r1", "status": {}}).encode(),
+        json.dumps({"type": "status", "probe": 1, "run_id": 7, "status": {}}).encode(),
+        json.dumps({"type": "probed", "probe": None, "now": 1.0}).encode(),
     ],
 )
 def test_a_malformed_line_is_no_event(line):

@@ -6,11 +6,14 @@ import io
 import json
 import sys
 import tarfile
+import time
 
 import pytest
 
 from profiles.layout import NodeLayout
-from profiles.protocol import ANSWERS, parse_answer
+from profiles.nodes import WRAPPER_FILE
+from profiles.protocol import ANSWERS, check_answer, follow_event, parse_answer, status_problem
+from profiles.transport.feed import process_feed
 from tests.runs.conftest import load_wrapper
 
 
@@ -109,3 +112,52 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     assert any(item["why"].startswith("writes") for item in checked["idle"]["busy"])
 
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised
+
+
+def events_until(feed, kind: str, timeout: float = 20) -> list[dict]:
+    """The follow stream's events up to and including the first of `kind` (read with a deadline)."""
+    events, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in filter(None, map(follow_event, feed.lines(0.2))):
+            events.append(event)
+            if event["type"] == kind:
+                return events
+    raise AssertionError(f"no {kind} event within {timeout} s: {events}")
+
+
+def test_a_probe_asked_over_the_follow_stream_answers_as_the_probe_command(wrapper, spec, tmp_path):
+    """The real wrapper file, as the box runs it: the request line, then probes on the open stdin."""
+    item = {"spec": spec["_path"], "log_offset": 0, "csv_offset": 0}
+    attempt = tmp_path / spec["active"] / "attempt-1"
+    attempt.mkdir(parents=True)
+    (attempt / "log.txt").write_text("epoch 1\n")
+    argv = [sys.executable, "-I", "-S", str(WRAPPER_FILE), "follow"]
+    feed = process_feed(argv, json.dumps({"runs": [item], "lifetime": 60, "poll": 0.1}).encode())
+    try:
+        assert events_until(feed, "log")[-1]["text"] == "epoch 1\n"
+
+        # A line that is not a probe is refused on the stream, which goes on answering.
+        feed.send(b'{"probe": "one", "runs": []}\n[not json')
+        refusals = [event for event in events_until(feed, "error") if event["type"] == "error"]
+        assert "refused" in refusals[0]["error"]
+
+        asked = time.monotonic()
+        feed.send(json.dumps({"probe": 7, "runs": [item]}).encode())
+        events = events_until(feed, "probed")
+        took = time.monotonic() - asked
+        statuses = {e["run_id"]: e["status"] for e in events if e["type"] == "status" and e["probe"] == 7}
+        probed = events[-1]
+        assert probed["probe"] == 7
+        streamed = check_answer("probe", {"now": probed["now"], "gpus": probed["gpus"], "runs": statuses})
+    finally:
+        feed.close()
+    commanded = answer_of("probe", wrapper.cmd_probe, {"runs": [item]})
+    assert streamed.keys() == commanded.keys() and streamed["runs"].keys() == commanded["runs"].keys()
+    over_stream, by_command = streamed["runs"]["vision-contract-1"], commanded["runs"]["vision-contract-1"]
+    assert status_problem(over_stream) is None
+    moving = {"now", "space"}  # the node's clock and its free bytes at each call
+    assert {k: v for k, v in over_stream.items() if k not in moving} == {
+        k: v for k, v in by_command.items() if k not in moving
+    }
+    assert over_stream["log_chunk"] == "epoch 1\n"
+    assert took < 1  # within a poll (0.1 s here) and no process start, not the next heartbeat (2 s)

@@ -1,7 +1,9 @@
-"""Node-side push (issue 19 §1) on the real loopback sshd with a real worker whose tick is slow (8 s):
-a line written on the node reaches a WebSocket client long before the next probe, even while a
-probe is out; a stream killed mid-run resumes without losing or repeating a line; with the stream
-killed over and over, the probe alone still finishes the run and still delivers every line once."""
+"""Node-side push (issue 19 §1) with a real worker whose tick is slow (8 s): a line written on the
+node reaches a WebSocket client long before the next probe; each probe is asked over the stream
+(no process started on the node per tick); a stream that stops answering is dropped and the tick
+probes by command; a stream killed mid-run resumes without losing or repeating a line; with the
+stream killed over and over, the probe alone still finishes the run and still delivers every line
+once."""
 
 import asyncio
 import contextlib
@@ -56,29 +58,50 @@ def kill_streams() -> int:
     return subprocess.run(["pkill", "-9", "-f", STREAM], check=False).returncode
 
 
-def stop_a_probe(timeout: float = 60) -> int:
-    """SIGSTOP the next `wrapper probe` of this node root as it starts: a probe that stays out (as on
-    a loaded box) until the test sends SIGCONT."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:  # not a process, or it just ended
-                continue
-            if len(argv) >= 3 and argv[-2] == b"probe" and any(NODE_ROOT_PATH.encode() in arg for arg in argv):
+class ProbeCommands:
+    """Every `wrapper probe` process of this node root started while it watches (/proc, every 5 ms;
+    a probe command lives tens of milliseconds): the probes that were not asked over the stream."""
+
+    def __init__(self):
+        self.pids: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._scan, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _scan(self):
+        while not self._stop.is_set():
+            for entry in Path("/proc").iterdir():
                 try:
-                    os.kill(int(entry.name), signal.SIGSTOP)
-                except ProcessLookupError:
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                except OSError:  # not a process, or it just ended
                     continue
-                return int(entry.name)
-        time.sleep(0.005)
-    raise AssertionError("no probe started")
+                if len(argv) >= 3 and argv[-2] == b"probe" and any(NODE_ROOT_PATH.encode() in arg for arg in argv):
+                    self.pids.add(int(entry.name))
+            time.sleep(0.005)
+
+
+def stream_pids() -> list[int]:
+    """The wrappers' follow processes themselves (not the shell or the `timeout` each runs under)."""
+    found = subprocess.run(["pgrep", "-a", "-f", STREAM], capture_output=True, text=True, check=False).stdout
+    return [int(line.split()[0]) for line in found.splitlines() if "python" in line.split()[1]]
+
+
+def probed_at(run) -> float:
+    """The node's clock in the last probe applied to the run (each applied probe moves it)."""
+    run.refresh_from_db()
+    return (run.last_status or {}).get("now", 0.0)
 
 
 def wait_for_a_stream(timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
-    while subprocess.run(["pgrep", "-f", STREAM], capture_output=True, check=False).returncode != 0:
+    while not stream_pids():
         assert time.monotonic() < deadline, "the watcher never opened its push stream"
         time.sleep(0.1)
 
@@ -106,7 +129,9 @@ def settled(message, _lines) -> bool:
     return message.get("type") == "event" and message.get("state") in ("exported", "quarantined")
 
 
-async def test_a_line_reaches_the_socket_within_a_second_or_so_not_a_tick(alice, bob, make_run, source, slow_worker):
+async def test_lines_reach_the_socket_within_a_second_or_so_and_each_probe_rides_the_stream(
+    alice, bob, make_run, source, slow_worker
+):
     marks = source / "marks"
     body = (
         "print('ready', flush=True)\n"
@@ -121,26 +146,57 @@ async def test_a_line_reaches_the_socket_within_a_second_or_so_not_a_tick(alice,
     await sync_to_async(do_start_preflight)(run.pk, actor=bob)
     await lines_until(communicator, lambda m, lines: "ready" in lines, timeout=120)
     await sync_to_async(wait_state)(run, {RunState.RUNNING})
+    await sync_to_async(wait_for_a_stream)()
+    first = await sync_to_async(probed_at)(run)
     took = []
-    for n in range(3):
-        # Each line is written while a probe is held out: the stream's reader does not wait for the
-        # probe (it did: such a line came only when the probe did, after the 5 s it was held).
-        probe = await sync_to_async(stop_a_probe)()
-        release = asyncio.get_running_loop().call_later(5, os.kill, probe, signal.SIGCONT)
-        started = time.monotonic()
-        (marks.parent / f"marks-go-{n}").write_text("")
-        try:
+    with ProbeCommands() as commands:
+        for n in range(3):
+            started = time.monotonic()
+            (marks.parent / f"marks-go-{n}").write_text("")
             await lines_until(communicator, lambda m, lines, n=n: f"mark {n}" in lines, timeout=30)
-        finally:
-            release.cancel()
-            with contextlib.suppress(ProcessLookupError):  # released already, and done
-                os.kill(probe, signal.SIGCONT)
-        took.append(time.monotonic() - started)
+            took.append(time.monotonic() - started)
+            await asyncio.sleep(5.3)  # the next line at another point of the 8 s tick
+    last = await sync_to_async(probed_at)(run)
     (marks.parent / "marks-stop").write_text("")
     await communicator.disconnect()
-    # The probe comes every 8 s: three lines each within 2.5 s (about 0.2–0.5 s here) came by push,
-    # each while a probe was out.
+    # The probe comes every 8 s: each line within 2.5 s (about 0.2–0.5 s here) came by push.
     assert max(took) < 2.5, took
+    # Two or more ticks were applied in those ~17 s, and not one of them started a process on the
+    # node: each probe was a line on the stream's channel (before, every tick started `wrapper probe`).
+    assert last - first >= 8, (first, last)
+    assert commands.pids == set()
+
+
+async def test_a_stream_that_stops_answering_is_dropped_and_the_tick_probes_by_command(
+    alice, bob, make_run, source, slow_worker
+):
+    script = f"quiet_{uuid.uuid4().hex[:8]}.py"
+    (source / script).write_text(HEADER + "print('up', flush=True)\ntime.sleep(90)\n")
+    run = await sync_to_async(make_run)(command=[sys.executable, script], expected_minutes=5)
+    await sync_to_async(do_start_preflight)(run.pk, actor=bob)
+    await sync_to_async(wait_state)(run, {RunState.RUNNING})
+    await sync_to_async(wait_for_a_stream)()
+    [stuck] = stream_pids()
+    os.kill(stuck, signal.SIGSTOP)  # alive, its channel open, but it answers nothing (a wedged box)
+    try:
+        before = await sync_to_async(probed_at)(run)
+        with ProbeCommands() as commands:
+            deadline = time.monotonic() + 45  # a tick (8 s), the stream's half of the probe timeout (10 s), a tick
+            while time.monotonic() < deadline and (await sync_to_async(probed_at)(run) <= before or not commands.pids):
+                await asyncio.sleep(0.5)
+        assert commands.pids, "the tick never fell back to the probe command"
+        assert await sync_to_async(probed_at)(run) > before
+        # The wedged stream was dropped and another opened after the back-off. (Closing an SSH channel
+        # cannot end a stopped process on the box: the `timeout` it runs under ends it at its lifetime.)
+        deadline = time.monotonic() + 30
+        while not set(stream_pids()) - {stuck} and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        assert set(stream_pids()) - {stuck}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stuck, signal.SIGCONT)
+        kill_streams()
+        subprocess.run(["pkill", "-f", script], check=False)
 
 
 async def test_a_killed_stream_resumes_without_losing_or_repeating_a_line(alice, bob, make_run, source, slow_worker):
