@@ -66,6 +66,7 @@ def custody_rows(report: dict) -> list[tuple]:
 WATCH_FIGURES = (  # (figure, key in a watch_bench row, goal)
     ("p95 s node line → browser socket", "latency_p95_s", "≤ 1 s"),
     ("probe round-trips / box / tick", "round_trips_per_instance_tick", "≤ 1"),
+    ("processes started / box / tick", "processes_per_instance_tick", ""),
     ("MiB per added watched run", "rss_mib_per_added_run", "≤ 1 MiB"),
     ("CPU s per run-hour", "cpu_s_per_run_hour", ""),
     ("handshakes / box after a blip", "blip_reconnects_per_instance", "≈ 1"),

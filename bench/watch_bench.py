@@ -240,6 +240,14 @@ def counters(project) -> tuple[int, int]:
     return totals["t"] or 0, totals["c"] or 0
 
 
+def forks() -> int:
+    """Processes started on this machine since boot."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("processes "):
+            return int(line.split()[1])
+    raise RuntimeError("/proc/stat has no processes line")
+
+
 def streams(slug: str) -> int:
     done = subprocess.run(["pgrep", "-fc", f"/{slug}/.remotegpu/wrapper-.* follow"], capture_output=True, check=False)
     return int(done.stdout or 0)
@@ -298,6 +306,7 @@ def bench(n, sshds, sleeper, push: bool, port: int):
         warm_s = warm_up(project, instances, push)
         before = [cpu_and_rss(worker.pid) for worker in workers]
         ticks_before, connects_before = counters(project)
+        forks_before = forks()
         started = time.monotonic()
         latencies, missed = asyncio.run(latency_samples(runs, port, cookie, WINDOW))
         while time.monotonic() - started < WINDOW:
@@ -305,6 +314,7 @@ def bench(n, sshds, sleeper, push: bool, port: int):
         elapsed = time.monotonic() - started
         after = [cpu_and_rss(worker.pid) for worker in workers]
         ticks_after, connects_after = counters(project)
+        forked = forks() - forks_before
         after_blip = blip(sshds, project, instances, BLIP_WINDOW)
     finally:
         beat.terminate()
@@ -331,6 +341,9 @@ def bench(n, sshds, sleeper, push: bool, port: int):
         "handshakes_per_instance_tick": connects / ticks if ticks else float("nan"),
         # Each tick is one probe command; a (re)connect adds one $HOME lookup.
         "round_trips_per_instance_tick": (ticks + connects) / ticks if ticks else float("nan"),
+        # Processes this machine started (boxes and control side together; /proc/stat), per box per
+        # tick: an exec'd probe is an sshd session, a shell and a Python start on the box.
+        "processes_per_instance_tick": forked / ticks if ticks else float("nan"),
         "cpu_s_per_run_hour": cpu / (n * elapsed / 3600),
         "rss_mib_total": rss / 1024**2,
         "rss_mib_idle": rss_idle / 1024**2,
@@ -376,7 +389,7 @@ def main():
 
 
 TABLE_HEADER = (
-    "runs  push  inst  sshd  ticks/inst/tick  handshakes/inst/tick  round-trips/inst/tick  cpu-s/run-h"
+    "runs  push  inst  sshd  ticks/inst/tick  handshakes/inst/tick  round-trips/inst/tick  procs/inst/tick  cpu-s/run-h"
     "  RSS MiB idle→total (per added run)  p50 s  p95 s  (n, missed)  blip: reconnects/inst, peak/s, all back s"
 )
 
@@ -386,7 +399,8 @@ def table_row(r: dict) -> str:
     return (
         f"{r['runs']:>4}  {'on' if r['push'] else 'off':>4}  {r['instances']:>4}  {r['sshd_processes']:>4}  "
         f"{r['ticks_per_instance_per_tick']:>15.2f}  {r['handshakes_per_instance_tick']:>20.3f}  "
-        f"{r['round_trips_per_instance_tick']:>21.3f}  {r['cpu_s_per_run_hour']:>11.1f}  "
+        f"{r['round_trips_per_instance_tick']:>21.3f}  {r['processes_per_instance_tick']:>15.2f}  "
+        f"{r['cpu_s_per_run_hour']:>11.1f}  "
         f"{r['rss_mib_idle']:>6.0f} → {r['rss_mib_total']:>5.0f} ({r['rss_mib_per_added_run']:.2f})".ljust(38)
         + f"  {r['latency_p50_s']:>5.2f}  {r['latency_p95_s']:>5.2f}  ({r['latency_samples']}, {r['latency_missed']})"
         f"  {r['blip_reconnects_per_instance']:.2f}, {r['blip_peak_handshakes_per_s']}, {back}"
