@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -231,13 +232,42 @@ def browser_cookie(project) -> str:
     return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
 
 
-def counters(project) -> tuple[int, int]:
-    from django.db.models import Sum
+class Counters:
+    """Ticks and SSH connects of a project's watchers, summed over every watcher seen, sampled each
+    second on a thread of its own. A lease row goes when its watcher ends, its counts with it, so
+    the rows' totals alone can fall (they did at 500 runs tick-bound: -739 ticks in the window)."""
 
-    from runs.models import WatchLease
+    def __init__(self, project):
+        self.project, self.last, self.totals = project, {}, [0, 0]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sample()
+        self._thread.start()
 
-    totals = WatchLease.objects.filter(instance__project=project).aggregate(t=Sum("ticks"), c=Sum("connects"))
-    return totals["t"] or 0, totals["c"] or 0
+    def sample(self) -> tuple[int, int]:
+        from runs.models import WatchLease
+
+        rows = WatchLease.objects.filter(instance__project=self.project)
+        for key in rows.values_list("instance_id", "owner", "ticks", "connects"):
+            ticks, connects = self.last.get(key[:2], (0, 0))
+            self.totals[0] += max(key[2] - ticks, 0)
+            self.totals[1] += max(key[3] - connects, 0)
+            self.last[key[:2]] = key[2:]
+        return tuple(self.totals)
+
+    def now(self) -> tuple[int, int]:
+        return tuple(self.totals)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        while not self._stop.wait(1):
+            self.sample()
+        connection.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def forks() -> int:
@@ -267,15 +297,15 @@ def warm_up(project, instances: int, push: bool) -> float:
     return time.monotonic() - started
 
 
-def blip(sshds, project, instances: int, seconds: float) -> dict:
+def blip(sshds, counted: "Counters", instances: int, seconds: float) -> dict:
     """Cut every SSH connection at once (a network blip): how the watchers come back."""
-    _, before = counters(project)
+    _, before = counted.now()
     for sshd in sshds:
         subprocess.run(["pkill", "-KILL", "-P", str(sshd.process.pid)], check=False)
     started, seen, peak, back = time.monotonic(), before, 0, None
     while time.monotonic() - started < seconds:
         time.sleep(1)
-        _, now = counters(project)
+        _, now = counted.now()
         peak = max(peak, now - seen)
         seen = now
         if back is None and now - before >= instances:
@@ -305,7 +335,8 @@ def bench(n, sshds, sleeper, push: bool, port: int):
         arm_watchers()
         warm_s = warm_up(project, instances, push)
         before = [cpu_and_rss(worker.pid) for worker in workers]
-        ticks_before, connects_before = counters(project)
+        counted = Counters(project)
+        ticks_before, connects_before = counted.now()
         forks_before = forks()
         started = time.monotonic()
         latencies, missed = asyncio.run(latency_samples(runs, port, cookie, WINDOW))
@@ -313,9 +344,10 @@ def bench(n, sshds, sleeper, push: bool, port: int):
             time.sleep(0.5)
         elapsed = time.monotonic() - started
         after = [cpu_and_rss(worker.pid) for worker in workers]
-        ticks_after, connects_after = counters(project)
+        ticks_after, connects_after = counted.now()
         forked = forks() - forks_before
-        after_blip = blip(sshds, project, instances, BLIP_WINDOW)
+        after_blip = blip(sshds, counted, instances, BLIP_WINDOW)
+        counted.stop()
     finally:
         beat.terminate()
         for worker in workers:

@@ -6,14 +6,16 @@ import subprocess
 import sys
 import time
 
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import connection
 
 from remotegpu_site.asgi import application
 from runs.actions import do_retry_run, do_start_preflight
 from runs.models import RunEvent, RunState, WatchLease
-from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, subprocess_env
+from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, database_url, subprocess_env
 from tests.runs.conftest import SETTLED, set_config, wait_health, wait_state
 from tests.runs.test_live_channel import ORIGIN, session_cookie
 
@@ -202,3 +204,45 @@ def test_watchers_use_one_connection_and_one_probe_per_tick(bob, make_run, sourc
     assert WatchLease.objects.count() == 1  # three live runs on one instance: one watcher
     for run in runs:
         wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
+
+
+def test_a_database_outage_skips_ticks_and_the_same_watcher_goes_on(bob, make_run, source, celery_worker_process):
+    """While PostgreSQL refuses new connections (ALLOW_CONNECTIONS false: every watcher burst opens
+    one), each tick is skipped at its first read instead of failing the watcher's task; the same
+    watcher (the same lease owner) probes again once the database is back."""
+    if connection.vendor != "postgresql":
+        pytest.skip("an outage of PostgreSQL")
+    set_config(source, epochs=30, epoch_pause=0.5)
+    run = make_run()
+    do_start_preflight(run.pk, actor=bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING
+    deadline = time.monotonic() + 15
+    while not WatchLease.objects.filter(instance=run.instance, ticks__gte=2).exists():
+        assert time.monotonic() < deadline, "no watcher ticked"
+        time.sleep(0.2)
+    owner = WatchLease.objects.get(instance=run.instance).owner
+    name = connection.settings_dict["NAME"]
+    log = ARTIFACTS / "celery-worker.log"
+    logged_before = log.stat().st_size
+    # From another database: PostgreSQL refuses to close the current one to new connections.
+    admin = psycopg.connect(database_url().rsplit("/", 1)[0] + "/postgres", autocommit=True)
+    admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+    try:
+        with pytest.raises(psycopg.OperationalError):  # the outage is real: a new connection is refused
+            psycopg.connect(database_url(), connect_timeout=2).close()
+        time.sleep(3)  # three ticks of 1 s, inside the 5 s lease
+    finally:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        admin.close()
+    back = time.time()
+    deadline = time.monotonic() + 10
+    while (run.last_status or {}).get("now", 0) <= back:
+        assert time.monotonic() < deadline, "the watcher never probed again after the outage"
+        time.sleep(0.2)
+        run.refresh_from_db()
+    assert WatchLease.objects.get(instance=run.instance).owner == owner  # the same watcher, not a new one
+    assert wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True).state == RunState.EXPORTED
+    with log.open("rb") as handle:
+        handle.seek(logged_before)
+        logged = handle.read().decode(errors="replace")
+    assert f"watcher of instance {run.instance_id} skipped a tick" in logged
