@@ -41,15 +41,36 @@ def _day(text: str, end: bool = False) -> datetime | None:
     return timezone.make_aware(datetime.combine(day, time.max if end else time.min))
 
 
-def with_custody(runs):
-    verified = CustodyRecord.objects.filter(run=OuterRef("pk"), status=CustodyStatus.VERIFIED)
-    failed = CustodyRecord.objects.filter(run=OuterRef("pk"), status=CustodyStatus.FAILED)
-    return runs.annotate(custody_verified=Exists(verified), custody_failed=Exists(failed))
+def _custody_filter(custody: str) -> Q:
+    """Runs whose custody is verified, failed (and never verified), or none: a WHERE, not a column.
+
+    As a column, PostgreSQL computed it as a hashed subplan over every custody record (the planner
+    costs it for every row the scan might return, not for the page's 51): the history page grew
+    with the data (a 100k-run page 1.4x its 1k figure). The page's flags come from `mark_custody`."""
+    verified = Exists(CustodyRecord.objects.filter(run=OuterRef("pk"), status=CustodyStatus.VERIFIED))
+    failed = Exists(CustodyRecord.objects.filter(run=OuterRef("pk"), status=CustodyStatus.FAILED))
+    if custody == "verified":
+        return Q(verified)
+    if custody == "failed":
+        return ~Q(verified) & Q(failed)
+    return ~Q(verified) & ~Q(failed)
+
+
+def mark_custody(rows: list) -> None:
+    """Set custody_verified / custody_failed on a page of runs, in one query for the page."""
+    seen = set(
+        CustodyRecord.objects.filter(run__in=rows, status__in=(CustodyStatus.VERIFIED, CustodyStatus.FAILED))
+        .values_list("run_id", "status")
+        .distinct()
+    )
+    for row in rows:
+        row.custody_verified = (row.pk, CustodyStatus.VERIFIED) in seen
+        row.custody_failed = (row.pk, CustodyStatus.FAILED) in seen
 
 
 def filtered(user, params) -> tuple:
     """The runs matching params, and the filters that were understood (the rest are ignored)."""
-    runs = with_custody(Run.objects.visible_to(user))
+    runs = Run.objects.visible_to(user)
     used = {}
     for key, lookup in (
         ("project", "project__slug"),
@@ -62,13 +83,7 @@ def filtered(user, params) -> tuple:
         runs, used["state"] = runs.filter(state=params["state"]), params["state"]
     custody = params.get("custody")
     if custody in CUSTODY_CHOICES:
-        used["custody"] = custody
-        if custody == "verified":
-            runs = runs.filter(custody_verified=True)
-        elif custody == "failed":
-            runs = runs.filter(custody_verified=False, custody_failed=True)
-        else:
-            runs = runs.filter(custody_verified=False, custody_failed=False)
+        runs, used["custody"] = runs.filter(_custody_filter(custody)), custody
     if since := _day(params.get("since", "")):
         runs, used["since"] = runs.filter(created__gte=since), params["since"]
     if until := _day(params.get("until", ""), end=True):
@@ -107,6 +122,7 @@ def page_of(user, params) -> Page:
     rows = list(runs.select_related("project", "instance").defer(*HEAVY).order_by(*order)[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
+    mark_custody(rows)
     return Page(rows, encode_cursor(rows[-1], oldest_first) if more else None, used)
 
 

@@ -83,6 +83,20 @@ def test_filters_and_search_return_exactly_the_expected_runs(seeded, bob, alice)
     assert ids(bob, state="no-such-state") == ids(bob)  # an unknown filter value is ignored, not a 500
 
 
+def test_each_row_of_a_page_says_its_custody_and_a_verified_retry_outranks_a_failure(seeded, bob):
+    CustodyRecord.objects.create(run=Run.objects.get(run_id="vision-b"), status="verified")  # re-verified
+    shown = {run.run_id: (run.custody_verified, run.custody_failed) for run in history.page_of(bob, {}).runs}
+    assert shown == {
+        "vision-a": (True, False),
+        "vision-b": (True, True),
+        "vision-c": (False, False),
+        "speech-a": (True, False),
+        "speech-b": (False, False),
+    }
+    assert ids(bob, custody="failed") == []  # failed once, verified since: not "failed"
+    assert ids(bob, custody="verified") == ["vision-a", "vision-b", "speech-a"]
+
+
 def test_keyset_pages_cover_everything_once(seeded, bob, monkeypatch):
     monkeypatch.setattr(history, "PAGE_SIZE", 2)
     seen, params = [], {}

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
     "dashboard": 27,
-    "history": 10,
+    "history": 11,
     "project": 8,
     "run": 9,
     "instances": 5,
