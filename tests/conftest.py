@@ -68,6 +68,19 @@ def _persona(django_user_model, name: str, *groups: str):
     return user
 
 
+@pytest.fixture(autouse=True)
+def fresh_channel_layer():
+    """Each test gets a new channel layer instance. channels_redis keeps its receive state (a lock
+    and a count of receivers) per layer instance, not per event loop, and pytest-asyncio gives each
+    test a loop of its own: a consumer an earlier test left receiving handed a later test's
+    consumer a lock bound to a closed loop ("bound to a different event loop", seen once in a full
+    run). A server has one loop per process and never meets this."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+
+
 @pytest.fixture
 def alice(django_user_model):
     return _persona(django_user_model, "alice", OPERATORS, APPROVERS)
