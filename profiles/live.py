@@ -17,7 +17,7 @@ def instance_group(instance_id: int) -> str:
 
 
 SEND_TIMEOUT = 5.0  # seconds a sender waits for Redis (its connect timeout is 2 s) before it gives up
-_sender = {"loop": None, "pid": None}
+_sender = {"loop": None, "thread": None, "pid": None}
 _sender_lock = threading.Lock()
 
 
@@ -30,7 +30,7 @@ def _sender_loop() -> asyncio.AbstractEventLoop:
     keeps one pool of connections for the process's life; a forked child (a prefork worker)
     starts its own."""
     with _sender_lock:
-        if _sender["pid"] != os.getpid() or _sender["loop"] is None or not _sender["thread"].is_alive():
+        if _sender["pid"] != os.getpid() or not _sender["thread"].is_alive():  # none yet, or forked
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="live-sender", daemon=True)
             thread.start()
