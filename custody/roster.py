@@ -57,6 +57,7 @@ def parse_roster(document: dict) -> list[RosterEntry]:
         entries.append(RosterEntry(path, size, digest))
     if not entries:
         raise RosterError("the export is empty")
+    _refuse_file_and_directory(seen)
     # Fail closed: without the roster recorded at sealing, nothing proves these are the sealed bytes.
     sealed = document.get("sealed")
     if sealed is None:
@@ -65,6 +66,17 @@ def parse_roster(document: dict) -> list[RosterEntry]:
         raise RosterError("the sealed roster on the node is malformed")
     _compare_with_sealed(entries, sealed)
     return entries
+
+
+def _refuse_file_and_directory(paths: set[str]) -> None:
+    """No filesystem holds a file x and a file x/y: a roster listing both is a lie that made the pull
+    crash (FileExistsError) with the record left pulling."""
+    for path in sorted(paths):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent in paths:
+                raise RosterError(f"{parent!r} is listed both as a file and as the directory of {path!r}")
 
 
 def _compare_with_sealed(entries: list[RosterEntry], sealed: list[dict]) -> None:

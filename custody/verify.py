@@ -103,8 +103,9 @@ def verify(record) -> None:
         warnings = []
         try:
             entries, pull = _pull(record, canonical, warnings)
-        except (RosterError, HashMismatch, TransportError) as exc:
-            actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}")
+        except (RosterError, HashMismatch, TransportError, OSError) as exc:
+            # OSError: whatever a roster the checks missed makes the custody store refuse; never left pulling.
+            actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}"[:2000])
             return
         try:
             evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE)

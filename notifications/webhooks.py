@@ -20,14 +20,31 @@ class WebhookRefused(ValueError):
     """A destination outside what the deployment allows; the message says why, never the payload."""
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: the last 32 bits are an IPv4 address
+
+
+def _embedded(ip) -> list:
+    """ip and every IPv4 address an IPv6 address carries (mapped, 6to4, Teredo, NAT64): each must be public."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return [ip]
+    inner = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+    if ip in NAT64:
+        inner.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return [ip, *(address for address in inner if address is not None)]
+
+
 def _address_problem(address: str) -> str | None:
+    """An allow-list: only globally routable unicast addresses (a deny-list let 100.64.0.0/10, a cloud
+    metadata address, and fec0::/10 through)."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
     if settings.WEBHOOK_ALLOW_PRIVATE:
         return None
-    if ip.is_loopback or ip.is_link_local or ip.is_private or ip.is_multicast or ip.is_reserved or ip.is_unspecified:
-        return f"{ip} is a loopback, link-local or private address"
+    for candidate in _embedded(ip):
+        site_local = getattr(candidate, "is_site_local", False)  # fec0::/10: is_global is True in Python 3.11
+        if candidate.is_loopback:
+            return f"{candidate} is a loopback address"
+        if not candidate.is_global or candidate.is_multicast or site_local:
+            return f"{candidate} is not a globally routable unicast address (loopback, link-local or private)"
     return None
 
 

@@ -7,6 +7,7 @@ team out of the page that tells them Redis is down.
 
 import hashlib
 import logging
+import unicodedata
 
 from django.conf import settings
 from django.core.cache import cache
@@ -14,8 +15,14 @@ from django.core.cache import cache
 log = logging.getLogger(__name__)
 
 
+def account_key(username: str) -> str:
+    """The name as the sign-in form authenticates it (NFKC, as Django's UsernameField), case-folded:
+    ｃｈａｒｌｉｅ, ⅽharlie and CHARLIE are one account's attempts, not three accounts' five each."""
+    return unicodedata.normalize("NFKC", username).strip().casefold()
+
+
 def _keys(username: str, address: str) -> list[str]:
-    user_digest = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
+    user_digest = hashlib.sha256(account_key(username).encode()).hexdigest()[:32]
     return [f"login-fail:user:{user_digest}", f"login-fail:addr:{address}"]
 
 

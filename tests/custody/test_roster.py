@@ -87,3 +87,14 @@ def test_a_missing_sealed_roster_fails_closed():
 def test_garbage_from_a_box_is_a_roster_error_not_a_crash(document, problem):
     with pytest.raises(RosterError, match=problem):
         parse_roster(document)
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [["x", "x/y"], ["test/metrics.json", "test"], ["a/b", "a/b/c/d.bin"]],
+)
+def test_a_file_and_a_directory_of_the_same_name_are_refused(paths):
+    """Issue 28 §6: a roster with x and x/y crashed verify() (FileExistsError), the record left pulling."""
+    files = [{"path": path, "bytes": 1, "sha256": "0" * 64} for path in paths]
+    with pytest.raises(RosterError, match="both as a file and as the directory"):
+        parse_roster({"files": files, "sealed": files})

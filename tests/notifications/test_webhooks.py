@@ -24,6 +24,15 @@ REFUSED = [
     ("https://api.localhost/hook", "localhost"),
     ("https://user:secret@hooks.example.org/x", "no user name or password"),
     ("ftp://hooks.example.org/x", "https://"),
+    # Issue 28 §8: a deny-list let these through; only globally routable unicast addresses pass.
+    ("https://100.64.0.1/hook", "globally routable"),
+    ("https://100.100.100.200/latest/meta-data", "globally routable"),  # a cloud's metadata address
+    ("https://[fec0::1]/hook", "globally routable"),
+    ("https://[64:ff9b::a00:1]/hook", "10.0.0.1"),  # NAT64 of a private address
+    ("https://[2002:a00:1::1]/hook", "10.0.0.1"),  # 6to4 of a private address
+    ("https://[ff0e::1]/hook", "globally routable"),
+    ("https://224.0.0.1/hook", "globally routable"),
+    ("https://198.18.0.1/hook", "globally routable"),
 ]
 
 
@@ -37,6 +46,13 @@ def test_the_project_form_refuses_webhooks_into_our_own_network(url, reason):
     form = project_form(url)
     assert not form.is_valid()
     assert reason in " ".join(form.errors["approval_webhook"])
+
+
+@pytest.mark.parametrize(("url", "reason"), REFUSED[:8] + REFUSED[12:])
+def test_sending_refuses_the_same_addresses_after_the_lookup(url, reason):
+    """At send time the host is resolved again and every address it gives is checked the same way."""
+    with pytest.raises(WebhookRefused, match=reason if reason != "https://" else "https"):
+        checked_address(url)
 
 
 @pytest.mark.django_db

@@ -58,6 +58,28 @@ def test_repeated_failures_lock_the_account_even_with_the_right_password(client,
     assert client.get("/").status_code == 302
 
 
+def test_unicode_spellings_of_one_name_share_its_lock(client, settings, django_user_model):
+    """Issue 28 §4: the form NFKC-normalises ｃｈａｒｌｉｅ and ⅽharlie to charlie; each spelling got five
+    more guesses at charlie's password. They are one account's attempts now."""
+    name = f"charlie{uuid.uuid4().hex[:6]}"
+    django_user_model.objects.create_user(name, password="right-pass-1234")
+    spellings = [
+        name,
+        "".join(chr(ord(c) + 0xFEE0) if c.isascii() and c.isalnum() else c for c in name),  # full width
+        "\u217d" + name[1:],  # ROMAN NUMERAL ONE HUNDRED, small
+        name.upper(),
+        f" {name} ",
+    ]
+    for spelling in spellings:
+        address = f"10.7.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"  # a fresh address each time
+        client.post(reverse("login"), {"username": spelling, "password": "nope"}, REMOTE_ADDR=address)
+    address = f"10.6.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    response = client.post(
+        reverse("login"), {"username": spellings[2], "password": "right-pass-1234"}, REMOTE_ADDR=address
+    )
+    assert response.status_code == 429, "the fifth spelling's failure locked the account"
+
+
 def test_failures_below_the_limit_do_not_lock(client, settings, django_user_model):
     name = f"typo-{uuid.uuid4().hex[:8]}"
     django_user_model.objects.create_user(name, password="right-pass-1234")
