@@ -12,8 +12,15 @@ from django.conf import settings
 
 from profiles.credentials import ssh_auth
 from profiles.layout import NodeLayout, resolve_home
-from profiles.protocol import NodeError, check_answer, parse_answer, status_problem
-from profiles.transport import CredentialError, LocalTransport, SSHTransport, Transport, scan_host_key
+from profiles.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
+from profiles.transport import (
+    AnswerTooLarge,
+    CredentialError,
+    LocalTransport,
+    SSHTransport,
+    Transport,
+    scan_host_key,
+)
 
 
 def transport_for(instance) -> Transport:
@@ -21,7 +28,7 @@ def transport_for(instance) -> Transport:
         if not settings.LOCAL_NODE:
             # Fail closed: a box registered while it was on runs nothing once the deployment turns it off.
             raise CredentialError("this deployment does not run commands on the control host (REMOTEGPU_LOCAL_NODE)")
-        return LocalTransport(user=settings.LOCAL_NODE_USER or None)
+        return LocalTransport(user=settings.LOCAL_NODE_USER or None, max_answer=settings.NODE_ANSWER_MAX_BYTES)
     return SSHTransport(
         instance.host,
         instance.port,
@@ -30,6 +37,7 @@ def transport_for(instance) -> Transport:
         auth=ssh_auth(instance),
         connect_timeout=settings.SSH_CONNECT_TIMEOUT,
         keepalive=settings.SSH_KEEPALIVE,
+        max_answer=settings.NODE_ANSWER_MAX_BYTES,
     )
 
 
@@ -104,8 +112,12 @@ class InstanceNode:
         timeout = timeout or settings.SSH_COMMAND_TIMEOUT
         argv = wrapper_argv(tools, subcommand, *args, node_limit=max(1, int(timeout) - 2) if bound else None)
         stdin = json.dumps(request).encode() if request is not None else None
-        result = self.transport.run(argv, timeout=timeout, stdin=stdin)
-        return parse_answer(subcommand, result.exit_code, result.stdout, result.stderr)
+        try:
+            result = self.transport.run(argv, timeout=timeout, stdin=stdin)
+        except AnswerTooLarge as exc:  # the box answered, far more than any answer is: a node error
+            raise NodeError(f"{subcommand}: {exc}") from None
+        answer = parse_answer(subcommand, result.exit_code, result.stdout, result.stderr)
+        return known_status(answer) if subcommand == "status" else answer
 
     def probe(self, runs, stream=None) -> dict:
         """Every given run in one round-trip; a malformed run status becomes {"error": why}.
@@ -125,7 +137,7 @@ class InstanceNode:
         statuses = {}
         for run_id, status in answer["runs"].items():
             problem = status_problem(status)
-            statuses[run_id] = {"error": problem} if problem else status
+            statuses[run_id] = {"error": problem} if problem else known_status(status)
         return {**answer, "runs": statuses}
 
     def follow(self, runs, offsets: dict[str, int], lifetime: float):

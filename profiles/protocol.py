@@ -51,6 +51,23 @@ STATUS = {
     "log_tail": str,
 }
 
+# Fields a status may carry besides STATUS, with their types; anything else a box sends is dropped
+# before it is stored (Run.last_status) or rendered (an 8 MiB field once reached the run page).
+STATUS_OPTIONAL = {
+    "run_id": str,
+    "attempt": int,
+    "quarantine_reason": (str, type(None)),
+    "ran": (dict, type(None)),
+    "log_from": int,
+    "csv_from": int,
+    "space": dict,
+    "regenerable": list,
+}
+# The longest text each field may be: what the wrapper sends at most (a 64 KiB read decoded with
+# replacements, a 4,000-byte tail), so a longer one is a lying box, refused rather than cut.
+TEXT_LIMITS = {"log_chunk": 65536, "csv_chunk": 65536, "log_tail": 4096, "quarantine_reason": 4096, "run_id": 100}
+NESTED_LIMIT = 16384  # ran, space, regenerable: their JSON at most this long
+
 TAIL = 400
 
 
@@ -79,7 +96,20 @@ def status_problem(status) -> str | None:
     if "error" in status:
         return str(status["error"])[:TAIL]
     wrong = _mistyped(status, STATUS)
-    return f"the run's status lacks or mistypes {', '.join(wrong)}" if wrong else None
+    if wrong:
+        return f"the run's status lacks or mistypes {', '.join(wrong)}"
+    present = {field: kinds for field, kinds in STATUS_OPTIONAL.items() if field in status}
+    wrong = _mistyped(status, present)
+    if wrong:
+        return f"the run's status mistypes {', '.join(wrong)}"
+    long = [f for f, limit in TEXT_LIMITS.items() if isinstance(status.get(f), str) and len(status[f]) > limit]
+    long += [f for f in ("ran", "space", "regenerable") if status.get(f) and len(json.dumps(status[f])) > NESTED_LIMIT]
+    return f"the run's status has over-long {', '.join(long)}" if long else None
+
+
+def known_status(status: dict) -> dict:
+    """Only the fields a status's schema names: what the control side stores and shows."""
+    return {field: value for field, value in status.items() if field in STATUS or field in STATUS_OPTIONAL}
 
 
 def parse_answer(subcommand: str, exit_code: int, stdout: str, stderr: str) -> dict:

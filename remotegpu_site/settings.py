@@ -92,6 +92,11 @@ SSH_CONNECT_TIMEOUT = env.envfloat("SSH_CONNECT_TIMEOUT", 10)
 SSH_KEEPALIVE = env.envint("SSH_KEEPALIVE", 15)
 SSH_COMMAND_TIMEOUT = env.envfloat("SSH_COMMAND_TIMEOUT", 30)
 AUDIT_TIMEOUT = env.envfloat("AUDIT_TIMEOUT", 90)
+# The most a command's answer from a box may be (a probe of many runs is ~140 KiB a run); past it the
+# command is ended and its answer is a node error. Pulls and the follow stream have bounds of their own.
+NODE_ANSWER_MAX_BYTES = env.envint("NODE_ANSWER_MAX_MIB", 8) * 1024**2
+if NODE_ANSWER_MAX_BYTES <= 0:
+    raise ImproperlyConfigured("NODE_ANSWER_MAX_MIB must be a positive number of MiB")
 LOW_FREE_BYTES = env.envint("LOW_FREE_GIB", 20) * 1024**3
 LIGHT_PROBE_INTERVAL = env.envint("LIGHT_PROBE_INTERVAL", 300)
 # Runs: control-side source directories may only come from these roots (colon-separated).

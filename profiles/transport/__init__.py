@@ -1,6 +1,7 @@
 """The node transport: one small interface, two implementations (SSH via paramiko, local subprocess)."""
 
 from profiles.transport.base import (
+    AnswerTooLarge,
     CommandResult,
     CommandTimeout,
     CredentialError,
@@ -16,6 +17,7 @@ from profiles.transport.local import LocalTransport
 from profiles.transport.ssh import HostKey, SSHTransport, scan_host_key
 
 __all__ = [
+    "AnswerTooLarge",
     "CommandResult",
     "CommandTimeout",
     "CredentialError",

@@ -30,6 +30,15 @@ class CommandTimeout(TransportError):
     """A command ran past its timeout; its channel was closed."""
 
 
+class AnswerTooLarge(TransportError):
+    """A command wrote more than the transport keeps; it was ended and nothing it wrote is used."""
+
+
+# What a command's output may be at most (NODE_ANSWER_MAX_BYTES); stderr keeps only its last part.
+MAX_ANSWER = 8 * 1024 * 1024
+STDERR_TAIL = 64 * 1024
+
+
 @dataclass(frozen=True)
 class CommandResult:
     exit_code: int

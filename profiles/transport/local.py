@@ -5,11 +5,20 @@ import pwd
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from profiles.transport.base import CommandResult, CommandTimeout, PathStat, script_command
+from profiles.transport.base import (
+    MAX_ANSWER,
+    STDERR_TAIL,
+    AnswerTooLarge,
+    CommandResult,
+    CommandTimeout,
+    PathStat,
+    script_command,
+)
 from profiles.transport.feed import process_feed
 from profiles.transport.stream import local_stream
 
@@ -35,6 +44,34 @@ def as_user(user: str | None) -> dict:
     return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
 
 
+def _drain(pipe, sink: bytearray, limit: int | None, over: threading.Event, kill=None) -> None:
+    """Read a child's pipe to its end: stdout up to limit (past it the child's group is killed),
+    stderr keeping only its last STDERR_TAIL bytes."""
+    while chunk := pipe.read1(65536):
+        sink += chunk
+        if limit is None:
+            del sink[:-STDERR_TAIL]
+        elif len(sink) > limit:
+            over.set()
+            del sink[:]
+            kill()
+            break
+    pipe.close()
+
+
+def _kill_group(pid: int) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except (BrokenPipeError, OSError):
+        pass  # the child exited without reading all of its input
+
+
 def _expand(path: str) -> str:
     return os.path.expanduser(path.replace("$HOME", "~", 1) if path.startswith("$HOME") else path)
 
@@ -46,9 +83,10 @@ class LocalTransport:
     symlink to the control host's secrets must not be followed with the worker's rights.
     """
 
-    def __init__(self, cwd: str | None = None, user: str | None = None):
+    def __init__(self, cwd: str | None = None, user: str | None = None, max_answer: int = MAX_ANSWER):
         self.cwd = cwd
         self.user = user
+        self.max_answer = max_answer
 
     def __enter__(self):
         return self
@@ -69,12 +107,30 @@ class LocalTransport:
             start_new_session=True,
             **as_user(self.user),
         )
+        out, err = bytearray(), bytearray()
+        over = threading.Event()
+        readers = [
+            threading.Thread(
+                target=_drain,
+                args=(process.stdout, out, self.max_answer, over, lambda: _kill_group(process.pid)),
+                daemon=True,
+            ),
+            threading.Thread(target=_drain, args=(process.stderr, err, None, over), daemon=True),
+            threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
         try:
-            out, err = process.communicate(input=stdin or b"", timeout=timeout)
+            process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise CommandTimeout(f"command ran past {timeout:g}s and was killed") from None
+            _kill_group(process.pid)
+            process.wait()
+            if not over.is_set():
+                raise CommandTimeout(f"command ran past {timeout:g}s and was killed") from None
+        for reader in readers:
+            reader.join(timeout=5)
+        if over.is_set():
+            raise AnswerTooLarge(f"the command wrote more than {self.max_answer} bytes and was ended")
         return CommandResult(
             process.returncode,
             out.decode(errors="replace"),

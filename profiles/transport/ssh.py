@@ -14,6 +14,9 @@ from pathlib import Path
 import paramiko
 
 from profiles.transport.base import (
+    MAX_ANSWER,
+    STDERR_TAIL,
+    AnswerTooLarge,
     CommandResult,
     CommandTimeout,
     CredentialError,
@@ -89,8 +92,10 @@ class SSHTransport:
         auth: dict,
         connect_timeout: float = 10.0,
         keepalive: int = 15,
+        max_answer: int = MAX_ANSWER,
     ):
         self.host, self.port, self.user = host, port, user
+        self.max_answer = max_answer
         self.pinned = pinned
         self.auth = auth  # {"pkey": PKey} or {"key_filename": path}
         self.connect_timeout = connect_timeout
@@ -166,8 +171,14 @@ class SSHTransport:
         while True:
             if channel.recv_ready():
                 out += channel.recv(65536)
+                if len(out) > self.max_answer:  # a hostile box's 40 MiB answer is never held whole
+                    channel.close()
+                    raise AnswerTooLarge(
+                        f"{self.host} answered more than {self.max_answer} bytes; the command was ended"
+                    )
             elif channel.recv_stderr_ready():
                 err += channel.recv_stderr(65536)
+                del err[:-STDERR_TAIL]
             elif channel.exit_status_ready() and channel.eof_received:
                 break
             elif time.monotonic() > deadline:

@@ -8,7 +8,15 @@ import paramiko
 import pytest
 
 from profiles.credentials import resolve_auth
-from profiles.transport import CommandTimeout, HostKey, LocalTransport, SSHTransport, TransportError, scan_host_key
+from profiles.transport import (
+    AnswerTooLarge,
+    CommandTimeout,
+    HostKey,
+    LocalTransport,
+    SSHTransport,
+    TransportError,
+    scan_host_key,
+)
 
 CANARY = f"/tmp/remotegpu-canary-{uuid.uuid4().hex}"
 NASTY = f'it\'s a "test"; $(touch {CANARY}) `touch {CANARY}` && echo * | cat'
@@ -51,6 +59,17 @@ def test_timeout_is_enforced(transport):
     with pytest.raises(CommandTimeout):
         transport.run(["sleep", "30"], timeout=1)
     assert time.monotonic() - started < 5
+
+
+def test_an_answer_past_the_bound_ends_the_command(transport):
+    """Issue 28 §5: every read from a box has a byte bound; 40 MiB on stdout is refused at 1 MiB."""
+    transport.max_answer = 1024**2
+    started = time.monotonic()
+    with pytest.raises(AnswerTooLarge, match="more than 1048576 bytes"):
+        transport.run(["sh", "-c", "head -c 41943040 /dev/zero; sleep 30"], timeout=20)
+    assert time.monotonic() - started < 10  # ended at the bound, not at the timeout
+    noisy = transport.run(["sh", "-c", "head -c 1000000 /dev/zero | tr '\\0' e >&2; echo done"], timeout=20)
+    assert noisy.stdout == "done\n" and 0 < len(noisy.stderr) <= 64 * 1024  # stderr keeps its last part
 
 
 def test_upload_download_stat_and_list(transport, tmp_path):

@@ -138,3 +138,64 @@ def test_uploads_pass_through_the_shim(box, hostile_run):
         node.prepare()
         assert node.transport.stat(f"{node.layout.tools}/") is not None
         assert node.transport.run(["echo", marker], timeout=10).stdout.strip() == marker
+
+
+def valid_status(run, **extra) -> dict:
+    """A run's status as the wrapper sends it (every field observation reads), plus extra."""
+    return {
+        "run_id": run.run_id,
+        "attempt": 1,
+        "now": 1.0,
+        "launched": True,
+        "wrapper_alive": True,
+        "child_alive": True,
+        "exit_code": None,
+        "heartbeat_at": None,
+        "exported": False,
+        "quarantine_reason": None,
+        "rebooted": False,
+        "ran": None,
+        "log_mtime": None,
+        "ckpt_mtime": None,
+        "log_from": 0,
+        "log_chunk": "",
+        "log_start": 0,
+        "log_offset": 0,
+        "csv_from": 0,
+        "csv_chunk": "",
+        "csv_offset": 0,
+        "log_tail": "step 1\n",
+        **extra,
+    }
+
+
+def probe_once(box, run, status) -> None:
+    box.plant(json.dumps({"now": 1.0, "gpus": [], "runs": {run.run_id: status}}) + "\n", "", 0)
+    with InstanceNode(run.instance) as node:
+        tick(node, [run])
+    run.refresh_from_db()
+
+
+def test_a_forty_mebibyte_answer_is_ended_at_the_bound_not_held(box, hostile_run, settings):
+    """Issue 28 §5: a hostile box answered 40 MiB and the worker held it all. Past
+    NODE_ANSWER_MAX_BYTES the command is ended and the answer is a node error on the run."""
+    settings.NODE_ANSWER_MAX_BYTES = 1024**2
+    box.plant("A" * (40 * 1024**2) + "\n", "", 0)
+    with InstanceNode(hostile_run.instance) as node:
+        node.transport.connect()
+        with pytest.raises(NodeError, match="answered more than 1048576 bytes"):
+            node.probe([hostile_run])
+        assert node.transport.max_answer == 1024**2
+    hostile_run.refresh_from_db()
+    assert hostile_run.state == RunState.RUNNING
+
+
+def test_an_over_long_field_is_a_node_error_and_an_unknown_one_is_never_stored(box, hostile_run):
+    """An 8 MiB log_tail once reached Run.last_status and the run page; unknown fields were kept."""
+    probe_once(box, hostile_run, valid_status(hostile_run, log_tail="x" * 1024**2))
+    assert "node_error" in hostile_run.alerts and hostile_run.last_status.get("log_tail", "") == ""
+    message = hostile_run.events.filter(kind="alert").latest("at").message
+    assert "over-long log_tail" in message
+    probe_once(box, hostile_run, valid_status(hostile_run, evil="<script>" * 1000, ran={"python": "3.11"}))
+    assert "evil" not in hostile_run.last_status
+    assert hostile_run.last_status["log_tail"] == "step 1\n" and hostile_run.last_status["ran"] == {"python": "3.11"}
