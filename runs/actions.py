@@ -173,6 +173,7 @@ def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
             setattr(run, field, empty)
         run.save()
         _event(run, "edited", "Edited: " + "; ".join(lines)[:2000], actor, fields=changed)
+        _cancel_unspent_approvals(run, "edited: " + ", ".join(changed), actor)
     return changed
 
 
@@ -198,19 +199,41 @@ class SpendPending(ValidationError):
 
 
 def _spend_gate(run: Run, attempt: int, why: str, actor) -> SpendRequest | None:
-    """None when this attempt may spend; else its pending spend request (created and announced once)."""
-    covered = run.spend_requests.filter(attempt=attempt, status=SpendStatus.APPROVED).exists()
+    """None when this attempt may spend; else its pending spend request (created and announced once).
+
+    An approval covers the attempt only on the terms it was given (box, rate, minutes, cost); a request
+    asked on other terms is cancelled and asked again."""
+    terms = spend.terms_of(run)
+    covered = run.spend_requests.filter(attempt=attempt, status=SpendStatus.APPROVED, terms=terms).exists()
     reason = None if covered else spend.needs_approval(run)
     if reason is None:
         return None
     pending = run.spend_requests.filter(attempt=attempt, status=SpendStatus.PENDING).first()
-    if pending is not None:
+    if pending is not None and pending.terms == terms:
         return pending
+    if pending is not None:
+        _cancel_spend(run, pending, spend.terms_changed(pending.terms, terms), actor)
     said = (
         f"Attempt {attempt} waits for an approver: {reason}",
         f"attempt {attempt} waits for a spend approval: {reason}",
     )
     return _ask_spend(run, attempt, why, reason, actor, said)
+
+
+def _cancel_spend(run: Run, request: SpendRequest, changed: str, actor) -> None:
+    request.status = SpendStatus.CANCELLED
+    request.save(update_fields=["status"])
+    text = f"Spend request #{request.pk} cancelled: the run changed since it was asked ({changed}); starting asks again"
+    _event(run, "spend", text, actor, spend_request=request.pk)
+
+
+def _cancel_unspent_approvals(run: Run, changed: str, actor) -> None:
+    """An edit of a run that has not spent yet: what was asked or approved for it no longer holds."""
+    open_requests = run.spend_requests.select_for_update().filter(
+        attempt__gt=run.attempt, status__in=(SpendStatus.PENDING, SpendStatus.APPROVED)
+    )
+    for request in open_requests:
+        _cancel_spend(run, request, changed, actor)
 
 
 def _ask_spend(run: Run, attempt: int, why: str, reason: str, actor, said: tuple[str, str]) -> SpendRequest:
@@ -220,6 +243,7 @@ def _ask_spend(run: Run, attempt: int, why: str, reason: str, actor, said: tuple
         attempt=attempt,
         why=why,
         expected_cost=spend.expected_cost(run),
+        terms=spend.terms_of(run),
         reason=reason,
         requester=actor or run.created_by,  # an automatic relaunch is asked for by whoever launched the run
         expires_at=timezone.now() + timedelta(hours=settings.SPEND_APPROVAL_HOURS),
@@ -245,9 +269,8 @@ def _ask_again_when_overrunning(run: Run, now) -> None:
 
 
 def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> SpendRequest:
-    """An approver (never the requester) lets the attempt spend, or refuses; approval continues it."""
-    from runs.tasks import continue_after_spend
-
+    """An approver (never the requester) lets the attempt spend, or refuses; approval continues it.
+    An approval is of the terms the request was asked on: if the run has other terms now, it is cancelled."""
     if not actor.has_perm("projects.approve_cost"):
         raise PermissionDenied("Only an approver decides spending.")
     with transaction.atomic(durable=True):
@@ -265,16 +288,30 @@ def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> S
             raise ValidationError(f"Spend request #{request.pk} is {request.get_status_display().lower()}.")
         if request.expires_at <= timezone.now():
             raise ValidationError(f"Spend request #{request.pk} has expired; start the run again to ask again.")
-        request.status = SpendStatus.APPROVED if approve else SpendStatus.REJECTED
-        request.approver, request.comment, request.decided_at = actor, comment.strip(), timezone.now()
-        request.save()
-        verdict = "approved" if approve else "rejected"
-        _event(run, "spend", f"Spend of attempt {request.attempt} {verdict}: {comment.strip()}", actor)
-        if not approve and request.why == SpendRequest.Why.OVERRUN:
-            notices.announce(run, Event.SPEND, f"its overrun was rejected by {actor.get_username()}: stop it by hand")
-        if approve:
-            transaction.on_commit(partial(continue_after_spend.delay, request.pk))
+        changed = spend.terms_changed(request.terms, spend.terms_of(run)) if approve else ""
+        if changed:  # the approver was shown other terms than the run has now (a box's rate was edited)
+            _cancel_spend(run, request, changed, actor)
+        else:
+            request.status = SpendStatus.APPROVED if approve else SpendStatus.REJECTED
+            request.approver, request.comment, request.decided_at = actor, comment.strip(), timezone.now()
+            _record_decision(run, request, approve, comment, actor)
+    if changed:  # raised after commit: the cancellation is kept
+        raise ValidationError(
+            f"Spend request #{request.pk} was cancelled: the run changed since it was asked ({changed})."
+        )
     return request
+
+
+def _record_decision(run: Run, request: SpendRequest, approve: bool, comment: str, actor) -> None:
+    from runs.tasks import continue_after_spend
+
+    request.save()
+    verdict = "approved" if approve else "rejected"
+    _event(run, "spend", f"Spend of attempt {request.attempt} {verdict}: {comment.strip()}", actor)
+    if not approve and request.why == SpendRequest.Why.OVERRUN:
+        notices.announce(run, Event.SPEND, f"its overrun was rejected by {actor.get_username()}: stop it by hand")
+    if approve:
+        transaction.on_commit(partial(continue_after_spend.delay, request.pk))
 
 
 def do_continue_after_spend(request_pk: int) -> str:

@@ -301,6 +301,7 @@ class SpendStatus(models.TextChoices):
     APPROVED = "approved", "Approved"
     REJECTED = "rejected", "Rejected"
     EXPIRED = "expired", "Expired unanswered"
+    CANCELLED = "cancelled", "Cancelled: the run changed"
 
 
 class SpendRequest(models.Model):
@@ -319,7 +320,13 @@ class SpendRequest(models.Model):
     expected_cost = models.DecimalField(max_digits=10, decimal_places=2)
     reason = models.TextField(help_text="What the envelope said: over what is left, or over the threshold.")
     requester = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    status = models.CharField(max_length=8, choices=SpendStatus.choices, default=SpendStatus.PENDING)
+    status = models.CharField(max_length=10, choices=SpendStatus.choices, default=SpendStatus.PENDING)
+    terms = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What was asked for and approved (box, its rate, expected minutes, cost): an approval "
+        "covers an attempt only while the run still has these terms.",
+    )
     approver = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     comment = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)

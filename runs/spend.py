@@ -29,6 +29,24 @@ def expected_cost(run) -> Decimal:
     return (run.instance.rate_running * Decimal(run.expected_minutes) / 60).quantize(CENT)
 
 
+def terms_of(run) -> dict:
+    """What a spend approval is bound to: the box, its running rate, the expected minutes and so the
+    cost. An approval of $10 once covered whatever the draft was edited into ($16,666)."""
+    return {
+        "instance": run.instance_id,
+        "rate_running": str(run.instance.rate_running),
+        "expected_minutes": run.expected_minutes,
+        "expected_cost": str(expected_cost(run)),
+    }
+
+
+def terms_changed(then: dict, now: dict) -> str:
+    """What differs between two terms, as a person reads it ("" when nothing)."""
+    names = {"instance": "box", "rate_running": "rate $/h", "expected_minutes": "expected minutes"}
+    names["expected_cost"] = "expected cost $"
+    return "; ".join(f"{names[key]} {then.get(key)} → {now[key]}" for key in now if then.get(key) != now[key])
+
+
 @dataclass(frozen=True)
 class Envelope:
     budget: Decimal | None

@@ -238,3 +238,52 @@ def test_an_approval_whose_continuation_was_lost_lets_the_run_start_by_hand(team
     do_start_preflight(run.pk, actor=bob)
     run.refresh_from_db()
     assert run.state == RunState.PREFLIGHT and run.spend_requests.count() == 1
+
+
+def test_an_edit_after_approval_cancels_it_and_asks_again(team, alice, bob):
+    """Issue 28 §3: a $12 approval, then the draft edited to run 5,000 hours, started with no new
+    approval. An approval covers the terms it was given (box, rate, minutes, cost); an edit cancels it."""
+    from runs.actions import do_edit_run
+
+    run = new_run(team, bob)
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    approved = SpendRequest.objects.get(run=run)
+    do_decide_spend(approved.pk, True, "ok for $12", actor=alice)
+    assert do_edit_run(run.pk, {"expected_minutes": 300_000}, actor=bob) == ["expected_minutes"]
+    approved.refresh_from_db()
+    assert approved.status == SpendStatus.CANCELLED
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    run.refresh_from_db()
+    assert run.state == RunState.DRAFT
+    asked = run.spend_requests.get(status=SpendStatus.PENDING)
+    assert asked.expected_cost == Decimal("10000.00") and asked.terms["expected_minutes"] == 300_000
+    assert do_continue_after_spend(approved.pk) == "not approved"  # the lost continuation starts nothing
+    assert any("cancelled: the run changed" in event.message for event in run.events.filter(kind="spend"))
+
+
+def test_an_edit_while_pending_cancels_the_request_and_a_rate_change_voids_the_approval(team, alice, bob):
+    from runs.actions import do_edit_run
+
+    run = new_run(team, bob)
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    first = SpendRequest.objects.get(run=run)
+    do_edit_run(run.pk, {"expected_minutes": 420}, actor=bob)
+    first.refresh_from_db()
+    assert first.status == SpendStatus.CANCELLED
+    with pytest.raises(ValidationError, match="is cancelled"):
+        do_decide_spend(first.pk, True, "too late", actor=alice)
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    second = run.spend_requests.get(status=SpendStatus.PENDING)
+    # The box's rate rises while the approver reads the request: approving what they were shown is refused.
+    Instance.objects.filter(pk=run.instance_id).update(rate_running=Decimal(50))
+    with pytest.raises(ValidationError, match=r"rate \$/h 2.0000 → 50.0000"):
+        do_decide_spend(second.pk, True, "ok", actor=alice)
+    second.refresh_from_db()
+    assert second.status == SpendStatus.CANCELLED and second.approver is None
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    assert run.spend_requests.get(status=SpendStatus.PENDING).expected_cost == Decimal("350.00")
