@@ -3,7 +3,7 @@
 from functools import partial
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from profiles.live import instance_changed
@@ -35,17 +35,48 @@ def needs_acknowledgement(project, profile_key) -> bool:
     return not PlatformAcknowledgement.objects.filter(project=project, profile_key=profile_key).exists()
 
 
+# The unit of custody is the provider's resource, not our row: a second box with a guarded pod's id
+# passed every check (it had no exports) and its release terminated the real pod.
+TWIN = (
+    "Another live box already holds {platform} resource {provider_id}: one box per provider resource. "
+    "Release or correct that box first, or ask an administrator."
+)
+
+
+def _twin_problem(instance: Instance) -> str | None:
+    """Why instance may not hold its provider id: another live box holds it (in any project)."""
+    if not instance.provider_id:
+        return None
+    others = Instance.objects.billing().filter(profile_key=instance.profile_key, provider_id=instance.provider_id)
+    if others.exclude(pk=instance.pk).exists():
+        return TWIN.format(platform=instance.profile.name, provider_id=instance.provider_id)
+    return None
+
+
+def _saved_alone(instance: Instance) -> None:
+    """Save instance; the database's constraint refuses a twin that slipped past the check in a race."""
+    problem = _twin_problem(instance)
+    if problem:
+        raise ValidationError(problem)
+    try:
+        with transaction.atomic():
+            instance.save()
+    except IntegrityError:
+        raise ValidationError(TWIN.format(platform=instance.profile.name, provider_id=instance.provider_id)) from None
+
+
 def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Instance:
     """Save a validated, unsaved instance; the first box of a platform in a project needs acknowledgement."""
     with transaction.atomic(durable=True):
         if needs_acknowledgement(instance.project, instance.profile_key):
             if not acknowledged:
                 raise ValidationError("Read and acknowledge this platform's conveniences and danger clocks first.")
-            PlatformAcknowledgement.objects.create(
-                project=instance.project, profile_key=instance.profile_key, user=actor
+            # Two first boxes of a platform at once: one acknowledgement, not an IntegrityError for the other.
+            PlatformAcknowledgement.objects.get_or_create(
+                project=instance.project, profile_key=instance.profile_key, defaults={"user": actor}
             )
         instance.created_by = actor
-        instance.save()
+        _saved_alone(instance)
         _event(instance, InstanceEvent.Kind.CREATED, f"Registered on {instance.profile.name}", actor)
     return instance
 
@@ -215,6 +246,14 @@ def do_register_resource(instance_id: int, kind: str, name: str, tier: str, rate
             raise ValidationError(f"{instance.profile.name} bills no such resource separately (it bills: {offered}).")
         if not name:
             raise ValidationError("Name the resource as the provider's console shows it.")
+        twins = Resource.objects.filter(
+            kind=kind, provider_id=provider_id, deleted_at__isnull=True, instance__profile_key=instance.profile_key
+        )
+        if provider_id and twins.exists():
+            raise ValidationError(
+                f"Another box already holds {instance.profile.name} {kind} {provider_id}: "
+                "one box per provider resource."
+            )
         if tier and not any(t["name"] == tier for t in instance.profile.tiers):
             raise ValidationError(f"{instance.profile.name} has no storage tier named “{tier}”.")
         if rate is None or rate < 0:
@@ -240,11 +279,16 @@ def do_edit_instance(instance_id: int, changes: dict, *, actor) -> list[str]:
         if not changed:
             return []
         lines = [f"{field}: {getattr(instance, field) or '—'} → {changes[field] or '—'}" for field in changed]
+        if "provider_id" in changed and instance.provider_id and instance.runs.exists():
+            raise ValidationError(
+                f"This box holds evidence of its runs at {instance.provider_id}: its provider id cannot change "
+                "(a box with another id is another resource: register it as a new box)."
+            )
         for field in changed:
             setattr(instance, field, changes[field])
         if REPINNED_BY & set(changed):
             instance.host_key_type, instance.host_key_base64, instance.host_key_confirmed_at = "", "", None
             lines.append("the pinned host key was cleared: test the connection and confirm the new one")
-        instance.save()
+        _saved_alone(instance)
         _event(instance, InstanceEvent.Kind.NOTE, "Edited: " + "; ".join(lines), actor, fields=changed)
     return changed

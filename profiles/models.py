@@ -202,6 +202,14 @@ class Instance(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        constraints = [
+            # One live box per provider resource: its checks, approvals and provider calls are that box's.
+            models.UniqueConstraint(
+                fields=["profile_key", "provider_id"],
+                condition=~models.Q(provider_id="") & ~models.Q(state="released"),
+                name="one_live_instance_per_provider_resource",
+            )
+        ]
 
     def __str__(self):
         return self.name

@@ -229,7 +229,11 @@ def instance_edit(request, pk):
     if request.method == "POST" and form.is_valid():
         changes = {field: form.cleaned_data[field] for field in form.Meta.fields if field in form.cleaned_data}
         fresh = Instance.objects.get(pk=pk)  # the form wrote onto `instance` while validating
-        changed = do_edit_instance(fresh.pk, changes, actor=request.user)
-        messages.success(request, f"Saved: {', '.join(changed)}." if changed else "Nothing changed.")
-        return redirect(fresh)
+        try:
+            changed = do_edit_instance(fresh.pk, changes, actor=request.user)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"Saved: {', '.join(changed)}." if changed else "Nothing changed.")
+            return redirect(fresh)
     return render(request, "profiles/instance_edit.html", {"form": form, "instance": instance})
