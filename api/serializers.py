@@ -116,7 +116,7 @@ class RunCreateSerializer(serializers.Serializer):
         if instance is None:
             raise serializers.ValidationError({"instance": [f"no instance {data['instance']!r} that you can see"]})
         data["project"], data["instance"] = project, instance
-        problems = validation.relation_problems(data)
+        problems = validation.relation_problems(data, user)
         if problems:
             raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
         try:

@@ -179,5 +179,10 @@ def get_profile(key: str) -> Profile:
     return _catalog[key]
 
 
+def local_keys() -> list[str]:
+    """The platforms whose box is the control host itself."""
+    return [profile.key for profile in all_profiles() if profile.is_local]
+
+
 def choices() -> list[tuple[str, str]]:
     return [(profile.key, profile.name) for profile in all_profiles()]

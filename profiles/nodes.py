@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from profiles.control_host import local_node_problem
 from profiles.credentials import ssh_auth
 from profiles.layout import NodeLayout, resolve_home
 from profiles.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
@@ -25,9 +26,10 @@ from profiles.transport import (
 
 def transport_for(instance) -> Transport:
     if instance.profile.is_local:
-        if not settings.LOCAL_NODE:
-            # Fail closed: a box registered while it was on runs nothing once the deployment turns it off.
-            raise CredentialError("this deployment does not run commands on the control host (REMOTEGPU_LOCAL_NODE)")
+        # Fail closed, at every use: a box registered while it was allowed runs nothing once it is not.
+        problem = local_node_problem()
+        if problem:
+            raise CredentialError(problem)
         return LocalTransport(user=settings.LOCAL_NODE_USER or None, max_answer=settings.NODE_ANSWER_MAX_BYTES)
     return SSHTransport(
         instance.host,

@@ -14,6 +14,7 @@ from django.utils.crypto import get_random_string
 
 from notifications.models import Event
 from profiles.actions import do_observe_running
+from profiles.control_host import runs_here_problem
 from runs import environment, logs, notices, rollups, signals, spend, sweeps
 from runs.live import push_run_update
 from runs.models import (
@@ -125,7 +126,17 @@ def _release_gpus(run: Run) -> None:
         _event(run, "gpu", f"Released {released} GPU lock(s)")
 
 
+def _may_run_on(run: Run, actor) -> None:
+    """A person starts work on the run's box: on the control host only an administrator does (the
+    forms and the API refuse it first; this is the rule every start goes through)."""
+    if run.instance.profile.is_local and actor is not None:
+        problem = runs_here_problem(actor)
+        if problem:
+            raise PermissionDenied(problem)
+
+
 def do_create_run(run: Run, *, actor) -> Run:
+    _may_run_on(run, actor)
     with transaction.atomic(durable=True):
         run.run_id = new_run_id(run.project.slug)
         run.created_by = actor
@@ -167,6 +178,7 @@ def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
         was_on = run.instance_id
         for field in changed:
             setattr(run, field, changes[field])
+        _may_run_on(run, actor)
         if run.instance_id != was_on:
             rollups.move(run, was_on, verified=run.custody_records.filter(status="verified").exists())
         for field, empty in BOUND.items():
@@ -182,6 +194,7 @@ def do_start_preflight(run_pk: int, *, actor) -> Run:
 
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
+        _may_run_on(run, actor)
         _check_move(run, RunState.PREFLIGHT)  # before the gate: an illegal start asks nobody to pay
         waiting = _spend_gate(run, run.attempt + 1, SpendRequest.Why.LAUNCH, actor)
         if waiting is None:
@@ -435,6 +448,7 @@ def do_retry_run(run_pk: int, *, actor) -> Run:
     """Retry the identical config as a new attempt; it resumes from the run's latest checkpoint."""
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
+        _may_run_on(run, actor)
         if run.state not in RETRYABLE_STATES:
             raise IllegalTransition(f"Only a quarantined or failed launch can be retried (this run is {run.state}).")
         waiting = _spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)
@@ -674,6 +688,8 @@ def do_create_sweep(
     base_run: Run, name: str, cells: list[dict], boxes: list, gpus_per_box: int, independent: bool, *, actor
 ) -> Sweep:
     """One run per cell (validated cells in, nothing launched yet), then start what fits."""
+    if any(box.profile.is_local for box in boxes) and runs_here_problem(actor):
+        raise PermissionDenied(runs_here_problem(actor))
     with transaction.atomic(durable=True):
         sweep = Sweep.objects.create(
             project=base_run.project,

@@ -4,6 +4,7 @@ import yaml
 from django import forms
 
 from notifications import webhooks
+from profiles import catalog
 from projects.models import Project
 from runs import sources, sweeps, validation
 from runs.models import Run, SourceKind
@@ -102,8 +103,12 @@ class RunForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         from profiles.models import Instance
 
+        self.user = user
         self.fields["project"].queryset = Project.objects.visible_to(user)
-        self.fields["instance"].queryset = Instance.objects.visible_to(user).billing()
+        boxes = Instance.objects.visible_to(user).billing()
+        if not (user and user.is_superuser):  # the control host is an administrator's box to run on
+            boxes = boxes.exclude(profile_key__in=catalog.local_keys())
+        self.fields["instance"].queryset = boxes
         self.fields["max_relaunches"].required = False  # only read when relaunching is on; default 3
 
     def clean_max_relaunches(self):
@@ -131,7 +136,7 @@ class RunForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        for field, problem in validation.relation_problems(data).items():
+        for field, problem in validation.relation_problems(data, self.user).items():
             self.add_error(field, problem)
         if data.get("config_overrides_text") and not self.errors:
             try:

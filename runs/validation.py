@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 import yaml
 from django.core.exceptions import ValidationError
 
+from profiles.control_host import runs_here_problem
 from runs import sources, sweeps
 from runs.models import SourceKind
 
@@ -99,12 +100,14 @@ def check_gpus(gpus: list[int]) -> list[int]:
     return gpus
 
 
-def relation_problems(data: dict) -> dict[str, str]:
-    """Field -> problem for rules across fields; resolves a git source's commit into data."""
+def relation_problems(data: dict, user) -> dict[str, str]:
+    """Field -> problem for rules across fields (user: who makes the run); resolves a git source's commit."""
     problems = {}
     project, instance, kind = data.get("project"), data.get("instance"), data.get("source_kind")
     if project and instance and instance.project_id != project.pk:
         problems["instance"] = f"{instance.name} belongs to another project."
+    elif instance and instance.profile.is_local and runs_here_problem(user):
+        problems["instance"] = runs_here_problem(user)
     elif instance and not instance.profile.is_local and instance.pinned_host_key is None:
         problems["instance"] = "Confirm this instance's host key first (test its connection)."
     path = data.get("source_path", "")

@@ -1,9 +1,25 @@
-"""In the browser: register a box (first-contact acknowledgement), run the audit, read the numbers."""
+"""In the browser: register a box (first-contact acknowledgement), run the audit, read the numbers.
 
+The local workstation runs its commands as the worker's own user only in the one-person mode (the
+admin is the only account): this module has a stack of its own, fresh, so it starts in that mode."""
+
+import pytest
 from django.utils import timezone
 
+from tests.browser.conftest import Stack, free_port
 from tests.browser.test_dashboard import sign_in
+from tests.browser.test_runs import create_person
 from tests.conftest import ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    running = Stack(tmp_path_factory.mktemp("lone-stack-var"), free_port())
+    running.password = running.wait_for(r"Created admin user 'admin' with password: (\S+)").group(1)
+    running.wait_for(r"RemoteGPU is up at")
+    running.wait_listening()
+    yield running
+    running.kill()
 
 
 def test_register_local_instance_and_audit_it(page, stack):
@@ -38,3 +54,10 @@ def test_register_local_instance_and_audit_it(page, stack):
     assert "free of" in page.inner_text(".disk-bytes")
     assert "free of" in page.inner_text(".disk-inodes")
     page.screenshot(path=str(ARTIFACTS / "instance.png"), full_page=True)
+
+    # A second account ends the one-person mode: the control host runs nothing more as the worker.
+    create_person(page, stack, "olive", "operator")
+    page.goto(stack.url + "/instances/")
+    page.click("a:has-text('speech-desk')")
+    page.click("button:has-text('Test connection')")
+    page.wait_for_selector("#probes td:has-text('REMOTEGPU_LOCAL_NODE_USER')", timeout=60_000)

@@ -1,4 +1,5 @@
-"""In the browser: a run on the local workstation, from the form to a sealed export, watched on its page."""
+"""In the browser: a run on a box reached over SSH (the loopback sshd), from the form to a sealed export,
+watched on its page. A team's operator never runs on the control host itself (issue 28 §1)."""
 
 import shutil
 import sys
@@ -10,22 +11,40 @@ from tests.browser.test_dashboard import sign_in
 from tests.conftest import ARTIFACTS, REPO
 
 
-def create_project_and_local_instance(page, stack, slug):
+def create_project_and_ssh_box(page, stack, slug, sshd):
+    """As the admin: a project, its SSH key registered and granted to it, and a generic SSH box on the
+    loopback sshd whose host key is confirmed on its page."""
     page.goto(stack.url + "/projects/new/")
     page.fill("#id_name", slug.title())
     page.fill("#id_slug", slug)
     page.click("button:has-text('Create project')")
+    page.goto(stack.url + "/credentials/new/")
+    page.fill("#id_name", f"{slug}-key")
+    page.select_option("#id_kind", "ssh-key")
+    page.fill("#id_reference", sshd.credential_ref)
+    page.locator("label", has_text=slug.title()).locator("input[name=projects]").check()
+    page.click("main button:has-text('Save')")
+    page.wait_for_selector(f"text=Credential {slug}-key saved")
     page.goto(stack.url + "/instances/new/")
     page.select_option("#id_project", label=slug.title())
     page.fill("#id_name", f"{slug}-desk-{timezone.localdate():%Y%m%d}")
-    page.select_option("#id_profile_key", "local")
+    page.select_option("#id_profile_key", "generic-ssh")
+    page.fill("#id_host", "127.0.0.1")
+    page.fill("#id_port", str(sshd.port))
+    page.fill("#id_user", sshd.user)
+    page.select_option("#id_credential", label=f"{slug}-key")
+    page.fill("#id_shutdown_command", "/bin/true")  # never this machine's real power-off
     page.check("#id_acknowledge")
     page.click("button:has-text('Register')")
     page.wait_for_selector("h1:has-text('desk')")
+    page.click("button:has-text('Test connection')")
+    page.wait_for_selector("#seen-fingerprint", timeout=60_000)
+    page.click("button:has-text('Confirm and pin this key')")
+    page.wait_for_selector("text=Host key pinned")
 
 
 def new_run(page, stack, slug, source, command: str, title: str = "") -> None:
-    """Fill and submit the new-run form: the project's local box, a local directory, config.yaml."""
+    """Fill and submit the new-run form: the project's box, a local directory, config.yaml."""
     page.goto(stack.url + "/runs/new/")
     page.select_option("#id_project", label=slug.title())
     page.select_option("#id_instance", index=1)
@@ -54,7 +73,7 @@ def run_to_export(page, timeout=120_000):
     page.wait_for_selector("#run-state:has-text('Closed: exported')", timeout=timeout)
 
 
-def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack):
+def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack, sshd):
     """Issue 18's walk: admin creates an operator and an approver in the app → project → box (its
     power-off command edited) → the operator's run → the exported page offers Verify custody without a
     reload → verified → "New run like this" with lr changed → compare shows the diff and both curves."""
@@ -64,9 +83,9 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack):
     operator_password = create_person(page, stack, "opal", "operator")
     create_person(page, stack, "april", "approver")
     page.wait_for_selector("#user-april")
-    create_project_and_local_instance(page, stack, slug)
+    create_project_and_ssh_box(page, stack, slug, sshd)
     page.click("#edit-instance")
-    page.fill("#id_shutdown_command", "true")  # never this machine's real power-off
+    page.fill("#id_shutdown_command", "true")
     page.click("main button:has-text('Save')")
     page.wait_for_selector("ul.messages li:has-text('Saved: shutdown_command')")
     page.goto(f"{stack.url}/projects/{slug}/")
@@ -166,7 +185,7 @@ def check_chart_tools(page) -> None:
     assert "(smoothed 0.50)" in page.inner_text("#curves figure[data-metric=val_loss] figcaption")
 
 
-def test_log_line_with_markup_is_shown_as_text(page, stack):
+def test_log_line_with_markup_is_shown_as_text(page, stack, sshd):
     slug = "escaping"
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
     source = Path(stack.var_dir) / "sources" / "markup"
@@ -179,7 +198,7 @@ def test_log_line_with_markup_is_shown_as_text(page, stack):
     dialogs = []
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
     sign_in(page, stack, stack.password)
-    create_project_and_local_instance(page, stack, slug)
+    create_project_and_ssh_box(page, stack, slug, sshd)
     new_run(page, stack, slug, source, "markup.py")
     assert page.locator(".error").count() == 0, page.locator(".error").all_inner_texts()
     page.click("button:has-text('Start preflight')")

@@ -102,10 +102,16 @@ def test_beat_task_light_probes_every_running_instance(sshd, ssh_instance, celer
     assert probe.trigger == InstanceProbe.Trigger.SCHEDULE and probe.kind == "light"
 
 
-def test_local_instance_audits_without_ssh(bob, celery_worker_process):
+def test_local_instance_audits_without_ssh_in_the_one_person_mode(admin_user, django_user_model, celery_worker_process):
+    """The admin is the only account: the control host runs the audit as the worker's own user. A second
+    account ends that mode at once (issue 28 §1): the next probe fails with what to set."""
     project = Project.objects.create(name="Home", slug="home")
     instance = Instance.objects.create(name=f"home-desk-{TODAY}", project=project, profile_key="local")
-    do_request_probe(instance.pk, "audit", actor=bob)
+    do_request_probe(instance.pk, "audit", actor=admin_user)
     probe = wait_for_probe(instance, 1)
     assert probe.ok, probe.error
     assert probe.parsed["python"]["executable"]
+    django_user_model.objects.create_user("second", password="second-pass-1234")
+    do_request_probe(instance.pk, "light", actor=admin_user)
+    probe = wait_for_probe(instance, 2)
+    assert not probe.ok and "REMOTEGPU_LOCAL_NODE_USER" in probe.error

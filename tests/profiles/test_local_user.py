@@ -90,6 +90,37 @@ def test_a_deployment_without_the_local_node_runs_nothing_on_the_control_host(se
 
 
 @pytest.mark.django_db
+def test_the_workers_own_user_runs_commands_only_while_the_admin_is_alone(settings, admin_user, django_user_model):
+    """Issue 28 §1: with REMOTEGPU_LOCAL_NODE_USER unset, an operator's run on a local box ran as the
+    worker and read /proc/<worker>/environ. Without a separate OS user the control host runs commands
+    only in the one-person mode, measured at each use: the only active account is the admin."""
+    project = Project.objects.create(name="Desk", slug="desk")
+    desk = Instance.objects.create(name="desk-box-20261130", project=project, profile_key="local")
+    settings.LOCAL_NODE, settings.LOCAL_NODE_USER = True, ""
+    assert transport_for(desk).user is None  # the admin alone: as the worker, as `make run` has it
+    operator = django_user_model.objects.create_user("opal", password="opal-pass-1234")
+    with pytest.raises(CredentialError, match="only account.*REMOTEGPU_LOCAL_NODE_USER"):
+        transport_for(desk)
+    operator.is_active = False
+    operator.save()
+    assert transport_for(desk).user is None  # a deactivated account is no one
+    admin_user.is_superuser = False
+    admin_user.save()
+    with pytest.raises(CredentialError, match="only account"):
+        transport_for(desk)  # a lone account that is not an admin is not the one-person mode
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["root", pwd.getpwuid(os.geteuid()).pw_name, "no-such-account-28"])
+def test_the_node_user_is_never_root_the_worker_or_missing(settings, name):
+    project = Project.objects.create(name="Desk", slug="desk")
+    desk = Instance.objects.create(name="desk-box-20261130", project=project, profile_key="local")
+    settings.LOCAL_NODE, settings.LOCAL_NODE_USER = True, name
+    with pytest.raises(CredentialError, match="REMOTEGPU_LOCAL_NODE_USER"):
+        transport_for(desk)
+
+
+@pytest.mark.django_db
 def test_the_local_platform_is_not_offered_where_the_deployment_has_it_off(client, admin_user, settings):
     client.force_login(admin_user)
     settings.LOCAL_NODE = False
