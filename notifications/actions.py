@@ -10,7 +10,15 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from notifications import send, webhooks
-from notifications.models import DEFAULT_EVENTS, Channel, Event, Notification, Preference
+from notifications.models import (
+    DEFAULT_EVENTS,
+    Channel,
+    Event,
+    Notification,
+    NotifyVariable,
+    NotifyVariableEvent,
+    Preference,
+)
 
 
 def do_notify(project_id: int, event: str, subject: str, text: str, data: dict | None = None) -> Notification:
@@ -49,7 +57,9 @@ def _targets(notification: Notification) -> dict:
         if channel.kind == Channel.Kind.WEBHOOK:
             targets[channel.label] = partial(send.to_webhook, channel.url, payload)
         else:
-            targets[channel.label] = partial(send.to_apprise, channel.url_env, notification.subject, notification.text)
+            targets[channel.label] = partial(
+                send.to_apprise, channel.url_env, channel.project_id, notification.subject, notification.text
+            )
     for address in recipients(notification):
         targets[f"email:{address}"] = partial(send.to_email, address, notification.subject, notification.text)
     return targets
@@ -116,7 +126,7 @@ def do_add_channel(project, name: str, kind: str, target: str, events, *, actor)
         problem = webhooks.url_problem(target) if target else "A webhook channel needs its URL."
         channel.url = target
     elif kind == Channel.Kind.APPRISE:
-        problem = send.env_name_problem(target)
+        problem = send.env_name_problem(target) or send.grant_problem(project.pk, target)
         channel.url_env = target
     else:
         problem = f"Unknown kind {kind!r}."
@@ -144,3 +154,26 @@ def do_set_preference(project, user, events, *, actor) -> Preference:
 def events_of(project, user) -> list[str]:
     preference = Preference.objects.filter(project=project, user=user).first()
     return preference.events if preference else list(DEFAULT_EVENTS)
+
+
+def do_save_notify_variable(variable: NotifyVariable, projects, *, actor) -> NotifyVariable:
+    """An administrator registers a notification variable or changes its grants; audited (issue 28 §7).
+    A revoked grant stops the project's next message through it (checked at send)."""
+    problem = send.env_name_problem(variable.variable)
+    if problem:
+        raise ValidationError(problem)
+    with transaction.atomic(durable=True):
+        before = NotifyVariable.objects.select_for_update().get(pk=variable.pk) if variable.pk else None
+        old = set(before.projects.values_list("slug", flat=True)) if before else set()
+        variable.created_by = before.created_by if before else actor
+        variable.save()
+        variable.projects.set(projects)
+        new = {project.slug for project in projects}
+        granted, revoked = sorted(new - old), sorted(old - new)
+        parts = ["Registered" if before is None else "Changed"]
+        parts += [f"granted to {', '.join(granted)}"] if granted else []
+        parts += [f"revoked from {', '.join(revoked)}"] if revoked else []
+        NotifyVariableEvent.objects.create(
+            variable=variable, actor=actor, message="; ".join(parts), data={"granted": granted, "revoked": revoked}
+        )
+    return variable

@@ -34,6 +34,49 @@ class Event(models.TextChoices):
 DEFAULT_EVENTS = [Event.CLOCK, Event.DRIFT, Event.TEARDOWN_FAILED]
 
 
+class NotifyVariableQuerySet(models.QuerySet):
+    def granted_to(self, project):
+        return self.filter(projects=project)
+
+
+class NotifyVariable(models.Model):
+    """A worker environment variable that holds a chat service's URL (and so its token), registered by
+    an administrator and granted per project, as credentials are: an operator of one project once
+    named another's variable and posted into its chat."""
+
+    variable = models.CharField(
+        max_length=64, unique=True, help_text="The variable's name on every worker, e.g. REMOTEGPU_NOTIFY_SLACK."
+    )
+    projects = models.ManyToManyField(Project, blank=True, related_name="notify_variables")
+    note = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+
+    objects = NotifyVariableQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["variable"]
+
+    def __str__(self):
+        return self.variable
+
+
+class NotifyVariableEvent(models.Model):
+    """Append-only: who registered a notification variable, or granted and revoked projects."""
+
+    variable = models.ForeignKey(NotifyVariable, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    message = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.variable_id}: {self.message[:60]}"
+
+
 class Channel(models.Model):
     class Kind(models.TextChoices):
         WEBHOOK = "webhook", "Webhook (JSON POST)"
@@ -44,7 +87,9 @@ class Channel(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     url = models.URLField(blank=True, help_text="Webhook only: a public https URL.")
     url_env = models.CharField(
-        max_length=64, blank=True, help_text="Apprise only: the environment variable holding the apprise URL."
+        max_length=64,
+        blank=True,
+        help_text="Apprise only: a registered notification variable granted to the project, holding the URL.",
     )
     events = models.JSONField(default=list, help_text="Event names; empty means every event.")
     enabled = models.BooleanField(default=True)

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from notifications import webhooks
+from notifications.models import NotifyVariable
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,17 @@ def env_name_problem(name: str) -> str | None:
     return None
 
 
+def grant_problem(project_id: int, name: str) -> str | None:
+    """A variable is named by a project only where an administrator granted it: checked when a
+    channel is added and again at every send, so a revoked grant stops the next message."""
+    if NotifyVariable.objects.filter(variable=name, projects__pk=project_id).exists():
+        return None
+    return (
+        f"{name} is not a notification variable granted to this project: an administrator registers "
+        "it and grants it on the Notification variables page."
+    )
+
+
 def to_webhook(url: str, payload: dict) -> None:
     try:
         status = webhooks.post_json(url, payload, timeout=settings.NOTIFY_TIMEOUT)
@@ -37,8 +49,8 @@ def to_webhook(url: str, payload: dict) -> None:
         raise SendFailed(f"answered HTTP {status}")
 
 
-def to_apprise(url_env: str, subject: str, text: str) -> None:
-    problem = env_name_problem(url_env)
+def to_apprise(url_env: str, project_id: int, subject: str, text: str) -> None:
+    problem = env_name_problem(url_env) or grant_problem(project_id, url_env)
     if problem:
         raise SendFailed(problem)
     url = os.environ.get(url_env, "")

@@ -1,14 +1,21 @@
 """A project's notifications page: its channels (operators add and remove them), each member's own
 e-mail opt-in, and the recent outbox with what each target answered."""
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from notifications.actions import do_add_channel, do_remove_channel, do_set_preference, events_of
-from notifications.models import Channel, Event
+from notifications.actions import (
+    do_add_channel,
+    do_remove_channel,
+    do_save_notify_variable,
+    do_set_preference,
+    events_of,
+)
+from notifications.models import Channel, Event, NotifyVariable
 from projects.models import Project
 
 
@@ -27,6 +34,7 @@ def notification_settings(request, slug):
         "project": project,
         "events": Event.choices,
         "channels": project.channels.all(),
+        "variables": NotifyVariable.objects.granted_to(project),
         "mine": events_of(project, request.user),
         "outbox": project.notifications.all()[:20],
         "can_configure": _can_configure(request.user),
@@ -83,3 +91,43 @@ def remove_channel(request, slug, pk):
     else:
         messages.error(request, "Only operators and admins configure a project's channels.")
     return redirect("notification-settings", slug=project.slug)
+
+
+class NotifyVariableForm(forms.ModelForm):
+    projects = forms.ModelMultipleChoiceField(
+        queryset=Project.objects.order_by("name"), required=False, widget=forms.CheckboxSelectMultiple
+    )
+
+    class Meta:
+        model = NotifyVariable
+        fields = ["variable", "projects", "note"]
+
+
+def _admin_only(request) -> None:
+    if not request.user.is_superuser:
+        raise PermissionDenied("Only an administrator registers notification variables.")
+
+
+@login_required
+def variable_list(request):
+    _admin_only(request)
+    variables = NotifyVariable.objects.prefetch_related("projects")
+    return render(request, "notifications/variable_list.html", {"variables": variables})
+
+
+@login_required
+def variable_edit(request, pk=None):
+    _admin_only(request)
+    variable = get_object_or_404(NotifyVariable, pk=pk) if pk else None
+    form = NotifyVariableForm(request.POST or None, instance=variable)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = do_save_notify_variable(form.save(commit=False), form.cleaned_data["projects"], actor=request.user)
+        except ValidationError as exc:
+            form.add_error("variable", exc)
+        else:
+            messages.success(request, f"Notification variable {saved.variable} saved.")
+            return redirect("notify-variable-list")
+    events = variable.events.select_related("actor")[:20] if variable else []
+    context = {"form": form, "variable": variable, "events": events}
+    return render(request, "notifications/variable_form.html", context)

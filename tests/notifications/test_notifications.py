@@ -10,7 +10,7 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 
 from notifications.actions import do_add_channel, do_deliver_notification, do_notify, do_set_preference
-from notifications.models import Channel, Event, Notification
+from notifications.models import Channel, Event, Notification, NotifyVariable
 from profiles.models import Instance
 from projects.models import Project
 from runs.actions import do_finish_smoke
@@ -37,6 +37,8 @@ def team(alice, bob, carol, settings):
 def chat(team, provider_stub, monkeypatch):
     """An apprise channel whose URL (holding a token, as a chat URL does) lives in the environment."""
     monkeypatch.setenv("REMOTEGPU_NOTIFY_CHAT", f"json://{provider_stub.url[7:]}/hooks/chat-{team.slug}/{TOKEN}")
+    variable, _ = NotifyVariable.objects.get_or_create(variable="REMOTEGPU_NOTIFY_CHAT")
+    variable.projects.add(team)  # as an administrator grants it on the Chat variables page
     return do_add_channel(team, "chat", Channel.Kind.APPRISE, "REMOTEGPU_NOTIFY_CHAT", [], actor=None)
 
 
@@ -192,3 +194,48 @@ def test_a_notification_a_dead_worker_held_is_delivered_again(team, chat, provid
     assert do_deliver_notification(notification.pk) == "sent"
     assert len(hooks(provider_stub, f"chat-{team.slug}")) == 1
     assert Notification.objects.get(pk=notification.pk).attempts == 2
+
+
+def test_a_project_never_posts_through_another_projects_chat_variable(
+    client, team, chat, provider_stub, admin_user, dave, monkeypatch
+):
+    """Issue 28 §7: an operator of B named A's REMOTEGPU_NOTIFY_ variable and posted into A's chat.
+    Chat variables are registered and granted per project: naming one not granted is refused when the
+    channel is added, and a grant revoked later stops the next message."""
+    other = Project.objects.create(name="Other", slug=f"o{team.slug}")
+    other.members.add(dave)
+    with pytest.raises(ValidationError, match="not a notification variable granted to this project"):
+        do_add_channel(other, "theirs", Channel.Kind.APPRISE, "REMOTEGPU_NOTIFY_CHAT", [], actor=dave)
+    client.force_login(dave)
+    response = client.post(
+        f"/projects/{other.slug}/notifications/channels/",
+        {"name": "theirs", "kind": "apprise", "target": "REMOTEGPU_NOTIFY_CHAT"},
+        follow=True,
+    )
+    assert "not a notification variable granted" in response.content.decode()
+    assert not Channel.objects.filter(project=other).exists()
+    assert client.get("/notifications/variables/").status_code == 403  # an operator registers nothing
+
+    # The admin revokes the grant on the page: the channel that already exists stops sending.
+    client.force_login(admin_user)
+    variable = NotifyVariable.objects.get(variable="REMOTEGPU_NOTIFY_CHAT")
+    response = client.post(f"/notifications/variables/{variable.pk}/", {"variable": variable.variable, "note": ""})
+    assert response.status_code == 302 and not variable.projects.exists()
+    assert "revoked from" in variable.events.first().message
+    do_notify(team.pk, Event.DRIFT, "drift", "a box bills")
+    deliver_all(team)
+    notification = Notification.objects.filter(project=team).latest("created")
+    assert "not a notification variable granted" in notification.results["apprise:chat"]
+    assert not hooks(provider_stub, f"chat-{team.slug}")
+
+
+def test_only_variables_with_the_prefix_are_registered(client, admin_user, team):
+    client.force_login(admin_user)
+    response = client.post("/notifications/variables/new/", {"variable": "DATABASE_URL", "projects": [team.pk]})
+    assert response.status_code == 200 and "starting with REMOTEGPU_NOTIFY_" in response.content.decode()
+    assert not NotifyVariable.objects.filter(variable="DATABASE_URL").exists()
+    response = client.post("/notifications/variables/new/", {"variable": "REMOTEGPU_NOTIFY_OPS", "projects": [team.pk]})
+    assert (
+        response.status_code == 302
+        and NotifyVariable.objects.get(variable="REMOTEGPU_NOTIFY_OPS").projects.count() == 1
+    )
