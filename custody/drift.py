@@ -109,7 +109,9 @@ def do_reconcile_providers() -> dict:
 
 
 def notify_drift(drift: ProviderDrift) -> None:
-    """In the reconciliation's transaction: every project granted the key is told once."""
+    """In the reconciliation's transaction, told once: a box's drift to the box's project only (its
+    text names the box); a resource no project owns to every project granted the key."""
     data = {"kind": drift.kind, "platform": drift.profile_key, "provider_id": drift.provider_id}
-    for project in drift.credential.projects.all():
+    projects = [drift.instance.project] if drift.instance else drift.credential.projects.all()
+    for project in projects:
         do_notify(project.pk, Event.DRIFT, f"provider drift: {drift.get_kind_display()}", drift.detail, data)

@@ -53,11 +53,15 @@ def clock_alarms(instances) -> list[ClockAlarm]:
 
 
 def open_drift(user) -> list[ProviderDrift]:
-    """Provider drift under the keys granted to the user's projects (every key for an admin)."""
+    """Provider drift a user may see (every row for an admin): a resource no project owns, under a key
+    granted to one of the user's projects, or drift of a box of the user's own projects. Under a key
+    shared by two projects, B's dashboard once showed the names and states of A's boxes."""
     drift = ProviderDrift.objects.filter(resolved_at__isnull=True).select_related("instance")
     if not user.is_superuser:
-        drift = drift.filter(credential__projects__in=Project.objects.visible_to(user)).distinct()
-    return list(drift[:50])
+        visible = Project.objects.visible_to(user)
+        unowned = Q(instance__isnull=True, credential__projects__in=visible)
+        drift = drift.filter(unowned | Q(instance__project__in=visible)).distinct()
+    return list(drift.order_by("-first_seen", "-id")[:50])
 
 
 def idle_billing(instances) -> list[tuple]:

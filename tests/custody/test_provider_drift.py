@@ -120,3 +120,33 @@ def test_the_providers_answer_is_the_boxes_observed_state(bob, pod, provider_api
     do_reconcile_providers()
     pod.refresh_from_db()
     assert pod.state == "stopped"
+
+
+@pytestmark_db
+def test_under_a_shared_key_a_project_sees_only_its_own_boxes_and_unowned_resources(
+    client, alice, bob, dave, pod, provider_api
+):
+    """Issue 28 §9: B's dashboard showed the names and states of A's boxes under a shared provider key.
+    A drift row names only resources no project owns, or the viewer's own; its notice goes the same way."""
+    from notifications.models import Notification
+    from projects.models import Project
+
+    other = Project.objects.create(name="Audio", slug=f"a{pod.project.slug}")
+    other.members.add(dave)
+    api_credential(other)  # the same provider key, granted to both
+    Instance.objects.filter(pk=pod.pk).update(state="stopped")  # here stopped; the provider says it runs
+    provider_api.add("runpod", "pod-orphan")
+    do_reconcile_providers()
+    assert set(ProviderDrift.objects.values_list("kind", flat=True)) == {
+        DriftKind.ORPHAN,
+        DriftKind.RUNNING_NOT_STOPPED,
+    }
+    client.force_login(dave)
+    page = client.get("/").content.decode()
+    assert "pod-orphan" in page and pod.name not in page  # the unowned resource, not the other's box
+    client.force_login(bob)
+    page = client.get("/").content.decode()
+    assert "pod-orphan" in page and pod.name in page
+    told = Notification.objects.filter(event="drift.found")
+    assert set(told.filter(text__contains=pod.name).values_list("project", flat=True)) == {pod.project_id}
+    assert set(told.filter(text__contains="pod-orphan").values_list("project", flat=True)) == {pod.project_id, other.pk}
