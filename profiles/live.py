@@ -38,10 +38,10 @@ def _sender_loop() -> asyncio.AbstractEventLoop:
         return _sender["loop"]
 
 
-def send(group: str, payload: dict) -> None:
+def send(group: str, payload: dict, kind: str = "live.update") -> None:
     """One message to a live group, sent before this returns (messages from one thread stay in
-    order); a Redis outage must not undo a committed change."""
-    message = {"type": "live.update", "payload": payload}
+    order); a Redis outage must not undo a committed change. kind: the consumers' handler."""
+    message = {"type": kind, "payload": payload}
     future = None
     try:
         future = asyncio.run_coroutine_threadsafe(get_channel_layer().group_send(group, message), _sender_loop())
@@ -50,6 +50,16 @@ def send(group: str, payload: dict) -> None:
         if future is not None:
             future.cancel()
         log.warning("live update for %s not sent: %s", group, type(exc).__name__)
+
+
+def user_group(user_id: int) -> str:
+    """Every live socket a person has open, whatever page it serves."""
+    return f"user-{user_id}"
+
+
+def access_reduced(user_id: int) -> None:
+    """After commit: the person's open sockets re-check their access now and close where it is gone."""
+    transaction.on_commit(partial(send, user_group(user_id), {"user": user_id}, "access.reduced"))
 
 
 def instance_changed(instance_id: int) -> None:

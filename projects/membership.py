@@ -3,8 +3,13 @@
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.dispatch import Signal
 
 from projects.models import MembershipEvent, Project
+
+# Sent in the transaction that took a person's access away (user_id): the live pages above listen and
+# close that person's open sockets once it commits, instead of at their next periodic re-check.
+access_reduced = Signal()
 
 
 def _member_named(username: str):
@@ -26,11 +31,12 @@ def do_add_member(project_id: int, username: str, *, actor) -> MembershipEvent |
 
 
 def do_remove_member(project_id: int, username: str, *, actor) -> MembershipEvent | None:
-    """Take a member's access away; their open live pages close at their next re-check."""
+    """Take a member's access away; their open live pages close when this commits."""
     with transaction.atomic(durable=True):
         project = Project.objects.select_for_update().get(pk=project_id)
         user = project.members.filter(username=username).first()
         if user is None:
             return None
         project.members.remove(user)
+        access_reduced.send(sender=Project, user_id=user.pk)
         return MembershipEvent.objects.create(project=project, user=user, action="removed", actor=actor)

@@ -9,7 +9,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from profiles.live import instance_group
+from profiles.live import instance_group, user_group
 from profiles.models import Instance
 from projects.models import Project
 from runs.live import project_group, run_group
@@ -38,6 +38,7 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             await self.channel_layer.group_add(group, self.channel_name)
+            await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         except (OSError, RedisError, TimeoutError):
             await self.close(code=TRY_AGAIN_LATER)  # never an HTTP 500 while Redis is away
             return
@@ -48,6 +49,12 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
         if self.group:
             with contextlib.suppress(OSError, RedisError, TimeoutError):
                 await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.channel_layer.group_discard(user_group(self.scope["user"].pk), self.channel_name)
+
+    async def access_reduced(self, event):
+        """The person lost some access (a removal committed): re-check now, not at the next window."""
+        if not await self.still_allowed(now=True):
+            await self.close(code=FORBIDDEN)
 
     async def live_update(self, event):
         if not await self.still_allowed():
@@ -55,8 +62,8 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json(event["payload"])
 
-    async def still_allowed(self) -> bool:
-        if time.monotonic() - self.checked_at < settings.LIVE_REAUTH_SECONDS:
+    async def still_allowed(self, now: bool = False) -> bool:
+        if not now and time.monotonic() - self.checked_at < settings.LIVE_REAUTH_SECONDS:
             return True
         allowed = (
             await self.session_alive()

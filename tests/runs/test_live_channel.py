@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
+from projects.models import Project
 from remotegpu_site.asgi import application
 from tests.conftest import REPO, subprocess_env
 
@@ -195,3 +196,33 @@ async def test_a_box_page_hears_its_box_change_and_an_outsider_cannot_join(alice
     connected, code = await refused.connect()
     assert not connected and code == 4403
     await refused.disconnect()
+
+
+async def test_a_removal_closes_the_members_sockets_when_it_commits(alice, bob, settings):
+    """Issue 28: the re-check window (LIVE_REAUTH_SECONDS) let a message through right after a removal.
+    A removal now closes the person's open sockets on commit, with the window as long as an hour."""
+    from projects.membership import do_remove_member
+
+    settings.LIVE_REAUTH_SECONDS = 3600
+    cookie = await sync_to_async(session_cookie)(alice)
+    run_page = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
+    project_page = WebsocketCommunicator(application, "/ws/projects/vision/", headers=[(b"cookie", cookie), ORIGIN])
+    assert (await run_page.connect())[0] and (await project_page.connect())[0]
+    await sync_to_async(lambda: do_remove_member(Project.objects.get(slug="vision").pk, "alice", actor=bob))()
+    assert await run_page.receive_output(timeout=10) == {"type": "websocket.close", "code": 4403}
+    assert await project_page.receive_output(timeout=10) == {"type": "websocket.close", "code": 4403}
+
+
+async def test_a_removal_from_another_project_leaves_the_members_sockets_open(alice, bob, settings):
+    from projects.membership import do_remove_member
+
+    settings.LIVE_REAUTH_SECONDS = 3600
+    other = await sync_to_async(lambda: Project.objects.create(name="Other", slug="other"))()
+    await sync_to_async(lambda: other.members.add(alice))()
+    cookie = await sync_to_async(session_cookie)(alice)
+    communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
+    assert (await communicator.connect())[0]
+    await sync_to_async(lambda: do_remove_member(other.pk, "alice", actor=bob))()
+    await push_from_another_process("vision-r1", {"line": "still here"})
+    assert await communicator.receive_json_from(timeout=20) == {"line": "still here", "run_id": "vision-r1"}
+    await communicator.disconnect()
