@@ -68,6 +68,15 @@ STATUS_OPTIONAL = {
 TEXT_LIMITS = {"log_chunk": 65536, "csv_chunk": 65536, "log_tail": 4096, "quarantine_reason": 4096, "run_id": 100}
 NESTED_LIMIT = 16384  # ran, space, regenerable: their JSON at most this long
 
+# Answers stored whole on a run (preflight_report, smoke_output): only these fields, and bounded, reach
+# the database and the page; what else a box adds is dropped.
+STORED_ANSWERS = {
+    "preflight": {"write_bytes_per_second": OPTIONAL_NUMBER, "environment": dict},
+    "smoke": {},
+}
+SMOKE_OUTPUT_LIMIT = 24000  # the wrapper sends the last 20,000 characters
+STORED_NESTED_LIMIT = 65536  # preflight's missing, hashes, space, environment: their JSON at most this long
+
 TAIL = 400
 
 
@@ -139,7 +148,24 @@ def check_answer(subcommand: str, answer) -> dict:
         problem = status_problem(answer)
         if problem:
             raise NodeError(f"status: {problem}")
+    if subcommand in STORED_ANSWERS:
+        return _stored(subcommand, answer)
     return answer
+
+
+def _stored(subcommand: str, answer: dict) -> dict:
+    """A preflight or smoke answer with only its schema's fields, each within its bound."""
+    optional = {field: kinds for field, kinds in STORED_ANSWERS[subcommand].items() if field in answer}
+    wrong = _mistyped(answer, optional)
+    if wrong:
+        raise NodeError(f"{subcommand} answered without a valid {', '.join(wrong)}")
+    kept = {field: answer[field] for field in (*ANSWERS[subcommand], *optional)}
+    if subcommand == "smoke" and len(kept["output"]) > SMOKE_OUTPUT_LIMIT:
+        raise NodeError(f"smoke answered an output longer than {SMOKE_OUTPUT_LIMIT} characters")
+    long = [f for f, v in kept.items() if isinstance(v, dict | list) and len(json.dumps(v)) > STORED_NESTED_LIMIT]
+    if long or len(kept.get("python", "")) > 100:
+        raise NodeError(f"{subcommand} answered an over-long {', '.join(long) or 'python'}")
+    return kept
 
 
 FOLLOW_KINDS = {"log", "exit", "heartbeat", "end", "error", "status", "probed"}

@@ -199,3 +199,19 @@ def test_an_over_long_field_is_a_node_error_and_an_unknown_one_is_never_stored(b
     probe_once(box, hostile_run, valid_status(hostile_run, evil="<script>" * 1000, ran={"python": "3.11"}))
     assert "evil" not in hostile_run.last_status
     assert hostile_run.last_status["log_tail"] == "step 1\n" and hostile_run.last_status["ran"] == {"python": "3.11"}
+
+
+def test_stored_answers_keep_their_schema_and_bounds(box, hostile_run):
+    """What a run stores whole (its preflight report, its smoke output) keeps only the named fields."""
+    preflight = {"missing": [], "hashes": {}, "space": {}, "tmux": True, "python": "3.11.7", "evil": "x" * 100_000}
+    box.plant(json.dumps(preflight) + "\n", "", 0)
+    with NodeSession(hostile_run) as node:
+        node.prepare()
+        spec = node.attempt_spec(1)
+        assert "evil" not in node.call("preflight", spec)
+        box.plant(json.dumps({**preflight, "environment": {"blob": "y" * 100_000}}) + "\n", "", 0)
+        with pytest.raises(NodeError, match="over-long environment"):
+            node.call("preflight", spec)
+        box.plant(json.dumps({"exit_code": 0, "output": "z" * 1_000_000, "seconds": 1.0}) + "\n", "", 0)
+        with pytest.raises(NodeError, match="output longer than"):
+            node.call("smoke", spec)
