@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from custody.models import Artifact, CustodyRecord, CustodyStatus
 from runs import rollups
-from runs.actions import IllegalTransition, record_run_event
+from runs.actions import IllegalTransition, locked_run, record_run_event
 from runs.live import push_run_update
-from runs.models import Run, RunState
+from runs.models import RunState
 
 
 def roster_digest(entries) -> str:
@@ -25,7 +25,7 @@ def do_start_verification(run_pk: int, *, actor) -> CustodyRecord:
     from custody.tasks import verify_custody
 
     with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().select_related("instance").get(pk=run_pk)
+        run = locked_run(run_pk)  # the one lock order: run, instance, project
         if run.state != RunState.EXPORTED:
             raise IllegalTransition("Only a run with a sealed export can be verified.")
         record = CustodyRecord.objects.create(run=run, provider=run.instance.profile_key)
@@ -90,7 +90,11 @@ def do_finish_verification(record_id: int, evidence: dict | None, failure: str =
     with transaction.atomic(durable=True):
         # FOR UPDATE over the join locks the run's row too: two verifications of one run finishing at
         # once are ordered, so only one counts the run verified (tests/runs/test_rollups.py races it).
-        record = CustodyRecord.objects.select_for_update().select_related("run").get(pk=record_id)
+        record = (
+            CustodyRecord.objects.select_for_update(no_key=True, of=("self", "run"))
+            .select_related("run")
+            .get(pk=record_id)
+        )
         if record.status not in (CustodyStatus.PULLING, CustodyStatus.VERIFYING):
             return record  # already closed (interrupted and superseded): a late finisher changes nothing
         first_verified = not record.run.custody_records.filter(status=CustodyStatus.VERIFIED).exists()

@@ -27,7 +27,7 @@ def do_request_cache_cleanup(instance_id: int, *, actor) -> None:
     from custody.tasks import clean_caches
 
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         audit("cache_cleanup", f"Cache cleanup of {instance.name} queued", actor, instance=instance)
         transaction.on_commit(partial(clean_caches.delay, instance.pk))
 

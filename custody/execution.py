@@ -9,7 +9,14 @@ from django.conf import settings
 
 from custody import teardown
 from custody.models import TeardownKind, TeardownRequest, TeardownStatus
-from custody.providers import NeedsAttestation, ProviderError, provider_says_stopped, resource_console_steps
+from custody.provider_apis import GONE
+from custody.providers import (
+    NeedsAttestation,
+    ProviderError,
+    provider_says_stopped,
+    provider_state,
+    resource_console_steps,
+)
 from custody.providers import execute as provider_execute
 from custody.removal import remove_copy
 from profiles.nodes import transport_for
@@ -34,6 +41,18 @@ def _offline(instance) -> bool:
         time.sleep(2)
 
 
+def _gone(instance) -> bool:
+    """Poll the provider until it says the box is gone (404, destroyed, terminated; vast.ai's
+    `instances: null`), up to TEARDOWN_OFFLINE_WAIT. A 200 to a DELETE is not gone: RunPod and vast.ai
+    destroy eventually, Lambda can leave a box in Alert (issue 29 §4)."""
+    deadline = time.monotonic() + settings.TEARDOWN_OFFLINE_WAIT
+    while provider_state(instance) != GONE:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(settings.TEARDOWN_GONE_POLL_SECONDS)
+    return True
+
+
 def _finish_attested(request_id: int) -> bool:
     """A console consequence a person did: only the offline check remains. False when none waits."""
     attested = TeardownRequest.objects.filter(pk=request_id, status=TeardownStatus.EXECUTING).exclude(attested_by=None)
@@ -43,7 +62,13 @@ def _finish_attested(request_id: int) -> bool:
     # Only a shutdown or a release takes the box offline; a deleted volume or copy leaves it up.
     takes_box_down = request.kind in (TeardownKind.SHUTDOWN, TeardownKind.RELEASE)
     offline = _offline(request.instance) if takes_box_down else None
-    teardown.do_finish_execution(request.pk, {"attested_by": request.attested_by.get_username()}, offline)
+    answer = {"attested_by": request.attested_by.get_username()}
+    if request.kind == TeardownKind.RELEASE and offline is False:
+        # Released means gone: a box that still answers is not released, whatever the attestation says.
+        why = f"{request.attested_by.get_username()} attested the release, but the box still answers SSH"
+        teardown.do_need_person(request.pk, answer, f"{why}: it is not released and may still bill. Check the console.")
+        return True
+    teardown.do_finish_execution(request.pk, answer, offline)
     return True
 
 
@@ -70,6 +95,11 @@ def execute(request_id: int) -> str:
     except (ProviderError, TransportError, OSError) as exc:
         teardown.do_fail_execution(request.pk, str(exc))
         return "failed"
+    if request.kind == TeardownKind.RELEASE and "http_status" in answer and not _gone(request.instance):
+        state = provider_state(request.instance)
+        why = f"{request.instance.profile.name} accepted the release but still reports the box ({state}) after "
+        teardown.do_need_person(request.pk, answer, why + f"{settings.TEARDOWN_OFFLINE_WAIT} s: check the console.")
+        return "needs a person"
     offline = _offline(request.instance) if request.kind == TeardownKind.SHUTDOWN else None
     teardown.do_finish_execution(request.pk, answer, offline)
     return "done"

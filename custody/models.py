@@ -91,7 +91,9 @@ TEARDOWN_TRANSITIONS = {
         TeardownStatus.EXPIRED,
         TeardownStatus.CANCELLED,
     },
-    TeardownStatus.APPROVED: {TeardownStatus.EXECUTING, TeardownStatus.FAILED},
+    # Approved but never taken by a worker (its enqueue was lost): re-driven, then failed; either way a
+    # person may cancel it, so no approval stays in flight forever (issue 29 §4).
+    TeardownStatus.APPROVED: {TeardownStatus.EXECUTING, TeardownStatus.FAILED, TeardownStatus.CANCELLED},
     TeardownStatus.EXECUTING: {
         TeardownStatus.DONE,
         TeardownStatus.FAILED,
@@ -100,7 +102,7 @@ TEARDOWN_TRANSITIONS = {
     },
     TeardownStatus.AWAITING_ATTESTATION: {TeardownStatus.EXECUTING},
     TeardownStatus.NEEDS_ATTENTION: {TeardownStatus.DONE, TeardownStatus.APPROVED},
-    TeardownStatus.FAILED: {TeardownStatus.APPROVED},
+    TeardownStatus.FAILED: {TeardownStatus.APPROVED, TeardownStatus.CANCELLED},
     TeardownStatus.REJECTED: set(),
     TeardownStatus.EXPIRED: set(),
     TeardownStatus.DONE: set(),
@@ -156,6 +158,8 @@ class TeardownRequest(models.Model):
     retire_hold = models.BooleanField(default=False, help_text="This release retires the instance's hold")
     idempotency_key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     attempts = models.PositiveSmallIntegerField(default=0)
+    redrives = models.PositiveSmallIntegerField(default=0, help_text="Times beat re-enqueued it while approved")
+    redriven_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     provider_answer = models.JSONField(default=dict, blank=True)

@@ -177,13 +177,13 @@ def _api_consequence(instance, kind: str, idempotency_key: str) -> dict:
 
 def console_steps(instance, kind: str) -> list[str]:
     profile = instance.profile
-    verb = profile.data["billing"]["meter_stop_verb"] if kind == TeardownKind.SHUTDOWN else "release / destroy"
+    verb = profile.data["teardown"]["shutdown" if kind == TeardownKind.SHUTDOWN else "release"]["verb"]
     target = instance.provider_id or instance.name
     where = f"Open the {profile.name} console" if profile.kind != "ssh" else "Wherever this machine is managed"
     return [
         f"{where} and find instance {target} ({instance.address}).",
-        f"Choose {verb} for that exact instance only.",
-        "Wait until the console shows it stopped / released, then attest here.",
+        f"Choose “{verb}” for that exact instance only.",
+        f"Wait until the console shows it {'stopped' if kind == TeardownKind.SHUTDOWN else 'gone'}, then attest here.",
     ]
 
 

@@ -45,10 +45,12 @@ def reconcile_custody() -> int:
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
 def flag_stuck_teardowns() -> list[int]:
-    """Beat: interrupted executions need a person; ask the provider what it sees, for that person."""
+    """Beat: approved requests no worker took are enqueued again (or fail for a person); interrupted
+    executions need a person: ask the provider what it sees, for that person."""
     from custody.models import TeardownRequest
     from custody.providers import provider_status
 
+    teardown.do_redrive_approved()
     flagged = teardown.do_flag_stuck_executions()
     for request in TeardownRequest.objects.filter(pk__in=flagged).select_related("instance"):
         teardown.do_record_provider_status(request.pk, provider_status(request.instance))

@@ -223,16 +223,55 @@ def do_reject_teardown(request_pk, comment="", *, actor):
 
 
 def do_cancel_teardown(request_pk, *, actor) -> TeardownRequest:
-    """The requester withdraws a pending request (e.g. one whose check no longer passes)."""
+    """The requester withdraws a pending request (e.g. one whose check no longer passes); an approved
+    request no worker took, or a failed one, is cancelled by its requester or an approver."""
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
-        if request.requester_id != actor.pk:
+        settled = request.status in (TeardownStatus.APPROVED, TeardownStatus.FAILED)
+        approver = settled and actor.has_perm("projects.approve_cost")
+        if request.requester_id != actor.pk and not approver:
             raise PermissionDenied("Only the requester may cancel a request; an approver rejects it.")
         _move(request, TeardownStatus.CANCELLED)
-        request.decided_at = timezone.now()
+        if not settled:
+            request.decided_at = timezone.now()
         request.save(update_fields=["status", "decided_at"])
-        audit("cancelled", f"Request #{request.pk} cancelled by its requester", actor, request)
+        who = "its requester" if request.requester_id == actor.pk else actor.get_username()
+        audit("cancelled", f"Request #{request.pk} cancelled by {who}", actor, request)
     return request
+
+
+def do_redrive_approved(now=None) -> list[int]:
+    """Beat: approved requests no worker took — their enqueue failed after the approval committed (a
+    broker outage) — are enqueued again (the execution claims once, so a duplicate does nothing); after
+    TEARDOWN_MAX_REDRIVES they fail with the reason, for a person to retry or cancel."""
+    now = now or timezone.now()
+    due = now - timedelta(seconds=settings.TEARDOWN_REDRIVE_SECONDS)
+    waiting = TeardownRequest.objects.filter(status=TeardownStatus.APPROVED, decided_at__lte=due).exclude(
+        redriven_at__gt=due
+    )
+    redriven = []
+    for pk in waiting.values_list("pk", flat=True):
+        with transaction.atomic(durable=True):
+            request = _locked(pk)
+            if request.status != TeardownStatus.APPROVED or (request.redriven_at and request.redriven_at > due):
+                continue
+            busy = TeardownRequest.objects.filter(instance_id=request.instance_id, status=TeardownStatus.EXECUTING)
+            if request.redrives >= settings.TEARDOWN_MAX_REDRIVES and not busy.exists():
+                _move(request, TeardownStatus.FAILED)
+                request.failure = (
+                    f"Approved {request.decided_at:%Y-%m-%d %H:%M:%S} but no worker took it after "
+                    f"{request.redrives} re-drives (is the task queue down?): retry it, or cancel it."
+                )
+                request.save(update_fields=["status", "failure"])
+                audit("failed", request.failure, None, request)
+                continue
+            request.redrives += 0 if busy.exists() else 1  # waiting behind another execution is no loss
+            request.redriven_at = now
+            request.save(update_fields=["redrives", "redriven_at"])
+            audit("redriven", f"Request #{request.pk} approved but not executing: enqueued again", None, request)
+            _enqueue_execution(request.pk)
+            redriven.append(pk)
+    return redriven
 
 
 def do_begin_execution(request_pk) -> TeardownRequest | None:
@@ -394,6 +433,21 @@ def do_record_provider_status(request_pk, status: dict) -> None:
         request.provider_answer = {**request.provider_answer, "status_when_interrupted": status}
         request.save(update_fields=["provider_answer"])
         audit("provider_status", f"Provider says: {status.get('status')}", None, request, status=status)
+
+
+def do_need_person(request_pk, answer: dict, reason: str) -> TeardownRequest:
+    """An execution whose effect the provider or the box contradicts: a person decides (it happened,
+    or retry with the same key). The box keeps its state, stays in spend and keeps being probed."""
+    with transaction.atomic(durable=True):
+        request = _locked(request_pk)
+        if request.status != TeardownStatus.EXECUTING:
+            return request
+        _move(request, TeardownStatus.NEEDS_ATTENTION)
+        request.provider_answer = {**request.provider_answer, **answer}
+        request.failure = reason
+        request.save(update_fields=["status", "provider_answer", "failure"])
+        audit("needs_attention", reason, None, request)
+    return request
 
 
 def do_flag_stuck_executions() -> list[int]:

@@ -84,7 +84,7 @@ def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Inst
 def do_change_instance_state(instance_id: int, new_state: str, reason: str = "", *, actor) -> Instance:
     """A person records the state (audited); the state it already has is a confirmation, not an error."""
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         if instance.state == new_state and new_state != InstanceState.RELEASED:
             message = f"Confirmed {instance.get_state_display()}" + (f": {reason}" if reason else "")
             _event(instance, InstanceEvent.Kind.NOTE, message, actor, confirmed=new_state)
@@ -124,7 +124,7 @@ def _observe_running(instance: Instance, evidence: str) -> None:
 def do_observe_running(instance_id: int, evidence: str) -> Instance:
     """A run launched or a watcher's probe answered: the box is running (see _observe_running)."""
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         _observe_running(instance, evidence)
     return instance
 
@@ -133,7 +133,7 @@ def do_observe_provider_state(instance_id: int, provider_state: str, platform: s
     """Beat asked the provider (the teardown adapters' status call): running or stopped there is how
     the box bills. A release is never inferred (a person or a teardown says so; drift shows the rest)."""
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         evidence = f"{platform} says {provider_state}"
         if provider_state == InstanceState.RUNNING:
             _observe_running(instance, evidence)
@@ -146,7 +146,7 @@ def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.T
     from profiles.tasks import probe_instance
 
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         if instance.state == InstanceState.RELEASED:
             raise IllegalTransition("A released instance cannot be probed.")
         label = InstanceProbe.Kind(kind).label
@@ -157,7 +157,7 @@ def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.T
 def do_record_probe(instance_id: int, outcome, trigger: str) -> InstanceProbe:
     """Store a probe; a host key seen on first contact waits for a person to confirm it."""
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         previous = instance.probes.first()
         probe = InstanceProbe.objects.create(
             instance=instance,
@@ -189,7 +189,7 @@ def do_record_probe(instance_id: int, outcome, trigger: str) -> InstanceProbe:
 def do_confirm_host_key(instance_id: int, fingerprint: str, *, actor) -> Instance:
     """Pin the key seen on first contact, but only the exact one the person was shown."""
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         seen = instance.seen_host_key
         if seen is None:
             raise ValidationError("No host key has been seen yet: run a connection test first.")
@@ -240,7 +240,7 @@ def do_register_resource(instance_id: int, kind: str, name: str, tier: str, rate
     consequence of its own, requested like any teardown)."""
     name, provider_id, tier = name.strip(), provider_id.strip(), tier.strip()
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         if kind not in dict(kinds_for(instance.profile_key)):
             offered = ", ".join(label for _, label in kinds_for(instance.profile_key)) or "none"
             raise ValidationError(f"{instance.profile.name} bills no such resource separately (it bills: {offered}).")
@@ -274,7 +274,7 @@ REPINNED_BY = {"host", "port"}
 def do_edit_instance(instance_id: int, changes: dict, *, actor) -> list[str]:
     """Apply an operator's edit (validated by InstanceEditForm); the fields that changed, audited."""
     with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update().get(pk=instance_id)
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         changed = [field for field, value in changes.items() if getattr(instance, field) != value]
         if not changed:
             return []

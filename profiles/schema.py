@@ -34,7 +34,9 @@ class MapOf:
 
 SURVIVES = {"stop": Optional(bool), "release": Optional(bool), "destroy": Optional(bool)}
 VIA = Choice(("api", "ssh", "console", "none"))
-CONSEQUENCE = {"via": VIA, "irreversible": bool}
+# verb: what a person chooses in the console for this consequence alone (a shutdown's verb never names
+# a release: the composite meter-stop verb once told an operator to "shut down, then release").
+CONSEQUENCE = {"via": VIA, "irreversible": bool, "verb": str}
 
 # The eight sections of the seed's profile schema (plus free-form notes).
 PROFILE_SCHEMA = {

@@ -22,7 +22,7 @@ def _member_named(username: str):
 def do_add_member(project_id: int, username: str, *, actor) -> MembershipEvent | None:
     """Share a project with a teammate; None when they already were a member (nothing changes)."""
     with transaction.atomic(durable=True):
-        project = Project.objects.select_for_update().get(pk=project_id)
+        project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
         user = _member_named(username)
         if project.members.filter(pk=user.pk).exists():
             return None
@@ -33,7 +33,7 @@ def do_add_member(project_id: int, username: str, *, actor) -> MembershipEvent |
 def do_remove_member(project_id: int, username: str, *, actor) -> MembershipEvent | None:
     """Take a member's access away; their open live pages close when this commits."""
     with transaction.atomic(durable=True):
-        project = Project.objects.select_for_update().get(pk=project_id)
+        project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
         user = project.members.filter(username=username).first()
         if user is None:
             return None

@@ -119,12 +119,18 @@ CUSTODY_MIRROR_TIMEOUT = env.envint("CUSTODY_MIRROR_TIMEOUT", 3600)
 TEARDOWN_APPROVAL_HOURS = env.envint("TEARDOWN_APPROVAL_HOURS", 24)
 # A run over its project's cost envelope waits this long for an approver, then must be started again.
 SPEND_APPROVAL_HOURS = env.envint("SPEND_APPROVAL_HOURS", 24)
-TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline
+TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline, or gone
+TEARDOWN_GONE_POLL_SECONDS = env.envfloat("TEARDOWN_GONE_POLL_SECONDS", 2)  # how often a release asks the provider
 # The hard limit of one execution (provider call + offline check), and the lease after which an
 # execution whose worker vanished goes to "needs a person": always longer than the limit.
 TEARDOWN_EXECUTION_TIME_LIMIT = env.envint("TEARDOWN_EXECUTION_TIME_LIMIT", 660)
 TEARDOWN_EXECUTION_LEASE = env.envint("TEARDOWN_EXECUTION_LEASE", TEARDOWN_EXECUTION_TIME_LIMIT + 240)
 TEARDOWN_BUSY_RETRY_SECONDS = env.envint("TEARDOWN_BUSY_RETRY_SECONDS", 10)  # another consequence executes
+# An approved request no worker took (its enqueue failed: a broker outage) is enqueued again this long
+# after its approval or last re-drive, at most TEARDOWN_MAX_REDRIVES times; then it fails, to be retried
+# or cancelled by a person. An approved spend's lost continuation is re-driven the same way.
+TEARDOWN_REDRIVE_SECONDS = env.envint("TEARDOWN_REDRIVE_SECONDS", 300)
+TEARDOWN_MAX_REDRIVES = env.envint("TEARDOWN_MAX_REDRIVES", 3)
 if TEARDOWN_EXECUTION_LEASE <= TEARDOWN_EXECUTION_TIME_LIMIT:
     raise ImproperlyConfigured("TEARDOWN_EXECUTION_LEASE must be longer than TEARDOWN_EXECUTION_TIME_LIMIT")
 PROVIDER_API_TIMEOUT = env.envint("PROVIDER_API_TIMEOUT", 30)

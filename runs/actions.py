@@ -9,12 +9,15 @@ from functools import partial
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from notifications.models import Event
 from profiles.actions import do_observe_running
 from profiles.control_host import runs_here_problem
+from profiles.models import Instance
+from projects.models import Project
 from runs import environment, logs, notices, rollups, signals, spend, sweeps
 from runs.live import push_run_update
 from runs.models import (
@@ -49,8 +52,32 @@ def _locked(run_pk: int, *, run_only: bool = False) -> Run:
     teardown decisions), or alone (run_only): the watcher's observations change nothing a teardown
     or a sibling run decides on, and locking the project row for each made every probe of every run
     in a project wait in one line (500 runs: 78 transactions queued on that one row)."""
-    locked = Run.objects.select_for_update(of=("self",)) if run_only else Run.objects.select_for_update()
-    return locked.select_related("instance", "project").get(pk=run_pk)
+    if run_only:
+        return (
+            Run.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("instance", "project")
+            .get(pk=run_pk)
+        )
+    return locked_run(run_pk)
+
+
+def locked_run(run_pk: int) -> Run:
+    """The run with its box and project, locked in the one order every transaction touching a box
+    takes: the instance, then the project, then the run, each a no-key lock (no key of them changes).
+    A teardown locks the instance and then writes its exported runs: the same order. The watcher
+    locks its run alone, or, when the probe changes the run's state, takes this order from the start.
+
+    One FOR UPDATE over the join locked the rows in whatever order the plan read them, and a FOR
+    UPDATE of the project or run conflicts with the KEY SHARE that a teardown request's deferred
+    foreign-key checks take at COMMIT while it holds the instance: the two deadlocked on PostgreSQL
+    (issue 29 §5)."""
+    instance_id, project_id = Run.objects.values_list("instance_id", "project_id").get(pk=run_pk)
+    Instance.objects.select_for_update(no_key=True).filter(pk=instance_id).first()
+    Project.objects.select_for_update(no_key=True).filter(pk=project_id).first()
+    run = Run.objects.select_for_update(no_key=True, of=("self",)).select_related("instance", "project").get(pk=run_pk)
+    if run.instance_id != instance_id:  # an edit moved it to another box while we waited: lock that one
+        return locked_run(run_pk)
+    return run
 
 
 def _push(run: Run, payload: dict) -> None:
@@ -348,6 +375,21 @@ def do_continue_after_spend(request_pk: int) -> str:
     return f"nothing to do (run is {run.state})"
 
 
+def lost_spend_continuations(now=None) -> list[int]:
+    """Approved spend requests whose run still waits on them TEARDOWN_REDRIVE_SECONDS after the decision:
+    their continuation task was lost (an enqueue that failed after the approval committed)."""
+    now = now or timezone.now()
+    approved = SpendRequest.objects.filter(
+        status=SpendStatus.APPROVED,
+        decided_at__lte=now - timedelta(seconds=settings.TEARDOWN_REDRIVE_SECONDS),
+        decided_at__gte=now - timedelta(hours=settings.SPEND_APPROVAL_HOURS),
+        attempt=F("run__attempt") + 1,
+    )
+    launch = approved.filter(why=SpendRequest.Why.LAUNCH, run__state=RunState.DRAFT, run__sweep__isnull=True)
+    relaunch = approved.filter(why=SpendRequest.Why.RELAUNCH, run__state__in=RETRYABLE_STATES)
+    return sorted({*launch.values_list("pk", flat=True), *relaunch.values_list("pk", flat=True)})
+
+
 def do_expire_spend_requests(now=None) -> int:
     now = now or timezone.now()
     expired = 0
@@ -565,12 +607,13 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: in
     pushed_until: how far the watcher's push stream already sent this attempt's log to the pages
     (only the rest of the probe's chunk is sent again)."""
     with transaction.atomic(durable=True):
-        run = _locked(run_pk, run_only=True)
+        # A probe that changes the run's state (and maybe relaunches it) locks its instance and project
+        # too, in the one lock order, taken before the run's row; any other probe locks the run alone.
+        changes = _changes_state(status)
+        run = _locked(run_pk, run_only=not changes)
         seen = observe(Snapshot.of(run), status, thresholds)
         if not seen.applies:
             return run, False
-        if seen.finished or seen.exported or seen.quarantine_reason:
-            _locked(run_pk)  # a state change (and maybe a relaunch): its instance and project rows too
         now = timezone.now()
         if seen.reachable_again:
             _event(run, "probe", "Reachable again; watching resumes")
@@ -600,6 +643,14 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: in
         run.save()
         _push(run, {"type": "status", "health": run.health, "heartbeat_age": seen.heartbeat_age, "state": run.state})
     return run, seen.dead
+
+
+def _changes_state(status: dict) -> bool:
+    """Whether observing status may move its run (exit, export, quarantine): what `observe` calls
+    finished, exported or quarantined, read from the status alone, before any lock is taken."""
+    alive = status.get("wrapper_alive") or status.get("child_alive")
+    ended = status.get("exit_code") is not None or bool(status.get("quarantine_reason"))
+    return bool(status.get("exported") or status.get("quarantine_reason") or (not alive and ended))
 
 
 def _apply_outcome(run: Run, seen: Observation, status: dict) -> None:
@@ -720,7 +771,7 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
 
     with transaction.atomic(durable=True):
         sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
-        cells = {run.pk: run for run in Run.objects.select_for_update().filter(sweep=sweep).order_by("cell")}
+        cells = {run.pk: run for run in Run.objects.select_for_update(no_key=True).filter(sweep=sweep).order_by("cell")}
         holding = LIVE_STATES - {RunState.EXITED}
         busy: dict[int, set[int]] = {}
         for run in cells.values():

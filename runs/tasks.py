@@ -7,6 +7,7 @@ import socket
 from celery import shared_task
 from celery.signals import worker_shutting_down
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 
 from profiles.layout import resolve_home
@@ -180,6 +181,13 @@ def reconcile_runs() -> dict:
     ):
         for run_id in actions.do_advance_sweep(sweep_pk):
             outcomes[run_id] = "sweep cell started"
+    # An approved spend whose continuation was never delivered (the broker was down at approval):
+    # continuing is idempotent (it starts only what still waits on that approval).
+    for request_pk in actions.lost_spend_continuations():
+        try:
+            outcomes[f"spend {request_pk}"] = actions.do_continue_after_spend(request_pk)
+        except ValidationError as exc:
+            outcomes[f"spend {request_pk}"] = " ".join(exc.messages)
     return outcomes
 
 

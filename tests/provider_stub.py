@@ -49,6 +49,9 @@ class RunPod:
 
     def act(self, stub, verb, target, body):
         _no_body(body)
+        if verb == "status" and stub.state_of(target) == GONE and stub.linger.get(target):
+            stub.linger[target] -= 1  # eventually consistent: the terminated pod still reads as running
+            return 200, {"id": target, "desiredStatus": "RUNNING"}
         if stub.state_of(target) == GONE:
             raise Refused(404, {"error": "pod not found", "status": 404})
         if verb == "status":
@@ -121,6 +124,8 @@ class Lambda:
                 stub.change(self.name, verb, instance_id, body, GONE)
             return 200, {"data": {"terminated_instances": [{"id": i, "status": "terminating"} for i in ids]}}
         _no_body(body)
+        if target in stub.alert:  # a terminate that did not finish: Lambda shows the box in Alert
+            return 200, {"data": {"id": target, "name": "stopped-experiment", "status": "alert"}}
         if stub.state_of(target) == GONE:
             raise Refused(404, {"error": {"code": "global/object-does-not-exist", "message": "Instance not found"}})
         return 200, {"data": {"id": target, "name": "stopped-experiment", "status": "active"}}
@@ -166,6 +171,8 @@ class ProviderStub:
         self.requests: list[dict] = []  # every request, accepted or not (method, path, provider)
         self.owner: dict[str, str] = {}  # target → the provider that has it (what "list" answers)
         self.lies: set[str] = set()  # targets whose release answers 200 and changes nothing
+        self.linger: dict[str, int] = {}  # target → status reads that still show it after its release
+        self.alert: set[str] = set()  # Lambda targets whose terminate leaves them in "alert"
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -310,6 +317,8 @@ class ProviderStub:
                 self.hold,
                 self.owner,
                 self.lies,
+                self.linger,
+                self.alert,
             )
             for kept in kept_all:
                 kept.clear()

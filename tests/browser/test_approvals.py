@@ -71,5 +71,7 @@ def test_operator_requests_and_a_second_person_approves(page, stack):
         assert time.monotonic() < deadline, page.inner_text("#request-status")
         time.sleep(1)
         page.reload()
-    assert "Choose release / destroy for that exact instance only." in page.inner_text("#attest")
+    assert "Choose “hand the machine back where it is managed” for that exact instance only." in page.inner_text(
+        "#attest"
+    )
     page.screenshot(path=str(ARTIFACTS / "approval.png"), full_page=True)

@@ -52,7 +52,10 @@ def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
     assert any("AutoDL console" in step for step in request.provider_answer["console_steps"])
     client.force_login(bob)
     page = client.get(request.get_absolute_url()).content.decode()
-    assert "I did this in the console" in page and "Choose release / destroy for that exact instance only." in page
+    assert (
+        "I did this in the console" in page
+        and "Choose “释放实例 (release the instance)” for that exact instance only." in page
+    )
     client.post(reverse("teardown-attest", args=[request.pk]))
     request = wait_request(request, {TeardownStatus.DONE, TeardownStatus.FAILED})
     assert request.status == TeardownStatus.DONE and request.offline_verified is True
@@ -97,3 +100,28 @@ def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, al
     client.force_login(alice)
     page = client.get(reverse("dashboard")).content.decode()
     assert "Idle but billing" in page and vast.name in page and box.name in page
+
+
+def test_an_attested_release_of_a_box_that_still_answers_is_not_released(
+    alice, bob, project, sshd, no_worker, settings
+):
+    """Issue 29 §4: a console-attested release of a box that still answered SSH ended "Done — Offline:
+    still answering", the box shown Released and its burn $0/h. It needs a person and stays in spend."""
+    from custody.execution import execute
+    from custody.teardown import do_attest_teardown
+
+    settings.TEARDOWN_OFFLINE_WAIT = 1
+    box = Instance.objects.create(
+        name=f"{project.slug}-adl-20261201",
+        project=project,
+        **{**sshd.instance_fields(project), "profile_key": "autodl"},
+    )
+    request = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    do_approve_teardown(request.pk, "ok", actor=alice)
+    assert execute(request.pk) == "awaiting attestation"
+    do_attest_teardown(request.pk, actor=bob)
+    assert execute(request.pk) == "attested"
+    request.refresh_from_db()
+    box.refresh_from_db()
+    assert request.status == TeardownStatus.NEEDS_ATTENTION and "still answers SSH" in request.failure
+    assert box.state == "running"  # not released: it stays in spend and keeps being probed

@@ -174,3 +174,35 @@ def test_a_failed_execution_is_retried_with_the_same_key_and_happens_once(alice,
     request.refresh_from_db()
     assert request.status == TeardownStatus.DONE and request.attempts == 2
     assert len(provider_api.calls_for("pod-retry", "terminate")) == 1
+
+
+@in_database
+@pytest.mark.parametrize(
+    ("provider", "target", "lingering", "outcome"),
+    [
+        ("runpod", "pod-late", 2, "done"),  # reads as running twice after DELETE, then 404
+        ("vastai", "vast-late", 0, "done"),  # its stub shows the destroyed box once ("exited"), then null
+        ("runpod", "pod-stays", 1000, "needs a person"),  # keeps listing the pod after DELETE
+        ("lambda", "lam-alert", 0, "needs a person"),  # the terminate left the box in Alert
+    ],
+)
+def test_released_means_the_provider_reports_it_gone(
+    alice, bob, project, provider_api, settings, provider, target, lingering, outcome
+):
+    """Issue 29 §4: API releases were done on the 200. RunPod and vast.ai destroy eventually, Lambda can
+    leave a box in Alert: the release stays executing while a bounded poll asks the provider."""
+    settings.TEARDOWN_OFFLINE_WAIT, settings.TEARDOWN_GONE_POLL_SECONDS = 2, 0.2
+    released = box(project, provider, target)
+    provider_api.linger[target] = lingering
+    if provider == "lambda":
+        provider_api.alert.add(target)
+    request = do_request_teardown(released.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    do_approve_teardown(request.pk, "ok", actor=alice)
+    assert execution.execute(request.pk) == outcome
+    request.refresh_from_db()
+    released.refresh_from_db()
+    if outcome == "done":
+        assert request.status == TeardownStatus.DONE and released.state == "released"
+    else:
+        assert request.status == TeardownStatus.NEEDS_ATTENTION and released.state == "running"
+        assert "check the console" in request.failure

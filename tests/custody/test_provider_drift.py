@@ -8,7 +8,7 @@ from custody.drift import compare, do_reconcile_providers
 from custody.models import DriftKind, ProviderDrift, TeardownStatus
 from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, read_inventory
 from custody.tasks import execute_teardown
-from custody.teardown import do_approve_teardown, do_request_teardown
+from custody.teardown import do_approve_teardown, do_request_teardown, do_resolve_attention
 from profiles.models import Instance
 from tests.provider_stub import api_credential
 from tests.waiting import deliver_notifications
@@ -76,14 +76,22 @@ def test_an_orphan_is_flagged_once_notified_and_resolved_when_gone(client, bob, 
 
 
 @pytestmark_db
-def test_a_release_that_answered_200_and_kept_billing_is_drift(alice, bob, pod, provider_api):
+def test_a_release_that_answered_200_and_kept_billing_is_drift(alice, bob, erin, pod, provider_api, settings):
+    """Released means gone (issue 29 §4): a 200 whose pod the provider keeps reporting needs a person and
+    the box stays in spend; a person who settles it as done anyway leaves drift that says so."""
+    settings.TEARDOWN_OFFLINE_WAIT, settings.TEARDOWN_GONE_POLL_SECONDS = 1, 0.2
+    pod.project.members.add(erin)
     provider_api.lies.add("pod-known")
     request = do_request_teardown(pod.pk, "release", "finished", actor=bob)
     do_approve_teardown(request.pk, "ok", actor=alice)
-    assert execute_teardown(request.pk) == "done"
+    assert execute_teardown(request.pk) == "needs a person"
     request.refresh_from_db()
     pod.refresh_from_db()
-    assert request.status == TeardownStatus.DONE and pod.state == "released"  # what the provider told us
+    assert request.status == TeardownStatus.NEEDS_ATTENTION and pod.state == "running"  # still billing
+    assert "still reports the box (running)" in request.failure
+    do_resolve_attention(request.pk, True, "the console said released", actor=erin)
+    pod.refresh_from_db()
+    assert pod.state == "released"
 
     assert len(do_reconcile_providers()["new"]) == 1
     drift = ProviderDrift.objects.get()

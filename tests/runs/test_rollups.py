@@ -44,7 +44,9 @@ def a_world(tag: str):
         slug = f"r{tag}{p}"
         project = Project.objects.create(name=slug, slug=slug)
         for b in range(2):
-            boxes.append(Instance.objects.create(name=f"{slug}-box{b}-20261130", project=project, profile_key="local"))
+            boxes.append(
+                Instance.objects.create(name=f"{slug}-box{b}-20261130", project=project, profile_key="generic-ssh")
+            )
     return boxes
 
 

@@ -1,0 +1,48 @@
+"""Issue 29 §2: a shutdown told the operator to release. `console_steps` worded every shutdown with the
+profile's composite meter-stop verb: Gpushare "shut down (关机), then release (释放)", LanRui "stop, then
+destroy the data disk", vast.ai "destroy", RunPod and Lambda "terminate", Matpool "stop and release",
+while the evidence check counted what a stop keeps. Each consequence now has its own verb."""
+
+import pytest
+
+from custody.levels import consequence_of
+from custody.providers import console_steps
+from profiles.catalog import all_profiles
+from profiles.models import Instance
+from projects.models import Project
+
+pytestmark = pytest.mark.django_db
+
+BEYOND_A_STOP = ("release", "destroy", "terminate", "return", "delete", "释放", "销毁", "归还")
+
+
+@pytest.fixture
+def project():
+    return Project.objects.create(name="Steps", slug="steps")
+
+
+@pytest.mark.parametrize("profile", sorted(all_profiles(), key=lambda p: p.key), ids=lambda p: p.key)
+def test_each_consequence_is_worded_with_its_own_verb(project, profile):
+    box = Instance.objects.create(
+        name=f"steps-{profile.key}-20261201",
+        project=project,
+        profile_key=profile.key,
+        host="203.0.113.9",
+        user="root",
+        provider_id="box-1",
+        shutdown_command="true",
+    )
+    shutdown = consequence_of("shutdown", box)
+    if profile.data["teardown"]["shutdown"]["via"] == "none":
+        assert shutdown.not_offered  # no stop that keeps the box: the shutdown is not offered at all
+    else:
+        steps = " ".join(console_steps(box, "shutdown")).lower()
+        assert profile.data["teardown"]["shutdown"]["verb"].lower() in steps
+        assert not [word for word in BEYOND_A_STOP if word in steps], steps
+        # What the check counts for a stop is what the profile says a stop keeps: never more lost
+        # than a release loses.
+        lost_on_stop = {tier["name"] for tier in profile.tiers_lost_on("stop")}
+        lost_on_release = {tier["name"] for tier in profile.tiers if profile.loses(tier, "release")}
+        assert lost_on_stop <= lost_on_release
+    release = " ".join(console_steps(box, "release"))
+    assert profile.data["teardown"]["release"]["verb"] in release
