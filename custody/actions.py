@@ -48,8 +48,10 @@ def do_record_roster(record_id: int, entries, uri: str) -> None:
         record.save()
 
 
-def do_record_mirror(record_id: int, uri: str, verified: bool, tier: str = "") -> None:
-    CustodyRecord.objects.filter(pk=record_id).update(mirror_uri=uri, mirror_verified=verified, mirror_tier=tier)
+def do_record_mirror(record_id: int, uri: str, verified: bool, tier: str = "", mount: dict | None = None) -> None:
+    CustodyRecord.objects.filter(pk=record_id).update(
+        mirror_uri=uri, mirror_verified=verified, mirror_tier=tier, mirror_mount=mount or {}
+    )
 
 
 def do_record_progress(record_id: int, bytes_done: int, files_done: int, rate: float = 0.0, eta: float = 0.0) -> None:

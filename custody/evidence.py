@@ -117,7 +117,9 @@ def copies_of(run) -> list[Copy]:
         )
     )
     if record.mirror_uri:
-        tier = instance.profile.tier_named(record.mirror_tier) or UNKNOWN_TIER
+        # Only a measured mirror is on its tier; one recorded before mounts were measured is not.
+        measured = bool(record.mirror_mount)
+        tier = (instance.profile.tier_named(record.mirror_tier) if measured else None) or UNKNOWN_TIER
         copies.append(
             Copy(
                 run.pk,

@@ -32,6 +32,12 @@ class CustodyRecord(models.Model):
     mirror_uri = models.CharField(max_length=500, blank=True, help_text="Node-side durable replica, if made")
     mirror_verified = models.BooleanField(default=False)
     mirror_tier = models.CharField(max_length=60, blank=True, help_text="The profile tier the mirror was made on")
+    mirror_mount = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The mount the mirror was measured on (mount point, fstype, device): it counts on its tier "
+        "only while a re-hash measures it there again.",
+    )
     copy_deleted_at = models.DateTimeField(null=True, blank=True)
     mirror_deleted_at = models.DateTimeField(null=True, blank=True)
     consumer_location = models.CharField(max_length=500, blank=True)

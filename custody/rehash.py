@@ -54,7 +54,10 @@ def _rehash_on_box(run, record, copies) -> dict[str, str | None]:
     try:
         with InstanceNode(run.instance) as node:
             roots = [resolve_home(copy.path, node.home) for copy in copies]
-            answers = node.rehash(run, [{"root": root, "files": files} for root in roots])
+            # The mirror is re-measured too: still on the disk it was verified on, or not on its tier.
+            mounts = [record.mirror_mount if copy.location == EvidenceLocation.MIRROR else None for copy in copies]
+            request = [{"root": root, "files": files, "mount": m} for root, m in zip(roots, mounts, strict=True)]
+            answers = node.rehash(run, request)
     except TransportError as exc:
         return {copy.location: f"could not be re-hashed on the box: {exc}" for copy in copies}
     return {

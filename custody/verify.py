@@ -11,6 +11,7 @@ from custody import actions
 from custody.pull import HashMismatch, pull_export
 from custody.readback import read_back
 from custody.roster import RosterError, parse_roster
+from profiles.layout import resolve_home
 from profiles.transport import TransportError
 from runs.remote import NodeSession
 
@@ -65,16 +66,35 @@ class ProgressMeter:
 
 
 def _mirror(node, record, warnings: list) -> None:
-    """Node → the box's durable tier first, where it has one: that copy survives release."""
+    """Node → the box's durable tier first, where it has one: that copy survives release. It counts on
+    its tier only where the measured mount is that tier's (a declaration or a path is not a disk)."""
     target = node.mirror_target()
     if target is None:
         return
     try:
-        node.mirror(target)
+        answer = node.mirror(target)
     except TransportError as exc:
         warnings.append(f"no durable mirror on the node: {exc}")
         return
-    actions.do_record_mirror(record.pk, target, True, node.instance.mirror_tier_info["name"])
+    tier, mount = node.instance.mirror_tier_info, answer["mount"]
+    problem = mount_problem({**tier, "path": resolve_home(str(tier.get("path") or ""), node.home)}, mount)
+    if problem:
+        warnings.append(f"the mirror at {target} does not count as durable: {problem}")
+        return
+    actions.do_record_mirror(record.pk, target, True, tier["name"], mount)
+
+
+def mount_problem(tier: dict, mount: dict) -> str | None:
+    """Why a measured mount is not on tier: the tier's disk is mounted at or below its path."""
+    point, path = str(mount.get("mountpoint") or ""), str(tier.get("path") or "")
+    if not point or not path:
+        return f"its disk cannot be matched to the {tier.get('name', 'unknown')} tier"
+    if not (point == path.rstrip("/") or point.startswith(path.rstrip("/") + "/") or path == "/"):
+        return (
+            f"it is on {mount.get('fstype')} mounted at {point} (device {mount.get('device')}), "
+            f"not on the {tier['name']} tier at {path}"
+        )
+    return None
 
 
 def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict]:

@@ -23,7 +23,7 @@ ANSWERS = {
     "status": {},  # one run's status: checked by STATUS below
     "probe": {"now": NUMBER, "runs": dict},
     "roster": {"export": str, "files": list},
-    "mirror": {"mirror": str, "verified": bool},
+    "mirror": {"mirror": str, "verified": bool, "mount": dict},
     "rehash": {"copies": list},
     "close-active": {"closed": bool},
     "abandon": {"abandoned": bool},

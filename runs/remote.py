@@ -115,19 +115,25 @@ class NodeSession(InstanceNode):
         )
         self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "install start hook")
 
+    def durable_root(self) -> str | None:
+        """This box's durable root as the node spells it, if it has one (the operator's, or the platform's)."""
+        root = self.instance.mirror_root or self.instance.profile.durable_root
+        return resolve_home(root, self.home) if root else None
+
     def mirror_target(self) -> str | None:
         """Where this run's sealed export is mirrored on the node's durable tier, if it has one."""
-        root = self.instance.mirror_root or self.instance.profile.durable_root
+        root = self.durable_root()
         if not root:
             return None
-        return posixpath.join(
-            resolve_home(root, self.home), "remotegpu-custody", self.run.project.slug, self.run.run_id
-        )
+        return posixpath.join(root, "remotegpu-custody", self.run.project.slug, self.run.run_id)
 
     def mirror(self, target: str) -> dict:
-        """Node → durable tier, hashed against the sealed roster on the node itself."""
+        """Node → durable tier, hashed against the sealed roster on the node itself; the durable root is
+        measured there first (it must exist and be another disk than the data root's)."""
         spec_path = self.attempt_spec(max(self.run.attempt, 1))
-        answer = self.invoke(self.layout.tools, "mirror", spec_path, target, timeout=settings.CUSTODY_MIRROR_TIMEOUT)
+        answer = self.invoke(
+            self.layout.tools, "mirror", spec_path, target, self.durable_root(), timeout=settings.CUSTODY_MIRROR_TIMEOUT
+        )
         if not answer["verified"]:
             raise NodeError(f"the existing mirror at {target} differs from the sealed roster")
         return answer

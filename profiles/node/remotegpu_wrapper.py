@@ -27,6 +27,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -142,6 +143,38 @@ def measure(path):
         "free_inodes": info.f_favail,
         "total_inodes": info.f_files,
     }
+
+
+MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def mount_of(path):
+    """The mount that holds path (its nearest existing ancestor), as /proc/self/mountinfo says: mount
+    point, file system type, device (major:minor) and source. None where the kernel does not say.
+
+    A tier is a disk, not a path string: a "durable" root that is a plain directory on the system
+    disk (AutoDL without file storage, a Gpushare box not marked 内网存储) measures as that disk."""
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    real = os.path.realpath(probe)
+    try:
+        with open("/proc/self/mountinfo") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    best = None
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 2:
+            continue
+        point = MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+        inside = point == "/" or real == point or real.startswith(point.rstrip("/") + "/")
+        # The later of two mounts on one point is the one on top: >= keeps it.
+        if inside and (best is None or len(point) >= len(best["mountpoint"])):
+            best = {"mountpoint": point, "device": fields[2], "fstype": tail[0], "source": tail[1]}
+    return best
 
 
 def boot_identity(spec):
@@ -837,12 +870,52 @@ def copy_hashing(source, target):
     return digest.hexdigest()
 
 
-def cmd_mirror(spec, target):
+def durable_problem(spec, root, target):
+    """Why root cannot hold a durable mirror, measured: it must exist (it is never created: a missing
+    mount would put the copy on the system disk), hold target, and be a disk other than the data root's."""
+    if not os.path.isdir(root) or os.path.islink(root):
+        return "durable root " + root + " does not exist on this box (it is never created: mount the durable disk)"
+    real_root = os.path.realpath(root)
+    if not (os.path.realpath(os.path.dirname(target)) + "/").startswith(real_root.rstrip("/") + "/"):
+        return "refusing a mirror outside the durable root " + root
+    durable, data = mount_of(root), mount_of(spec["run_root"])
+    if durable is None or data is None:
+        return "the mounts of " + root + " cannot be read (/proc/self/mountinfo)"
+    if durable["device"] == data["device"]:
+        facts = (root, durable["device"], durable["fstype"], durable["mountpoint"])
+        return "durable root {} is on the data root's disk (device {}, {} at {}): not a separate disk".format(*facts)
+    return None
+
+
+def durable_space_problem(root, files):
+    """The durable disk must hold the export: its bytes and its inodes (AutoDL's file storage caps
+    inodes near 200K), with the directories the copy makes, before a byte is copied."""
+    space = measure(root)
+    need_bytes = sum(item["bytes"] for item in files)
+    need_inodes = len(files) + len({os.path.dirname(item["path"]) for item in files}) + 8
+    if space["free_bytes"] < need_bytes:
+        return "the durable disk at {} has {} bytes free; the export needs {}".format(
+            root, space["free_bytes"], need_bytes
+        )
+    if space["total_inodes"] and space["free_inodes"] < need_inodes:
+        return "the durable disk at {} has {} inodes free; the export needs {}".format(
+            root, space["free_inodes"], need_inodes
+        )
+    return None
+
+
+def cmd_mirror(spec, target, root):
     """Copy the sealed export to a durable tier on this node (no bytes through the control host).
 
-    Each file is hashed while it is copied and compared with the roster recorded at sealing; the
-    copy is staged under <target>.partial and renamed into place only when every file matches.
+    root, the durable root, is measured first (durable_problem). Each file is hashed while it is
+    copied and compared with the roster recorded at sealing; the copy is staged under <target>.partial
+    and renamed into place only when every file matches. The answer carries the measured mount.
     """
+    problem = durable_problem(spec, root, target)
+    if problem:
+        print(json.dumps({"error": problem, "mount": mount_of(root) if os.path.isdir(root) else None}))
+        return 1
+    mount = mount_of(root)
     sealed = read(sealed_roster_path(spec))
     if not sealed:
         print(json.dumps({"error": "no sealed roster for " + spec["export"]}))
@@ -850,8 +923,12 @@ def cmd_mirror(spec, target):
     files = json.loads(sealed)
     if os.path.isdir(target):
         same = roster_of(target) == files
-        print(json.dumps({"mirror": target, "existing": True, "verified": same}))
+        print(json.dumps({"mirror": target, "existing": True, "verified": same, "mount": mount}))
         return 0 if same else 1
+    short = durable_space_problem(root, files)
+    if short:
+        print(json.dumps({"error": short, "mount": mount}))
+        return 1
     staging = target + ".partial"
     shutil.rmtree(staging, ignore_errors=True)
     for item in files:
@@ -864,7 +941,8 @@ def cmd_mirror(spec, target):
     os.makedirs(os.path.dirname(target), exist_ok=True)
     os.rename(staging, target)
     total = sum(item["bytes"] for item in files)
-    print(json.dumps({"mirror": target, "existing": False, "verified": True, "files": len(files), "bytes": total}))
+    answer = {"mirror": target, "existing": False, "verified": True, "files": len(files), "bytes": total}
+    print(json.dumps({**answer, "mount": mount}))
     return 0
 
 
@@ -904,7 +982,15 @@ def cmd_rehash(request):
             problem = rehash_problem(copy["root"], copy["files"])
         except OSError as exc:
             problem = "unreadable: " + str(exc)
-        answers.append({"root": copy["root"], "intact": problem is None, "problem": problem})
+        mount = mount_of(copy["root"])
+        expected = copy.get("mount")
+        if problem is None and expected and (mount or {}).get("device") != expected.get("device"):
+            # The copy is on another disk than the one it was verified on (a durable mount that is gone
+            # leaves the directory on the disk below it): re-measured, it is not on its tier.
+            problem = "its disk changed: verified on {} ({}), now on {}".format(
+                expected.get("device"), expected.get("mountpoint"), (mount or {}).get("device")
+            )
+        answers.append({"root": copy["root"], "intact": problem is None, "problem": problem, "mount": mount})
     print(json.dumps({"schema": 1, "copies": answers}))
     return 0
 
@@ -1059,8 +1145,8 @@ COMMANDS = {
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "mirror":
-        return cmd_mirror(load_spec(argv[2]), argv[3])
+    if len(argv) == 5 and argv[1] == "mirror":
+        return cmd_mirror(load_spec(argv[2]), argv[3], argv[4])
     if len(argv) == 2 and argv[1] == "probe":
         return cmd_probe(json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "follow":

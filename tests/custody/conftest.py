@@ -6,6 +6,14 @@ from tests.custody import sealed
 from tests.runs.conftest import instance, make_run, node, project, source  # noqa: F401
 
 
+@pytest.fixture(scope="session", autouse=True)
+def durable_mount():
+    """The loopback box's durable root is a disk of its own (a tmpfs), measured as such by the mirror."""
+    mounted = sealed.mount_durable_root()
+    yield mounted
+    sealed.unmount_durable_root()
+
+
 @pytest.fixture
 def exported(make_run):  # noqa: F811 (make_run is the runs fixture imported above)
     """make(**fields): a run whose export is sealed on the loopback box; its files removed after."""

@@ -15,9 +15,12 @@ from django.utils import timezone
 from custody.models import Artifact, CustodyRecord, CustodyStatus
 from custody.verify import custody_dir
 from runs.models import RunState
+from tests.worker_env import WORKER
 
 FILES = {"run.json": b'{"run": 1}\n', "config.yaml": b"lr: 0.01\n", "train.csv": b"epoch,loss\n0,1.0\n1,0.5\n"}
-MIRROR_ROOT = "$HOME/proj-durable"
+# A durable disk of its own on the loopback box: a tmpfs mounted here for the session (durable_mount),
+# as a RunPod network volume or AutoDL's file storage is a mount of its own (issue 29 §1).
+MIRROR_ROOT = f"$HOME/proj-durable-{WORKER or 'main'}"
 
 
 def node_path(path: str) -> Path:
@@ -64,9 +67,12 @@ def verify(run, mirror: bool = False) -> CustodyRecord:
         for name, data in files.items()
     )
     if mirror:
+        from tests.runs.conftest import load_wrapper
+
         write_tree(mirror_dir(run), files)
         record.mirror_uri, record.mirror_verified = str(mirror_dir(run)), True
         record.mirror_tier = run.instance.mirror_tier_info["name"]
+        record.mirror_mount = load_wrapper().mount_of(str(node_path(MIRROR_ROOT)))  # measured, as the mirror is
         record.save()
     return record
 
@@ -89,3 +95,25 @@ def intact(root: Path, record: CustodyRecord) -> bool:
 def cleanup(run) -> None:
     for root in (export_dir(run), mirror_dir(run), custody_dir(run)):
         shutil.rmtree(root, ignore_errors=True)
+
+
+def mount_durable_root() -> bool:
+    """Mount a small tmpfs at MIRROR_ROOT (once; root only): the loopback box's durable disk."""
+    import subprocess
+
+    root = node_path(MIRROR_ROOT)
+    root.mkdir(parents=True, exist_ok=True)
+    if os.path.ismount(root):
+        return True
+    if os.geteuid() != 0:
+        return False
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(root)], check=True)
+    return True
+
+
+def unmount_durable_root() -> None:
+    import subprocess
+
+    root = node_path(MIRROR_ROOT)
+    if os.path.ismount(root):
+        subprocess.run(["umount", "-l", str(root)], check=False)

@@ -13,6 +13,7 @@ from custody.verify import custody_dir
 from runs.actions import do_start_preflight
 from runs.models import RunState
 from runs.remote import NodeSession
+from tests.custody import sealed
 from tests.runs.conftest import edit_train, set_config, wait_state
 from tests.waiting import wait_until
 
@@ -41,7 +42,7 @@ def test_pull_readback_load_recompute_gives_a_verified_record_exported_as_json(
     verified record, its JSON export, and a pull killed half-way resuming from what arrived."""
     run = exported(make_run, source, bob)
     assert run.state == RunState.EXPORTED
-    run.instance.mirror_root = str(tmp_path / "durable")  # the box's durable tier
+    run.instance.mirror_root = sealed.MIRROR_ROOT  # the box's durable disk (a tmpfs of its own)
     run.instance.save()
     record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.VERIFIED, record.failure
@@ -54,8 +55,9 @@ def test_pull_readback_load_recompute_gives_a_verified_record_exported_as_json(
     for artifact in record.artifacts.all():
         assert (custody_dir(run) / artifact.path).stat().st_size == artifact.bytes
     assert not list(custody_dir(run).rglob("*.partial"))
-    mirror = tmp_path / "durable" / "remotegpu-custody" / run.project.slug / run.run_id
+    mirror = sealed.mirror_dir(run)
     assert record.mirror_verified and record.mirror_uri == str(mirror)
+    assert record.mirror_mount["fstype"] == "tmpfs" and record.mirror_mount["mountpoint"] == str(mirror.parents[2])
     assert (mirror / "best.pth").read_bytes() == (node.export(run) / "best.pth").read_bytes()
     client.force_login(bob)
     page = client.get(run.get_absolute_url()).content.decode()
