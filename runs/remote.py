@@ -127,12 +127,15 @@ class NodeSession(InstanceNode):
             return None
         return posixpath.join(root, "remotegpu-custody", self.run.project.slug, self.run.run_id)
 
-    def mirror(self, target: str) -> dict:
-        """Node → durable tier, hashed against the sealed roster on the node itself; the durable root is
-        measured there first (it must exist and be another disk than the data root's)."""
+    def mirror(self, target: str, root: str | None = None) -> dict:
+        """Node → durable tier, hashed against the sealed roster on the node itself; the durable root
+        (this box's, unless given) is measured there first: it must exist and be another disk."""
+        root = root or self.durable_root()
+        if not root:
+            raise NodeError("mirror: this box has no durable root")
         spec_path = self.attempt_spec(max(self.run.attempt, 1))
         answer = self.invoke(
-            self.layout.tools, "mirror", spec_path, target, self.durable_root(), timeout=settings.CUSTODY_MIRROR_TIMEOUT
+            self.layout.tools, "mirror", spec_path, target, root, timeout=settings.CUSTODY_MIRROR_TIMEOUT
         )
         if not answer["verified"]:
             raise NodeError(f"the existing mirror at {target} differs from the sealed roster")

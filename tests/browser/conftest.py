@@ -43,7 +43,7 @@ class Stack:
         env = subprocess_env(
             REMOTEGPU_VAR_DIR=str(var_dir),
             DATABASE_URL="",
-            CELERY_QUEUE=f"remotegpu-e2e-{os.getpid()}",
+            CELERY_QUEUE=f"remotegpu-e2e-{os.getpid()}-{port}",  # a queue per stack: two stacks in one worker
             LOG_LEVEL="WARNING",
             REMOTEGPU_LOCAL_NODE="1",  # as `make run` sets it: the one-person stack may use this machine
         )

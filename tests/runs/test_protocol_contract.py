@@ -4,6 +4,7 @@ directly, answer what profiles/protocol.ANSWERS says the control side reads — 
 import contextlib
 import io
 import json
+import shutil
 import sys
 import tarfile
 import time
@@ -85,8 +86,14 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     files = checked["roster"]["files"]
     assert [item["path"] for item in files] == ["metrics.json"]
     (tmp_path / spec["active"] / "sealed-roster.json").write_text(json.dumps(files))
-    checked["mirror"] = answer_of("mirror", wrapper.cmd_mirror, spec, str(tmp_path / "durable" / "vision-contract-1"))
-    assert checked["mirror"]["verified"] is True
+    from tests.custody import sealed
+
+    assert sealed.mount_durable_root(), "the mirror needs a durable disk of its own (a tmpfs: root)"
+    durable = sealed.node_path(sealed.MIRROR_ROOT)
+    target = durable / f"contract-{tmp_path.name}" / "vision-contract-1"
+    checked["mirror"] = answer_of("mirror", wrapper.cmd_mirror, spec, str(target), str(durable))
+    assert checked["mirror"]["verified"] is True and checked["mirror"]["mount"]["fstype"] == "tmpfs"
+    shutil.rmtree(target.parent, ignore_errors=True)
     checked["rehash"] = answer_of("rehash", wrapper.cmd_rehash, {"copies": [{"root": spec["export"], "files": files}]})
     assert checked["rehash"]["copies"][0]["intact"] is True
     checked["abandon"] = answer_of("abandon", wrapper.cmd_abandon, spec)

@@ -83,7 +83,7 @@ def every_wrapper_call(run):
         yield "extract", lambda: node.call("extract", spec)
         yield "status", lambda: node.call("status", spec)
         yield "roster", node.roster
-        yield "mirror", lambda: node.mirror(f"{node.home}/mirror")
+        yield "mirror", lambda: node.mirror(f"{node.home}/mirror/run", f"{node.home}/mirror")
         yield "probe", lambda: node.probe([run])
         yield "abandon", lambda: node.abandon(run)
         yield "close-active", lambda: node.close_active(run, "test")
