@@ -19,6 +19,7 @@ from notifications.models import (
     NotifyVariableEvent,
     Preference,
 )
+from projects.grants import grant_changes
 
 
 def do_notify(project_id: int, event: str, subject: str, text: str, data: dict | None = None) -> Notification:
@@ -169,10 +170,7 @@ def do_save_notify_variable(variable: NotifyVariable, projects, *, actor) -> Not
         variable.save()
         variable.projects.set(projects)
         new = {project.slug for project in projects}
-        granted, revoked = sorted(new - old), sorted(old - new)
-        parts = ["Registered" if before is None else "Changed"]
-        parts += [f"granted to {', '.join(granted)}"] if granted else []
-        parts += [f"revoked from {', '.join(revoked)}"] if revoked else []
+        granted, revoked, parts = grant_changes(old, new, registered=before is None)
         NotifyVariableEvent.objects.create(
             variable=variable, actor=actor, message="; ".join(parts), data={"granted": granted, "revoked": revoked}
         )

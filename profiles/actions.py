@@ -20,6 +20,7 @@ from profiles.models import (
     Resource,
 )
 from profiles.resources import kinds_for
+from projects.grants import grant_changes
 
 
 class IllegalTransition(ValidationError):
@@ -220,11 +221,8 @@ def do_save_credential(credential: Credential, projects, *, actor) -> Credential
         credential.save()
         credential.projects.set(projects)
         new_projects = {project.slug for project in projects}
-        granted, revoked = sorted(new_projects - old_projects), sorted(old_projects - new_projects)
+        granted, revoked, parts = grant_changes(old_projects, new_projects, registered=before is None)
         moved = before is not None and before.reference != credential.reference
-        parts = ["Registered" if before is None else "Changed"]
-        parts += [f"granted to {', '.join(granted)}"] if granted else []
-        parts += [f"revoked from {', '.join(revoked)}"] if revoked else []
         parts += ["location changed"] if moved else []
         CredentialEvent.objects.create(
             credential=credential,

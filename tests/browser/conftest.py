@@ -94,12 +94,18 @@ class Stack:
             self.process.wait()
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory):
-    running = Stack(tmp_path_factory.mktemp("stack-var"), free_port())
+def started_stack(var_dir) -> Stack:
+    """A `runstack` on a free port, up and listening, its admin's one-time password read."""
+    running = Stack(var_dir, free_port())
     running.password = running.wait_for(r"Created admin user 'admin' with password: (\S+)").group(1)
     running.wait_for(r"RemoteGPU is up at")
     running.wait_listening()
+    return running
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    running = started_stack(tmp_path_factory.mktemp("stack-var"))
     yield running
     running.kill()
 

@@ -6,7 +6,7 @@ admin is the only account): this module has a stack of its own, fresh, so it sta
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import Stack, free_port
+from tests.browser.conftest import started_stack
 from tests.browser.test_dashboard import sign_in
 from tests.browser.test_runs import create_person
 from tests.conftest import ARTIFACTS
@@ -14,10 +14,7 @@ from tests.conftest import ARTIFACTS
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    running = Stack(tmp_path_factory.mktemp("lone-stack-var"), free_port())
-    running.password = running.wait_for(r"Created admin user 'admin' with password: (\S+)").group(1)
-    running.wait_for(r"RemoteGPU is up at")
-    running.wait_listening()
+    running = started_stack(tmp_path_factory.mktemp("lone-stack-var"))
     yield running
     running.kill()
 

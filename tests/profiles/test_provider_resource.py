@@ -2,7 +2,6 @@
 pod's provider id had no exports, so its release passed every check and the provider terminated the
 real pod. The unit of custody is the provider's resource: one live box per (platform, provider id)."""
 
-import threading
 import uuid
 from decimal import Decimal
 
@@ -15,6 +14,7 @@ from profiles.actions import do_create_instance, do_edit_instance, do_register_r
 from profiles.models import Credential, CredentialKind, Instance
 from projects.models import Project
 from runs.models import Run, RunState
+from tests.racing import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,27 +124,12 @@ def test_a_released_pod_frees_its_id_and_other_platforms_do_not_collide(bob, pro
 def test_two_twins_registered_at_once_leave_one(alice, bob, projects):
     """On PostgreSQL both checks can pass before either row exists: the database's constraint decides."""
     vision, _ = projects
-    barrier, outcomes = threading.Barrier(2), []
 
     def register(person, name):
-        from django.db import connection
+        box = Instance(name=f"vision-{name}-{TODAY}", project=vision, profile_key="runpod", provider_id=POD)
+        return do_create_instance(box, True, actor=person).name
 
-        try:
-            barrier.wait()
-            box = Instance(name=f"vision-{name}-{TODAY}", project=vision, profile_key="runpod", provider_id=POD)
-            outcomes.append(do_create_instance(box, True, actor=person).name)
-        except ValidationError as exc:
-            outcomes.append(" ".join(exc.messages))
-        except Exception as exc:  # every thread's outcome is checked
-            outcomes.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=register, args=(p, n)) for p, n in ((alice, "one"), (bob, "two"))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    outcomes = at_once(lambda: register(alice, "one"), lambda: register(bob, "two"))
     assert len(outcomes) == 2, outcomes
     assert sum(outcome.startswith("vision-") for outcome in outcomes) == 1, outcomes
     assert sum("one box per provider resource" in outcome for outcome in outcomes) == 1, outcomes

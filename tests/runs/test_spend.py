@@ -2,7 +2,6 @@
 project's envelope, or a per-run threshold, waits for an approver in the approval queue; its requester
 never approves; a retry asks again. Spend is read from the boxes' state history in the database."""
 
-import threading
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -24,6 +23,7 @@ from runs.actions import (
 )
 from runs.models import Run, RunState, SpendRequest, SpendStatus
 from runs.spend import envelope_of, period_bounds
+from tests.racing import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -144,26 +144,12 @@ def test_two_approvers_at_once_decide_once(team, alice, bob, dave, erin):
     with pytest.raises(SpendPending):
         do_start_preflight(run.pk, actor=bob)
     request = SpendRequest.objects.get(run=run)
-    barrier, outcomes = threading.Barrier(3), []
-
-    def decide(person):
-        from django.db import connection
-
-        try:
-            barrier.wait()
-            outcomes.append(do_decide_spend(request.pk, True, "go", actor=person).approver.username)
-        except ValidationError as exc:
-            outcomes.append(" ".join(exc.messages))
-        except Exception as exc:  # every thread's outcome is checked
-            outcomes.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=decide, args=(person,)) for person in (alice, dave, erin)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    outcomes = at_once(
+        *[
+            lambda person=person: do_decide_spend(request.pk, True, "go", actor=person).approver.username
+            for person in (alice, dave, erin)
+        ]
+    )
     winners = [outcome for outcome in outcomes if outcome in ("alice", "dave", "erin")]
     assert len(outcomes) == 3 and len(winners) == 1
     assert all("is approved" in outcome for outcome in outcomes if outcome not in winners)
