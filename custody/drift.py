@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from custody.models import DriftKind, ProviderDrift
 from custody.provider_apis import APIS, GONE, RUNNING, STOPPED
-from custody.providers import ProviderError, list_resources
+from custody.providers import ProviderError, list_boxes
 from notifications.actions import do_notify
 from notifications.models import Event
-from profiles.actions import do_observe_provider_state
+from profiles.actions import do_observe_endpoint, do_observe_provider_state
 from profiles.models import Credential, Instance, InstanceState
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def keys_to_reconcile() -> list[tuple[str, int]]:
 def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
     """Ask the provider (outside any transaction), then record: the ids of drift seen for the first time."""
     credential = Credential.objects.get(pk=credential_id)
-    inventory = list_resources(profile_key, credential)
+    inventory, endpoints = list_boxes(profile_key, credential)
     instances = list(Instance.objects.filter(profile_key=profile_key, api_credential=credential))
     seen, now, new = compare(profile_key, inventory, instances), timezone.now(), []
     with transaction.atomic(durable=True):
@@ -93,6 +93,8 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
     for instance in instances:  # observed state: how the provider bills it now (after drift was recorded)
         if instance.provider_id and inventory.get(instance.provider_id) in (RUNNING, STOPPED):
             do_observe_provider_state(instance.pk, inventory[instance.provider_id], profile_key)
+        if instance.provider_id in endpoints:  # where it answers SSH now (a reset moves RunPod's port)
+            do_observe_endpoint(instance.pk, *endpoints[instance.provider_id], profile_key)
     return new
 
 

@@ -6,6 +6,8 @@ A status answer is read from the provider's own field only; a value we do not kn
 never "stopped" (a box whose name contains "stopped" is still running).
 """
 
+import ipaddress
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,8 @@ class ProviderApi:
     empty_means_gone: bool = False  # vast.ai answers {"instances": null} for a destroyed box (VAST15)
     list_field: tuple[str, ...] = ()  # where the list sits in the "list" answer (every box under the key)
     item_status: tuple[str, ...] = ()  # where one listed box's state word sits
+    item_host: tuple[str, ...] = ()  # where one listed box's public SSH address sits
+    item_port: tuple[str, ...] = ()  # where its SSH port sits (empty: 22)
 
 
 APIS = {
@@ -43,6 +47,10 @@ APIS = {
         status_field=("desiredStatus",),
         list_field=(),
         item_status=("desiredStatus",),
+        # Full SSH is direct TCP: the pod's public IP and the random external port mapped to 22, which
+        # changes on every pod reset (docs.runpod.io expose-ports).
+        item_host=("publicIp",),
+        item_port=("portMappings", "22"),
         states={"RUNNING": RUNNING, "EXITED": STOPPED, "TERMINATED": GONE},
     ),
     # console.vast.ai, Bearer: show_instance's actual_status; destroy is eventually consistent (VAST15).
@@ -57,6 +65,8 @@ APIS = {
         status_field=("instances", "actual_status"),
         list_field=("instances",),
         item_status=("actual_status",),
+        item_host=("public_ipaddr",),
+        item_port=("ports", "22/tcp", 0, "HostPort"),  # direct SSH: the host port mapped to 22 (VAST §3)
         states={
             "running": RUNNING,
             "loading": RUNNING,
@@ -160,3 +170,49 @@ def read_inventory(api: ProviderApi, body) -> dict[str, str]:
         state = api.states.get(word, api.states.get(str(word).lower(), UNKNOWN)) if isinstance(word, str) else UNKNOWN
         inventory[str(item["id"])] = state
     return inventory
+
+
+HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def _dig(value, path):
+    for key in path:
+        if isinstance(key, int):
+            value = value[key] if isinstance(value, list) and len(value) > key else None
+        else:
+            value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _endpoint(api: ProviderApi, item: dict) -> tuple[str, int] | None:
+    """(host, port) of one listed box, checked (the answer is untrusted input), or None."""
+    host = _dig(item, api.item_host)
+    port = _dig(item, api.item_port) if api.item_port else 22
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
+    if not isinstance(host, str) or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        return None
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not HOSTNAME.fullmatch(host):
+            return None
+    return host, port
+
+
+def read_endpoints(api: ProviderApi, body) -> dict[str, tuple[str, int]]:
+    """{provider id: (host, SSH port)} of the listed boxes that name a valid one; nothing else."""
+    if not api.item_host:
+        return {}
+    items = _dig(body, api.list_field) if api.list_field else body
+    if not isinstance(items, list):
+        return {}
+    found = {}
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("id"), str | int):
+            endpoint = _endpoint(api, item)
+            if endpoint is not None:
+                found[str(item["id"])] = endpoint
+    return found

@@ -16,7 +16,17 @@ import urllib.request
 from django.conf import settings
 
 from custody.models import TeardownKind
-from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, UNKNOWN, fill, read_inventory, read_state
+from custody.provider_apis import (
+    APIS,
+    GONE,
+    RUNNING,
+    STOPPED,
+    UNKNOWN,
+    fill,
+    read_endpoints,
+    read_inventory,
+    read_state,
+)
 from profiles.credentials import api_key_of, provider_key
 from profiles.nodes import transport_for
 from profiles.transport import CredentialError, TransportError
@@ -115,6 +125,11 @@ def _with_retries(provider: str, send) -> dict:
 def list_resources(profile_key: str, credential) -> dict[str, str]:
     """Every box the provider lists under a credential's key: {provider id: state}. ProviderError when
     it cannot be asked or answers something unreadable (never an empty inventory by mistake)."""
+    return list_boxes(profile_key, credential)[0]
+
+
+def list_boxes(profile_key: str, credential) -> tuple[dict[str, str], dict[str, tuple[str, int]]]:
+    """The inventory, and each listed box's SSH endpoint where the provider names a valid one."""
     api = APIS[profile_key]
     try:
         key = api_key_of(credential)
@@ -124,7 +139,7 @@ def list_resources(profile_key: str, credential) -> dict[str, str]:
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
     try:
-        return read_inventory(api, answer["body"])
+        return read_inventory(api, answer["body"]), read_endpoints(api, answer["body"])
     except ValueError as exc:
         raise ProviderError(f"{profile_key}: {exc}") from None
 

@@ -143,6 +143,24 @@ def do_observe_provider_state(instance_id: int, provider_state: str, platform: s
     return instance
 
 
+def do_observe_endpoint(instance_id: int, host: str, port: int, platform: str) -> bool:
+    """The provider reports the box's SSH endpoint (RunPod's port changes on every pod reset): the box
+    follows it without a person editing it. The pinned host key stays: a box answering there with another
+    key is refused until a person confirms it. True when the endpoint moved."""
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
+        if instance.state == InstanceState.RELEASED or (instance.host, instance.port) == (host, port):
+            return False
+        was = f"{instance.user}@{instance.host}:{instance.port}"
+        instance.host, instance.port = host, port
+        instance.save(update_fields=["host", "port"])
+        message = (
+            f"{platform} reports the SSH endpoint moved: {was} → {instance.address} (the pinned host key still decides)"
+        )
+        _event(instance, InstanceEvent.Kind.NOTE, message, None, endpoint=[host, port])
+    return True
+
+
 def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.Trigger.BUTTON, *, actor) -> None:
     from profiles.tasks import probe_instance
 

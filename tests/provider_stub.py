@@ -44,8 +44,17 @@ class RunPod:
     ]
     words = {RUNNING: "RUNNING", STOPPED: "EXITED"}
 
-    def listing(self, boxes):
-        return [{"id": i, "desiredStatus": self.words[state], "costPerHr": 0.44} for i, state in boxes.items()]
+    def listing(self, boxes, endpoints=None):
+        endpoints = endpoints or {}
+        return [
+            {
+                "id": i,
+                "desiredStatus": self.words[state],
+                "costPerHr": 0.44,
+                **({"publicIp": endpoints[i][0], "portMappings": {"22": endpoints[i][1]}} if i in endpoints else {}),
+            }
+            for i, state in boxes.items()
+        ]
 
     def act(self, stub, verb, target, body):
         _no_body(body)
@@ -76,9 +85,20 @@ class VastAi:
         ("GET", r"/api/v0/instances/(?P<id>[\w.-]+)/", "status"),
     ]
 
-    def listing(self, boxes):
-        words = {RUNNING: "running", STOPPED: "exited"}
-        return {"instances": [{"id": i, "actual_status": words[state], "dph_total": 0.3} for i, state in boxes.items()]}
+    def listing(self, boxes, endpoints=None):
+        words, endpoints = {RUNNING: "running", STOPPED: "exited"}, endpoints or {}
+        ports = {i: {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(port)}]} for i, (_, port) in endpoints.items()}  # noqa: S104 (what vast.ai answers)
+        return {
+            "instances": [
+                {
+                    "id": i,
+                    "actual_status": words[state],
+                    "dph_total": 0.3,
+                    **({"public_ipaddr": endpoints[i][0], "ports": ports[i]} if i in endpoints else {}),
+                }
+                for i, state in boxes.items()
+            ]
+        }
 
     def act(self, stub, verb, target, body):
         if verb == "state":
@@ -112,7 +132,7 @@ class Lambda:
         ("GET", r"/api/v1/instances/(?P<id>[\w.-]+)", "status"),
     ]
 
-    def listing(self, boxes):
+    def listing(self, boxes, endpoints=None):
         return {"data": [{"id": i, "status": "active"} for i in boxes]}
 
     def act(self, stub, verb, target, body):
@@ -142,7 +162,7 @@ class Paperspace:
         ("GET", r"/v1/machines/(?P<id>[\w.-]+)", "status"),
     ]
 
-    def listing(self, boxes):
+    def listing(self, boxes, endpoints=None):
         return {"items": [{"id": i, "state": "ready" if state == RUNNING else "off"} for i, state in boxes.items()]}
 
     def act(self, stub, verb, target, body):
@@ -173,6 +193,7 @@ class ProviderStub:
         self.lies: set[str] = set()  # targets whose release answers 200 and changes nothing
         self.linger: dict[str, int] = {}  # target → status reads that still show it after its release
         self.alert: set[str] = set()  # Lambda targets whose terminate leaves them in "alert"
+        self.endpoints: dict[str, tuple] = {}  # target → (host, SSH port) its listing names
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -255,7 +276,7 @@ class ProviderStub:
             _no_body(body)
             with self.lock:
                 boxes = {i: s for i, s in self.states.items() if self.owner.get(i) == provider.name and s != GONE}
-            return 200, provider.listing(boxes)
+            return 200, provider.listing(boxes, dict(self.endpoints))
         with self.lock:
             before = len(self.calls)
             self.owner.setdefault(target, provider.name)
@@ -319,6 +340,7 @@ class ProviderStub:
                 self.lies,
                 self.linger,
                 self.alert,
+                self.endpoints,
             )
             for kept in kept_all:
                 kept.clear()

@@ -158,3 +158,32 @@ def test_under_a_shared_key_a_project_sees_only_its_own_boxes_and_unowned_resour
     told = Notification.objects.filter(event="drift.found")
     assert set(told.filter(text__contains=pod.name).values_list("project", flat=True)) == {pod.project_id}
     assert set(told.filter(text__contains="pod-orphan").values_list("project", flat=True)) == {pod.project_id, other.pk}
+
+
+@pytestmark_db
+def test_a_pods_ssh_endpoint_is_read_from_the_provider_after_a_reset(pod, provider_api):
+    """Issue 29 §6: RunPod's SSH port changes on every pod reset. The reconciliation re-reads the
+    endpoint and the box follows it, without a person editing it; its pinned host key stays pinned (a
+    different key there is still refused until a person confirms it)."""
+    Instance.objects.filter(pk=pod.pk).update(
+        host="203.0.113.7", port=22022, user="root", host_key_type="ssh-ed25519", host_key_base64="AAAApinned"
+    )
+    provider_api.endpoints["pod-known"] = ("203.0.113.7", 22022)
+    do_reconcile_providers()
+    pod.refresh_from_db()
+    assert (pod.host, pod.port) == ("203.0.113.7", 22022) and not pod.events.filter(data__has_key="endpoint").exists()
+    provider_api.endpoints["pod-known"] = ("203.0.113.7", 41871)  # reset: a new external port
+    do_reconcile_providers()
+    pod.refresh_from_db()
+    assert (pod.host, pod.port) == ("203.0.113.7", 41871) and pod.host_key_base64 == "AAAApinned"
+    assert "SSH endpoint moved: root@203.0.113.7:22022 → root@203.0.113.7:41871" in pod.events.first().message
+
+
+@pytestmark_db
+@pytest.mark.parametrize("endpoint", [("$(touch /tmp/x)", 22), ("203.0.113.8", 99999), ("a b", 22), ("", 22)])
+def test_a_hostile_endpoint_from_the_provider_is_ignored(pod, provider_api, endpoint):
+    Instance.objects.filter(pk=pod.pk).update(host="203.0.113.7", port=22022)
+    provider_api.endpoints["pod-known"] = endpoint
+    do_reconcile_providers()
+    pod.refresh_from_db()
+    assert (pod.host, pod.port) == ("203.0.113.7", 22022)
