@@ -182,6 +182,7 @@ BOUND = {
     "preflight_report": {},
     "smoke_exit_code": None,
     "smoke_output": "",
+    "gpu_holders_waived_by": None,  # an override is of the run it was given for
 }
 
 
@@ -483,6 +484,25 @@ def do_mark_launch_failed(run_pk: int, attempt: int, error: str) -> Run:
             return run
         _transition(run, RunState.FAILED_LAUNCH, f"Launch of attempt {attempt} failed: {error}")
         _release_gpus(run)
+    return run
+
+
+def do_waive_gpu_holders(run_pk: int, comment: str, *, actor) -> Run:
+    """An approver lets the next preflight start beside processes outside RemoteGPU on the run's GPUs
+    (a colleague's notebook that will not grow); audited. No CUDA or a missing GPU is never waived."""
+    if not actor.has_perm("projects.approve_cost"):
+        raise PermissionDenied("Only an approver overrides a GPU held by another process.")
+    if not comment.strip():
+        raise ValidationError("Say why: the override is part of the run's history.")
+    with transaction.atomic(durable=True):
+        run = _locked(run_pk)
+        if not Run.objects.visible_to(actor).filter(pk=run.pk).exists():
+            raise PermissionDenied("Not a member of this run's project.")
+        if run.state not in (RunState.DRAFT, RunState.FAILED_PREFLIGHT):
+            raise ValidationError("An override is for the next preflight of a draft or a failed preflight.")
+        run.gpu_holders_waived_by = actor
+        run.save(update_fields=["gpu_holders_waived_by"])
+        _event(run, "note", f"GPU held by another process: overridden for the next preflight: {comment.strip()}", actor)
     return run
 
 

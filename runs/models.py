@@ -99,6 +99,14 @@ class Run(models.Model):
     gpu_seconds = models.FloatField(default=0, help_text="GPU-seconds used, summed over attempts")
     close_reason = models.TextField(blank=True)
     last_status = models.JSONField(default=dict, blank=True)
+    gpu_holders_waived_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="An approver let the next preflight start beside processes outside RemoteGPU on its GPUs.",
+    )
     # What the watcher has learned (DOMAIN §3): offsets into the node's files, the curve, health.
     stall_seconds = models.PositiveIntegerField(default=1800, help_text="Alive but silent this long = stalled")
     log_offset = models.BigIntegerField(default=0)

@@ -17,6 +17,7 @@ from projects.models import Project
 from runs import actions, watch
 from runs.budget import storage_budget
 from runs.environment import environment_problems
+from runs.gpus import gpu_problems
 from runs.models import Run, RunState
 from runs.remote import NodeSession
 from runs.sources import SourceError
@@ -67,7 +68,9 @@ def preflight_run(run_pk: int) -> None:
     )
     budget = storage_budget(run, report["space"], settings.STORAGE_MARGIN_FRACTION, settings.STORAGE_MARGIN_MIN_BYTES)
     report["budget"] = budget.as_dict()
-    actions.do_finish_preflight(run_pk, report, problems + budget.problems())
+    waived = run.gpu_holders_waived_by_id is not None
+    gpus = gpu_problems(run.gpus, report.get("environment") or {}, report.get("gpu_holders"), waived)
+    actions.do_finish_preflight(run_pk, report, problems + budget.problems() + gpus)
 
 
 @shared_task(

@@ -23,6 +23,7 @@ urlpatterns = [
     path("runs/<slug:run_id>/log/", log_views.run_log, name="run-log"),
     path("runs/<slug:run_id>/log/download/", log_views.run_log_download, name="run-log-download"),
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),
+    path("runs/<slug:run_id>/waive-gpu/", views.run_waive_gpu, name="run-waive-gpu"),
     path("runs/<slug:run_id>/retry/", views.run_retry, name="run-retry"),
     path("runs/<slug:run_id>/close-active/", views.run_close_active, name="run-close-active"),
     path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),

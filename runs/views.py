@@ -27,6 +27,7 @@ from runs.actions import (
     do_edit_run,
     do_retry_run,
     do_start_preflight,
+    do_waive_gpu_holders,
 )
 from runs.cadence import cadence_for
 from runs.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
@@ -256,6 +257,18 @@ def _run_action(request, run_id, action, success):
 @permission_required("projects.operate", raise_exception=True)
 def run_preflight(request, run_id):
     return _run_action(request, run_id, do_start_preflight, "Preflight queued.")
+
+
+@require_POST
+@permission_required("projects.approve_cost", raise_exception=True)
+def run_waive_gpu(request, run_id):
+    comment = request.POST.get("comment", "")[:2000]
+    return _run_action(
+        request,
+        run_id,
+        lambda pk, actor: do_waive_gpu_holders(pk, comment, actor=actor),
+        "Override recorded: the next preflight starts beside the other process on the GPU.",
+    )
 
 
 @require_POST

@@ -59,7 +59,7 @@ def test_smoke_that_raises_stops_at_failed_smoke_with_the_traceback(bob, make_ru
         "    if smoke:\n        config = dict(",
         "    if smoke:\n        raise RuntimeError('shape mismatch in smoke')\n        config = dict(",
     )
-    run = make_run(gpus=[1])
+    run = make_run()
     do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_SMOKE
