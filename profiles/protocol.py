@@ -71,7 +71,12 @@ NESTED_LIMIT = 16384  # ran, space, regenerable: their JSON at most this long
 # Answers stored whole on a run (preflight_report, smoke_output): only these fields, and bounded, reach
 # the database and the page; what else a box adds is dropped.
 STORED_ANSWERS = {
-    "preflight": {"write_bytes_per_second": OPTIONAL_NUMBER, "environment": dict, "gpu_holders": (dict, type(None))},
+    "preflight": {
+        "write_bytes_per_second": OPTIONAL_NUMBER,
+        "environment": dict,
+        "gpu_holders": (dict, type(None)),
+        "mounts": dict,
+    },
     "smoke": {},
 }
 SMOKE_OUTPUT_LIMIT = 24000  # the wrapper sends the last 20,000 characters

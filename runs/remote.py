@@ -83,7 +83,13 @@ class NodeSession(InstanceNode):
             # Rewritten by the platform's start hook, so a container restart is seen as one.
             "boot_marker": posixpath.join(posixpath.dirname(layout.run_root), ".remotegpu-boot"),
             "smoke_timeout": settings.SMOKE_TIMEOUT,
+            # A declared tier is measured: preflight reports the mount of its path beside the data root's.
+            "data_tier_path": self._declared_tier_path(),
         }
+
+    def _declared_tier_path(self) -> str | None:
+        tier = self.instance.profile.tier_named(self.instance.data_tier) if self.instance.data_tier else None
+        return resolve_home(tier["path"], self.home) if tier else None
 
     def write_spec(self, name: str, spec: dict) -> str:
         path = self.layout.spec(name)

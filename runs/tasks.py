@@ -21,6 +21,7 @@ from runs.gpus import gpu_problems
 from runs.models import Run, RunState
 from runs.remote import NodeSession
 from runs.sources import SourceError
+from runs.tiers import declared_tier_problem
 
 
 @worker_shutting_down.connect
@@ -70,7 +71,8 @@ def preflight_run(run_pk: int) -> None:
     report["budget"] = budget.as_dict()
     waived = run.gpu_holders_waived_by_id is not None
     gpus = gpu_problems(run.gpus, report.get("environment") or {}, report.get("gpu_holders"), waived)
-    actions.do_finish_preflight(run_pk, report, problems + budget.problems() + gpus)
+    tier = declared_tier_problem(run.instance.data_tier, report.get("mounts") or {})
+    actions.do_finish_preflight(run_pk, report, problems + budget.problems() + gpus + ([tier] if tier else []))
 
 
 @shared_task(

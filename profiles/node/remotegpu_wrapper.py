@@ -361,6 +361,9 @@ def cmd_preflight(spec):
     report["environment"] = environment_report(spec)
     if spec.get("gpus"):
         report["gpu_holders"] = gpu_holders(spec)
+    report["mounts"] = {"data": mount_of(spec["run_root"])}
+    if spec.get("data_tier_path"):
+        report["mounts"]["declared_tier"] = mount_of(spec["data_tier_path"])
     print(json.dumps(report))
     return 0
 

@@ -146,3 +146,33 @@ def test_a_mirror_whose_disk_went_away_no_longer_survives_a_release(alice, bob, 
     with pytest.raises(TeardownRefused, match="its disk changed"):
         do_request_teardown(instance.pk, TeardownKind.RELEASE, "done", actor=bob)
     assert sealed.export_dir(run).is_dir()
+
+
+def test_a_declared_data_tier_that_is_not_the_data_roots_disk_fails_preflight(bob, instance, make_run, no_worker):
+    """A data root declared on AutoDL's shared file storage (survives release) that measures on the system
+    disk is refused at preflight with the measured facts; declared as the system disk, it passes that check."""
+    from runs.tasks import preflight_run
+
+    storage = Path("/root/autodl-fs")
+    created = not storage.exists()
+    storage.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(storage)], check=True)
+    try:
+        instance.profile_key, instance.data_tier = "autodl", "shared file storage"
+        instance.save()
+        run = make_run(state=RunState.PREFLIGHT)
+        preflight_run(run.pk)
+        run.refresh_from_db()
+        assert run.state == RunState.FAILED_PREFLIGHT
+        problem = next(p for p in run.preflight_report["problems"] if "declared tier" in p)
+        assert "not on the declared tier “shared file storage” (tmpfs at /root/autodl-fs" in problem
+        instance.data_tier = "system disk"
+        instance.save()
+        again = make_run(state=RunState.PREFLIGHT)
+        preflight_run(again.pk)
+        again.refresh_from_db()
+        assert not [p for p in again.preflight_report["problems"] if "declared tier" in p]
+    finally:
+        subprocess.run(["umount", "-l", str(storage)], check=False)
+        if created:
+            storage.rmdir()
