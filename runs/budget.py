@@ -56,14 +56,22 @@ class Budget:
         }
 
 
+# The closeout copies output/ into export/.partial before the rename: for that moment the export's
+# checkpoints (best.pth and last.pth) exist twice on the data disk (issue 29: a run that fit its budget
+# filled the disk at its very last step).
+STAGED_CHECKPOINTS = 2
+
+
 def storage_budget(run, space: dict, margin_fraction: float, margin_min_bytes: int) -> Budget:
-    required = run.checkpoint_bytes * run.checkpoints_retained + run.scratch_bytes
+    staged = run.checkpoint_bytes * STAGED_CHECKPOINTS
+    required = run.checkpoint_bytes * run.checkpoints_retained + run.scratch_bytes + staged
     return Budget(
         required_bytes=required,
         margin_bytes=max(int(required * margin_fraction), margin_min_bytes),
         free_bytes=space["free_bytes"],
-        # Checkpoint rotation briefly holds one extra file per retained checkpoint.
-        required_inodes=run.expected_files + 2 * run.checkpoints_retained,
+        # Checkpoint rotation briefly holds one extra file per retained checkpoint; the staged export
+        # holds its two checkpoints once more.
+        required_inodes=run.expected_files + 2 * run.checkpoints_retained + STAGED_CHECKPOINTS,
         free_inodes=space["free_inodes"],
         measured_at=space["measured_at"],
     )

@@ -38,7 +38,7 @@ def test_storage_budget_refuses_with_the_exact_shortfall(bob, make_run, celery_w
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
     budget = run.preflight_report["budget"]
-    assert budget["required_bytes"] == 150 * 1024**4
+    assert budget["required_bytes"] == (150 + 100) * 1024**4  # three retained, and the staged best + last
     assert budget["short_bytes"] == budget["needed_bytes"] - budget["free_bytes"] > 0
     assert f"short by {budget['short_bytes']:,} bytes" in run.preflight_report["problems"][0]
     assert not GpuLock.objects.exists()  # a refused run holds no GPU
@@ -122,3 +122,16 @@ def test_closeout_refuses_a_forbidden_latest_pth(bob, make_run, node, source, ce
     assert "latest.pth is forbidden inside an export" in run.close_reason
     assert not node.export(run).exists()
     assert (node.quarantine(run, 1) / "export-partial" / "best.pth").exists()
+
+
+def test_the_closeouts_staging_copy_is_in_the_budget():
+    """Issue 29: the closeout copies output/ (best.pth, last.pth) into export/.partial before the rename;
+    a run whose checkpoints fit the disk without that copy filled it at its last step."""
+    from runs.budget import storage_budget
+    from runs.models import Run
+
+    run = Run(checkpoint_bytes=1024**3, checkpoints_retained=2, scratch_bytes=0, expected_files=10)
+    space = {"free_bytes": int(3.5 * 1024**3), "free_inodes": 10**6, "measured_at": "/workspace"}
+    budget = storage_budget(run, space, margin_fraction=0.0, margin_min_bytes=0)
+    assert budget.required_bytes == 4 * 1024**3  # two retained + the staged best and last
+    assert budget.short_bytes == int(0.5 * 1024**3) and "short by" in budget.problems()[0]
