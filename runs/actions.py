@@ -790,13 +790,17 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
     from runs.tasks import preflight_run
 
     with transaction.atomic(durable=True):
-        sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
+        sweep = Sweep.objects.select_for_update(of=("self",)).select_related("base_run").get(pk=sweep_pk)
         cells = {run.pk: run for run in Run.objects.select_for_update(no_key=True).filter(sweep=sweep).order_by("cell")}
         holding = LIVE_STATES - {RunState.EXITED}
         busy: dict[int, set[int]] = {}
         for run in cells.values():
             if run.state in holding:
-                busy.setdefault(run.instance_id if sweep.independent else 0, set()).update(run.gpus or [0])
+                slots = busy.setdefault(run.instance_id if sweep.independent else 0, set())
+                if run.gpus:
+                    slots.update(run.gpus)
+                else:  # a CPU cell holds a slot of its box without naming a GPU: the lowest free one
+                    slots.add(min(set(range(len(slots) + 1)) - slots))
         queued = [
             (run.pk, run.instance_id if sweep.independent else 0)
             for run in cells.values()
@@ -807,8 +811,11 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
             run = cells[run_pk]
             if _spend_gate(run, run.attempt + 1, SpendRequest.Why.SWEEP, sweep.created_by) is not None:
                 continue  # this cell waits for an approver; an approval advances the sweep again
-            run.gpus = [gpu]
-            _transition(run, RunState.PREFLIGHT, f"Sweep {sweep.name}: cell {run.cell} starts on GPU {gpu}")
+            # A sweep of a CPU run runs its cells on CPU (a slot, not a GPU: preflight would refuse a GPU
+            # the box does not have, issue 29 §5); a GPU run's cells each take their own GPU.
+            run.gpus = [gpu] if sweep.base_run.gpus else []
+            where = f"GPU {gpu}" if run.gpus else f"CPU slot {gpu}"
+            _transition(run, RunState.PREFLIGHT, f"Sweep {sweep.name}: cell {run.cell} starts on {where}")
             transaction.on_commit(partial(preflight_run.delay, run.pk))
             started.append(run.run_id)
     return started

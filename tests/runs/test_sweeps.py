@@ -117,3 +117,19 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
         assert page.count("Closed: exported") == 3 and "Failed smoke" in page
     finally:
         box2_sshd.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cpu_sweep_runs_its_cells_on_cpu_slots_and_a_gpu_sweep_on_gpus(bob, make_run, instance, no_worker):
+    """Issue 29 §5: preflight refuses a GPU the box does not have, so a sweep of a CPU run no longer
+    writes GPU indices into its cells; each box still runs at most gpus_per_box cells at once."""
+    from runs.actions import do_advance_sweep, do_create_sweep
+
+    cpu = do_create_sweep(make_run(), "cpu", [{"lr": n} for n in range(3)], [instance], 2, True, actor=bob)
+    do_advance_sweep(cpu.pk)
+    started = cpu.cells.filter(state=RunState.PREFLIGHT)
+    assert started.count() == 2 and all(cell.gpus == [] for cell in started)
+    assert "starts on CPU slot" in started.first().events.filter(kind="state").last().message
+    gpu = do_create_sweep(make_run(gpus=[0]), "gpu", [{"lr": n} for n in range(3)], [instance], 2, True, actor=bob)
+    do_advance_sweep(gpu.pk)
+    assert sorted(cell.gpus for cell in gpu.cells.filter(state=RunState.PREFLIGHT)) == [[0], [1]]
