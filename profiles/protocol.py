@@ -29,6 +29,7 @@ ANSWERS = {
     "abandon": {"abandoned": bool},
     "idle": {"busy": list},
     "clean-caches": {"freed": int, "removed": list},
+    "gpus": {"gpus": dict},  # {"nvidia_smi": false} where the box has none
 }
 
 # One run's status (`status`, and each entry of `probe`'s runs): the fields observation reads.

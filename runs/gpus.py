@@ -39,3 +39,21 @@ def _holders(holders) -> list[dict]:
         h for h in items if isinstance(h, dict) and isinstance(h.get("index"), int) and isinstance(h.get("pid"), int)
     ]
     return [{**h, "used_mib": h["used_mib"] if isinstance(h.get("used_mib"), int) else None} for h in valid[:32]]
+
+
+def gone_problem(requested: list[int], now: dict | None, at_preflight: dict | None) -> str | None:
+    """At a (re)launch: a requested GPU nvidia-smi no longer lists (a box back from a restart without
+    its GPUs) fails the launch rather than running on CPU at the GPU rate. Without nvidia-smi now, only
+    a box that had it at preflight is refused (something changed); one that never had it says nothing."""
+    if not requested:
+        return None
+    if not isinstance(now, dict) or not now.get("nvidia_smi", True):
+        if isinstance(at_preflight, dict):
+            return "nvidia-smi answered at preflight and not now: the box lost its GPUs (a restart?); not run on CPU"
+        return None
+    listed = now.get("indices") if isinstance(now.get("indices"), list) else []
+    gone = [gpu for gpu in requested if gpu not in listed]
+    if gone:
+        shown = ", ".join(map(str, listed)) or "none"
+        return f"GPU {', '.join(map(str, gone))} is not on this box now (nvidia-smi lists {shown}): not run on CPU"
+    return None

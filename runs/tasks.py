@@ -17,7 +17,7 @@ from projects.models import Project
 from runs import actions, watch
 from runs.budget import storage_budget
 from runs.environment import environment_problems
-from runs.gpus import gpu_problems
+from runs.gpus import gone_problem, gpu_problems
 from runs.models import Run, RunState
 from runs.remote import NodeSession
 from runs.sources import SourceError
@@ -104,6 +104,15 @@ def launch_run(run_pk: int, attempt: int) -> None:
                 # A redelivered task: the attempt is already running on the node; never start it twice.
                 actions.do_mark_launched(run_pk, attempt, run.detach or "unknown", run.launched_command, wrapper_name())
                 return
+            if run.gpus:  # every (re)launch: the GPUs are still there (a restart may have taken them)
+                gone = gone_problem(
+                    run.gpus,
+                    node.call("gpus", node.attempt_spec(attempt))["gpus"],
+                    run.preflight_report.get("gpu_holders"),
+                )
+                if gone:
+                    actions.do_mark_launch_failed(run_pk, attempt, gone)
+                    return
             detach_kind = run.instance.profile.data["daemon"]["detach"]
             if detach_kind == "onstart":
                 node.install_start_hook(resolve_home(VAST_START_HOOK, node.home))

@@ -368,6 +368,14 @@ def cmd_preflight(spec):
     return 0
 
 
+def cmd_gpus(spec):
+    """At every (re)launch: which GPUs nvidia-smi lists now, and who holds the requested ones (a box
+    back from a restart may have come back without its GPUs: RunPod)."""
+    holders = gpu_holders(spec)
+    print(json.dumps({"gpus": {"nvidia_smi": holders is not None, **(holders or {})}}))
+    return 0
+
+
 def our_pids(spec):
     """The pids of every RemoteGPU attempt on this box (wrapper and child), from their pid files."""
     pids = set()
@@ -1203,6 +1211,7 @@ COMMANDS = {
     "extract": cmd_extract,
     "abandon": cmd_abandon,
     "roster": cmd_roster,
+    "gpus": cmd_gpus,
 }
 
 

@@ -12,9 +12,9 @@ from django.core.exceptions import PermissionDenied
 
 from profiles.models import Instance
 from runs.actions import do_waive_gpu_holders
-from runs.gpus import gpu_problems
+from runs.gpus import gone_problem, gpu_problems
 from runs.models import RunState
-from runs.tasks import preflight_run
+from runs.tasks import launch_run, preflight_run
 from tests.sshd import Sshd
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,3 +89,24 @@ def test_a_cpu_torch_and_a_foreign_process_fail_preflight_and_an_approver_overri
 def test_a_run_on_no_gpu_passes_beside_the_foreign_process(gpu_box, project, make_run, no_worker):
     run = preflight_on(gpu_box, project, make_run, [])
     assert run.state == RunState.SMOKE, run.preflight_report["problems"]
+
+
+def test_a_gpu_gone_at_relaunch_fails_the_launch_instead_of_running_on_cpu(gpu_box, project, make_run, no_worker):
+    """A box back from a restart without its GPUs (RunPod) is never a CPU run billed at the GPU rate:
+    every (re)launch asks nvidia-smi again, and a requested GPU it no longer lists fails the launch."""
+    fields = gpu_box.instance_fields(project)
+    box, _ = Instance.objects.get_or_create(name=f"{project.slug}-gpus-20261201", project=project, defaults=fields)
+    run = make_run(instance=box, gpus=[3], state=RunState.LAUNCHING, attempt=1, command=[sys.executable, "train.py"])
+    launch_run(run.pk, 1)  # the worker's code path, in this process
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED_LAUNCH
+    assert "GPU 3 is not on this box now (nvidia-smi lists 0, 1): not run on CPU" in run.events.last().message
+
+
+def test_the_relaunch_rule():
+    listed = {"indices": [0, 1], "holders": []}
+    assert gone_problem([1], listed, listed) is None
+    assert "GPU 2 is not on this box now" in gone_problem([2], listed, listed)
+    absent = {"nvidia_smi": False}
+    assert "lost its GPUs" in gone_problem([0], absent, listed)  # nvidia-smi answered at preflight, not now
+    assert gone_problem([0], absent, None) is None and gone_problem([], absent, listed) is None

@@ -118,6 +118,9 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
         writer.close()
     assert any(item["why"].startswith("writes") for item in checked["idle"]["busy"])
 
+    checked["gpus"] = answer_of("gpus", wrapper.cmd_gpus, spec)
+    assert checked["gpus"]["gpus"]["nvidia_smi"] is (shutil.which("nvidia-smi") is not None)
+
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised
 
 

@@ -82,6 +82,7 @@ def every_wrapper_call(run):
         yield "smoke", lambda: node.call("smoke", spec)
         yield "extract", lambda: node.call("extract", spec)
         yield "status", lambda: node.call("status", spec)
+        yield "gpus", lambda: node.call("gpus", spec)
         yield "roster", node.roster
         yield "mirror", lambda: node.mirror(f"{node.home}/mirror/run", f"{node.home}/mirror")
         yield "probe", lambda: node.probe([run])
@@ -103,7 +104,7 @@ def test_every_garbage_answer_to_every_call_is_a_node_error_naming_the_call(box,
             assert str(error.value).startswith(subcommand), (garbage, subcommand, str(error.value)[:200])
             assert len(str(error.value)) < 600  # a flood is not copied into the message
             checked += 1
-    assert checked == 12 * len(GARBAGE)
+    assert checked == 13 * len(GARBAGE)
 
 
 def test_a_garbage_roster_fails_the_custody_record_instead_of_leaving_it_pulling(box, hostile_run):
