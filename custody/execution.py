@@ -13,6 +13,7 @@ from custody.provider_apis import GONE
 from custody.providers import (
     NeedsAttestation,
     ProviderError,
+    by_api,
     provider_says_stopped,
     provider_state,
     resource_console_steps,
@@ -23,10 +24,18 @@ from profiles.nodes import transport_for
 from profiles.transport import TransportError, Unreachable
 
 
+def _poll(seen, interval: float):
+    """seen() until it is truthy or TEARDOWN_OFFLINE_WAIT has passed; its last answer."""
+    deadline = time.monotonic() + settings.TEARDOWN_OFFLINE_WAIT
+    while not (answer := seen()) and time.monotonic() <= deadline:
+        time.sleep(interval)
+    return answer
+
+
 def _offline(instance) -> bool:
     """Poll until the box stops answering (or the provider says stopped), up to the configured wait."""
-    deadline = time.monotonic() + settings.TEARDOWN_OFFLINE_WAIT
-    while True:
+
+    def down() -> bool:
         if provider_says_stopped(instance):
             return True
         try:
@@ -36,21 +45,23 @@ def _offline(instance) -> bool:
             return True
         except TransportError:
             pass  # an unknown host key or a refused credential proves nothing about power
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(2)
+        return False
+
+    return _poll(down, 2)
 
 
-def _gone(instance) -> bool:
+def _still_listed(instance) -> str | None:
     """Poll the provider until it says the box is gone (404, destroyed, terminated; vast.ai's
-    `instances: null`), up to TEARDOWN_OFFLINE_WAIT. A 200 to a DELETE is not gone: RunPod and vast.ai
-    destroy eventually, Lambda can leave a box in Alert (issue 29 §4)."""
-    deadline = time.monotonic() + settings.TEARDOWN_OFFLINE_WAIT
-    while provider_state(instance) != GONE:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(settings.TEARDOWN_GONE_POLL_SECONDS)
-    return True
+    `instances: null`), up to TEARDOWN_OFFLINE_WAIT: None when gone, else the state it last reported.
+    A 200 to a DELETE is not gone: RunPod and vast.ai destroy eventually, Lambda can leave a box in
+    Alert (issue 29 §4)."""
+    states = []
+
+    def gone() -> bool:
+        states.append(provider_state(instance))
+        return states[-1] == GONE
+
+    return None if _poll(gone, settings.TEARDOWN_GONE_POLL_SECONDS) else states[-1]
 
 
 def _finish_attested(request_id: int) -> bool:
@@ -95,8 +106,12 @@ def execute(request_id: int) -> str:
     except (ProviderError, TransportError, OSError) as exc:
         teardown.do_fail_execution(request.pk, str(exc))
         return "failed"
-    if request.kind == TeardownKind.RELEASE and "http_status" in answer and not _gone(request.instance):
-        state = provider_state(request.instance)
+    state = (
+        _still_listed(request.instance)
+        if request.kind == TeardownKind.RELEASE and by_api(request.instance, request.kind)
+        else None
+    )
+    if state is not None:
         why = f"{request.instance.profile.name} accepted the release but still reports the box ({state}) after "
         teardown.do_need_person(request.pk, answer, why + f"{settings.TEARDOWN_OFFLINE_WAIT} s: check the console.")
         return "needs a person"

@@ -6,10 +6,10 @@ A status answer is read from the provider's own field only; a value we do not kn
 never "stopped" (a box whose name contains "stopped" is still running).
 """
 
-import ipaddress
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from profiles.hosts import valid_host
 
 RUNNING, STOPPED, GONE, UNKNOWN = "running", "stopped", "gone", "unknown"
 
@@ -31,7 +31,7 @@ class ProviderApi:
     list_field: tuple[str, ...] = ()  # where the list sits in the "list" answer (every box under the key)
     item_status: tuple[str, ...] = ()  # where one listed box's state word sits
     item_host: tuple[str, ...] = ()  # where one listed box's public SSH address sits
-    item_port: tuple[str, ...] = ()  # where its SSH port sits (empty: 22)
+    item_port: tuple[str | int, ...] = ()  # where its SSH port sits (keys, list indices; empty: 22)
 
 
 APIS = {
@@ -152,32 +152,8 @@ def read_state(api: ProviderApi, http_status: int, body) -> str:
     return api.states.get(value.strip(), api.states.get(value.strip().lower(), UNKNOWN))
 
 
-def read_inventory(api: ProviderApi, body) -> dict[str, str]:
-    """{provider id: RUNNING/STOPPED/GONE/UNKNOWN} from one "list" answer; a malformed answer raises
-    ValueError (an inventory we cannot read must never read as "nothing bills")."""
-    items = body
-    for key in api.list_field:
-        items = items.get(key) if isinstance(items, dict) else None
-    if not isinstance(items, list):
-        raise ValueError("the provider's list answer is not a list where its documentation puts it")
-    inventory = {}
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str | int) or str(item["id"]) == "":
-            raise ValueError("a listed resource has no id")
-        word = item
-        for key in api.item_status:
-            word = word.get(key) if isinstance(word, dict) else None
-        state = api.states.get(word, api.states.get(str(word).lower(), UNKNOWN)) if isinstance(word, str) else UNKNOWN
-        inventory[str(item["id"])] = state
-    return inventory
-
-
-HOSTNAME = re.compile(
-    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
-)
-
-
 def _dig(value, path):
+    """What sits at path (dict keys, list indices) inside an answer, or None anywhere it does not."""
     for key in path:
         if isinstance(key, int):
             value = value[key] if isinstance(value, list) and len(value) > key else None
@@ -186,19 +162,30 @@ def _dig(value, path):
     return value
 
 
+def read_inventory(api: ProviderApi, body) -> dict[str, str]:
+    """{provider id: RUNNING/STOPPED/GONE/UNKNOWN} from one "list" answer; a malformed answer raises
+    ValueError (an inventory we cannot read must never read as "nothing bills")."""
+    items = _dig(body, api.list_field)
+    if not isinstance(items, list):
+        raise ValueError("the provider's list answer is not a list where its documentation puts it")
+    inventory = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str | int) or str(item["id"]) == "":
+            raise ValueError("a listed resource has no id")
+        word = _dig(item, api.item_status)
+        state = api.states.get(word, api.states.get(str(word).lower(), UNKNOWN)) if isinstance(word, str) else UNKNOWN
+        inventory[str(item["id"])] = state
+    return inventory
+
+
 def _endpoint(api: ProviderApi, item: dict) -> tuple[str, int] | None:
     """(host, port) of one listed box, checked (the answer is untrusted input), or None."""
     host = _dig(item, api.item_host)
     port = _dig(item, api.item_port) if api.item_port else 22
     if isinstance(port, str) and port.isdigit():
         port = int(port)
-    if not isinstance(host, str) or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+    if not valid_host(host) or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         return None
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        if not HOSTNAME.fullmatch(host):
-            return None
     return host, port
 
 
@@ -206,7 +193,7 @@ def read_endpoints(api: ProviderApi, body) -> dict[str, tuple[str, int]]:
     """{provider id: (host, SSH port)} of the listed boxes that name a valid one; nothing else."""
     if not api.item_host:
         return {}
-    items = _dig(body, api.list_field) if api.list_field else body
+    items = _dig(body, api.list_field)
     if not isinstance(items, list):
         return {}
     found = {}

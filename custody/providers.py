@@ -215,10 +215,19 @@ def resource_console_steps(resource) -> list[str]:
     ]
 
 
+def _via(instance, kind: str) -> str:
+    return instance.profile.data["teardown"]["shutdown" if kind == TeardownKind.SHUTDOWN else "release"]["via"]
+
+
+def by_api(instance, kind: str) -> bool:
+    """This consequence is a call to the provider's API (so the provider can be asked whether it happened)."""
+    return _via(instance, kind) == "api" and kind in getattr(APIS.get(instance.profile_key), "endpoints", {})
+
+
 def execute(instance, kind: str, idempotency_key: str) -> dict:
     """Run one consequence at the provider; raises ProviderError or NeedsAttestation."""
-    via = instance.profile.data["teardown"]["shutdown" if kind == TeardownKind.SHUTDOWN else "release"]["via"]
-    if via == "api" and kind in getattr(APIS.get(instance.profile_key), "endpoints", {}):
+    via = _via(instance, kind)
+    if by_api(instance, kind):
         return _api_consequence(instance, kind, idempotency_key)
     if via == "ssh":
         if not instance.shutdown_command:  # never a default: on an SSH box it powers off a real machine

@@ -11,6 +11,7 @@ from custody import actions
 from custody.pull import HashMismatch, pull_export
 from custody.readback import read_back
 from custody.roster import RosterError, parse_roster
+from profiles import catalog
 from profiles.layout import resolve_home
 from profiles.transport import TransportError
 from runs.remote import NodeSession
@@ -89,7 +90,7 @@ def mount_problem(tier: dict, mount: dict) -> str | None:
     point, path = str(mount.get("mountpoint") or ""), str(tier.get("path") or "")
     if not point or not path:
         return f"its disk cannot be matched to the {tier.get('name', 'unknown')} tier"
-    if not (point == path.rstrip("/") or point.startswith(path.rstrip("/") + "/") or path == "/"):
+    if not catalog.contains(path, point):
         return (
             f"it is on {mount.get('fstype')} mounted at {point} (device {mount.get('device')}), "
             f"not on the {tier['name']} tier at {path}"

@@ -79,7 +79,7 @@ class Profile:
         """
         if declared and self.tier_named(declared):
             return self.tier_named(declared)
-        matches = [tier for tier in self.tiers if _contains(tier["path"], path)]
+        matches = [tier for tier in self.tiers if contains(tier["path"], path)]
         if not matches:
             return UNKNOWN_TIER
         longest = max(len(tier["path"].rstrip("/")) for tier in matches)
@@ -106,7 +106,8 @@ UNKNOWN_TIER = {
 }
 
 
-def _contains(root: str, path: str) -> bool:
+def contains(root: str, path: str) -> bool:
+    """path is root or below it (a root of "/" holds everything)."""
     root = root.rstrip("/")
     return path == root or path.startswith(root + "/") or root == ""
 

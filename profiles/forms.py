@@ -9,11 +9,11 @@ from django.utils import timezone
 from profiles import catalog
 from profiles.actions import needs_acknowledgement
 from profiles.credentials import reference_problem
+from profiles.hosts import valid_host
 from profiles.models import Credential, CredentialKind, Instance, InstanceState
 from profiles.naming import name_problem, purpose_guess, suggest_name
 from projects.models import Project
 
-HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[?[0-9A-Fa-f:]+\]?")
 USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
@@ -78,7 +78,7 @@ class InstanceForm(forms.ModelForm):
 
     def clean_host(self):
         host = self.cleaned_data["host"].strip()
-        if host and not HOST.fullmatch(host):
+        if host and not valid_host(host):
             raise forms.ValidationError("A host is a DNS name or an IP address (no spaces, no leading '-').")
         return host
 

@@ -759,8 +759,8 @@ def do_create_sweep(
     base_run: Run, name: str, cells: list[dict], boxes: list, gpus_per_box: int, independent: bool, *, actor
 ) -> Sweep:
     """One run per cell (validated cells in, nothing launched yet), then start what fits."""
-    if any(box.profile.is_local for box in boxes) and runs_here_problem(actor):
-        raise PermissionDenied(runs_here_problem(actor))
+    if any(box.profile.is_local for box in boxes) and (refused := runs_here_problem(actor)):
+        raise PermissionDenied(refused)
     with transaction.atomic(durable=True):
         sweep = Sweep.objects.create(
             project=base_run.project,

@@ -106,8 +106,8 @@ def relation_problems(data: dict, user) -> dict[str, str]:
     project, instance, kind = data.get("project"), data.get("instance"), data.get("source_kind")
     if project and instance and instance.project_id != project.pk:
         problems["instance"] = f"{instance.name} belongs to another project."
-    elif instance and instance.profile.is_local and runs_here_problem(user):
-        problems["instance"] = runs_here_problem(user)
+    elif instance and instance.profile.is_local and (refused := runs_here_problem(user)):
+        problems["instance"] = refused
     elif instance and not instance.profile.is_local and instance.pinned_host_key is None:
         problems["instance"] = "Confirm this instance's host key first (test its connection)."
     path = data.get("source_path", "")

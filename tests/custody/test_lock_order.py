@@ -17,6 +17,7 @@ from runs.actions import do_observe_run
 from runs.models import RunState
 from runs.watch import thresholds
 from tests.custody import sealed
+from tests.runs.test_protocol_garbage import valid_status
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,26 +71,7 @@ def test_a_deletion_request_and_a_verification_of_its_run_never_deadlock(alice, 
 def test_a_probe_that_ends_a_run_and_a_teardown_request_never_deadlock(bob, instance, exported, make_run, no_worker):
     exported(state=RunState.EXPORTED, attempt=1)
     running = make_run(state=RunState.RUNNING, attempt=1)
-    status = {
-        "run_id": running.run_id,
-        "attempt": 1,
-        "now": time.time(),
-        "launched": True,
-        "wrapper_alive": False,
-        "child_alive": False,
-        "exit_code": 0,
-        "heartbeat_at": None,
-        "exported": True,
-        "rebooted": False,
-        "log_mtime": None,
-        "ckpt_mtime": None,
-        "log_chunk": "",
-        "log_start": 0,
-        "log_offset": 0,
-        "csv_chunk": "",
-        "csv_offset": 0,
-        "log_tail": "",
-    }
+    status = valid_status(running, wrapper_alive=False, child_alive=False, exit_code=0, exported=True, now=time.time())
 
     def request():
         do_request_teardown(instance.pk, "shutdown", "race", actor=bob)
