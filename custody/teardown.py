@@ -228,7 +228,11 @@ def do_cancel_teardown(request_pk, *, actor) -> TeardownRequest:
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
         settled = request.status in (TeardownStatus.APPROVED, TeardownStatus.FAILED)
-        approver = settled and actor.has_perm("projects.approve_cost")
+        approver = (
+            settled
+            and actor.has_perm("projects.approve_cost")
+            and Instance.objects.visible_to(actor).filter(pk=request.instance_id).exists()  # of this project
+        )
         if request.requester_id != actor.pk and not approver:
             raise PermissionDenied("Only the requester may cancel a request; an approver rejects it.")
         _move(request, TeardownStatus.CANCELLED)

@@ -67,6 +67,10 @@ def test_an_approved_request_can_be_cancelled_before_a_worker_takes_it(alice, bo
     do_approve_teardown(request.pk, "ok", actor=alice)
     with pytest.raises(PermissionDenied):
         do_cancel_teardown(request.pk, actor=carol)  # neither its requester nor an approver
+    outsider = type(alice).objects.create_user("outside-approver", password="outside-pass-1234")
+    outsider.groups.add(*alice.groups.all())  # an approver, of no project of this box
+    with pytest.raises(PermissionDenied):
+        do_cancel_teardown(request.pk, actor=outsider)
     do_cancel_teardown(request.pk, actor=bob)
     assert TeardownRequest.objects.get(pk=request.pk).status == TeardownStatus.CANCELLED
 
