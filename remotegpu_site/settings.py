@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "accounts",
     "projects",
     "notifications",
     "runs",
@@ -64,6 +65,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "accounts.middleware.PasswordDutyMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

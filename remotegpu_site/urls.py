@@ -10,6 +10,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("health.json", views.health_json, name="health"),
     path("admin/", admin.site.urls),
+    path("", include("accounts.urls")),
     path("", include("profiles.urls")),
     path("", include("runs.urls")),
     path("", include("custody.urls")),

@@ -8,6 +8,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils.crypto import get_random_string
 
+from accounts.actions import do_issue_one_time_password
 from projects.models import MembershipEvent, Project, RoleEvent
 from runs.roles import APPROVERS, OPERATORS
 
@@ -41,6 +42,7 @@ def do_create_user(username: str, email: str, roles: set[str], projects, *, acto
     try:
         with transaction.atomic(durable=True):
             user = get_user_model().objects.create_user(username=username, email=email, password=password)
+            do_issue_one_time_password(user, actor=actor)  # replaced by the person at first sign-in
             _set_roles(user, roles, actor)
             for project in projects:
                 project.members.add(user)

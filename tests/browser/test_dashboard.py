@@ -13,6 +13,19 @@ def sign_in(page, stack, password, username="admin"):
     page.click("button[type=submit]")
 
 
+def choose_own_password(page, stack, one_time: str) -> str:
+    """After a first sign-in with a one-time password: every page leads to the password change, where
+    the person picks their own (issue 30 §1). Returns it."""
+    page.wait_for_selector("#password-duty")
+    own = f"{one_time}-Own-7"
+    page.fill("#id_old_password", one_time)
+    page.fill("#id_new_password1", own)
+    page.fill("#id_new_password2", own)
+    page.click("#password-change-form button[type=submit]")
+    page.wait_for_selector("ul.messages li:has-text('Your password is changed')")
+    return own
+
+
 def wait_all_green(page, timeout=60):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

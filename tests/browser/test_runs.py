@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.utils import timezone
 
-from tests.browser.test_dashboard import sign_in
+from tests.browser.test_dashboard import choose_own_password, sign_in
 from tests.conftest import ARTIFACTS, REPO
 
 
@@ -95,6 +95,7 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack, sshd):
 
     operator = page.context.browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
     sign_in(operator, stack, operator_password, username="opal")
+    choose_own_password(operator, stack, operator_password)
     new_run(operator, stack, slug, REPO / "examples" / "tinyfit", "train.py --config config.yaml", "tinyfit baseline")
     operator.wait_for_selector("#run-state:has-text('Draft')")
     first_url = operator.url

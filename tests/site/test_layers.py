@@ -1,4 +1,4 @@
-"""Apps import downward only: projects < notifications < profiles < runs < custody < api.
+"""Apps import downward only: accounts < projects < notifications < profiles < runs < custody < api.
 
 A module may import an app above its own only if it is a cross-app read view on top (the HTTP
 pages, the dashboard, history and comparison), which compose what the apps below hold. Every
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-LAYERS = ["projects", "notifications", "profiles", "runs", "custody", "api"]
+LAYERS = ["accounts", "projects", "notifications", "profiles", "runs", "custody", "api"]
 READ_VIEWS_ON_TOP = {"views.py", "dashboard.py", "history.py", "compare.py"}
 
 
