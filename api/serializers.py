@@ -59,6 +59,9 @@ class RunSerializer(serializers.ModelSerializer):
             "failure_excerpt",
             "smoke_exit_code",
             "smoke_output",
+            "close_reason",
+            "stop_asked_at",
+            "stop_delivered_at",
         ]
         read_only_fields = fields
 

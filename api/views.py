@@ -17,8 +17,9 @@ from custody.teardown import do_request_teardown
 from profiles.models import Instance
 from projects.models import Project
 from runs import history, logs
-from runs.actions import do_create_run, do_start_preflight
+from runs.actions import do_create_run, do_retry_run, do_start_preflight
 from runs.models import Run
+from runs.stops import do_stop_run
 
 OPERATE = "projects.operate"
 
@@ -83,6 +84,22 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         require(request.user, OPERATE)
         run = self.get_object()
         do_start_preflight(run.pk, actor=request.user)
+        run.refresh_from_db()
+        return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @action(detail=True, methods=["post"])
+    def stop(self, request, run_id=None):
+        """Stop the running attempt, as the page's Stop button: SIGTERM, SIGKILL after the grace; the
+        attempt is quarantined "stopped by <you>". A run that is not running: 400 with its state."""
+        require(request.user, OPERATE)
+        run = do_stop_run(self.get_object().pk, actor=request.user)
+        return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @action(detail=True, methods=["post"])
+    def retry(self, request, run_id=None):
+        """Retry the identical config of a quarantined run or failed launch: it resumes from its checkpoint."""
+        require(request.user, OPERATE)
+        run = do_retry_run(self.get_object().pk, actor=request.user)
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 

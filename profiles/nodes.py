@@ -189,6 +189,13 @@ class InstanceNode:
         request = {"active": layout.active, "quarantine": target, "reason": reason}
         return self.invoke(layout.tools, "close-active", request=request)
 
+    def stop(self, run, by: str) -> dict:
+        """A person's stop of the run's current attempt: SIGTERM, SIGKILL after the grace (the wrapper's)."""
+        layout = self.layout_of(run)
+        self.install_wrapper(layout.tools)  # this control host's wrapper, though another version launched it
+        request = {"by": by, "grace_seconds": settings.RUN_STOP_GRACE_SECONDS}
+        return self.invoke(layout.tools, "stop", layout.spec(f"attempt-{run.attempt}"), request=request)
+
     def abandon(self, run) -> dict:
         layout = self.layout_of(run)
         return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"))

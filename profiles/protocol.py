@@ -27,6 +27,7 @@ ANSWERS = {
     "rehash": {"copies": list},
     "close-active": {"closed": bool},
     "abandon": {"abandoned": bool},
+    "stop": {"stopped": bool},
     "idle": {"busy": list},
     "clean-caches": {"freed": int, "removed": list},
     "gpus": {"gpus": dict},  # {"nvidia_smi": false} where the box has none

@@ -1,4 +1,4 @@
-"""python -m remotegpu launch DIR … | follow RUN | logs RUN [-f] | verify RUN | custody RUN"""
+"""python -m remotegpu launch DIR … | follow RUN | logs RUN [-f] | stop RUN | retry RUN | verify RUN | custody RUN"""
 
 import argparse
 import json
@@ -107,7 +107,7 @@ def parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--no-follow", action="store_true")
     start.add_argument("--timeout", type=float, default=24 * 3600)
-    for verb in ("follow", "verify", "custody", "logs"):
+    for verb in ("follow", "verify", "custody", "logs", "stop", "retry"):
         one = sub.add_parser(verb)
         one.add_argument("run_id")
         one.add_argument("--timeout", type=float, default=24 * 3600)
@@ -134,9 +134,16 @@ def main(argv=None) -> int:
                 return 1
             return 0
         if args.verb == "follow":
-            print(f"{args.run_id}: {follow(client, args.run_id, args.timeout)}")
+            state = follow(client, args.run_id, args.timeout)
+            print(f"{args.run_id}: {state}")
+            if state != "exported":  # every failed state says why: its class and the tail it printed
+                explain_failure(client, args.run_id)
+                return 1
         elif args.verb == "logs":
             logs(client, args.run_id, args.attempt, args.follow, args.timeout)
+        elif args.verb in ("stop", "retry"):
+            run = client.call("POST", f"/runs/{args.run_id}/{args.verb}/", {})
+            print(f"{args.run_id}: {args.verb} asked (state {run['state']}, attempt {run['attempt']})")
         elif args.verb == "verify":
             print(json.dumps(client.call("POST", f"/runs/{args.run_id}/verify/", {}), indent=2))
         else:

@@ -108,6 +108,13 @@ STORAGE_MARGIN_FRACTION = env.envfloat("STORAGE_MARGIN_FRACTION", 0.10)
 STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
 SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
+# A person's Stop: the command gets SIGTERM and this long to checkpoint before SIGKILL (issue 30 §2). A
+# stop the box could not be told of (unreachable) is re-sent by the reconciler until this deadline, then
+# expires with its reason; the run goes on.
+RUN_STOP_GRACE_SECONDS = env.envint("RUN_STOP_GRACE_SECONDS", 30)
+RUN_STOP_DEADLINE_SECONDS = env.envint("RUN_STOP_DEADLINE_SECONDS", 1800)
+if not 0 <= RUN_STOP_GRACE_SECONDS <= 3600:
+    raise ImproperlyConfigured("RUN_STOP_GRACE_SECONDS must be between 0 and 3600")
 LOG_KEEP_BYTES = env.envint("LOG_KEEP_MIB", 64) * 1024**2  # per attempt; the rest stays on the node
 NODE_PYTHON = os.environ.get("NODE_PYTHON", "python3")
 # Custody: where canonical copies of sealed exports live on the control side.

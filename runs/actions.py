@@ -565,6 +565,7 @@ def _relaunch(run: Run, actor, why: str) -> None:
     # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
     run.log_offset, run.log_kept_bytes, run.alerts, run.failure_class, run.failure_excerpt = 0, 0, [], "", ""
     run.health, run.health_since = "", None
+    run.stop_asked_at, run.stop_asked_by, run.stop_delivered_at = None, None, None  # a stop was of the last one
     _transition(run, RunState.LAUNCHING, f"{why}: attempt {run.attempt}", actor)
     transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
 
@@ -582,9 +583,10 @@ def _exit(run: Run, exit_code: int | None, message: str) -> None:
 def _classify_failure(run: Run, status: dict, dead: bool) -> None:
     if run.failure_class:
         return
-    interrupted = (run.close_reason or "").startswith("interrupted")
-    seen = set(run.alerts) | ({"disk_full"} if (run.close_reason or "").startswith("disk_full") else set())
-    run.failure_class = signals.classify(run.exit_code, seen, dead=dead, interrupted=interrupted)
+    reason = run.close_reason or ""
+    interrupted, stopped = reason.startswith("interrupted"), reason.startswith("stopped by ")
+    seen = set(run.alerts) | ({"disk_full"} if reason.startswith("disk_full") else set())
+    run.failure_class = signals.classify(run.exit_code, seen, dead=dead, interrupted=interrupted, stopped=stopped)
     run.failure_excerpt = signals.excerpt(status.get("log_tail") or "")
     failure = signals.FAILURE_CLASSES[run.failure_class]
     _event(run, "failure", f"Classified: {failure.label}. {failure.remediation}", failure_class=run.failure_class)

@@ -107,6 +107,13 @@ class Run(models.Model):
         related_name="+",
         help_text="An approver let the next preflight start beside processes outside RemoteGPU on its GPUs.",
     )
+    # A person's Stop of the current attempt (issue 30 §2): asked, then delivered to the box (the wrapper
+    # sends SIGTERM, SIGKILL after the grace); an undelivered one is re-sent until its deadline.
+    stop_asked_at = models.DateTimeField(null=True, blank=True)
+    stop_asked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    stop_delivered_at = models.DateTimeField(null=True, blank=True)
     # What the watcher has learned (DOMAIN §3): offsets into the node's files, the curve, health.
     stall_seconds = models.PositiveIntegerField(default=1800, help_text="Alive but silent this long = stalled")
     log_offset = models.BigIntegerField(default=0)

@@ -80,6 +80,7 @@ class NodeSession(InstanceNode):
             "config": layout.under_src(run.config_path),
             "manifest": manifest,
             "heartbeat_seconds": settings.RUN_HEARTBEAT_SECONDS,
+            "stop_grace_seconds": settings.RUN_STOP_GRACE_SECONDS,
             # Rewritten by the platform's start hook, so a container restart is seen as one.
             "boot_marker": posixpath.join(posixpath.dirname(layout.run_root), ".remotegpu-boot"),
             "smoke_timeout": settings.SMOKE_TIMEOUT,

@@ -59,6 +59,12 @@ FAILURE_CLASSES = {
         "Never shrink the experiment silently.",
         True,
     ),
+    "stopped": FailureClass(
+        "stopped",
+        "Stopped by a person",
+        "Retry the identical config when you want it to go on: it resumes from the latest checkpoint.",
+        True,
+    ),
     "oom": FailureClass("oom", "Out of memory (cgroup OOM / exit 137)", "Stop and fix: lower memory use.", False),
     "cuda_oom": FailureClass("cuda_oom", "CUDA out of memory", "Stop and fix: batch size, precision, model.", False),
     "nan": FailureClass("nan", "NaN/Inf loss", "Stop and fix: learning rate, data, numerics.", False),
@@ -83,8 +89,12 @@ def excerpt(log: str, limit: int = 1500) -> str:
     return (clean[start:] if start >= 0 else clean)[-limit:]
 
 
-def classify(exit_code: int | None, signals: set[str], dead: bool = False, interrupted: bool = False) -> str:
+def classify(
+    exit_code: int | None, signals: set[str], dead: bool = False, interrupted: bool = False, stopped: bool = False
+) -> str:
     """One failure class for an attempt that did not seal an export."""
+    if stopped:
+        return "stopped"  # the person's stop explains the exit code (143, or 137 after the grace)
     if interrupted:
         return "interrupted"
     if "disk_full" in signals:

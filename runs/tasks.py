@@ -168,6 +168,26 @@ def close_active(run_pk: int, actor_id: int, reason: str) -> str:
     return "closed"
 
 
+@shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
+def deliver_stop(run_pk: int, attempt: int) -> str:
+    """Tell the box to stop the attempt. Idempotent (the wrapper keeps the first stop's marker); an
+    unreachable box leaves it asked, and the reconciler sends it again until its deadline."""
+    from profiles.nodes import InstanceNode
+    from runs import stops
+
+    run = stops.pending_stop(run_pk, attempt)
+    if run is None:
+        return "nothing to deliver"
+    try:
+        with InstanceNode(run.instance) as node:
+            answer = node.stop(run, str(run.stop_asked_by or "a person"))
+    except TransportError as exc:
+        return f"not delivered, sent again later: {exc}"
+    stops.do_mark_stop_delivered(run.pk, attempt, answer)
+    actions._arm_watcher(run.instance_id)  # the next probe reads the quarantine
+    return json.dumps(answer)
+
+
 @shared_task(soft_time_limit=20, time_limit=30, ignore_result=True)
 def record_health() -> bool:
     """Measure every part of the system here, so no page ever waits on a ping."""
@@ -188,6 +208,15 @@ def reconcile_runs() -> dict:
     for run in waiting:
         if reconcile.overdue(run):
             outcomes[run.pk] = actions.do_reconcile_run(run.pk)
+    # A stop the box has not heard yet (unreachable, or its message lost): sent again, or expired.
+    from runs import stops
+
+    for run_pk, attempt, expired in stops.overdue_stops():
+        if expired:
+            outcomes[f"stop {run_pk}"] = "expired" if stops.do_expire_stop(run_pk, attempt) else "settled"
+        else:
+            deliver_stop.delay(run_pk, attempt)
+            outcomes[f"stop {run_pk}"] = "sent again"
     # A sweep's advance is enqueued when a cell ends; if that message died with its worker, the
     # queued cells would wait forever. Advancing is idempotent (planned from the rows), so re-plan.
     for sweep_pk in (

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import permission_required
@@ -275,6 +276,15 @@ def run_waive_gpu(request, run_id):
 @permission_required("projects.operate", raise_exception=True)
 def run_retry(request, run_id):
     return _run_action(request, run_id, do_retry_run, "Retry of the identical config queued.")
+
+
+@require_POST
+@permission_required("projects.operate", raise_exception=True)
+def run_stop(request, run_id):
+    from runs.stops import do_stop_run
+
+    grace = settings.RUN_STOP_GRACE_SECONDS
+    return _run_action(request, run_id, do_stop_run, f"Stop sent: SIGTERM, then SIGKILL after {grace} s.")
 
 
 @require_POST

@@ -111,8 +111,13 @@ def erin(django_user_model):
     return _persona(django_user_model, "erin", OPERATORS, APPROVERS)
 
 
-# Fast watchers for tests: a 1 s tick, a 5 s lease, a 30 s life.
-WATCH_ENV = {"WATCH_TICK_SECONDS": "1", "WATCH_LEASE_SECONDS": "5", "WATCH_LIFETIME_SECONDS": "30"}
+# Fast watchers for tests: a 1 s tick, a 5 s lease, a 30 s life; a 3 s grace between a stop's SIGTERM and SIGKILL.
+WATCH_ENV = {
+    "WATCH_TICK_SECONDS": "1",
+    "WATCH_LEASE_SECONDS": "5",
+    "WATCH_LIFETIME_SECONDS": "30",
+    "RUN_STOP_GRACE_SECONDS": "3",
+}
 
 
 class WorkerProcess:

@@ -1,0 +1,140 @@
+"""A person's Stop of a running run (issue 30 §2), on the real loopback box through a real worker: the
+command gets SIGTERM (SIGKILL after the grace, 3 s here through RUN_STOP_GRACE_SECONDS), the attempt is
+quarantined "stopped by <person>" with its checkpoint, its GPUs are freed, and a retry resumes it."""
+
+import csv
+import json
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.test import Client
+
+from runs import stops
+from runs.actions import do_retry_run, do_start_preflight
+from runs.models import GpuLock, Run, RunState
+from runs.remote import NodeSession
+from runs.tasks import deliver_stop
+from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def running(run, node, epochs: int) -> None:
+    """Wait until the run has checkpointed this many epochs on the box."""
+    train_csv = node.active(run) / "output" / "train.csv"
+    wait_file(train_csv)
+    while len(train_csv.read_text().splitlines()) < epochs + 1:
+        pass
+
+
+def test_a_stopped_run_is_quarantined_with_its_checkpoint_and_a_retry_resumes(
+    bob, make_run, node, source, celery_worker_process
+):
+    set_config(source, epochs=20, epoch_pause=0.4)
+    run = make_run(gpus=[])
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.RUNNING
+    running(run, node, 3)
+
+    stops.do_stop_run(run.pk, actor=bob)
+    with pytest.raises(ValidationError, match="already on its way"):
+        stops.do_stop_run(run.pk, actor=bob)
+    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
+    assert run.exit_code == 143  # SIGTERM: it ended within the grace
+    assert run.close_reason.startswith("stopped by bob: the command ended after SIGTERM"), run.close_reason
+    assert run.failure_class == "stopped" and not GpuLock.objects.filter(run=run).exists()
+    assert "stopped by bob" in (node.quarantine(run, 1) / "reason.txt").read_text()
+    assert (node.active(run) / "ckpt" / "latest.pth").exists()  # kept for the retry
+    messages = list(run.events.values_list("message", flat=True))
+    assert any(m.startswith("Stop asked by bob") for m in messages)
+    assert any(m.startswith("Stop delivered") for m in messages)
+    assert run.relaunches == 0  # a stop is never relaunched on its own
+
+    do_retry_run(run.pk, actor=bob)
+    run = wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
+    assert run.attempt == 2 and run.stop_asked_at is None
+    log = (node.active(run) / "attempt-2" / "log.txt").read_text()
+    assert int(log.split("resumed from epoch ")[1].split()[0]) >= 3
+    with open(node.export(run) / "train.csv") as handle:
+        assert [int(row["epoch"]) for row in csv.DictReader(handle)] == list(range(1, 21))
+
+
+def test_a_command_that_ignores_sigterm_is_killed_when_the_grace_runs_out(
+    bob, make_run, node, source, celery_worker_process
+):
+    edit_train(source, "import time\n", "import signal\nimport time\n\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n")
+    set_config(source, epochs=40, epoch_pause=0.4)
+    run = make_run()
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.RUNNING
+    running(run, node, 1)
+    stops.do_stop_run(run.pk, actor=bob)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=60, refresh=True)
+    assert run.exit_code == 137
+    assert "by SIGKILL when the 3 s grace ran out" in run.close_reason
+    assert run.failure_class == "stopped"  # not "out of memory": the 137 is the stop's
+
+
+def test_only_a_running_run_is_stopped_and_only_by_its_operators(bob, carol, dave, make_run, no_worker):
+    run = make_run()
+    with pytest.raises(ValidationError, match="Only a running run can be stopped; this one is Draft"):
+        stops.do_stop_run(run.pk, actor=bob)
+    Run.objects.filter(pk=run.pk).update(state=RunState.EXPORTED)
+    with pytest.raises(ValidationError, match="this one is Closed: exported"):
+        stops.do_stop_run(run.pk, actor=bob)
+    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, attempt=1)
+    with pytest.raises(PermissionDenied):
+        stops.do_stop_run(run.pk, actor=carol)  # a member without the operator role
+    with pytest.raises(PermissionDenied):
+        stops.do_stop_run(run.pk, actor=dave)  # an operator of other projects
+
+    pages = {user: Client() for user in (carol, dave, bob)}
+    for user, client in pages.items():
+        client.force_login(user)
+    url = f"/runs/{run.run_id}/stop/"
+    assert pages[carol].post(url).status_code == 403
+    assert pages[dave].post(url).status_code == 404
+    api = pages[carol].post(f"/api/runs/{run.run_id}/stop/")
+    assert api.status_code == 403
+    assert pages[dave].post(f"/api/runs/{run.run_id}/stop/").status_code == 404
+    Run.objects.filter(pk=run.pk).update(state=RunState.EXITED)
+    refused = pages[bob].post(f"/api/runs/{run.run_id}/stop/")
+    assert refused.status_code == 400 and "Exited" in json.dumps(refused.json())
+    assert Run.objects.get(pk=run.pk).stop_asked_at is None
+
+
+def test_a_stop_for_an_unreachable_box_is_sent_again_then_expires(bob, make_run, settings, no_worker):
+    run = make_run()
+    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, attempt=1)
+    port = run.instance.port
+    type(run.instance).objects.filter(pk=run.instance.pk).update(port=1)  # nothing listens: unreachable
+    stops.do_stop_run(run.pk, actor=bob)
+    assert deliver_stop(run.pk, 1).startswith("not delivered")
+    assert stops.overdue_stops() == [(run.pk, 1, False)]  # the reconciler sends it again
+
+    # The box answers again: the stop reaches it (the attempt's spec is there, as after a launch; nothing
+    # runs in this test, and the wrapper says so).
+    type(run.instance).objects.filter(pk=run.instance.pk).update(port=port)
+    with NodeSession(Run.objects.get(pk=run.pk)) as session:
+        session.prepare()
+        session.attempt_spec(1)
+    answer = json.loads(deliver_stop(run.pk, 1))
+    assert answer["stopped"] is False and "not running" in answer["reason"]
+    assert Run.objects.get(pk=run.pk).stop_delivered_at is not None and stops.overdue_stops() == []
+
+    # A second run's stop never reaches its box before the deadline: it expires, with what to do next.
+    other = make_run()
+    Run.objects.filter(pk=other.pk).update(state=RunState.RUNNING, attempt=1)
+    type(run.instance).objects.filter(pk=run.instance.pk).update(port=1)
+    stops.do_stop_run(other.pk, actor=bob)
+    settings.RUN_STOP_DEADLINE_SECONDS = 0
+    assert stops.overdue_stops() == [(other.pk, 1, True)]
+    from runs.tasks import reconcile_runs
+
+    assert reconcile_runs()[f"stop {other.pk}"] == "expired"
+    other.refresh_from_db()
+    assert other.stop_asked_at is None and other.state == RunState.RUNNING
+    expired = other.events.filter(kind="stop").last().message
+    assert "expired" in expired and "Stop it again once the box answers" in expired
