@@ -97,6 +97,8 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     shutil.rmtree(target.parent, ignore_errors=True)
     checked["rehash"] = answer_of("rehash", wrapper.cmd_rehash, {"copies": [{"root": spec["export"], "files": files}]})
     assert checked["rehash"]["copies"][0]["intact"] is True
+    checked["stop"] = answer_of("stop", wrapper.cmd_stop, spec, {"by": "contract", "grace_seconds": 1})
+    assert checked["stop"]["stopped"] is False  # nothing runs this attempt: refused, not pretended
     checked["abandon"] = answer_of("abandon", wrapper.cmd_abandon, spec)
     target = f"{spec['quarantine_base']}/vision-contract-1--closed-1"
     request = {"active": spec["active"], "quarantine": target, "reason": "contract"}
