@@ -31,8 +31,12 @@ def export_dir(run) -> Path:
     return node_path(run.instance.data_root) / run.project.slug / "export" / run.run_id
 
 
+def durable_root(run) -> Path:
+    return node_path(run.instance.mirror_root or MIRROR_ROOT)
+
+
 def mirror_dir(run) -> Path:
-    return node_path(MIRROR_ROOT) / "remotegpu-custody" / run.project.slug / run.run_id
+    return durable_root(run) / "remotegpu-custody" / run.project.slug / run.run_id
 
 
 def write_tree(root: Path, files: dict[str, bytes]) -> None:
@@ -50,7 +54,10 @@ def seal(run, files: dict[str, bytes] | None = None) -> None:
 
 
 def verify(run, mirror: bool = False) -> CustodyRecord:
-    """Custody of the sealed export: the custody copy on the control host, and optionally the mirror."""
+    """Custody of the sealed export: the custody copy on the control host, and optionally the mirror.
+
+    The mirror is written only where the node's own measurement accepts the durable root (the
+    wrapper's durable_problem: an existing disk other than the data root's), as `cmd_mirror` does."""
     source = export_dir(run)
     files = {str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()}
     write_tree(custody_dir(run), files)
@@ -69,11 +76,14 @@ def verify(run, mirror: bool = False) -> CustodyRecord:
     if mirror:
         from tests.runs.conftest import load_wrapper
 
-        write_tree(mirror_dir(run), files)
-        record.mirror_uri, record.mirror_verified = str(mirror_dir(run)), True
-        record.mirror_tier = run.instance.mirror_tier_info["name"]
-        record.mirror_mount = load_wrapper().mount_of(str(node_path(MIRROR_ROOT)))  # measured, as the mirror is
-        record.save()
+        wrapper, root = load_wrapper(), str(durable_root(run))
+        spec = {"run_root": str(node_path(run.instance.data_root))}
+        if wrapper.durable_problem(spec, root, str(mirror_dir(run))) is None:
+            write_tree(mirror_dir(run), files)
+            record.mirror_uri, record.mirror_verified = str(mirror_dir(run)), True
+            record.mirror_tier = run.instance.mirror_tier_info["name"]
+            record.mirror_mount = wrapper.mount_of(root)  # measured, as the mirror is
+            record.save()
     return record
 
 

@@ -9,6 +9,11 @@ Execution goes through the real actions (claim under the instance lock, deep re-
 node-side re-hash over SSH); only the provider is stood in for by its effect on the files: a
 shutdown or release wipes the tiers the profile says it loses (a release clock counted as run
 out), a deletion is the real `remove_copy`.
+
+A box's durable disk is mounted (a tmpfs of its own), or absent: a plain directory on the data
+root's disk, or no directory at all (a RunPod pod without its network volume, AutoDL without file
+storage in the region). The mirror goes where the node's measurement accepts it and nowhere else;
+an absent disk's declared tier must never make a consequence look safe (issue 29 §1).
 """
 
 import hashlib
@@ -31,7 +36,7 @@ from hypothesis.stateful import (
 )
 
 from custody.evidence import present_copies
-from custody.models import AuditEntry, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
+from custody.models import AuditEntry, CustodyRecord, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
 from custody.removal import remove_copy
 from custody.teardown import (
     EvidenceBusy,
@@ -53,22 +58,32 @@ from tests.custody import sealed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOCATIONS = [EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR]
+ABSENT = ["plain", "missing"]
 KINDS = [TeardownKind.SHUTDOWN, TeardownKind.RELEASE, TeardownKind.DELETE_EVIDENCE, TeardownKind.DELETE_RESOURCE]
 STACK = {}  # the session's sshd and personas, handed to the machine by the test
 
 
+PROFILES = st.sampled_from(sorted(p.key for p in all_profiles() if not p.is_local))
+VERIFIED = st.lists(st.booleans(), min_size=2, max_size=2)
+
+
 class EvidenceMachine(RuleBasedStateMachine):
-    @initialize(
-        # Every platform reached over SSH. The local workstation's commands run on the control host only
-        # as a separate OS user or with the admin alone (issue 28 §1), and this machine has two people.
-        profile=st.sampled_from(sorted(p.key for p in all_profiles() if not p.is_local)),
-        verified=st.lists(st.booleans(), min_size=2, max_size=2),
-    )
+    """Boxes whose durable disk is mounted. Every platform reached over SSH: the local workstation's
+    commands run on the control host only as a separate OS user or with the admin alone (issue 28 §1),
+    and this machine has two people."""
+
+    @initialize(profile=PROFILES, verified=VERIFIED)
     def a_box(self, profile, verified):
+        self.make_box(profile, verified, "mounted")
+
+    def make_box(self, profile, verified, disk):
         self.profile = next(p for p in all_profiles() if p.key == profile)
         slug = f"h{uuid.uuid4().hex[:10]}"
         self.project = Project.objects.create(name=slug, slug=slug, shutdown_needs_approval=True)
         durable = self.profile.durable_root
+        self.disk = disk if durable else "none"
+        STACK["disks"].add(self.disk)
+        event(f"durable disk {self.disk}")
         box = {**STACK["sshd"].instance_fields(self.project, pinned=False), "profile_key": profile}
         self.instance = Instance.objects.create(
             name=f"{slug}-box-20261130",
@@ -78,7 +93,7 @@ class EvidenceMachine(RuleBasedStateMachine):
             host_key_base64=STACK["key"].key_base64,
             host_key_confirmed_at=timezone.now(),
             data_tier=self.profile.tier_of(self.profile.data_root)["name"],
-            mirror_root=sealed.MIRROR_ROOT if durable else "",
+            mirror_root=self.durable_root(slug) if durable else "",
             mirror_tier=self.profile.tier_of(durable)["name"] if durable else "",
         )
         self.runs, self.files, self.requests, self.effects = [], {}, [], {}
@@ -104,9 +119,20 @@ class EvidenceMachine(RuleBasedStateMachine):
             if verified[len(self.runs) - 1]:
                 sealed.verify(run, mirror=bool(durable))
 
+    def durable_root(self, slug: str) -> str:
+        """Where the declared durable tier is: its own disk, or a plain directory, or nothing."""
+        if self.disk == "mounted":
+            return sealed.MIRROR_ROOT
+        absent = f"$HOME/{slug}-durable"
+        if self.disk == "plain":
+            sealed.node_path(absent).mkdir()
+        return absent
+
     def teardown(self):
         for run in getattr(self, "runs", []):
             sealed.cleanup(run)
+        if getattr(self, "disk", "") == "plain":
+            shutil.rmtree(sealed.node_path(self.instance.mirror_root), ignore_errors=True)
 
     # ------------------------------------------------------------------ the files themselves
 
@@ -246,6 +272,14 @@ class EvidenceMachine(RuleBasedStateMachine):
             assert survivors, f"{run.run_id} on {self.profile.key}: no intact copy left"
 
     @invariant()
+    def no_mirror_without_its_disk(self):
+        """An absent durable disk holds no copy and no record says it does (the mirror was refused)."""
+        if getattr(self, "disk", "") in ("plain", "missing"):
+            for run in self.runs:
+                assert not sealed.mirror_dir(run).exists(), f"a mirror was written on {self.disk}"
+            assert not CustodyRecord.objects.filter(run__in=self.runs).exclude(mirror_uri="").exists()
+
+    @invariant()
     def nothing_executed_twice(self):
         assert all(count == 1 for count in getattr(self, "effects", {}).values())
         for pk in getattr(self, "requests", []):
@@ -255,22 +289,39 @@ class EvidenceMachine(RuleBasedStateMachine):
             assert (status in happened) == (pk in self.effects), (pk, status)
 
 
+class AbsentDiskMachine(EvidenceMachine):
+    """The same rules on boxes whose declared durable disk is absent: a plain directory on the data
+    root's disk, or nothing at all."""
+
+    @initialize(profile=PROFILES, verified=VERIFIED, disk=st.sampled_from(ABSENT))
+    def a_box(self, profile, verified, disk):
+        self.make_box(profile, verified, disk)
+
+
+def machine_settings(examples: int):
+    return hypothesis_settings(
+        max_examples=examples,
+        stateful_step_count=25,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
 def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, settings, no_worker):
     from profiles.transport import scan_host_key
 
     settings.TEARDOWN_EXECUTION_LEASE = 0
     Group.objects.get(name="approvers")  # the roles exist (data migration)
     key = scan_host_key("127.0.0.1", sshd.port, timeout=5)
-    STACK.update(sshd=sshd, alice=alice, bob=bob, key=key, executed=set())
-    run_state_machine_as_test(
-        EvidenceMachine,
-        settings=hypothesis_settings(
-            max_examples=80,
-            stateful_step_count=25,
-            deadline=None,
-            derandomize=True,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    STACK.update(sshd=sshd, alice=alice, bob=bob, key=key, executed=set(), disks=set())
+    run_state_machine_as_test(EvidenceMachine, settings=machine_settings(80))
     # The machine reached every kind of consequence, resource deletions included, and executed them.
     assert STACK["executed"] == set(KINDS), STACK["executed"]
+
+    # A declared durable disk that is not there: the mirror is refused by the node's measurement, and
+    # no interleaving of consequences loses the last intact copy (issue 29 §1).
+    STACK.update(executed=set(), disks=set())
+    run_state_machine_as_test(AbsentDiskMachine, settings=machine_settings(30))
+    assert STACK["disks"] >= set(ABSENT), STACK["disks"]
+    assert {TeardownKind.SHUTDOWN, TeardownKind.RELEASE} & STACK["executed"], STACK["executed"]
