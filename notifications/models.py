@@ -28,10 +28,11 @@ class Event(models.TextChoices):
     CLOCK = "clock.threshold", "Danger clock threshold"
     DRIFT = "drift.found", "Provider drift"
     SPEND = "spend.approval", "Run waits for a spend approval"
+    BUDGET = "budget.forecast", "Forecast at period end exceeds the budget"
 
 
 # A member who never chose is told of what destroys data or money; everything else is opt-in.
-DEFAULT_EVENTS = [Event.CLOCK, Event.DRIFT, Event.TEARDOWN_FAILED]
+DEFAULT_EVENTS = [Event.CLOCK, Event.DRIFT, Event.TEARDOWN_FAILED, Event.BUDGET]
 
 
 class NotifyVariableQuerySet(models.QuerySet):

@@ -58,6 +58,8 @@ class Project(models.Model):
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="projects", db_table="runs_project_members"
     )
+    # The start of the budget period whose forecast overrun was last notified: once per period.
+    forecast_warned_for = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = ProjectQuerySet.as_manager()
 
@@ -116,3 +118,25 @@ class RoleEvent(models.Model):
 
     def __str__(self):
         return f"{self.user_id} {self.action} {self.role}"
+
+
+class EnvelopeEvent(models.Model):
+    """Append-only: who changed a project's cost envelope (budget, period, per-run threshold), from what to what."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="envelope_events")
+    field = models.CharField(max_length=20)
+    before = models.CharField(max_length=40, blank=True)
+    after = models.CharField(max_length=40, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.project_id} {self.field}: {self.before} → {self.after}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("envelope history is append-only")
+        super().save(*args, **kwargs)

@@ -280,6 +280,10 @@ CELERY_BEAT_SCHEDULE["redeliver-notifications"] = {
     "task": "notifications.tasks.redeliver_notifications",
     "schedule": env.envfloat("NOTIFY_REDRIVE_INTERVAL", 60),
 }
+CELERY_BEAT_SCHEDULE["warn-budget-forecasts"] = {
+    "task": "runs.tasks.warn_budget_forecasts",
+    "schedule": env.envfloat("BUDGET_WARN_INTERVAL", 600),
+}
 CELERY_BEAT_SCHEDULE["expire-spend-requests"] = {"task": "runs.tasks.expire_spend_requests", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
     "task": "custody.tasks.expire_teardown_requests",

@@ -54,6 +54,29 @@ class ProjectForm(forms.ModelForm):
         return slug
 
 
+class EnvelopeForm(forms.ModelForm):
+    """A project's cost envelope, changed after creation (runs.budgets.do_set_envelope audits it)."""
+
+    class Meta:
+        model = Project
+        fields = ["budget", "budget_period", "run_cost_threshold"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["budget_period"].required = False
+
+    def clean(self):
+        cleaned = super().clean()
+        cleaned["budget_period"] = cleaned.get("budget_period") or "month"
+        for field in ("budget", "run_cost_threshold"):
+            if cleaned.get(field) is not None and cleaned[field] < 0:
+                self.add_error(field, "A spend limit is zero or more dollars.")
+        return cleaned
+
+    def values(self) -> dict:
+        return {field: self.cleaned_data.get(field) for field in self.Meta.fields}
+
+
 MIB = 1024**2
 
 

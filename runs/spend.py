@@ -71,6 +71,11 @@ class Envelope:
         return self.forecast(timezone.now())
 
     @property
+    def forecast_over(self) -> bool:
+        """The period ends above the budget if the boxes keep billing as now (a warning, not a gate)."""
+        return self.budget is not None and self.forecast_now > self.budget
+
+    @property
     def used_percent(self) -> int | None:
         if not self.budget:
             return None

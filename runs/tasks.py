@@ -254,6 +254,13 @@ def continue_after_spend(request_id: int) -> str:
     return actions.do_continue_after_spend(request_id)
 
 
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def warn_budget_forecasts() -> list[str]:
+    from runs.budgets import do_warn_forecasts
+
+    return do_warn_forecasts()
+
+
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def expire_spend_requests() -> int:
     return actions.do_expire_spend_requests()

@@ -7,6 +7,7 @@ urlpatterns = [
     path("projects/new/", views.ProjectCreateView.as_view(), name="project-create"),
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
     path("projects/<slug:slug>/members/", views.project_add_member, name="project-add-member"),
+    path("projects/<slug:slug>/envelope/", views.project_envelope, name="project-envelope"),
     path("projects/<slug:slug>/members/remove/", views.project_remove_member, name="project-remove-member"),
     path("runs/", views.run_list, name="run-list"),
     path("runs/new/", views.run_create, name="run-create"),

@@ -30,9 +30,10 @@ from runs.actions import (
     do_start_preflight,
     do_waive_gpu_holders,
 )
+from runs.budgets import do_set_envelope, may_change_envelope
 from runs.cadence import cadence_for
 from runs.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
-from runs.forms import ProjectForm, RunForm, SweepForm
+from runs.forms import EnvelopeForm, ProjectForm, RunForm, SweepForm
 from runs.models import (
     LIVE_STATES,
     RETRYABLE_STATES,
@@ -43,7 +44,7 @@ from runs.models import (
     Sweep,
 )
 from runs.signals import FAILURE_CLASSES, strip_ansi
-from runs.spend import envelopes_for
+from runs.spend import envelope_of, envelopes_for
 from runs.tasks import watch_instance
 
 
@@ -68,6 +69,9 @@ def project_detail(request, slug):
     live = [run for run in runs if run.state in LIVE_STATES]
     context = {
         "project": project,
+        "envelope": envelope_of(project) if project.budget is not None else None,
+        "envelope_form": EnvelopeForm(instance=project) if may_change_envelope(request.user) else None,
+        "envelope_events": project.envelope_events.select_related("actor")[:10],
         "live_runs": live,
         "recent_runs": [r for r in runs if r not in live][:20],
         "members": project.members.order_by("username"),
@@ -75,6 +79,28 @@ def project_detail(request, slug):
         "can_share": request.user.has_perm("projects.change_project"),
     }
     return render(request, "runs/project_detail.html", context)
+
+
+@require_POST
+def project_envelope(request, slug):
+    """Set or change the project's cost envelope (operators and approvers of it; audited)."""
+    project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+    if not may_change_envelope(request.user):
+        raise PermissionDenied("Only an operator or an approver of the project changes its cost envelope.")
+    form = EnvelopeForm(request.POST, instance=Project.objects.get(pk=project.pk))
+    if not form.is_valid():
+        problems = [
+            f"{form.fields[name].label if name in form.fields else name}: {' '.join(errors)}"
+            for name, errors in form.errors.items()
+        ]
+        messages.error(request, "The envelope is unchanged. " + " ".join(problems))
+        return redirect(project)
+    perform(
+        request,
+        lambda: do_set_envelope(project.pk, form.values(), actor=request.user),
+        "Cost envelope saved.",
+    )
+    return redirect(project)
 
 
 @require_POST

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 PINNED = {
     "dashboard": 27,
     "history": 11,
-    "project": 8,
+    "project": 13,  # the cost envelope: boxes and their states, resources, live runs, its history
     "run": 9,
     "instances": 5,
     "instance": 21,

@@ -1,0 +1,86 @@
+"""A project's cost envelope after creation (issue 30 §3): operators and approvers of the project set or
+change it, each change audited; a forecast above the budget is told once per period. No HTTP here."""
+
+from decimal import Decimal
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from notifications.actions import do_notify
+from notifications.models import Event
+from projects.models import EnvelopeEvent, Project
+from runs.spend import envelope_of
+
+FIELDS = ("budget", "budget_period", "run_cost_threshold")
+PERIODS = {"month", "week"}
+
+
+def may_change_envelope(user) -> bool:
+    return user.has_perm("projects.operate") or user.has_perm("projects.approve_cost")
+
+
+def do_set_envelope(project_id: int, values: dict, *, actor) -> list[str]:
+    """The envelope becomes values (budget, budget_period, run_cost_threshold; None: no limit); returns
+    what changed. Refused to anyone who is neither an operator nor an approver of the project."""
+    if not may_change_envelope(actor):
+        raise PermissionDenied("Only an operator or an approver of the project changes its cost envelope.")
+    _check(values)
+    with transaction.atomic(durable=True):
+        project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
+        if not Project.objects.visible_to(actor).filter(pk=project.pk).exists():
+            raise PermissionDenied("Not a member of this project.")
+        changed = []
+        for field in FIELDS:
+            before, after = getattr(project, field), values[field]
+            if before != after:
+                setattr(project, field, after)
+                EnvelopeEvent.objects.create(
+                    project=project, field=field, before=_text(before), after=_text(after), actor=actor
+                )
+                changed.append(field)
+        if changed:
+            project.forecast_warned_for = None  # a new envelope is warned about afresh
+            project.save(update_fields=[*changed, "forecast_warned_for"])
+    return changed
+
+
+def _check(values: dict) -> None:
+    if values.get("budget_period") not in PERIODS:
+        raise ValidationError("The budget period is a month or a week.")
+    for field in ("budget", "run_cost_threshold"):
+        value = values.get(field)
+        if value is not None and (not isinstance(value, Decimal) or value < 0 or value >= Decimal("1e8")):
+            raise ValidationError("A spend limit is zero or more dollars, below $100,000,000.")
+
+
+def _text(value) -> str:
+    return "none" if value is None else str(value)
+
+
+def do_warn_forecasts(now=None) -> list[str]:
+    """Beat: each project whose forecast at period end exceeds its budget is told once per period."""
+    now = now or timezone.now()
+    warned = []
+    for project_id in Project.objects.filter(budget__isnull=False).values_list("pk", flat=True):
+        with transaction.atomic(durable=True):
+            project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
+            if project.budget is None:
+                continue
+            envelope = envelope_of(project, now)
+            forecast = envelope.forecast(now)
+            if forecast <= project.budget or project.forecast_warned_for == envelope.start:
+                continue
+            project.forecast_warned_for = envelope.start
+            project.save(update_fields=["forecast_warned_for"])
+            period = project.get_budget_period_display()
+            text = (
+                f"{project.name}: at the current burn of ${envelope.burn:.2f}/h the period ends at ${forecast}, "
+                f"above its ${project.budget} budget {period} (spent so far ${envelope.spent}). "
+                "Stop or release what is not needed, or raise the budget on the project page."
+            )
+            do_notify(
+                project.pk, Event.BUDGET, f"{project.name}: forecast ${forecast} > budget ${project.budget}", text
+            )
+            warned.append(project.slug)
+    return warned
