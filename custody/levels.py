@@ -36,7 +36,7 @@ def consequence_of(kind: str, instance, resource=None) -> Consequence:
         why = "No shutdown command is set: on this box it powers off a real machine; set it on Edit first."
         return Consequence("L3", True, "nothing (not offered)", [], "", why)
     if kind == TeardownKind.SHUTDOWN:
-        lost = _names(profile.tiers_lost_on("stop"))
+        lost = _names(profile.tiers_lost_on("stop")) + _unknown_disks(instance, "shutdown")
         clock = ""
         if profile.stopped_released_after_hours is not None:
             clock = f"stopping starts a {profile.stopped_released_after_hours} h clock after which the box is released"
@@ -51,9 +51,23 @@ def consequence_of(kind: str, instance, resource=None) -> Consequence:
             return Consequence("L3", True, _stop_effect(instance), list(dict.fromkeys(lost)), clock)
         return Consequence("L2", project.shutdown_needs_approval, _stop_effect(instance), [], clock)
     if kind == TeardownKind.RELEASE:
-        lost = _names(t for t in profile.tiers if profile.loses(t, "release"))
+        lost = _names(t for t in profile.tiers if profile.loses(t, "release")) + _unknown_disks(instance, "release")
         return Consequence("L3", True, f"{billing['meter_stop_verb']} and every charge of this box", lost)
     return Consequence("L3", True, "nothing (storage of this copy only)", ["the chosen copy of the export"])
+
+
+def _unknown_disks(instance, consequence: str) -> list[str]:
+    """The box's own roots on no tier of its platform: the evidence model counts them lost by every
+    consequence, so the card says so too ("Data that dies: none" once sat beside a check that said
+    the export on the box dies with the shutdown)."""
+    roots = [("data root", instance.data_root, instance.data_tier_info)]
+    if instance.mirror_root:
+        roots.append(("durable root", instance.mirror_root, instance.mirror_tier_info))
+    return [
+        f"the {what} {path} ({tier['name']})"
+        for what, path, tier in roots
+        if tier not in instance.profile.tiers and instance.profile.loses(tier, consequence)
+    ]
 
 
 def _holds_evidence(instance) -> bool:

@@ -24,6 +24,11 @@ class Profile:
         return self.data["identity"]["name"]
 
     @property
+    def box_name(self) -> str:
+        """ "RunPod box", and "Generic SSH box" (never "Generic SSH box box")."""
+        return self.name if self.name.lower().endswith(" box") else f"{self.name} box"
+
+    @property
     def kind(self) -> str:
         return self.data["identity"]["kind"]
 

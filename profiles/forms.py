@@ -153,7 +153,9 @@ class InstanceForm(forms.ModelForm):
         if project:
             self._check_grants(data, project)
         if project and needs_acknowledgement(project, profile.key) and not data.get("acknowledge"):
-            self.add_error("acknowledge", f"First {profile.name} box in {project.name}: read the notes below first.")
+            self.add_error(
+                "acknowledge", f"First {profile.box_name} in {project.name}: read the platform's notes above first."
+            )
         return data
 
     def _check_grants(self, data, project) -> None:

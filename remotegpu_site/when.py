@@ -30,3 +30,14 @@ def when(value, style: str = "minutes"):
     utc = value.astimezone(UTC)
     shown = utc.strftime(FORMATS[style]) + ("" if style == "date" else " UTC")
     return format_html('<time datetime="{}" data-when="{}">{}</time>', utc.isoformat(), style, shown)
+
+
+@register.filter
+def pretty_json(value) -> str:
+    """A stored answer (a provider's JSON) as indented JSON, never a Python repr; escaped by the template."""
+    import json
+
+    try:
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)

@@ -14,6 +14,8 @@ from profiles.protocol import NodeError
 from runs import sources, sweeps
 from runs.models import SourceKind
 
+LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is not one
+
 
 class NodeSession(InstanceNode):
     """One short connection to a run's node: open, do a few things, close."""
@@ -156,15 +158,41 @@ class NodeSession(InstanceNode):
         return path
 
     def launch(self, attempt: int, use_tmux: bool) -> tuple[str, str]:
-        """Start the attempt detached; returns (detach primitive, the command as launched)."""
+        """Start the attempt detached; returns (detach primitive, the command as launched). Both are
+        written on the node first, so a redelivered launch that adopts the attempt reads them back."""
         spec_path = self.attempt_spec(attempt)
         inner = [settings.NODE_PYTHON, self.wrapper_path, "run", spec_path]
         if use_tmux:
             session = f"rgpu-{self.run.run_id}-{attempt}"
             argv = ["tmux", "new-session", "-d", "-s", session, shlex.join(inner)]
+            self._write_launch_marker(attempt, "tmux", shlex.join(argv))
             self.check(self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT), "tmux launch")
             return "tmux", shlex.join(argv)
         log = f"{self.layout.active}/launch-{attempt}.log"
         script = f"cd / && setsid nohup {shlex.join(inner)} </dev/null >{shlex.quote(log)} 2>&1 &"
+        self._write_launch_marker(attempt, "nohup", script)
         self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "nohup launch")
         return "nohup", script
+
+    def _launch_marker(self, attempt: int) -> str:
+        return f"{self.layout.active}/launch-{attempt}.json"
+
+    def _write_launch_marker(self, attempt: int, detach: str, command: str) -> None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
+            json.dump({"detach": detach, "command": command}, handle)
+            handle.flush()
+            self.transport.upload(Path(handle.name), self._launch_marker(attempt))
+
+    def launched_as(self, attempt: int) -> tuple[str, str] | None:
+        """(detach, command) of an attempt as its launch wrote them on the node; None when the marker is
+        missing or is not what a launch writes (the box is untrusted: bounded, typed, or nothing)."""
+        argv = ["head", "-c", str(LAUNCH_MARKER_LIMIT), self._launch_marker(attempt)]
+        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
+        try:
+            marker = json.loads(result.stdout) if result.exit_code == 0 else None
+        except ValueError:
+            return None
+        if not isinstance(marker, dict) or marker.get("detach") not in ("tmux", "nohup"):
+            return None
+        command = marker.get("command")
+        return (marker["detach"], command) if isinstance(command, str) and command else None

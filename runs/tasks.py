@@ -102,7 +102,9 @@ def launch_run(run_pk: int, attempt: int) -> None:
             status = node.call("status", node.attempt_spec(attempt))
             if status["launched"]:
                 # A redelivered task: the attempt is already running on the node; never start it twice.
-                actions.do_mark_launched(run_pk, attempt, run.detach or "unknown", run.launched_command, wrapper_name())
+                # How it was launched is read back from the node (its launch wrote it there first).
+                detach, command = node.launched_as(attempt) or (run.detach or "unknown", run.launched_command)
+                actions.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
                 return
             if run.gpus:  # every (re)launch: the GPUs are still there (a restart may have taken them)
                 gone = gone_problem(

@@ -32,6 +32,11 @@ def test_an_operator_stops_a_run_and_retries_it_from_its_checkpoint(page, stack,
     page.wait_for_selector("#failure h2:has-text('Stopped by a person')")
     assert "stopped by admin" in page.inner_text("#timeline")
     assert page.locator("#stop-run").count() == 0  # nothing left to stop
+    # The message outlived every live swap of the page's parts: it goes when its reader dismisses it.
+    sent = page.locator("ul.messages li", has_text="Stop sent")
+    assert sent.count() == 1
+    sent.locator("button.dismiss").click()
+    assert sent.count() == 0
 
     page.click("button:has-text('Retry identical config')")
     page.wait_for_selector("#run-state:has-text('Closed: exported')", timeout=120_000)

@@ -23,10 +23,13 @@ def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run
     pids = wait_file(node.active(run) / "attempt-1" / "pid").read_text()
 
     # The broker redelivers the task (acks_late): it must see the attempt on the node and not start another.
-    Run.objects.filter(pk=run.pk).update(state=RunState.LAUNCHING)
+    # The first worker died before it recorded how it launched: the adoption reads that back from the node.
+    launched = run.launched_command
+    Run.objects.filter(pk=run.pk).update(state=RunState.LAUNCHING, detach="", launched_command="")
     launch_run(run.pk, 1)
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
+    assert (run.detach, run.launched_command) == ("nohup", launched)
     assert (node.active(run) / "attempt-1" / "pid").read_text() == pids
     wait_file(node.export(run) / "best.pth", timeout=120)
     assert len(list((node.root / "active" / run.run_id).glob("attempt-*"))) == 1

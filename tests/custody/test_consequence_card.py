@@ -1,0 +1,40 @@
+"""A consequence card's "Data that dies" and the evidence model are one source (issue 30): whatever the
+evidence model says a shutdown or release destroys on the box, the card names, on every platform."""
+
+import uuid
+
+import pytest
+
+from custody.evidence import Consequence as Planned
+from custody.evidence import Copy, destroys
+from custody.levels import consequence_of
+from custody.models import TeardownKind
+from profiles.catalog import all_profiles
+from profiles.models import Instance
+from projects.models import Project
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("profile", [p for p in all_profiles() if not p.is_local], ids=lambda p: p.key)
+@pytest.mark.parametrize("root", ["platform", "unknown"])
+def test_the_card_names_every_disk_the_evidence_model_counts_lost(profile, root):
+    slug = f"c{uuid.uuid4().hex[:8]}"
+    project = Project.objects.create(name=slug, slug=slug)
+    box = Instance.objects.create(
+        name=f"{slug}-box",
+        project=project,
+        profile_key=profile.key,
+        host="203.0.113.7",
+        user="root",
+        shutdown_command="true",
+        data_root_override="/srv/nowhere-known/runs" if root == "unknown" else "",
+    )
+    node_copy = Copy(1, "node", box.data_root, box.pk, box.data_tier_info, "custody #1", "")
+    for kind, verb in ((TeardownKind.SHUTDOWN, "shutdown"), (TeardownKind.RELEASE, "release")):
+        card = consequence_of(kind, box)
+        if card.not_offered:
+            continue
+        dies = destroys(Planned(kind, box.pk), node_copy, profile)
+        named = any(box.data_tier_info["name"] in item for item in card.data_lost)
+        assert dies == named or (dies and verb == "shutdown" and card.clock), (kind, card.data_lost, dies)
