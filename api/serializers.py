@@ -8,7 +8,7 @@ from profiles.models import Instance
 from projects.models import Project
 from runs import validation
 from runs.forms import MIB
-from runs.models import Run, RunEvent, SourceKind
+from runs.models import Run, RunEvent, SourceKind, Sweep
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -130,6 +130,15 @@ class RunCreateSerializer(serializers.Serializer):
             raise serializers.ValidationError({"config_overrides": exc.messages}) from None
         return data
 
+    @staticmethod
+    def current(run) -> dict:
+        """A run's editable fields as this serializer takes them: a PATCH is checked as a whole run."""
+        fields = [name for name in RunCreateSerializer._declared_fields if not name.endswith("_mib")]
+        data = {name: getattr(run, name) for name in fields if name not in ("project", "instance")}
+        data["project"], data["instance"] = run.project.slug, run.instance.name
+        data["checkpoint_mib"], data["scratch_mib"] = run.checkpoint_bytes // MIB, run.scratch_bytes // MIB
+        return data
+
     def unsaved_run(self) -> Run:
         data = dict(self.validated_data)
         data["checkpoint_bytes"] = data.pop("checkpoint_mib") * MIB
@@ -211,3 +220,31 @@ class TeardownCreateSerializer(serializers.Serializer):
     run = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
     location = serializers.CharField(max_length=8, required=False, default="", allow_blank=True)
     retire_hold = serializers.BooleanField(default=False)
+
+
+class SweepSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    base_run = serializers.SlugRelatedField(slug_field="run_id", read_only=True)
+    cells = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Sweep
+        fields = ["id", "name", "project", "base_run", "independent", "gpus_per_box", "created", "cells"]
+        read_only_fields = fields
+
+    def get_cells(self, sweep) -> list[dict]:
+        return [
+            {"cell": run.cell, "run_id": run.run_id, "state": run.state, "overrides": run.config_overrides}
+            for run in sorted(sweep.cells.all(), key=lambda run: run.cell or 0)
+        ]
+
+
+class SweepCreateSerializer(serializers.Serializer):
+    """The sweep form's fields; cells are a list of mappings of the base run's config keys."""
+
+    name = serializers.CharField(max_length=120)
+    base_run = serializers.CharField(max_length=64)
+    cells = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=500)
+    instances = serializers.ListField(child=serializers.CharField(max_length=100), min_length=1, max_length=50)
+    gpus_per_box = serializers.IntegerField(min_value=1, max_value=16, default=1)
+    independent = serializers.BooleanField(default=True)

@@ -8,6 +8,7 @@ router = DefaultRouter(trailing_slash=True)
 router.register("projects", views.ProjectViewSet, basename="api-project")
 router.register("instances", views.InstanceViewSet, basename="api-instance")
 router.register("runs", views.RunViewSet, basename="api-run")
+router.register("sweeps", views.SweepViewSet, basename="api-sweep")
 router.register("custody", views.CustodyViewSet, basename="api-custody")
 router.register("teardown", views.TeardownViewSet, basename="api-teardown")
 

@@ -1,5 +1,7 @@
 """The automation API: the same actions as the pages, the same rules; approval stays human."""
 
+import json
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import mixins, status, viewsets
@@ -17,8 +19,9 @@ from custody.teardown import do_request_teardown
 from profiles.models import Instance
 from projects.models import Project
 from runs import history, logs
-from runs.actions import do_create_run, do_retry_run, do_start_preflight
-from runs.models import Run
+from runs.actions import do_create_run, do_create_sweep, do_edit_run, do_retry_run, do_start_preflight
+from runs.forms import SweepForm
+from runs.models import Run, Sweep
 from runs.stops import do_stop_run
 
 OPERATE = "projects.operate"
@@ -86,6 +89,30 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         do_start_preflight(run.pk, actor=request.user)
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    def partial_update(self, request, run_id=None):
+        """Change a draft (or a failed preflight or smoke), as its Edit page: the fields given are checked
+        with the rest of the run by the run form's rules; identities bound before are cleared."""
+        require(request.user, OPERATE)
+        run = self.get_object()
+        body = request.data if isinstance(request.data, dict) else {}
+        fixed = sorted(set(body) & {"project"}) + sorted(set(body) - set(s.RunCreateSerializer._declared_fields))
+        if fixed:
+            raise ValidationError({name: ["not a field a run's edit changes"] for name in fixed})
+        typed = s.RunCreateSerializer(
+            data={**s.RunCreateSerializer.current(run), **body}, context={"user": request.user}
+        )
+        typed.is_valid(raise_exception=True)
+        edited = typed.unsaved_run()
+        stored = {"checkpoint_mib": "checkpoint_bytes", "scratch_mib": "scratch_bytes"}
+        changes = {
+            stored.get(name, name): getattr(edited, stored.get(name, name))
+            for name in typed.validated_data
+            if name != "project"
+        }
+        changed = do_edit_run(run.pk, changes, actor=request.user)
+        run.refresh_from_db()
+        return Response({**s.RunSerializer(run).data, "changed": changed})
 
     @action(detail=True, methods=["post"])
     def stop(self, request, run_id=None):
@@ -189,6 +216,59 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def reject(self, request, pk=None):
         self.get_object()
         raise PermissionDenied("Rejection stays human: an approver decides in the approval queue.")
+
+
+class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Sweeps of the projects you see: list, one with its cells and their states, and create."""
+
+    pagination_class = NewestFirst
+
+    def get_queryset(self):
+        projects = Project.objects.visible_to(self.request.user)
+        return (
+            Sweep.objects.filter(project__in=projects)
+            .select_related("project", "base_run")
+            .prefetch_related("cells")
+            .order_by("-created", "-id")
+        )
+
+    def get_serializer_class(self):
+        return s.SweepCreateSerializer if self.action == "create" else s.SweepSerializer
+
+    def create(self, request, *args, **kwargs):
+        """The sweep form's rules: cells of the base run's config keys, boxes of its project, pinned."""
+        require(request.user, OPERATE)
+        typed = s.SweepCreateSerializer(data=request.data)
+        typed.is_valid(raise_exception=True)
+        data = typed.validated_data
+        boxes = Instance.objects.visible_to(request.user).billing().filter(name__in=data["instances"])
+        missing = sorted(set(data["instances"]) - set(boxes.values_list("name", flat=True)))
+        if missing:
+            raise ValidationError({"instances": [f"no instance {name!r} that you can see" for name in missing]})
+        form = SweepForm(
+            {
+                "name": data["name"],
+                "base_run": data["base_run"],
+                "overrides": json.dumps(data["cells"]),
+                "instances": [box.pk for box in boxes],
+                "gpus_per_box": data["gpus_per_box"],
+                "independent": data["independent"],
+            },
+            user=request.user,
+        )
+        if not form.is_valid():
+            raise ValidationError({name: list(errors) for name, errors in form.errors.items()})
+        clean = form.cleaned_data
+        sweep = do_create_sweep(
+            clean["base_run"],
+            clean["name"],
+            clean["cells"],
+            list(clean["instances"]),
+            clean["gpus_per_box"],
+            clean["independent"],
+            actor=request.user,
+        )
+        return Response(s.SweepSerializer(self.get_queryset().get(pk=sweep.pk)).data, status=status.HTTP_201_CREATED)
 
 
 class SchemaView(SpectacularAPIView):

@@ -1,4 +1,5 @@
-"""python -m remotegpu launch DIR … | follow RUN | logs RUN [-f] | stop RUN | retry RUN | verify RUN | custody RUN"""
+"""python -m remotegpu launch DIR … | follow RUN | logs RUN [-f] | edit RUN KEY=VALUE… | stop RUN | retry RUN
+| verify RUN | custody RUN | teardown INSTANCE KIND --reason … | sweep BASE_RUN … | sweeps | follow-sweep ID"""
 
 import argparse
 import json
@@ -90,6 +91,36 @@ def explain_failure(client: Client, run_id: str, out=sys.stderr) -> None:
     print(f"see {client.site}/runs/{run_id}/", file=out)
 
 
+def edits(pairs: list[str]) -> dict:
+    """KEY=VALUE pairs of a run's fields; a value is JSON where it parses (30, ["python3", "t.py"]), else text."""
+    body = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ApiError(f"not KEY=VALUE: {pair!r}")
+        try:
+            body[key] = json.loads(value)
+        except ValueError:
+            body[key] = value
+    return body
+
+
+def follow_sweep(client: Client, sweep_id: str, timeout: float, out=sys.stdout) -> dict:
+    """Print each cell's state as it changes until every cell has settled; the states at the end."""
+    seen, deadline = {}, time.monotonic() + timeout
+    while True:
+        sweep = client.call("GET", f"/sweeps/{sweep_id}/")
+        for cell in sweep["cells"]:
+            if seen.get(cell["run_id"]) != cell["state"]:
+                seen[cell["run_id"]] = cell["state"]
+                print(f"cell {cell['cell']} {cell['run_id']}: {cell['state']}", file=out, flush=True)
+        if sweep["cells"] and all(cell["state"] in SETTLED for cell in sweep["cells"]):
+            return seen
+        if time.monotonic() > deadline:
+            raise ApiError(f"sweep {sweep_id} still running after {timeout:g}s")
+        time.sleep(1)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m remotegpu", description=__doc__)
     sub = top.add_subparsers(dest="verb", required=True)
@@ -111,6 +142,26 @@ def parser() -> argparse.ArgumentParser:
         one = sub.add_parser(verb)
         one.add_argument("run_id")
         one.add_argument("--timeout", type=float, default=24 * 3600)
+    edit = sub.add_parser("edit", help="change a draft run's fields: KEY=VALUE (values as JSON or text)")
+    edit.add_argument("run_id")
+    edit.add_argument("pairs", nargs="+", metavar="KEY=VALUE")
+    teardown = sub.add_parser("teardown", help="request a consequence (an approver decides it on the page)")
+    teardown.add_argument("instance")
+    teardown.add_argument("kind", choices=["shutdown", "release", "delete_evidence"])
+    teardown.add_argument("--reason", required=True)
+    teardown.add_argument("--run", default="", help="delete_evidence: the run whose copy goes")
+    teardown.add_argument("--location", default="", help="delete_evidence: node, custody or mirror")
+    sweep = sub.add_parser("sweep", help="a sweep from a base run: one cell per mapping of config keys")
+    sweep.add_argument("base_run")
+    sweep.add_argument("--name", required=True)
+    sweep.add_argument("--cells", required=True, help='JSON, e.g. [{"lr": 0.1}, {"lr": 0.01}]')
+    sweep.add_argument("--instance", action="append", required=True, help="repeatable: boxes to spread cells over")
+    sweep.add_argument("--gpus-per-box", type=int, default=1)
+    sweep.add_argument("--one-at-a-time", action="store_true")
+    sub.add_parser("sweeps", help="the sweeps you can see")
+    follow_one = sub.add_parser("follow-sweep", help="print each cell's state until every cell has settled")
+    follow_one.add_argument("sweep_id")
+    follow_one.add_argument("--timeout", type=float, default=24 * 3600)
     reading = sub.choices["logs"]
     reading.add_argument("-f", "--follow", action="store_true", help="keep printing until the run settles")
     reading.add_argument("--attempt", type=int, help="an earlier attempt (default: the current one)")
@@ -141,6 +192,33 @@ def main(argv=None) -> int:
                 return 1
         elif args.verb == "logs":
             logs(client, args.run_id, args.attempt, args.follow, args.timeout)
+        elif args.verb == "edit":
+            run = client.call("PATCH", f"/runs/{args.run_id}/", edits(args.pairs))
+            print(f"{args.run_id}: changed {', '.join(run['changed']) or 'nothing'}")
+        elif args.verb == "teardown":
+            body = {"instance": args.instance, "kind": args.kind, "reason": args.reason}
+            made = client.call("POST", "/teardown/", {**body, "run": args.run, "location": args.location})
+            print(f"request #{made['id']}: {made['kind']} of {made['instance']}, {made['status']} ({made['level']})")
+        elif args.verb == "sweep":
+            try:
+                cells = json.loads(args.cells)
+            except ValueError as exc:
+                raise ApiError(f"--cells is not JSON: {exc}") from None
+            body = {"name": args.name, "base_run": args.base_run, "cells": cells, "instances": args.instance}
+            body.update(gpus_per_box=args.gpus_per_box, independent=not args.one_at_a_time)
+            made = client.call("POST", "/sweeps/", body)
+            print(f"sweep {made['id']} {made['name']}: {len(made['cells'])} cells ({client.site}/sweeps/{made['id']}/)")
+        elif args.verb == "sweeps":
+            for sweep in client.call("GET", "/sweeps/").get("results", []):
+                states = [cell["state"] for cell in sweep["cells"]]
+                print(f"{sweep['id']}\t{sweep['name']}\t{sweep['project']}\t{len(states)} cells\t{', '.join(states)}")
+        elif args.verb == "follow-sweep":
+            states = follow_sweep(client, args.sweep_id, args.timeout)
+            failed = [run_id for run_id, state in states.items() if state != "exported"]
+            print(f"sweep {args.sweep_id}: {len(states) - len(failed)} exported, {len(failed)} not")
+            for run_id in failed:
+                explain_failure(client, run_id)
+            return 1 if failed else 0
         elif args.verb in ("stop", "retry"):
             run = client.call("POST", f"/runs/{args.run_id}/{args.verb}/", {})
             print(f"{args.run_id}: {args.verb} asked (state {run['state']}, attempt {run['attempt']})")

@@ -49,7 +49,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "RemoteGPU API",
-    "DESCRIPTION": "Runs, custody and teardown requests. Approval of a teardown request stays human.",
+    "DESCRIPTION": "Runs, sweeps, custody and teardown requests. Approval of a teardown request stays human.\n\n"
+    "**Authentication.** Send `Authorization: Token <token>` with every call; make a token on the dashboard's "
+    "API tokens page (it acts as its person, with their roles and projects) and revoke it there. A signed-in "
+    "browser session works too. `python -m remotegpu` reads the token from `REMOTEGPU_TOKEN`.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
 }

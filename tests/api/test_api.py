@@ -174,6 +174,8 @@ def test_the_schema_is_published(bob):
     assert schema.status_code == 200
     text = schema.content.decode()
     assert "/api/runs/{run_id}/launch/" in text and "/api/teardown/" in text
+    assert "/api/runs/{run_id}/stop/" in text and "/api/sweeps/" in text
+    assert "tokenAuth" in text and "Authorization: Token <token>" in text  # the docs say how to authenticate
 
 
 def test_the_schema_and_the_docs_need_sign_in(client, bob):

@@ -131,3 +131,40 @@ def test_stop_and_retry_through_the_cli(live_server, bob, project, instance, sou
     assert cli(live_server, token, "retry", run_id).returncode == 0
     assert f"{run_id}: exported" in cli(live_server, token, "follow", run_id).stdout
     assert Run.objects.get(run_id=run_id).attempt == 2
+
+
+def test_edit_teardown_and_sweeps_through_the_cli(
+    live_server, bob, project, instance, make_run, source, celery_worker_process
+):
+    """Issue 30 §5: `edit` patches a draft, `teardown` requests (never approves) a consequence, `sweep`
+    creates one, `sweeps` lists it and `follow-sweep` follows its cells until each has settled."""
+    set_config(source, epochs=1)
+    base = make_run()
+    _, token = ApiToken.objects.issue(bob, "cli")
+    edited = cli(live_server, token, "edit", base.run_id, "title=renamed", "expected_minutes=2")
+    assert edited.returncode == 0 and "changed title, expected_minutes" in edited.stdout, edited.stderr
+    refused = cli(live_server, token, "edit", base.run_id, "gpus=oops")
+    assert refused.returncode == 2 and "gpus" in refused.stderr
+
+    requested = cli(live_server, token, "teardown", instance.name, "shutdown", "--reason", "done for today")
+    assert requested.returncode == 0 and "request #" in requested.stdout, requested.stderr
+
+    made = cli(
+        live_server,
+        token,
+        "sweep",
+        base.run_id,
+        "--name",
+        "lr",
+        "--cells",
+        '[{"lr": 0.1}, {"lr": 0.05}]',
+        "--instance",
+        instance.name,
+        "--one-at-a-time",
+    )
+    assert made.returncode == 0 and "2 cells" in made.stdout, made.stderr
+    sweep_id = made.stdout.split()[1]
+    listed = cli(live_server, token, "sweeps")
+    assert listed.stdout.startswith(f"{sweep_id}\tlr\t{project.slug}\t2 cells")
+    followed = cli(live_server, token, "follow-sweep", sweep_id)
+    assert followed.returncode == 0 and f"sweep {sweep_id}: 2 exported, 0 not" in followed.stdout, followed.stdout
