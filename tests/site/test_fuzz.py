@@ -95,7 +95,8 @@ def page_paths(ids: dict) -> list[str]:
 @pytest.fixture
 def ids(make_run, project):
     run = make_run()
-    return {"pk": run.instance.pk, "slug": project.slug, "run_id": run.run_id, "key": "runpod"}
+    ids = {"pk": run.instance.pk, "slug": project.slug, "run_id": run.run_id, "key": "runpod"}
+    return {**ids, "uidb64": "MQ", "token": "not-a-token"}  # a password reset link that is no longer valid
 
 
 def hostile_queries():
