@@ -19,7 +19,7 @@ from custody.teardown import do_request_teardown
 from profiles.models import Instance
 from projects.models import Project
 from runs import history, logs
-from runs.actions import do_create_run, do_create_sweep, do_edit_run, do_retry_run, do_start_preflight
+from runs.actions import do_create_run, do_edit_run, do_retry_run, do_start_preflight
 from runs.forms import SweepForm
 from runs.models import Run, Sweep
 from runs.stops import do_stop_run
@@ -258,16 +258,7 @@ class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         )
         if not form.is_valid():
             raise ValidationError({name: list(errors) for name, errors in form.errors.items()})
-        clean = form.cleaned_data
-        sweep = do_create_sweep(
-            clean["base_run"],
-            clean["name"],
-            clean["cells"],
-            list(clean["instances"]),
-            clean["gpus_per_box"],
-            clean["independent"],
-            actor=request.user,
-        )
+        sweep = form.create(actor=request.user)
         return Response(s.SweepSerializer(self.get_queryset().get(pk=sweep.pk)).data, status=status.HTTP_201_CREATED)
 
 

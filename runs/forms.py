@@ -10,7 +10,23 @@ from runs import sources, sweeps, validation
 from runs.models import Run, SourceKind
 
 
-class ProjectForm(forms.ModelForm):
+class EnvelopeRules:
+    """The cost envelope's fields as the project form and the envelope form both check them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["budget_period"].required = False  # only read with a budget; a month by default
+
+    def clean(self):
+        cleaned = super().clean()
+        cleaned["budget_period"] = cleaned.get("budget_period") or "month"
+        for field in ("budget", "run_cost_threshold"):
+            if cleaned.get(field) is not None and cleaned[field] < 0:
+                self.add_error(field, "A spend limit is zero or more dollars.")
+        return cleaned
+
+
+class ProjectForm(EnvelopeRules, forms.ModelForm):
     approval_webhook = forms.URLField(
         required=False, assume_scheme="https", help_text="POSTed a JSON summary of each new teardown request."
     )
@@ -35,18 +51,6 @@ class ProjectForm(forms.ModelForm):
             raise forms.ValidationError(problem)
         return url
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["budget_period"].required = False  # only read with a budget; a month by default
-
-    def clean(self):
-        cleaned = super().clean()
-        cleaned["budget_period"] = cleaned.get("budget_period") or "month"
-        for field in ("budget", "run_cost_threshold"):
-            if cleaned.get(field) is not None and cleaned[field] < 0:
-                self.add_error(field, "A spend limit is zero or more dollars.")
-        return cleaned
-
     def clean_slug(self):
         slug = self.cleaned_data["slug"]
         if slug != slug.lower() or "_" in slug:
@@ -54,24 +58,12 @@ class ProjectForm(forms.ModelForm):
         return slug
 
 
-class EnvelopeForm(forms.ModelForm):
+class EnvelopeForm(EnvelopeRules, forms.ModelForm):
     """A project's cost envelope, changed after creation (runs.budgets.do_set_envelope audits it)."""
 
     class Meta:
         model = Project
         fields = ["budget", "budget_period", "run_cost_threshold"]
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["budget_period"].required = False
-
-    def clean(self):
-        cleaned = super().clean()
-        cleaned["budget_period"] = cleaned.get("budget_period") or "month"
-        for field in ("budget", "run_cost_threshold"):
-            if cleaned.get(field) is not None and cleaned[field] < 0:
-                self.add_error(field, "A spend limit is zero or more dollars.")
-        return cleaned
 
     def values(self) -> dict:
         return {field: self.cleaned_data.get(field) for field in self.Meta.fields}
@@ -264,3 +256,13 @@ class SweepForm(forms.Form):
         except sweeps.SweepError as exc:
             self.add_error("overrides", str(exc))
         return data
+
+    def create(self, *, actor):
+        """The sweep this valid form describes (the page and the API make it the same way)."""
+        from runs.actions import do_create_sweep
+
+        data = self.cleaned_data
+        boxes = list(data["instances"])
+        return do_create_sweep(
+            data["base_run"], data["name"], data["cells"], boxes, data["gpus_per_box"], data["independent"], actor=actor
+        )

@@ -23,7 +23,6 @@ from runs import team as team_actions
 from runs.actions import (
     do_close_active,
     do_create_run,
-    do_create_sweep,
     do_decide_spend,
     do_edit_run,
     do_retry_run,
@@ -343,17 +342,8 @@ def run_refresh(request, run_id):
 def sweep_create(request):
     form = SweepForm(request.POST or None, user=request.user, initial={"base_run": request.GET.get("base")})
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        sweep = do_create_sweep(
-            data["base_run"],
-            data["name"],
-            data["cells"],
-            list(data["instances"]),
-            data["gpus_per_box"],
-            data["independent"],
-            actor=request.user,
-        )
-        messages.success(request, f"Sweep “{sweep.name}”: {len(data['cells'])} cells queued.")
+        sweep = form.create(actor=request.user)
+        messages.success(request, f"Sweep “{sweep.name}”: {len(form.cleaned_data['cells'])} cells queued.")
         return redirect(sweep)
     return render(request, "runs/sweep_form.html", {"form": form})
 
