@@ -39,13 +39,16 @@ def test_register_local_instance_and_audit_it(page, stack):
     page.click("button:has-text('Register')")
     page.wait_for_selector("h1:has-text('speech-desk')")
 
-    # No reload from here on (issue 18 §2): the page follows the probe and the audit over its socket,
-    # and the "queued" notice goes once what it announced has happened.
+    # No reload from here on (issue 18 §2): the page follows the probe and the audit over its socket.
+    # The "queued" notice stays until its reader dismisses it (issue 30: messages no longer vanish).
     page.wait_for_selector("#connection:has-text('live')")
     page.click("button:has-text('Test connection')")
     page.wait_for_selector("ul.messages li:has-text('queued')")
     page.wait_for_selector("#probes td:has-text('Connection test') ~ td .keeps", timeout=60_000)
-    page.wait_for_selector("ul.messages li:has-text('queued')", state="detached", timeout=10_000)
+    queued = page.locator("ul.messages li", has_text="queued")
+    assert queued.count() == 1  # outlived the live swap that brought the probe's result
+    queued.locator("button.dismiss").click()
+    assert queued.count() == 0
     page.click("button:has-text('Run environment audit')")
     page.wait_for_selector(".disk-bytes", timeout=90_000)
     assert "free of" in page.inner_text(".disk-bytes")

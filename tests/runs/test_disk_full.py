@@ -31,11 +31,12 @@ FILL_BLOCKS = (
     MAKE_EXPORT
     + """
 pad = os.path.join(out, "pad.bin")
-with open(pad, "wb") as handle:
+# Unbuffered: a write that hits ENOSPC leaves nothing behind for close() to fail on (with a buffer, the
+# command exited 1 whenever the space left was not a whole number of 64 KiB chunks).
+with open(pad, "wb", buffering=0) as handle:
     try:
-        while True:
-            handle.write(b"\\0" * 65536)
-            handle.flush()
+        while handle.write(b"\\0" * 65536):
+            pass
     except OSError:
         pass
 os.truncate(pad, max(0, os.path.getsize(pad) - 256 * 1024))  # leave a little: the copy needs it all
