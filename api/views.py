@@ -96,7 +96,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         require(request.user, OPERATE)
         run = self.get_object()
         body = request.data if isinstance(request.data, dict) else {}
-        fixed = sorted(set(body) & {"project"}) + sorted(set(body) - set(s.RunCreateSerializer._declared_fields))
+        fixed = sorted(name for name in body if name == "project" or name not in s.RunCreateSerializer._declared_fields)
         if fixed:
             raise ValidationError({name: ["not a field a run's edit changes"] for name in fixed})
         typed = s.RunCreateSerializer(

@@ -10,7 +10,7 @@ from django.utils import timezone
 from notifications.actions import do_notify
 from notifications.models import Event
 from projects.models import EnvelopeEvent, Project
-from runs.spend import envelope_of
+from runs.spend import envelope_of, envelopes_for
 
 FIELDS = ("budget", "budget_period", "run_cost_threshold")
 PERIODS = {"month", "week"}
@@ -59,10 +59,18 @@ def _text(value) -> str:
 
 
 def do_warn_forecasts(now=None) -> list[str]:
-    """Beat: each project whose forecast at period end exceeds its budget is told once per period."""
+    """Beat: each project whose forecast at period end exceeds its budget is told once per period.
+
+    Every envelope is read at once (envelopes_for: a fixed number of queries); only the projects that
+    look overrun and not yet told are locked and measured again, as the envelope may have changed."""
     now = now or timezone.now()
+    candidates = [
+        project.pk
+        for project, envelope in envelopes_for(Project.objects.filter(budget__isnull=False), now)
+        if envelope.forecast(now) > envelope.budget and project.forecast_warned_for != envelope.start
+    ]
     warned = []
-    for project_id in Project.objects.filter(budget__isnull=False).values_list("pk", flat=True):
+    for project_id in candidates:
         with transaction.atomic(durable=True):
             project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
             if project.budget is None:

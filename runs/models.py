@@ -50,6 +50,10 @@ class SourceKind(models.TextChoices):
 
 
 class RunQuerySet(models.QuerySet):
+    def stop_undelivered(self):
+        """Running runs whose person's stop the box has not been told of yet."""
+        return self.filter(state=RunState.RUNNING, stop_asked_at__isnull=False, stop_delivered_at__isnull=True)
+
     def visible_to(self, user):
         if not user.is_authenticated:
             return self.none()

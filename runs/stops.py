@@ -42,17 +42,22 @@ def do_stop_run(run_pk: int, *, actor) -> Run:
 def pending_stop(run_pk: int, attempt: int) -> Run | None:
     """The run, if a stop of this attempt is asked and not yet delivered while it still runs."""
     return (
-        Run.objects.select_related("project", "instance", "stop_asked_by")
-        .filter(pk=run_pk, attempt=attempt, state=RunState.RUNNING, stop_asked_at__isnull=False)
-        .filter(stop_delivered_at__isnull=True)
+        Run.objects.stop_undelivered()
+        .select_related("project", "instance", "stop_asked_by")
+        .filter(pk=run_pk, attempt=attempt)
         .first()
     )
+
+
+def _still_undelivered(run: Run, attempt: int) -> bool:
+    """The locked run still waits for the box to hear this attempt's stop (a settled one is left alone)."""
+    return run.attempt == attempt and run.stop_asked_at is not None and run.stop_delivered_at is None
 
 
 def do_mark_stop_delivered(run_pk: int, attempt: int, answer: dict) -> Run | None:
     with transaction.atomic(durable=True):
         run = _locked(run_pk, run_only=True)
-        if run.attempt != attempt or run.stop_asked_at is None or run.stop_delivered_at is not None:
+        if not _still_undelivered(run, attempt):
             return None
         run.stop_delivered_at = timezone.now()
         run.save(update_fields=["stop_delivered_at"])
@@ -68,7 +73,7 @@ def overdue_stops(now=None) -> list[tuple[int, int, bool]]:
     """(run, attempt, expired) of every stop not yet delivered: re-sent, or expired past the deadline."""
     now = now or timezone.now()
     deadline = now - timedelta(seconds=settings.RUN_STOP_DEADLINE_SECONDS)
-    waiting = Run.objects.filter(state=RunState.RUNNING, stop_asked_at__isnull=False, stop_delivered_at__isnull=True)
+    waiting = Run.objects.stop_undelivered()
     return [
         (pk, attempt, asked < deadline) for pk, attempt, asked in waiting.values_list("pk", "attempt", "stop_asked_at")
     ]
@@ -78,7 +83,7 @@ def do_expire_stop(run_pk: int, attempt: int) -> bool:
     """A stop the box never heard (unreachable until the deadline) ends with its reason; the run goes on."""
     with transaction.atomic(durable=True):
         run = _locked(run_pk, run_only=True)
-        if run.attempt != attempt or run.stop_asked_at is None or run.stop_delivered_at is not None:
+        if not _still_undelivered(run, attempt):
             return False
         asked_by = run.stop_asked_by
         run.stop_asked_at, run.stop_asked_by = None, None

@@ -44,6 +44,7 @@ from runs.models import (
 )
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.spend import envelope_of, envelopes_for
+from runs.stops import do_stop_run
 from runs.tasks import watch_instance
 
 
@@ -306,8 +307,6 @@ def run_retry(request, run_id):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def run_stop(request, run_id):
-    from runs.stops import do_stop_run
-
     grace = settings.RUN_STOP_GRACE_SECONDS
     return _run_action(request, run_id, do_stop_run, f"Stop sent: SIGTERM, then SIGKILL after {grace} s.")
 
