@@ -87,6 +87,7 @@ def every_wrapper_call(run):
         yield "mirror", lambda: node.mirror(f"{node.home}/mirror/run", f"{node.home}/mirror")
         yield "probe", lambda: node.probe([run])
         yield "abandon", lambda: node.abandon(run)
+        yield "stop", lambda: node.stop(run, "bob")
         yield "close-active", lambda: node.close_active(run, "test")
         yield "rehash", lambda: node.rehash(run, [{"root": node.layout.export, "files": []}])
         yield "idle", lambda: node.idle(node.layout.run_root)
@@ -104,7 +105,7 @@ def test_every_garbage_answer_to_every_call_is_a_node_error_naming_the_call(box,
             assert str(error.value).startswith(subcommand), (garbage, subcommand, str(error.value)[:200])
             assert len(str(error.value)) < 600  # a flood is not copied into the message
             checked += 1
-    assert checked == 13 * len(GARBAGE)
+    assert checked == 14 * len(GARBAGE)
 
 
 def test_a_garbage_roster_fails_the_custody_record_instead_of_leaving_it_pulling(box, hostile_run):

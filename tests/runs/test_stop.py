@@ -14,6 +14,7 @@ from runs.actions import do_retry_run, do_start_preflight
 from runs.models import GpuLock, Run, RunState
 from runs.remote import NodeSession
 from runs.tasks import deliver_stop
+from tests.racing import at_once
 from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,3 +139,18 @@ def test_a_stop_for_an_unreachable_box_is_sent_again_then_expires(bob, make_run,
     assert other.stop_asked_at is None and other.state == RunState.RUNNING
     expired = other.events.filter(kind="stop").last().message
     assert "expired" in expired and "Stop it again once the box answers" in expired
+
+
+def test_two_stops_at_once_ask_the_box_once(alice, bob, make_run, no_worker):
+    """Two operators press Stop together (PostgreSQL, row locks): one stop is asked, the other is told it
+    is already on its way; one event, one delivery."""
+    run = make_run()
+    Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, attempt=1)
+    outcomes = at_once(
+        *[lambda person=person: stops.do_stop_run(run.pk, actor=person).run_id for person in (alice, bob)]
+    )
+    assert len(outcomes) == 2 and outcomes.count(run.run_id) == 1, outcomes
+    assert any("already on its way" in outcome for outcome in outcomes), outcomes
+    run.refresh_from_db()
+    assert run.stop_asked_by in (alice, bob) and run.events.filter(message__startswith="Stop asked by").count() == 1
+    assert stops.overdue_stops() == [(run.pk, 1, False)]
