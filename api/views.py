@@ -18,6 +18,7 @@ from custody.models import CustodyRecord, TeardownRequest
 from custody.teardown import do_request_teardown
 from profiles.models import Instance
 from projects.models import Project
+from projects.roles import ROLE_OF_PERMISSION
 from runs import history, logs
 from runs.actions import do_create_run, do_edit_run, do_retry_run, do_start_preflight
 from runs.forms import SweepForm
@@ -41,9 +42,11 @@ def natural(request, name: str, default: int, what: str = "a non-negative intege
     return int(text)
 
 
-def require(user, perm: str) -> None:
-    if not user.has_perm(perm):
-        raise PermissionDenied(f"This needs the {perm} permission.")
+def require(user, perm: str, project=None) -> None:
+    """403 unless user holds perm's role in project (without one: in some project, before any lookup)."""
+    if not user.has_perm(perm, project):
+        where = f" in project {project.slug}" if project is not None else " in some project"
+        raise PermissionDenied(f"This needs the {ROLE_OF_PERMISSION[perm].label} role{where}.")
 
 
 class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
@@ -78,14 +81,16 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         require(request.user, OPERATE)
         typed = s.RunCreateSerializer(data=request.data, context={"user": request.user})
         typed.is_valid(raise_exception=True)
-        run = do_create_run(typed.unsaved_run(), actor=request.user)
+        unsaved = typed.unsaved_run()
+        require(request.user, OPERATE, unsaved.project)
+        run = do_create_run(unsaved, actor=request.user)
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"])
     def launch(self, request, run_id=None):
         """Preflight → smoke → detached launch, as the page's button."""
-        require(request.user, OPERATE)
         run = self.get_object()
+        require(request.user, OPERATE, run.project)
         do_start_preflight(run.pk, actor=request.user)
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
@@ -93,8 +98,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def partial_update(self, request, run_id=None):
         """Change a draft (or a failed preflight or smoke), as its Edit page: the fields given are checked
         with the rest of the run by the run form's rules; identities bound before are cleared."""
-        require(request.user, OPERATE)
         run = self.get_object()
+        require(request.user, OPERATE, run.project)
         body = request.data if isinstance(request.data, dict) else {}
         fixed = sorted(name for name in body if name == "project" or name not in s.RunCreateSerializer._declared_fields)
         if fixed:
@@ -118,15 +123,17 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def stop(self, request, run_id=None):
         """Stop the running attempt, as the page's Stop button: SIGTERM, SIGKILL after the grace; the
         attempt is quarantined "stopped by <you>". A run that is not running: 400 with its state."""
-        require(request.user, OPERATE)
-        run = do_stop_run(self.get_object().pk, actor=request.user)
+        run = self.get_object()
+        require(request.user, OPERATE, run.project)
+        run = do_stop_run(run.pk, actor=request.user)
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
     @action(detail=True, methods=["post"])
     def retry(self, request, run_id=None):
         """Retry the identical config of a quarantined run or failed launch: it resumes from its checkpoint."""
-        require(request.user, OPERATE)
-        run = do_retry_run(self.get_object().pk, actor=request.user)
+        run = self.get_object()
+        require(request.user, OPERATE, run.project)
+        run = do_retry_run(run.pk, actor=request.user)
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -158,8 +165,9 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @action(detail=True, methods=["post"])
     def verify(self, request, run_id=None):
-        require(request.user, OPERATE)
-        record = do_start_verification(self.get_object().pk, actor=request.user)
+        run = self.get_object()
+        require(request.user, OPERATE, run.project)
+        record = do_start_verification(run.pk, actor=request.user)
         return Response(s.CustodySerializer(record).data, status=status.HTTP_202_ACCEPTED)
 
     @action(detail=True, methods=["get"])
@@ -199,6 +207,7 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         typed.is_valid(raise_exception=True)
         data = typed.validated_data
         instance = get_object_or_404(Instance.objects.visible_to(request.user), name=data["instance"])
+        require(request.user, OPERATE, instance.project)
         run = None
         if data["run"]:
             run = get_object_or_404(Run.objects.visible_to(request.user).filter(instance=instance), run_id=data["run"])
@@ -242,6 +251,8 @@ class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         typed.is_valid(raise_exception=True)
         data = typed.validated_data
         boxes = Instance.objects.visible_to(request.user).billing().filter(name__in=data["instances"])
+        for project in {box.project for box in boxes.select_related("project")}:
+            require(request.user, OPERATE, project)
         missing = sorted(set(data["instances"]) - set(boxes.values_list("name", flat=True)))
         if missing:
             raise ValidationError({"instances": [f"no instance {name!r} that you can see" for name in missing]})

@@ -27,13 +27,10 @@ def summary(request: TeardownRequest) -> dict:
     }
 
 
-def approver_emails() -> list[str]:
+def approver_emails(project) -> list[str]:
+    """Who decides for project: its approvers and the admins (an approver of another project is not told)."""
     users = get_user_model().objects.filter(is_active=True).exclude(email="")
-    users = users.filter(
-        Q(groups__permissions__codename="approve_cost")
-        | Q(user_permissions__codename="approve_cost")
-        | Q(is_superuser=True)
-    )
+    users = users.filter(Q(memberships__project=project, memberships__approver=True) | Q(is_superuser=True))
     return sorted(set(users.values_list("email", flat=True)))
 
 
@@ -43,7 +40,7 @@ def approvers_of(request_id: int) -> None:
 
     request = TeardownRequest.objects.select_related("instance__project", "requester").get(pk=request_id)
     data = summary(request)
-    recipients = [email for email in approver_emails() if email != request.requester.email]
+    recipients = [email for email in approver_emails(request.instance.project) if email != request.requester.email]
     if recipients:
         subject = f"[RemoteGPU] {request.level} {request.get_kind_display()} of {request.target} awaits approval"
         body = "\n".join(f"{key}: {value}" for key, value in data.items())

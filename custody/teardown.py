@@ -32,6 +32,8 @@ from notifications.actions import do_notify
 from notifications.models import Event
 from profiles.live import instance_changed
 from profiles.models import Instance
+from projects.models import Project
+from projects.roles import require
 
 
 class TeardownRefused(ValidationError):
@@ -106,6 +108,7 @@ def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire
         raise TeardownRefused("Say why: the reason is part of the audit trail.")
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
+        require(actor, "projects.operate", instance.project)
         if instance.state == "released" and kind != TeardownKind.DELETE_RESOURCE:
             raise TeardownRefused("This box is already released.")  # its volumes may still bill
         if (kind == TeardownKind.DELETE_RESOURCE) != (resource is not None) or (
@@ -173,8 +176,8 @@ def _decide(request_pk, approver, comment):
     request = _locked(request_pk)
     if request.requester_id == approver.pk:
         raise PermissionDenied("The requester can never approve or reject their own request: ask a second person.")
-    if not approver.has_perm("projects.approve_cost"):
-        raise PermissionDenied("Only an approver may approve or reject a teardown request.")
+    if not approver.has_perm("projects.approve_cost", request.instance.project):
+        raise PermissionDenied("Only an approver of the box's project may approve or reject its teardown.")
     if request.status == TeardownStatus.EXPIRED:
         raise TeardownRefused(f"Request #{request.pk} has expired; request it again.")
     if request.status != TeardownStatus.PENDING:
@@ -228,11 +231,7 @@ def do_cancel_teardown(request_pk, *, actor) -> TeardownRequest:
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
         settled = request.status in (TeardownStatus.APPROVED, TeardownStatus.FAILED)
-        approver = (
-            settled
-            and actor.has_perm("projects.approve_cost")
-            and Instance.objects.visible_to(actor).filter(pk=request.instance_id).exists()  # of this project
-        )
+        approver = settled and actor.has_perm("projects.approve_cost", request.instance.project)
         if request.requester_id != actor.pk and not approver:
             raise PermissionDenied("Only the requester may cancel a request; an approver rejects it.")
         _move(request, TeardownStatus.CANCELLED)
@@ -479,8 +478,9 @@ def do_flag_stuck_executions() -> list[int]:
 
 def do_resolve_attention(request_pk, happened: bool, comment: str = "", *, actor) -> TeardownRequest:
     """An approver settles an interrupted execution: it happened (done), or retry with the same key."""
-    if not actor.has_perm("projects.approve_cost"):
-        raise PermissionDenied("Only an approver may settle an interrupted execution.")
+    project = Project.objects.get(instances__teardown_requests=request_pk)
+    if not actor.has_perm("projects.approve_cost", project):
+        raise PermissionDenied("Only an approver of the box's project may settle an interrupted execution.")
     if happened:
         answer = {"settled_by": actor.get_username(), "comment": comment}
         return do_finish_execution(request_pk, answer, actor=actor, expect=TeardownStatus.NEEDS_ATTENTION)

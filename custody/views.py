@@ -15,6 +15,8 @@ from custody.levels import consequence_of
 from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownStatus
 from custody.queue import waiting
 from profiles.models import Instance
+from projects.models import Project, Role
+from projects.roles import require
 from remotegpu_site.flash import perform
 from runs.models import Run, SpendRequest, SpendStatus
 
@@ -31,6 +33,13 @@ def custody_json(request, pk):
 # ------------------------------------------------------------------ DELIVER
 
 
+def _operated(request, pk):
+    """The box, if the person sees it (404 otherwise) and operates in its project (403 otherwise)."""
+    instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
+    require(request.user, "projects.operate", instance.project)
+    return instance
+
+
 def _back_to_instance(pk):
     return redirect("instance-detail", pk=pk)
 
@@ -39,7 +48,7 @@ def _back_to_instance(pk):
 @permission_required("projects.operate", raise_exception=True)
 def teardown_create(request, pk):
     """One of the three buttons: kind comes from the button, never implied by another."""
-    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    instance = _operated(request, pk)
     form = TeardownRequestForm(request.POST, instance=instance)
     if not form.is_valid():
         messages.error(request, " ".join(f"{', '.join(errors)}" for errors in form.errors.values()))
@@ -87,7 +96,9 @@ def approval_queue(request):
     context = {
         "pending": pending,
         "decided": decided,
-        "can_approve": request.user.has_perm("projects.approve_cost"),
+        # Which of these projects this person decides for (one query): an approver of another project
+        # sees a request of this one, as a member, but never a button to decide it.
+        "approver_of": set(Project.objects.where_role(request.user, Role.APPROVER).values_list("pk", flat=True)),
         "spends_pending": spends.filter(status=SpendStatus.PENDING),
         "spends_decided": spends.exclude(status=SpendStatus.PENDING)[:10],
     }
@@ -97,16 +108,16 @@ def approval_queue(request):
 def teardown_detail(request, pk):
     requests = visible_requests(request.user).select_related("instance__project", "requester", "run")
     req = get_object_or_404(requests, pk=pk)
-    profile = req.instance.profile
+    profile, project = req.instance.profile, req.instance.project
     context = {
         "req": req,
         "consequence": consequence_of(req.kind, req.instance, req.resource),
         "waiting": waiting([req])[0] if req.status == TeardownStatus.PENDING else None,
         "profile": profile,
-        "may_decide": request.user.has_perm("projects.approve_cost") and request.user.pk != req.requester_id,
+        "may_decide": request.user.has_perm("projects.approve_cost", project) and request.user.pk != req.requester_id,
         "is_requester": request.user.pk == req.requester_id,
-        "can_settle": request.user.has_perm("projects.approve_cost"),
-        "can_operate": request.user.has_perm("projects.operate"),
+        "can_settle": request.user.has_perm("projects.approve_cost", project),
+        "can_operate": request.user.has_perm("projects.operate", project),
         "audit": req.auditentry_set.select_related("actor").order_by("at", "id"),
     }
     return render(request, "custody/teardown_detail.html", context)
@@ -131,13 +142,13 @@ def teardown_decide(request, pk):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def teardown_attest(request, pk):
-    return _on_request(request, pk, teardown.do_attest_teardown, "Attested; verifying offline.")
+    return _on_request(request, pk, teardown.do_attest_teardown, "Attested; verifying offline.", "projects.operate")
 
 
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def teardown_retry(request, pk):
-    return _on_request(request, pk, teardown.do_retry_execution, "Execution queued again.")
+    return _on_request(request, pk, teardown.do_retry_execution, "Execution queued again.", "projects.operate")
 
 
 @require_POST
@@ -156,9 +167,12 @@ def teardown_settle(request, pk):
     return redirect("teardown-detail", pk=pk)
 
 
-def _on_request(request, pk, action, success):
-    """An operator's action on a request the user can see; a refusal becomes a message."""
-    get_object_or_404(visible_requests(request.user), pk=pk)
+def _on_request(request, pk, action, success, perm=None):
+    """An action on a request the user can see (404 otherwise), by a holder of perm in its box's
+    project (403 otherwise); a refusal becomes a message."""
+    req = get_object_or_404(visible_requests(request.user).select_related("instance__project"), pk=pk)
+    if perm:
+        require(request.user, perm, req.instance.project)
     perform(request, lambda: action(pk, actor=request.user), success)
     return redirect("teardown-detail", pk=pk)
 
@@ -166,7 +180,7 @@ def _on_request(request, pk, action, success):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def instance_hold(request, pk):
-    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    instance = _operated(request, pk)
     reason = request.POST.get("reason", "")[:2000]
     perform(
         request, lambda: teardown.do_place_hold(instance.pk, reason, actor=request.user), "“Never release” hold placed."
@@ -178,7 +192,7 @@ def instance_hold(request, pk):
 @permission_required("projects.operate", raise_exception=True)
 def instance_cache_cleanup(request, pk):
     """The fourth, separate action: only allow-listed, regenerable caches (L1)."""
-    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    instance = _operated(request, pk)
     queued = "Cache cleanup queued (allow-listed caches only)."
     perform(request, lambda: do_request_cache_cleanup(instance.pk, actor=request.user), queued)
     return _back_to_instance(pk)

@@ -23,8 +23,8 @@ def _project(request, slug):
     return get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
 
 
-def _can_configure(user) -> bool:
-    return user.has_perm("projects.change_project")
+def _can_configure(user, project) -> bool:
+    return user.has_perm("projects.change_project", project)
 
 
 @login_required
@@ -37,7 +37,7 @@ def notification_settings(request, slug):
         "variables": NotifyVariable.objects.granted_to(project),
         "mine": events_of(project, request.user),
         "outbox": project.notifications.all()[:20],
-        "can_configure": _can_configure(request.user),
+        "can_configure": _can_configure(request.user, project),
         "has_email": bool(request.user.email),
     }
     return render(request, "notifications/settings.html", context)
@@ -60,8 +60,8 @@ def set_preference(request, slug):
 @require_POST
 def add_channel(request, slug):
     project = _project(request, slug)
-    if not _can_configure(request.user):
-        messages.error(request, "Only operators and admins configure a project's channels.")
+    if not _can_configure(request.user, project):
+        messages.error(request, "Only the project's operators and admins configure its channels.")
         return redirect("notification-settings", slug=project.slug)
     post = request.POST
     try:
@@ -85,11 +85,11 @@ def add_channel(request, slug):
 def remove_channel(request, slug, pk):
     project = _project(request, slug)
     channel = get_object_or_404(Channel, pk=pk, project=project)
-    if _can_configure(request.user):
+    if _can_configure(request.user, project):
         do_remove_channel(channel.pk, actor=request.user)
         messages.success(request, f"Channel “{channel.name}” removed.")
     else:
-        messages.error(request, "Only operators and admins configure a project's channels.")
+        messages.error(request, "Only the project's operators and admins configure its channels.")
     return redirect("notification-settings", slug=project.slug)
 
 

@@ -21,6 +21,7 @@ from profiles.models import (
 )
 from profiles.resources import kinds_for
 from projects.grants import grant_changes
+from projects.roles import require
 
 
 class IllegalTransition(ValidationError):
@@ -68,6 +69,7 @@ def _saved_alone(instance: Instance) -> None:
 
 def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Instance:
     """Save a validated, unsaved instance; the first box of a platform in a project needs acknowledgement."""
+    require(actor, "projects.operate", instance.project)
     with transaction.atomic(durable=True):
         if needs_acknowledgement(instance.project, instance.profile_key):
             if not acknowledged:
@@ -291,6 +293,7 @@ def do_edit_instance(instance_id: int, changes: dict, *, actor) -> list[str]:
     """Apply an operator's edit (validated by InstanceEditForm); the fields that changed, audited."""
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
+        require(actor, "projects.operate", instance.project)
         changed = [field for field, value in changes.items() if getattr(instance, field) != value]
         if not changed:
             return []

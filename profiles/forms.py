@@ -12,7 +12,7 @@ from profiles.credentials import reference_problem
 from profiles.hosts import valid_host
 from profiles.models import Credential, CredentialKind, Instance, InstanceState
 from profiles.naming import name_problem, purpose_guess, suggest_name
-from projects.models import Project
+from projects.models import Project, Role
 
 USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
@@ -63,7 +63,7 @@ class InstanceForm(forms.ModelForm):
                 for key, name in catalog.choices()
                 if settings.LOCAL_NODE or not catalog.get_profile(key).is_local
             ]
-            self.fields["project"].queryset = Project.objects.visible_to(user)
+            self.fields["project"].queryset = Project.objects.where_role(user, Role.OPERATOR)
         # Names only: where a credential lives on the workers is for administrators.
         usable = Credential.objects.usable_by(user) if user else Credential.objects.none()
         self.fields["credential"].queryset = usable.of_kind(CredentialKind.SSH_KEY)

@@ -40,12 +40,13 @@ class CredentialQuerySet(models.QuerySet):
         return self.filter(kind=kind)
 
     def usable_by(self, user):
-        """Credentials granted to at least one project the user can see (admins: all)."""
-        from projects.models import Project
+        """Credentials granted to at least one project the user operates in (admins: all): an
+        operator registers boxes with them; a member without the role names none."""
+        from projects.models import Project, Role
 
         if user.is_superuser:
             return self
-        return self.filter(projects__in=Project.objects.visible_to(user)).distinct()
+        return self.filter(projects__in=Project.objects.where_role(user, Role.OPERATOR)).distinct()
 
 
 class Credential(models.Model):

@@ -25,6 +25,7 @@ from profiles.forms import CredentialForm, InstanceEditForm, InstanceForm, State
 from profiles.models import Credential, Instance, InstanceProbe
 from profiles.resources import kinds_for
 from projects.models import Project
+from projects.roles import require
 from remotegpu_site.flash import perform
 from runs.models import LIVE_STATES
 
@@ -47,7 +48,11 @@ def instance_list(request):
     if request.GET.get("project"):
         project = get_object_or_404(Project.objects.visible_to(request.user), slug=request.GET["project"])
         instances = instances.filter(project=project)
-    context = {"instances": instances, "project": project, "can_create": request.user.has_perm("projects.operate")}
+    context = {
+        "instances": instances,
+        "project": project,
+        "can_create": request.user.has_perm("projects.operate", project),
+    }
     return render(request, "profiles/instance_list.html", context)
 
 
@@ -85,7 +90,7 @@ def instance_detail(request, pk):
         "probes": probes,
         "latest_audit": latest_audit,
         "state_form": StateForm(initial={"state": instance.state}),
-        "can_operate": request.user.has_perm("projects.operate"),
+        "can_operate": request.user.has_perm("projects.operate", instance.project),
         "teardown": teardown_panel(instance),
         "clocks": [
             *danger_clocks(instance, has_live_run),
@@ -122,7 +127,7 @@ def _resources_of(instance) -> list[tuple]:
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def instance_add_resource(request, pk):
-    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    instance = operated_instance(request, pk)
     post = request.POST
     try:
         rate = Decimal(post.get("rate", "").strip() or "0")
@@ -143,6 +148,13 @@ def instance_add_resource(request, pk):
         ),
         "Resource registered: it counts in spend until it is deleted.",
     )
+
+
+def operated_instance(request, pk):
+    """The box, if the person sees it (else 404) and operates in its project (else 403)."""
+    instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
+    require(request.user, "projects.operate", instance.project)
+    return instance
 
 
 def _watch_of(instance):
@@ -171,7 +183,7 @@ def instance_probe(request, pk):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def instance_confirm_host_key(request, pk):
-    get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    operated_instance(request, pk)
     fingerprint = request.POST.get("fingerprint", "")
     return _act(request, pk, lambda: do_confirm_host_key(pk, fingerprint, actor=request.user), "Host key pinned.")
 
@@ -179,7 +191,7 @@ def instance_confirm_host_key(request, pk):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def instance_set_state(request, pk):
-    get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    operated_instance(request, pk)
     form = StateForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose a valid state.")
@@ -215,7 +227,7 @@ def credential_edit(request, pk=None):
 
 @permission_required("projects.operate", raise_exception=True)
 def instance_edit(request, pk):
-    instance = get_object_or_404(Instance.objects.visible_to(request.user), pk=pk)
+    instance = operated_instance(request, pk)
     if instance.state == "released":
         messages.error(request, "A released box is gone: register a new instance instead.")
         return redirect(instance)

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.dispatch import Signal
 
-from projects.models import MembershipEvent, Project
+from projects.models import Membership, MembershipEvent, Project, Role, RoleEvent
 
 # Sent in the transaction that took a person's access away (user_id): the live pages above listen and
 # close that person's open sockets once it commits, instead of at their next periodic re-check.
@@ -19,14 +19,18 @@ def _member_named(username: str):
     return user
 
 
-def do_add_member(project_id: int, username: str, *, actor) -> MembershipEvent | None:
-    """Share a project with a teammate; None when they already were a member (nothing changes)."""
+def do_add_member(project_id: int, username: str, *, actor, as_operator: bool = False) -> MembershipEvent | None:
+    """Share a project with a teammate, with no role in it (an admin grants roles on the Team page);
+    None when they already were a member (nothing changes). The creator of a project joins it as its
+    first operator (as_operator)."""
     with transaction.atomic(durable=True):
         project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
         user = _member_named(username)
         if project.members.filter(pk=user.pk).exists():
             return None
-        project.members.add(user)
+        Membership.objects.create(project=project, user=user, operator=as_operator)
+        if as_operator:
+            RoleEvent.objects.create(project=project, user=user, role=Role.OPERATOR, action="granted", actor=actor)
         return MembershipEvent.objects.create(project=project, user=user, action="added", actor=actor)
 
 

@@ -23,6 +23,14 @@ class ProjectQuerySet(models.QuerySet):
         rule = member_filter(user, "")
         return self if rule is None else self.filter(rule)
 
+    def where_role(self, user, role: str):
+        """The projects in which user holds role (an operator's instances, an approver's queue)."""
+        if not user.is_authenticated or not user.is_active:
+            return self.none()
+        if user.is_superuser:
+            return self
+        return self.filter(memberships__user=user, **{f"memberships__{role}": True})
+
 
 class Project(models.Model):
     name = models.CharField(max_length=80, unique=True)
@@ -56,7 +64,7 @@ class Project(models.Model):
         help_text="Any run expected to cost more than this (USD) needs an approver; empty: none.",
     )
     members = models.ManyToManyField(
-        settings.AUTH_USER_MODEL, blank=True, related_name="projects", db_table="runs_project_members"
+        settings.AUTH_USER_MODEL, blank=True, related_name="projects", through="Membership"
     )
     # The start of the budget period whose forecast overrun was last notified: once per period.
     forecast_warned_for = models.DateTimeField(null=True, blank=True, editable=False)
@@ -76,6 +84,40 @@ class Project(models.Model):
 
     def get_absolute_url(self):
         return reverse("project-detail", args=[self.slug])
+
+
+class Role(models.TextChoices):
+    """What a member may do in one project (issue 30 §4); an admin may do everything everywhere."""
+
+    OPERATOR = "operator", "operator"  # creates instances, launches, stops and requests teardowns
+    APPROVER = "approver", "approver"  # approves cost actions and spend; never their own request
+
+
+class MembershipQuerySet(models.QuerySet):
+    def holding(self, role: str):
+        return self.filter(**{role: True})
+
+
+class Membership(models.Model):
+    """A person's access to a project, and the roles they hold in it. The table is the one the plain
+    many-to-many made (issue 16): membership rows predate the roles they now carry."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    operator = models.BooleanField(default=False, db_default=False)
+    approver = models.BooleanField(default=False, db_default=False)
+
+    objects = MembershipQuerySet.as_manager()
+
+    class Meta:
+        db_table = "runs_project_members"
+        unique_together = [("project", "user")]
+
+    def __str__(self):
+        return f"{self.user_id} in {self.project_id}"
+
+    def roles(self) -> set[str]:
+        return {role for role in Role.values if getattr(self, role)}
 
 
 class MembershipEvent(models.Model):
@@ -105,8 +147,10 @@ class MembershipEvent(models.Model):
 
 
 class RoleEvent(models.Model):
-    """Append-only: who granted or revoked which role (operator, approver, admin) to whom."""
+    """Append-only: who granted or revoked which role to whom: operator or approver on a project, or
+    admin (project empty: admins are global)."""
 
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="role_events")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     role = models.CharField(max_length=10)
     action = models.CharField(max_length=8, choices=[("granted", "granted"), ("revoked", "revoked")])
@@ -117,7 +161,8 @@ class RoleEvent(models.Model):
         ordering = ["-at", "-id"]
 
     def __str__(self):
-        return f"{self.user_id} {self.action} {self.role}"
+        where = f" on {self.project_id}" if self.project_id else ""
+        return f"{self.user_id} {self.action} {self.role}{where}"
 
 
 class EnvelopeEvent(models.Model):

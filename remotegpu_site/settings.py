@@ -308,6 +308,9 @@ CELERY_BEAT_SCHEDULE["record-health"] = {
     "options": {"expires": HEALTH_INTERVAL},
 }
 
+# Roles are per project (projects.roles): has_perm(perm, project) asks the membership.
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "projects.roles.ProjectRoleBackend"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -312,8 +312,6 @@ def _ask_again_when_overrunning(run: Run, now) -> None:
 def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> SpendRequest:
     """An approver (never the requester) lets the attempt spend, or refuses; approval continues it.
     An approval is of the terms the request was asked on: if the run has other terms now, it is cancelled."""
-    if not actor.has_perm("projects.approve_cost"):
-        raise PermissionDenied("Only an approver decides spending.")
     with transaction.atomic(durable=True):
         request = (
             SpendRequest.objects.select_for_update(of=("self",))
@@ -321,8 +319,8 @@ def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> S
             .get(pk=request_pk)
         )
         run = request.run
-        if not Run.objects.visible_to(actor).filter(pk=run.pk).exists():
-            raise PermissionDenied("Not a member of this run's project.")
+        if not actor.has_perm("projects.approve_cost", run.project):
+            raise PermissionDenied(f"Only an approver of project {run.project.name} decides its spending.")
         if request.requester_id == actor.pk:
             raise PermissionDenied("The requester of a spend never approves it: ask another approver.")
         if request.status != SpendStatus.PENDING:
@@ -490,14 +488,12 @@ def do_mark_launch_failed(run_pk: int, attempt: int, error: str) -> Run:
 def do_waive_gpu_holders(run_pk: int, comment: str, *, actor) -> Run:
     """An approver lets the next preflight start beside processes outside RemoteGPU on the run's GPUs
     (a colleague's notebook that will not grow); audited. No CUDA or a missing GPU is never waived."""
-    if not actor.has_perm("projects.approve_cost"):
-        raise PermissionDenied("Only an approver overrides a GPU held by another process.")
     if not comment.strip():
         raise ValidationError("Say why: the override is part of the run's history.")
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
-        if not Run.objects.visible_to(actor).filter(pk=run.pk).exists():
-            raise PermissionDenied("Not a member of this run's project.")
+        if not actor.has_perm("projects.approve_cost", run.project):
+            raise PermissionDenied("Only an approver of the run's project overrides a GPU held by another process.")
         if run.state not in (RunState.DRAFT, RunState.FAILED_PREFLIGHT):
             raise ValidationError("An override is for the next preflight of a draft or a failed preflight.")
         run.gpu_holders_waived_by = actor

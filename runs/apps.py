@@ -8,15 +8,12 @@ class RunsConfig(AppConfig):
 
     def ready(self):
         from projects.membership import access_reduced as access_reduced_signal
-        from runs.roles import ensure_role_groups
         from runs.search import ensure_sqlite_index
 
         # A removal closes the person's open sockets when it commits (issue 28: not up to
         # LIVE_REAUTH_SECONDS later).
         access_reduced_signal.connect(_close_sockets, dispatch_uid="runs-close-sockets")
 
-        # Permissions exist only after post_migrate; the groups are (re)built from them there.
-        post_migrate.connect(ensure_role_groups, sender=self)
         # SQLite drops a table's triggers when a migration rebuilds it: the search index is checked after.
         post_migrate.connect(ensure_sqlite_index, sender=self)
 

@@ -1,5 +1,8 @@
 """A project's cost envelope after creation (issue 30 §3): operators and approvers of the project set or
-change it, each change audited; a forecast above the budget is told once per period. No HTTP here."""
+change it, each change audited; a forecast above the budget is told once per period. No HTTP here.
+
+An operator may only tighten it (lower a limit, set one where there was none): a wider envelope lets
+runs start without an approver, so widening it is an approver's decision (issue 30 §4)."""
 
 from decimal import Decimal
 
@@ -16,20 +19,35 @@ FIELDS = ("budget", "budget_period", "run_cost_threshold")
 PERIODS = {"month", "week"}
 
 
-def may_change_envelope(user) -> bool:
-    return user.has_perm("projects.operate") or user.has_perm("projects.approve_cost")
+def may_change_envelope(user, project) -> bool:
+    return user.has_perm("projects.operate", project) or user.has_perm("projects.approve_cost", project)
+
+
+def widens(project, values: dict) -> list[str]:
+    """The fields whose new value would let more spend through without an approver."""
+    wider = ["budget_period"] if values["budget_period"] != project.budget_period else []
+    for field in ("budget", "run_cost_threshold"):
+        before, after = getattr(project, field), values[field]
+        if before is not None and (after is None or after > before):
+            wider.append(field)
+    return wider
 
 
 def do_set_envelope(project_id: int, values: dict, *, actor) -> list[str]:
     """The envelope becomes values (budget, budget_period, run_cost_threshold; None: no limit); returns
     what changed. Refused to anyone who is neither an operator nor an approver of the project."""
-    if not may_change_envelope(actor):
-        raise PermissionDenied("Only an operator or an approver of the project changes its cost envelope.")
     _check(values)
     with transaction.atomic(durable=True):
         project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
-        if not Project.objects.visible_to(actor).filter(pk=project.pk).exists():
-            raise PermissionDenied("Not a member of this project.")
+        if not may_change_envelope(actor, project):
+            raise PermissionDenied("Only an operator or an approver of the project changes its cost envelope.")
+        wider = widens(project, values)
+        if wider and not actor.has_perm("projects.approve_cost", project):
+            names = ", ".join(field.replace("_", " ") for field in wider)
+            raise PermissionDenied(
+                f"Widening the envelope ({names}) lets runs start without an approver: an approver of the"
+                " project makes that change. An operator may lower a limit or set one."
+            )
         changed = []
         for field in FIELDS:
             before, after = getattr(project, field), values[field]

@@ -5,7 +5,7 @@ from django import forms
 
 from notifications import webhooks
 from profiles import catalog
-from projects.models import Project
+from projects.models import Project, Role
 from runs import sources, sweeps, validation
 from runs.models import Run, SourceKind
 
@@ -119,8 +119,10 @@ class RunForm(forms.ModelForm):
         from profiles.models import Instance
 
         self.user = user
-        self.fields["project"].queryset = Project.objects.visible_to(user)
-        boxes = Instance.objects.visible_to(user).billing()
+        # Only where the person is an operator: a member without the role sees runs but makes none.
+        operated = Project.objects.where_role(user, Role.OPERATOR)
+        self.fields["project"].queryset = operated
+        boxes = Instance.objects.filter(project__in=operated).billing()
         if not (user and user.is_superuser):  # the control host is an administrator's box to run on
             boxes = boxes.exclude(profile_key__in=catalog.local_keys())
         self.fields["instance"].queryset = boxes
@@ -229,8 +231,9 @@ class SweepForm(forms.Form):
         super().__init__(*args, **kwargs)
         from profiles.models import Instance
 
-        self.fields["base_run"].queryset = Run.objects.visible_to(user).filter(source_kind=SourceKind.LOCAL_DIR)
-        self.fields["instances"].queryset = Instance.objects.visible_to(user).billing()
+        operated = Project.objects.where_role(user, Role.OPERATOR)
+        self.fields["base_run"].queryset = Run.objects.filter(project__in=operated, source_kind=SourceKind.LOCAL_DIR)
+        self.fields["instances"].queryset = Instance.objects.filter(project__in=operated).billing()
 
     def clean(self):
         data = super().clean()

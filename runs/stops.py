@@ -21,12 +21,10 @@ def do_stop_run(run_pk: int, *, actor) -> Run:
     """Ask the box to stop the run's current attempt; refused, with the state, where nothing runs."""
     from runs.tasks import deliver_stop
 
-    if not actor.has_perm("projects.operate"):
-        raise PermissionDenied("Only an operator stops a run.")
     with transaction.atomic(durable=True):
         run = _locked(run_pk)
-        if not Run.objects.visible_to(actor).filter(pk=run.pk).exists():
-            raise PermissionDenied("Not a member of this run's project.")
+        if not actor.has_perm("projects.operate", run.project):
+            raise PermissionDenied("Only an operator of the run's project stops it.")
         if run.state != RunState.RUNNING:
             raise IllegalTransition(f"Only a running run can be stopped; this one is {run.get_state_display()}.")
         if run.stop_asked_at is not None:

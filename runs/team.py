@@ -1,18 +1,19 @@
 """Team administration in the app (issue 18 §5): an admin creates users with their e-mail, gives
-them roles (operator, approver, admin) and shares projects, each change audited. No HTTP here."""
+them roles (operator and approver per project, admin everywhere) and shares projects, each change
+audited. No HTTP here."""
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils.crypto import get_random_string
 
 from accounts.actions import do_issue_one_time_password
-from projects.models import MembershipEvent, Project, RoleEvent
-from runs.roles import APPROVERS, OPERATORS
+from projects.membership import access_reduced
+from projects.models import Membership, MembershipEvent, Project, Role, RoleEvent
+from projects.roles import forget
 
-ROLES = {"operator": OPERATORS, "approver": APPROVERS}
+PROJECT_ROLES = set(Role.values)
 
 
 def _admin_only(actor) -> None:
@@ -20,14 +21,14 @@ def _admin_only(actor) -> None:
         raise PermissionDenied("Only an administrator manages the team.")
 
 
-def roles_of(user) -> set[str]:
-    names = {group.name for group in user.groups.all()}
-    found = {role for role, group in ROLES.items() if group in names}
-    return found | ({"admin"} if user.is_superuser else set())
+def memberships_of(user) -> list:
+    """The person's projects with the roles they hold in each (prefetched by the Team page)."""
+    return sorted(user.memberships.all(), key=lambda membership: membership.project.name)
 
 
 def do_create_user(username: str, email: str, roles: set[str], projects, *, actor) -> tuple[object, str]:
-    """A new member with a one-time password (shown once to the admin, never stored in clear)."""
+    """A new member with a one-time password (shown once to the admin, never stored in clear); the
+    operator and approver roles chosen hold in each project chosen, admin everywhere."""
     _admin_only(actor)
     username, email = username.strip(), email.strip()
     if not username or len(username) > 150:
@@ -38,52 +39,80 @@ def do_create_user(username: str, email: str, roles: set[str], projects, *, acto
         raise ValidationError(
             "An e-mail address: approvers are mailed requests, members their notifications."
         ) from None
+    _known(roles - {"admin"})
+    if roles - {"admin"} and not projects:
+        raise ValidationError("Operator and approver are roles in a project: choose the projects they hold them in.")
     password = get_random_string(20)
     try:
         with transaction.atomic(durable=True):
             user = get_user_model().objects.create_user(username=username, email=email, password=password)
             do_issue_one_time_password(user, actor=actor)  # replaced by the person at first sign-in
-            _set_roles(user, roles, actor)
+            _set_admin(user, "admin" in roles, actor)
             for project in projects:
-                project.members.add(user)
+                membership = Membership.objects.create(project=project, user=user)
                 MembershipEvent.objects.create(project=project, user=user, action="added", actor=actor)
+                _set_project_roles(membership, roles - {"admin"}, actor)
     except IntegrityError:
         raise ValidationError(f"There is already a user named “{username}”.") from None
     return user, password
 
 
-def do_set_roles(user_id: int, roles: set[str], *, actor) -> list[str]:
-    """The user's roles become exactly `roles`; an admin never removes their own admin role."""
+def do_set_roles(user_id: int, admin: bool, project_roles: dict[int, set[str]], *, actor) -> list[str]:
+    """The user's roles become exactly these: admin or not, and per project of theirs named in
+    project_roles the roles given (projects they are not a member of are refused: share first).
+    An admin never removes their own admin role."""
     _admin_only(actor)
+    for roles in project_roles.values():
+        _known(roles)
     with transaction.atomic(durable=True):
         user = get_user_model().objects.select_for_update().get(pk=user_id)
-        if user.pk == actor.pk and "admin" not in roles:
+        if user.pk == actor.pk and not admin:
             raise ValidationError("You cannot remove your own admin role: ask another admin.")
-        return _set_roles(user, roles, actor)
+        memberships = {m.project_id: m for m in Membership.objects.select_for_update().filter(user=user)}
+        strangers = set(project_roles) - set(memberships)
+        if strangers:
+            raise ValidationError(f"{user.username} is not a member of every project named: add them to it first.")
+        changes = _set_admin(user, admin, actor)
+        for project_id, roles in project_roles.items():
+            changes += _set_project_roles(memberships[project_id], roles, actor)
+        if any(change.startswith("-") for change in changes):
+            access_reduced.send(sender=Project, user_id=user.pk)  # open pages re-check what they may show
+    forget(user)
+    return changes
 
 
-def _set_roles(user, roles: set[str], actor) -> list[str]:
-    unknown = roles - set(ROLES) - {"admin"}
+def _known(roles: set[str]) -> None:
+    unknown = roles - PROJECT_ROLES
     if unknown:
         raise ValidationError(f"Unknown role(s): {', '.join(sorted(unknown))}.")
-    before, changes = roles_of(user), []
-    for role, group_name in ROLES.items():
-        group = Group.objects.get(name=group_name)
-        if role in roles and role not in before:
-            user.groups.add(group)
-            changes.append(f"+{role}")
-        elif role not in roles and role in before:
-            user.groups.remove(group)
-            changes.append(f"-{role}")
-    admin = "admin" in roles
-    if admin != user.is_superuser:
-        user.is_superuser = user.is_staff = admin
-        user.save(update_fields=["is_superuser", "is_staff"])
-        changes.append("+admin" if admin else "-admin")
-    for change in changes:
+
+
+def _set_admin(user, admin: bool, actor) -> list[str]:
+    if admin == user.is_superuser:
+        return []
+    user.is_superuser = user.is_staff = admin
+    user.save(update_fields=["is_superuser", "is_staff"])
+    RoleEvent.objects.create(user=user, role="admin", action="granted" if admin else "revoked", actor=actor)
+    return ["+admin" if admin else "-admin"]
+
+
+def _set_project_roles(membership, roles: set[str], actor) -> list[str]:
+    changes = []
+    for role in Role.values:
+        wanted = role in roles
+        if getattr(membership, role) == wanted:
+            continue
+        setattr(membership, role, wanted)
+        changes.append(f"{'+' if wanted else '-'}{role}@{membership.project_id}")
         RoleEvent.objects.create(
-            user=user, role=change[1:], action="granted" if change[0] == "+" else "revoked", actor=actor
+            user_id=membership.user_id,
+            project_id=membership.project_id,
+            role=role,
+            action="granted" if wanted else "revoked",
+            actor=actor,
         )
+    if changes:
+        membership.save(update_fields=Role.values)
     return changes
 
 

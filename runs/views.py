@@ -16,6 +16,7 @@ from profiles.layout import layout_for
 from profiles.models import Instance
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project, RoleEvent
+from projects.roles import require
 from remotegpu_site.flash import perform
 from remotegpu_site.health import system_health
 from runs import compare, history
@@ -70,13 +71,14 @@ def project_detail(request, slug):
     context = {
         "project": project,
         "envelope": envelope_of(project) if project.budget is not None else None,
-        "envelope_form": EnvelopeForm(instance=project) if may_change_envelope(request.user) else None,
+        "envelope_form": EnvelopeForm(instance=project) if may_change_envelope(request.user, project) else None,
         "envelope_events": project.envelope_events.select_related("actor")[:10],
         "live_runs": live,
         "recent_runs": [r for r in runs if r not in live][:20],
-        "members": project.members.order_by("username"),
+        "memberships": project.memberships.select_related("user").order_by("user__username"),
         "membership_events": project.membership_events.select_related("user", "actor")[:10],
-        "can_share": request.user.has_perm("projects.change_project"),
+        "can_share": request.user.has_perm("projects.change_project", project),
+        "may_widen": request.user.has_perm("projects.approve_cost", project),
     }
     return render(request, "runs/project_detail.html", context)
 
@@ -85,7 +87,7 @@ def project_detail(request, slug):
 def project_envelope(request, slug):
     """Set or change the project's cost envelope (operators and approvers of it; audited)."""
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
-    if not may_change_envelope(request.user):
+    if not may_change_envelope(request.user, project):
         raise PermissionDenied("Only an operator or an approver of the project changes its cost envelope.")
     form = EnvelopeForm(request.POST, instance=Project.objects.get(pk=project.pk))
     if not form.is_valid():
@@ -118,6 +120,7 @@ def project_remove_member(request, slug):
 
 def _change_membership(request, slug, action, success: str):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+    require(request.user, "projects.change_project", project)
     username = request.POST.get("username", "").strip()[:150]
     message = success.format(user=username, project=project.name)
     perform(request, lambda: action(project.pk, username, actor=request.user), message)
@@ -132,7 +135,8 @@ class ProjectCreateView(PermissionRequiredMixin, CreateView):
 
     def form_valid(self, form):
         response = super().form_valid(form)
-        do_add_member(self.object.pk, self.request.user.get_username(), actor=self.request.user)  # the first member
+        # The creator is its first member and operator; approvers are an admin's to grant.
+        do_add_member(self.object.pk, self.request.user.get_username(), actor=self.request.user, as_operator=True)
         messages.success(self.request, f"Project “{self.object.name}” created.")
         return response
 
@@ -192,7 +196,8 @@ def run_create(request):
 
 @permission_required("projects.operate", raise_exception=True)
 def run_edit(request, run_id):
-    run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project"), run_id=run_id)
+    require(request.user, "projects.operate", run.project)
     form = RunForm.for_edit(run, request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
@@ -212,7 +217,8 @@ def run_detail(request, run_id):
         # The newest 200 events: a long run's timeline must not make its page slow (live.json pages likewise).
         "events": list(run.events.select_related("actor").order_by("-at", "-id")[:200])[::-1],
         "layout": layout_for(run),
-        "can_operate": request.user.has_perm("projects.operate"),
+        "can_operate": request.user.has_perm("projects.operate", run.project),
+        "may_waive": request.user.has_perm("projects.approve_cost", run.project),
         "retryable": run.state in RETRYABLE_STATES,
         "is_live": run.state in LIVE_STATES,
         "closable": run.state in UNCLOSED_STATES and run.active_closed_at is None,
@@ -274,8 +280,9 @@ def run_live(request, run_id):
     )
 
 
-def _run_action(request, run_id, action, success):
-    run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
+def _run_action(request, run_id, action, success, perm="projects.operate"):
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project"), run_id=run_id)
+    require(request.user, perm, run.project)
     perform(request, lambda: action(run.pk, actor=request.user), success)
     return redirect("run-detail", run_id=run_id)
 
@@ -295,6 +302,7 @@ def run_waive_gpu(request, run_id):
         run_id,
         lambda pk, actor: do_waive_gpu_holders(pk, comment, actor=actor),
         "Override recorded: the next preflight starts beside the other process on the GPU.",
+        perm="projects.approve_cost",
     )
 
 
@@ -382,7 +390,9 @@ def sweep_grid(sweep) -> list[dict]:
 @permission_required("projects.approve_cost", raise_exception=True)
 def spend_decide(request, pk):
     """Approve or reject one spend request (an approver who is not its requester)."""
-    spend_request = get_object_or_404(SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)), pk=pk)
+    spends = SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)).select_related("run__project")
+    spend_request = get_object_or_404(spends, pk=pk)
+    require(request.user, "projects.approve_cost", spend_request.run.project)
     decision = request.POST.get("decision")
     if decision not in ("approve", "reject"):  # a malformed form must never count as a rejection
         messages.error(request, "Choose Approve spend or Reject.")
@@ -406,11 +416,11 @@ def _admin(request):
 def team(request, created=None):
     """Users, e-mail, roles and projects in one place (admins)."""
     _admin(request)
-    users = get_user_model().objects.order_by("username").prefetch_related("groups", "projects")
+    users = get_user_model().objects.order_by("username").prefetch_related("memberships__project")
     context = {
-        "people": [(user, team_actions.roles_of(user)) for user in users],
+        "people": [(user, team_actions.memberships_of(user)) for user in users],
         "projects": Project.objects.all(),
-        "role_events": RoleEvent.objects.select_related("user", "actor")[:15],
+        "role_events": RoleEvent.objects.select_related("user", "actor", "project")[:15],
         "created": created,
     }
     return render(request, "runs/team.html", context)
@@ -443,8 +453,12 @@ def team_set_roles(request, pk):
     post = request.POST
     user = get_object_or_404(get_user_model(), pk=pk)
 
+    # Each of the person's projects the form showed names its roles (none ticked: none held).
+    shown = [int(pk) for pk in post.getlist("projects") if pk.isascii() and pk.isdigit() and len(pk) < 18]
+    project_roles = {pk: set(post.getlist(f"roles-{pk}")) for pk in shown}
+
     def change():
-        team_actions.do_set_roles(user.pk, set(post.getlist("roles")), actor=request.user)
+        team_actions.do_set_roles(user.pk, post.get("admin") == "on", project_roles, actor=request.user)
         if post.get("email", "").strip() != user.email:
             team_actions.do_set_email(user.pk, post.get("email", "")[:254], actor=request.user)
 

@@ -11,10 +11,8 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group
 from django.db import connection
 
-from runs.roles import APPROVERS, OPERATORS
 from tests.provider_stub import API_KEY, KEY_ENV, ProviderStub
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,10 +60,9 @@ def _password_hash(name: str) -> str:
     return make_password(f"{name}-pass-1234")
 
 
-def _persona(django_user_model, name: str, *groups: str):
-    user = django_user_model.objects.create(username=name, email=f"{name}@example.org", password=_password_hash(name))
-    user.groups.set(Group.objects.filter(name__in=groups))
-    return user
+def _persona(django_user_model, name: str):
+    """A person with no role anywhere yet: tests.personas.join gives them their roles in a project."""
+    return django_user_model.objects.create(username=name, email=f"{name}@example.org", password=_password_hash(name))
 
 
 @pytest.fixture(autouse=True)
@@ -83,12 +80,12 @@ def fresh_channel_layer():
 
 @pytest.fixture
 def alice(django_user_model):
-    return _persona(django_user_model, "alice", OPERATORS, APPROVERS)
+    return _persona(django_user_model, "alice")
 
 
 @pytest.fixture
 def bob(django_user_model):
-    return _persona(django_user_model, "bob", OPERATORS)
+    return _persona(django_user_model, "bob")
 
 
 @pytest.fixture
@@ -103,12 +100,12 @@ def charlie(django_user_model):
 
 @pytest.fixture
 def dave(django_user_model):
-    return _persona(django_user_model, "dave", OPERATORS)
+    return _persona(django_user_model, "dave")
 
 
 @pytest.fixture
 def erin(django_user_model):
-    return _persona(django_user_model, "erin", OPERATORS, APPROVERS)
+    return _persona(django_user_model, "erin")
 
 
 # Fast watchers for tests: a 1 s tick, a 5 s lease, a 30 s life; a 3 s grace between a stop's SIGTERM and SIGKILL.

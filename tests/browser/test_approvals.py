@@ -8,16 +8,15 @@ from tests.browser.test_dashboard import sign_in
 from tests.conftest import ARTIFACTS, REPO, subprocess_env
 
 SEED = """
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.utils import timezone
 from profiles.models import Instance
-from projects.models import Project
+from projects.models import Membership, Project
 ops = User.objects.create_user("ops1", password="ops1-pass-1234")
-ops.groups.set([Group.objects.get(name="operators")])
 appr = User.objects.create_user("appr1", password="appr1-pass-1234")
-appr.groups.set([Group.objects.get(name="approvers")])
 project = Project.objects.create(name="Delivery", slug="delivery")
-project.members.add(ops, appr)
+Membership.objects.create(project=project, user=ops, operator=True)
+Membership.objects.create(project=project, user=appr, approver=True)
 Instance.objects.create(name=f"delivery-box-{timezone.localdate():%Y%m%d}", project=project,
     profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running",
     shutdown_command="sudo -n shutdown -h now")
@@ -75,3 +74,56 @@ def test_operator_requests_and_a_second_person_approves(page, stack):
         "#attest"
     )
     page.screenshot(path=str(ARTIFACTS / "approval.png"), full_page=True)
+
+
+TWO_PROJECTS = """
+from django.contrib.auth.models import User
+from django.utils import timezone
+from custody.teardown import do_request_teardown
+from profiles.models import Instance
+from projects.models import Membership, Project
+root = User.objects.create_superuser("root1", password="root1-pass-1234")
+judge = User.objects.create_user("judge1", password="judge1-pass-1234")
+for slug in ("ledger", "other"):
+    project = Project.objects.create(name=slug.title(), slug=slug)
+    asker = User.objects.create_user(f"ops-{slug}", password="x-pass-1234")
+    Membership.objects.create(project=project, user=asker, operator=True)
+    Membership.objects.create(project=project, user=judge)  # a member of both, with no role yet
+    box = Instance.objects.create(name=f"{slug}-box-{timezone.localdate():%Y%m%d}", project=project,
+        profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running",
+        shutdown_command="sudo -n shutdown -h now")
+    do_request_teardown(box.pk, "release", f"{slug} finished", actor=asker)
+"""
+
+
+def test_an_admin_grants_approver_on_one_project_and_it_holds_there_only(page, stack):
+    """Issue 30 §4 in the browser: the Team page grants approver on Ledger only; the approval queue
+    then offers Ledger's request to decide and shows Other's as someone else's decision."""
+    env = subprocess_env(REMOTEGPU_VAR_DIR=str(stack.var_dir), DATABASE_URL="")
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", TWO_PROJECTS], cwd=REPO, env=env, check=True, timeout=60
+    )
+    sign_in(page, stack, "root1-pass-1234", username="root1")
+    page.goto(stack.url + "/team/")
+    row = page.locator("#user-judge1")
+    row.locator("li[data-project='ledger'] input[value='approver']").check()
+    row.locator("button:has-text('Save')").click()
+    page.wait_for_selector("text=judge1 saved.")
+    granted = page.locator("#user-judge1 li[data-project='ledger'] input[value='approver']")
+    assert granted.is_checked()
+    assert not page.locator("#user-judge1 li[data-project='other'] input[value='approver']").is_checked()
+    assert "granted approver on Ledger to judge1" in " ".join(page.inner_text("main").split())
+
+    sign_out(page, stack)
+    sign_in(page, stack, "judge1-pass-1234", username="judge1")
+    page.goto(stack.url + "/approvals/")
+    ledger = page.locator("section.request:has-text('ledger finished')")
+    other = page.locator("section.request:has-text('other finished')")
+    assert ledger.locator("a:has-text('Review and decide')").count() == 1
+    assert "An approver of Other decides this." in other.inner_text()
+    assert other.locator("a:has-text('Review and decide')").count() == 0
+    other.locator("a:has-text('Open')").click()
+    assert page.locator("#approve").count() == 0
+    page.goto(stack.url + "/approvals/")
+    page.locator("section.request:has-text('ledger finished') a:has-text('Review and decide')").click()
+    assert page.locator("#approve").count() == 1

@@ -7,6 +7,7 @@ from custody.models import AuditEntry
 from custody.tasks import clean_caches
 from profiles.models import Instance
 from projects.models import Project
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def box(bob, carol):
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(bob, carol)
+    join(project, bob, carol)
     return Instance.objects.create(name="vision-box-20261130", project=project, profile_key="runpod")
 
 

@@ -16,6 +16,7 @@ from profiles.actions import do_change_instance_state
 from profiles.costs import clock_deadlines
 from profiles.models import Instance, InstanceEvent
 from projects.models import Project
+from tests.personas import join
 from tests.waiting import deliver_notifications, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +29,7 @@ def gpushare(alice, bob, carol, settings):
     settings.WEBHOOK_ALLOW_PRIVATE = settings.WEBHOOK_ALLOW_HTTP = True
     slug = f"clk{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
-    project.members.add(alice, bob, carol)
+    join(project, alice, bob, carol)
     box = Instance.objects.create(name=f"{slug}-box-20261130", project=project, profile_key="gpushare", state="running")
     return do_change_instance_state(box.pk, "stopped", "night", actor=bob)
 
@@ -105,7 +106,7 @@ def test_a_platform_timer_on_a_running_box_alarms_before_it_stops_the_box(alice,
     """Auto-shutdown timers, rental ends and notebook caps (issue 17 §5) are clocks of a running box."""
     slug = f"tmr{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
-    project.members.add(alice, bob)
+    join(project, alice, bob)
     box = Instance.objects.create(
         name=f"{slug}-box", project=project, profile_key="vastai", state="running",
         stops_at=timezone.now() + timedelta(hours=5),

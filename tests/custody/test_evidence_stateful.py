@@ -55,6 +55,7 @@ from profiles.resources import kinds_for
 from projects.models import Project
 from runs.models import Run
 from tests.custody import sealed
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOCATIONS = [EvidenceLocation.NODE, EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR]
@@ -80,6 +81,7 @@ class EvidenceMachine(RuleBasedStateMachine):
         self.profile = next(p for p in all_profiles() if p.key == profile)
         slug = f"h{uuid.uuid4().hex[:10]}"
         self.project = Project.objects.create(name=slug, slug=slug, shutdown_needs_approval=True)
+        join(self.project, STACK["alice"], STACK["bob"])  # roles are held per project
         durable = self.profile.durable_root
         self.disk = disk if durable else "none"
         STACK["disks"].add(self.disk)

@@ -10,6 +10,7 @@ from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, read_inventory
 from custody.tasks import execute_teardown
 from custody.teardown import do_approve_teardown, do_request_teardown, do_resolve_attention
 from profiles.models import Instance
+from tests.personas import join
 from tests.provider_stub import api_credential
 from tests.waiting import deliver_notifications
 
@@ -80,7 +81,7 @@ def test_a_release_that_answered_200_and_kept_billing_is_drift(alice, bob, erin,
     """Released means gone (issue 29 §4): a 200 whose pod the provider keeps reporting needs a person and
     the box stays in spend; a person who settles it as done anyway leaves drift that says so."""
     settings.TEARDOWN_OFFLINE_WAIT, settings.TEARDOWN_GONE_POLL_SECONDS = 1, 0.2
-    pod.project.members.add(erin)
+    join(pod.project, erin)
     provider_api.lies.add("pod-known")
     request = do_request_teardown(pod.pk, "release", "finished", actor=bob)
     do_approve_teardown(request.pk, "ok", actor=alice)
@@ -140,7 +141,7 @@ def test_under_a_shared_key_a_project_sees_only_its_own_boxes_and_unowned_resour
     from projects.models import Project
 
     other = Project.objects.create(name="Audio", slug=f"a{pod.project.slug}")
-    other.members.add(dave)
+    join(other, dave)
     api_credential(other)  # the same provider key, granted to both
     Instance.objects.filter(pk=pod.pk).update(state="stopped")  # here stopped; the provider says it runs
     provider_api.add("runpod", "pod-orphan")

@@ -21,6 +21,7 @@ from custody.teardown import (
     do_request_teardown,
 )
 from profiles.models import Instance
+from tests.personas import join
 from tests.provider_stub import KEY_ENV, api_credential
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +34,7 @@ def _in_process_only(no_worker):
 
 @pytest.fixture(autouse=True)
 def _members(project, dave):
-    project.members.add(dave)
+    join(project, dave)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from profiles.models import Instance
 from projects.models import Project
 from runs.actions import do_finish_smoke
 from runs.models import Run, RunState
+from tests.personas import join
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +28,7 @@ def team(alice, bob, carol, settings):
     settings.WEBHOOK_ALLOW_PRIVATE = settings.WEBHOOK_ALLOW_HTTP = True
     slug = f"ntf{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
-    project.members.add(alice, bob, carol)
+    join(project, alice, bob, carol)
     carol.email = ""
     carol.save()
     return project
@@ -203,7 +204,7 @@ def test_a_project_never_posts_through_another_projects_chat_variable(
     Chat variables are registered and granted per project: naming one not granted is refused when the
     channel is added, and a grant revoked later stops the next message."""
     other = Project.objects.create(name="Other", slug=f"o{team.slug}")
-    other.members.add(dave)
+    join(other, dave)
     with pytest.raises(ValidationError, match="not a notification variable granted to this project"):
         do_add_channel(other, "theirs", Channel.Kind.APPRISE, "REMOTEGPU_NOTIFY_CHAT", [], actor=dave)
     client.force_login(dave)

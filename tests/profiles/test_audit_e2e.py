@@ -12,6 +12,7 @@ from profiles.actions import do_confirm_host_key, do_request_probe
 from profiles.models import Instance, InstanceProbe
 from profiles.tasks import probe_running_instances
 from projects.models import Project
+from tests.personas import join
 from tests.sshd import free_port
 from tests.worker_env import NODE_ROOT
 
@@ -31,7 +32,7 @@ def wait_for_probe(instance, count, timeout=60) -> InstanceProbe:
 @pytest.fixture
 def ssh_instance(sshd, bob):
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(bob)
+    join(project, bob)
     return Instance.objects.create(
         name=f"vision-audit-{TODAY}", project=project, **sshd.instance_fields(project, pinned=False)
     )

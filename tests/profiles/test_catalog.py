@@ -11,6 +11,7 @@ import yaml
 from profiles.catalog import all_profiles, get_profile, load_catalog
 from profiles.schema import ProfileError
 from tests.conftest import REPO, subprocess_env
+from tests.personas import join
 
 PLATFORMS = REPO / "profiles" / "platforms"
 REQUIRED = {
@@ -179,7 +180,7 @@ def test_every_tier_a_consequence_destroys_is_named_on_the_panel(key, alice, cli
     from projects.models import Project
 
     project = Project.objects.create(name=f"p-{key}", slug=f"p-{key}")
-    project.members.add(alice)
+    join(project, alice)
     box = Instance.objects.create(name=f"p-{key}-box", project=project, profile_key=key, state="running")
     profile = get_profile(key)
     client.force_login(alice)

@@ -16,6 +16,7 @@ from profiles.models import Credential, CredentialEvent, CredentialKind, Instanc
 from profiles.probe import run_probe
 from profiles.transport import CredentialError
 from projects.models import Project
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -28,14 +29,14 @@ PASTED_KEY = (
 @pytest.fixture
 def vision(alice, bob):
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(alice, bob)
+    join(project, alice, bob)
     return project
 
 
 @pytest.fixture
 def audio(alice):
     project = Project.objects.create(name="Audio", slug="audio")
-    project.members.add(alice)
+    join(project, alice)
     return project
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from profiles.actions import IllegalTransition, do_change_instance_state
 from profiles.models import Credential, CredentialKind, Instance, InstanceEvent, PlatformAcknowledgement
 from projects.models import Project
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +20,7 @@ TODAY = timezone.localdate().strftime("%Y%m%d")
 @pytest.fixture
 def project(alice, bob, carol):
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(alice, bob, carol)
+    join(project, alice, bob, carol)
     return project
 
 

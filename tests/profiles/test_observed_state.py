@@ -12,6 +12,7 @@ from profiles.costs import accrued_cost
 from profiles.models import Instance, InstanceEvent, InstanceProbe
 from profiles.tasks import probe_instance, probe_running_instances
 from projects.models import Project
+from tests.personas import join
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def project(bob):
     project = Project.objects.create(name="Observed", slug=f"obs{uuid.uuid4().hex[:8]}")
-    project.members.add(bob)
+    join(project, bob)
     return project
 
 

@@ -14,6 +14,7 @@ from profiles.actions import do_create_instance, do_edit_instance, do_register_r
 from profiles.models import Credential, CredentialKind, Instance
 from projects.models import Project
 from runs.models import Run, RunState
+from tests.personas import join
 from tests.racing import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,8 +28,8 @@ def projects(alice, bob, dave):
     key = Credential.objects.create(name="runpod-ssh", kind=CredentialKind.SSH_KEY, reference="env:RUNPOD_SSH_KEY")
     vision = Project.objects.create(name="Vision", slug="vision")
     audio = Project.objects.create(name="Audio", slug="audio")
-    vision.members.add(alice, bob)
-    audio.members.add(dave)
+    join(vision, alice, bob)
+    join(audio, dave)
     key.projects.add(vision, audio)
     return vision, audio
 

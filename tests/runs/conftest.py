@@ -16,6 +16,7 @@ from profiles.models import Instance
 from projects.models import Project
 from runs.models import Run, RunState, SourceKind
 from tests.conftest import REPO
+from tests.personas import join
 from tests.worker_env import NODE_ROOT_PATH
 
 TINYFIT = REPO / "examples" / "tinyfit"
@@ -76,7 +77,7 @@ def stop_processes_under(root: Path) -> list[int]:
 @pytest.fixture
 def project(alice, bob, carol):
     project = Project.objects.create(name=f"T {uuid.uuid4().hex[:6]}", slug=f"t{uuid.uuid4().hex[:10]}")
-    project.members.add(alice, bob, carol)
+    join(project, alice, bob, carol)
     yield project
     root = Node(project).root
     if root.exists():

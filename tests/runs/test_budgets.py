@@ -16,6 +16,7 @@ from profiles.models import Instance
 from projects.models import EnvelopeEvent, Project
 from runs.budgets import do_set_envelope, do_warn_forecasts
 from runs.spend import envelope_of, period_bounds
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def burning(alice, bob, carol):
     """A $50 envelope and a box billing $5/h since the start of the month: the forecast far exceeds it."""
     slug = f"bud{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug, budget=Decimal("50.00"))
-    project.members.add(alice, bob, carol)
+    join(project, alice, bob, carol)
     box = Instance.objects.create(
         name=f"{slug}-box", project=project, profile_key="generic-ssh", state="running", rate_running=Decimal(5)
     )
@@ -40,7 +41,7 @@ def client_of(user) -> Client:
     return client
 
 
-def test_the_forecast_above_the_budget_warns_on_the_card_and_the_project_page(burning, bob):
+def test_the_forecast_above_the_budget_warns_on_the_card_and_the_project_page(burning, alice, bob):
     envelope = envelope_of(burning)
     assert envelope.forecast_now > Decimal(50) or timezone.now() > period_bounds("month", timezone.now())[
         1
@@ -53,34 +54,51 @@ def test_the_forecast_above_the_budget_warns_on_the_card_and_the_project_page(bu
     page = client.get(f"/projects/{burning.slug}/").content.decode()
     assert 'id="forecast-warning"' in page and f"${envelope.budget}" in page
 
-    # Raised above the forecast, the warning goes.
+    # Raised above the forecast (by an approver), the warning goes.
     do_set_envelope(
-        burning.pk, {"budget": Decimal("100000"), "budget_period": "month", "run_cost_threshold": None}, actor=bob
+        burning.pk, {"budget": Decimal("100000"), "budget_period": "month", "run_cost_threshold": None}, actor=alice
     )
     assert 'id="forecast-warning"' not in client.get(f"/projects/{burning.slug}/").content.decode()
 
 
 def test_operators_and_approvers_change_the_envelope_audited_and_nobody_else(burning, alice, bob, carol, dave):
-    bob_page = client_of(bob)
+    bob_page = client_of(bob)  # an operator: he may tighten the envelope
     response = bob_page.post(
-        f"/projects/{burning.slug}/envelope/", {"budget": "75.50", "budget_period": "week", "run_cost_threshold": "5"}
+        f"/projects/{burning.slug}/envelope/", {"budget": "40", "budget_period": "month", "run_cost_threshold": "5"}
     )
     assert response.status_code == 302
     burning.refresh_from_db()
-    assert (burning.budget, burning.budget_period, burning.run_cost_threshold) == (
-        Decimal("75.50"),
-        "week",
-        Decimal("5"),
+    assert (burning.budget, burning.budget_period, burning.run_cost_threshold) == (Decimal("40"), "month", Decimal("5"))
+    page = bob_page.get(f"/projects/{burning.slug}/").content.decode()
+    assert 'id="envelope-history"' in page and "changed budget from 50.00 to 40.00" in page
+    assert 'id="envelope-tighten-only"' in page
+
+    # Widening lets runs start without an approver: an operator is refused, the envelope unchanged.
+    for wider in (
+        {"budget": Decimal("75.50"), "budget_period": "month", "run_cost_threshold": Decimal("5")},
+        {"budget": Decimal("40"), "budget_period": "week", "run_cost_threshold": Decimal("5")},
+        {"budget": Decimal("40"), "budget_period": "month", "run_cost_threshold": None},
+    ):
+        with pytest.raises(PermissionDenied, match="approver of the project makes that change"):
+            do_set_envelope(burning.pk, wider, actor=bob)
+    refused = bob_page.post(f"/projects/{burning.slug}/envelope/", {"budget": "75.50", "budget_period": "month"})
+    assert refused.status_code == 403 and Project.objects.get(pk=burning.pk).budget == Decimal("40")
+
+    # An approver widens it.
+    do_set_envelope(
+        burning.pk,
+        {"budget": Decimal("75.50"), "budget_period": "week", "run_cost_threshold": Decimal("5")},
+        actor=alice,
     )
     history = list(EnvelopeEvent.objects.filter(project=burning).order_by("id").values_list("field", "before", "after"))
     assert history == [
-        ("budget", "50.00", "75.50"),
-        ("budget_period", "month", "week"),
+        ("budget", "50.00", "40.00"),
         ("run_cost_threshold", "none", "5"),
+        ("budget", "40.00", "75.50"),
+        ("budget_period", "month", "week"),
     ]
-    assert EnvelopeEvent.objects.filter(project=burning).first().actor == bob
-    page = bob_page.get(f"/projects/{burning.slug}/").content.decode()
-    assert 'id="envelope-history"' in page and "changed budget from 50.00 to 75.50" in page
+    assert [e.actor for e in EnvelopeEvent.objects.filter(project=burning).order_by("id")] == [bob, bob, alice, alice]
+    assert 'id="envelope-tighten-only"' not in client_of(alice).get(f"/projects/{burning.slug}/").content.decode()
 
     # An approver too; a budget cleared is "no budget".
     assert do_set_envelope(
@@ -112,7 +130,7 @@ def test_an_overrun_forecast_is_notified_once_per_period(burning, bob):
     assert "above its $50.00 budget" in sent.text and "raise the budget" in sent.text
     # A changed envelope is warned about afresh when it is still overrun.
     do_set_envelope(
-        burning.pk, {"budget": Decimal("60"), "budget_period": "month", "run_cost_threshold": None}, actor=bob
+        burning.pk, {"budget": Decimal("45"), "budget_period": "month", "run_cost_threshold": None}, actor=bob
     )
     assert do_warn_forecasts(now) == [burning.slug]
     assert Notification.objects.filter(project=burning, event=Event.BUDGET).count() == 2

@@ -12,6 +12,7 @@ from profiles.models import Instance
 from projects.models import Project
 from runs import history, rollups
 from runs.models import Run
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +23,9 @@ def seeded(alice, bob):
     projects = {}
     for slug in ("vision", "speech", "secret"):
         project = Project.objects.create(name=slug.title(), slug=slug)
-        project.members.add(alice)
+        join(project, alice)
         if slug != "secret":
-            project.members.add(bob)
+            join(project, bob)
         profile = "runpod" if slug == "speech" else "generic-ssh"
         box = Instance.objects.create(name=f"{slug}-box-20261129", project=project, profile_key=profile)
         projects[slug] = (project, box)

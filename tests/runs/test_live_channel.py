@@ -14,6 +14,7 @@ from django.test import Client
 from projects.models import Project
 from remotegpu_site.asgi import application
 from tests.conftest import REPO, subprocess_env
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://localhost")
@@ -27,7 +28,7 @@ def runs(db, alice):
     from runs.models import Run
 
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(alice)
+    join(project, alice)
     instance = Instance.objects.create(name="vision-desk-20261129", project=project, profile_key="local")
     for run_id in ("vision-r1", "vision-r2", "other-run"):
         Run.objects.create(
@@ -218,7 +219,7 @@ async def test_a_removal_from_another_project_leaves_the_members_sockets_open(al
 
     settings.LIVE_REAUTH_SECONDS = 3600
     other = await sync_to_async(lambda: Project.objects.create(name="Other", slug="other"))()
-    await sync_to_async(lambda: other.members.add(alice))()
+    await sync_to_async(lambda: join(other, alice))()
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]

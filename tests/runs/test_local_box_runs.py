@@ -15,6 +15,7 @@ from api.models import ApiToken
 from profiles.models import Instance
 from runs.actions import do_create_run, do_retry_run, do_start_preflight
 from runs.models import Run, RunState, SourceKind
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +65,7 @@ def test_the_run_form_neither_offers_nor_takes_a_local_box_from_an_operator(clie
 
 
 def test_the_admin_runs_on_the_local_box(client, admin_user, desk, source):
-    desk.project.members.add(admin_user)
+    join(desk.project, admin_user)
     client.force_login(admin_user)
     assert desk.name in client.get(reverse("run-create")).content.decode()
     response = client.post(reverse("run-create"), form(desk, source))

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from projects.models import Project
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +85,7 @@ def test_membership_changes_are_audited_actions(client, bob, alice, charlie):
 
 def test_a_member_without_the_role_cannot_change_membership(client, bob, carol):
     project = Project.objects.create(name="Vision", slug="vision")
-    project.members.add(bob, carol)
+    join(project, bob, carol)
     client.force_login(carol)
     assert client.post(reverse("project-remove-member", args=["vision"]), {"username": "bob"}).status_code == 403
     assert client.post(reverse("project-add-member", args=["vision"]), {"username": "carol"}).status_code == 403

@@ -1,4 +1,5 @@
-"""The role groups map to permissions; the first admin gets a generated password, printed once."""
+"""Roles per project (issue 30 §4): operator and approver are held in a project, admins hold every
+role everywhere; the first admin gets a generated password, printed once."""
 
 import io
 
@@ -7,28 +8,70 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 
-from runs.roles import APPROVERS, OPERATORS
+from projects.models import Membership, Project, Role
+from tests.personas import grant, join
 
 pytestmark = pytest.mark.django_db
 
 
-def test_operators_may_operate_but_not_approve(bob):
-    assert bob.has_perm("projects.operate")
-    assert bob.has_perm("projects.add_project")
-    assert not bob.has_perm("projects.approve_cost")
+@pytest.fixture
+def vision():
+    return Project.objects.create(name="Vision", slug="vision")
 
 
-def test_approvers_may_approve(alice):
-    assert alice.has_perm("projects.approve_cost")
+@pytest.fixture
+def audio():
+    return Project.objects.create(name="Audio", slug="audio")
 
 
-def test_user_without_group_has_no_role(charlie):
-    assert not charlie.has_perm("projects.operate")
-    assert not charlie.has_perm("projects.approve_cost")
+def test_a_role_holds_in_its_project_only(bob, vision, audio):
+    join(vision, bob)  # operator of vision
+    join(audio, bob)
+    Membership.objects.filter(project=audio, user=bob).update(operator=False)
+    bob = get_user_model().objects.get(pk=bob.pk)
+    assert bob.has_perm("projects.operate", vision) and not bob.has_perm("projects.operate", audio)
+    assert not bob.has_perm("projects.approve_cost", vision)
+    # Asked without a project: "in some project" (a page offers New run; the action decides).
+    assert bob.has_perm("projects.operate") and bob.has_perm("projects.add_project")
+    assert list(Project.objects.where_role(bob, Role.OPERATOR)) == [vision]
 
 
-def test_groups_exist_after_migrate():
-    assert set(Group.objects.values_list("name", flat=True)) >= {OPERATORS, APPROVERS}
+def test_an_approver_of_one_project_approves_nothing_elsewhere(alice, vision, audio):
+    join(vision, alice)
+    grant(alice, audio)  # a member of audio with no role in it
+    assert alice.has_perm("projects.approve_cost", vision)
+    assert not alice.has_perm("projects.approve_cost", audio)
+    assert list(Project.objects.where_role(alice, Role.APPROVER)) == [vision]
+
+
+def test_a_member_without_a_role_and_an_inactive_person_hold_nothing(charlie, bob, vision):
+    join(vision, charlie, bob)
+    assert not charlie.has_perm("projects.operate") and not charlie.has_perm("projects.operate", vision)
+    bob.is_active = False
+    bob.save()
+    bob = get_user_model().objects.get(pk=bob.pk)
+    assert not bob.has_perm("projects.operate", vision) and not Project.objects.where_role(bob, Role.OPERATOR)
+
+
+def test_an_admin_holds_every_role_in_every_project(admin_user, vision):
+    assert admin_user.has_perm("projects.approve_cost", vision) and admin_user.has_perm("projects.operate", vision)
+    assert list(Project.objects.where_role(admin_user, Role.APPROVER)) == [vision]
+
+
+def test_roles_are_read_once_per_request(bob, vision, audio, django_assert_num_queries):
+    join(vision, bob)
+    bob = get_user_model().objects.get(pk=bob.pk)
+    with django_assert_num_queries(3) as first:  # the memberships; Django's own user and group grants
+        for project in (vision, audio, vision, None):
+            bob.has_perm("projects.operate", project)
+    assert sum("runs_project_members" in query["sql"] for query in first.captured_queries) == 1
+    with django_assert_num_queries(0):
+        for project in (audio, vision, None):
+            bob.has_perm("projects.approve_cost", project)
+
+
+def test_no_global_role_groups_remain():
+    assert not Group.objects.filter(name__in=["operators", "approvers"]).exists()
 
 
 def test_ensure_admin_prints_a_working_password_once():
@@ -39,5 +82,4 @@ def test_ensure_admin_prints_a_working_password_once():
     admin = get_user_model().objects.get(username="admin")
     assert admin.check_password(password)
     assert admin.is_superuser
-    assert set(admin.groups.values_list("name", flat=True)) == {OPERATORS, APPROVERS}
     assert "password" in second.getvalue() and password not in second.getvalue()

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from runs.actions import IllegalTransition, do_retry_run, do_start_preflight
 from runs.models import Run, RunEvent, RunState
+from tests.personas import join
 from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db
@@ -83,7 +84,7 @@ def test_instance_of_another_project_is_refused(client, bob, form, instance):
     from projects.models import Project
 
     other = Project.objects.create(name="Other", slug="other")
-    other.members.add(bob)
+    join(other, bob)
     client.force_login(bob)
     response = client.post(reverse("run-create"), {**form, "project": other.pk})
     assert "belongs to another project" in response.content.decode()

@@ -23,6 +23,7 @@ from runs.actions import (
 )
 from runs.models import Run, RunState, SpendRequest, SpendStatus
 from runs.spend import envelope_of, period_bounds
+from tests.personas import grant, join
 from tests.racing import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def team(alice, bob, carol, no_worker):
     slug = f"spd{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug, budget=Decimal("10.00"))
-    project.members.add(alice, bob, carol)
+    join(project, alice, bob, carol)
     box = Instance.objects.create(
         name=f"{slug}-box", project=project, profile_key="generic-ssh", state="running", rate_running=Decimal(2)
     )
@@ -138,9 +139,8 @@ def test_a_rejection_leaves_the_run_and_an_unanswered_request_expires(team, alic
 
 def test_two_approvers_at_once_decide_once(team, alice, bob, dave, erin):
     run = new_run(team, bob)
-    team.members.add(dave, erin)
     for person in (dave, erin):
-        person.groups.add(*alice.groups.all())
+        grant(person, team, "approver")
     with pytest.raises(SpendPending):
         do_start_preflight(run.pk, actor=bob)
     request = SpendRequest.objects.get(run=run)

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 
 from projects.models import Project, RoleEvent
 from runs.team import do_set_roles
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -23,28 +24,49 @@ def test_an_admin_creates_an_operator_and_an_approver_who_can_sign_in(client, ad
     password = re.search(r'id="one-time-password">([^<]+)<', page).group(1)
     assert response["Cache-Control"] == "no-store" and len(password) == 20
     olga = get_user_model().objects.get(username="olga")
-    assert olga.email == "olga@example.org" and olga.has_perm("projects.operate")
-    assert not olga.has_perm("projects.approve_cost") and vision.members.filter(pk=olga.pk).exists()
+    assert olga.email == "olga@example.org" and olga.has_perm("projects.operate", vision)
+    assert not olga.has_perm("projects.approve_cost", vision) and vision.members.filter(pk=olga.pk).exists()
     assert password not in olga.password  # only its hash is stored
-    client.post("/team/users/", {"username": "paul", "email": "paul@example.org", "roles": ["approver"]})
+    refused = client.post("/team/users/", {"username": "paul", "email": "paul@example.org", "roles": ["approver"]})
+    assert "choose the projects" in refused.content.decode() if refused.status_code == 200 else True
+    assert not get_user_model().objects.filter(username="paul").exists()  # a role needs its project
+    client.post(
+        "/team/users/", {"username": "paul", "email": "paul@example.org", "roles": ["approver"], "projects": ["vision"]}
+    )
     paul = get_user_model().objects.get(username="paul")
-    assert paul.has_perm("projects.approve_cost") and not paul.has_perm("projects.operate")
+    assert paul.has_perm("projects.approve_cost", vision) and not paul.has_perm("projects.operate", vision)
     assert password not in client.get("/team/").content.decode()  # shown once
 
     client.logout()
     assert client.login(username="olga", password=password)
 
 
-def test_roles_change_in_one_place_and_each_change_is_audited(client, admin_user, bob):
+def test_roles_change_per_project_in_one_place_and_each_change_is_audited(client, admin_user, bob):
+    vision = Project.objects.create(name="Vision", slug="vision")
+    audio = Project.objects.create(name="Audio", slug="audio")
+    join(vision, bob)
+    join(audio, bob)  # operator of both
     client.force_login(admin_user)
-    client.post(f"/team/users/{bob.pk}/", {"email": "bob@new.example.org", "roles": ["operator", "approver"]})
-    bob.refresh_from_db()
+    page = client.get("/team/").content.decode()
+    assert f'name="roles-{vision.pk}" value="operator" checked' in page
+    post = {
+        "email": "bob@new.example.org",
+        "projects": [vision.pk, audio.pk],
+        f"roles-{vision.pk}": ["operator", "approver"],
+    }
+    client.post(f"/team/users/{bob.pk}/", post)
     bob = get_user_model().objects.get(pk=bob.pk)  # permissions are cached per instance
-    assert bob.email == "bob@new.example.org" and bob.has_perm("projects.approve_cost")
-    event = RoleEvent.objects.get(user=bob)
-    assert (event.role, event.action, event.actor) == ("approver", "granted", admin_user)
+    assert bob.email == "bob@new.example.org" and bob.has_perm("projects.approve_cost", vision)
+    assert not bob.has_perm("projects.operate", audio) and not bob.has_perm("projects.approve_cost", audio)
+    events = {(e.role, e.action, e.project.slug, e.actor) for e in RoleEvent.objects.filter(user=bob)}
+    assert events == {("approver", "granted", "vision", admin_user), ("operator", "revoked", "audio", admin_user)}
+    assert "approver on Vision to bob" in " ".join(client.get("/team/").content.decode().split()).replace(
+        '<a href="/projects/vision/">Vision</a>', "Vision"
+    )
     with pytest.raises(Exception, match="own admin role"):
-        do_set_roles(admin_user.pk, set(), actor=admin_user)
+        do_set_roles(admin_user.pk, False, {}, actor=admin_user)
+    with pytest.raises(Exception, match="not a member"):
+        do_set_roles(bob.pk, False, {Project.objects.create(name="X", slug="x").pk: {"operator"}}, actor=admin_user)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@
 import pytest
 from django.urls import reverse
 
+from tests.personas import join
+
 pytestmark = pytest.mark.django_db
 
 PAGES = [
@@ -27,7 +29,7 @@ def test_a_nul_in_a_form_is_a_400(client, alice):
     from projects.models import Project
 
     project = Project.objects.create(name="Nul", slug="nul")
-    project.members.add(alice)
+    join(project, alice)
     client.force_login(alice)
     response = client.post(reverse("project-add-member", args=["nul"]), {"username": "bob\x00"})
     assert response.status_code == 400

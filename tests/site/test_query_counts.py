@@ -17,6 +17,7 @@ from custody.models import Artifact, AuditEntry, CustodyRecord, CustodyStatus, T
 from profiles.models import Instance, InstanceEvent, Resource
 from projects.models import Project
 from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +40,7 @@ class World:
     def __init__(self, alice, bob):
         self.alice, self.bob = alice, bob
         self.project = Project.objects.create(name="Vision", slug="vision", budget=500)
-        self.project.members.add(alice, bob)
+        join(self.project, alice, bob)
         self.instance = self.box("node")
         self.first = self.run(RunState.EXPORTED)
         self.second = self.run(RunState.EXPORTED)

@@ -3,15 +3,11 @@
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
-from django.db import transaction
-
-from runs.roles import APPROVERS, OPERATORS
 
 
 class Command(BaseCommand):
-    help = "Create the first admin user (member of operators and approvers) if there is none."
+    help = "Create the first admin user (every role in every project) if there is none."
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="admin")
@@ -22,10 +18,8 @@ class Command(BaseCommand):
             self.stdout.write("Admin user already exists; its password is not shown again.")
             return
         password = secrets.token_urlsafe(12)
-        with transaction.atomic():
-            admin = users.objects.create_superuser(username=username, email="", password=password)
-            admin.groups.set(Group.objects.filter(name__in=[OPERATORS, APPROVERS]))
+        users.objects.create_superuser(username=username, email="", password=password)  # every role, everywhere
         self.stdout.write(
             self.style.SUCCESS(f"Created admin user '{username}' with password: {password}")
-            + "\n(shown once; change it under Admin → Change password)"
+            + "\n(shown once; change it under Password in the navigation)"
         )

@@ -1,0 +1,56 @@
+"""Roles per project (issue 30 §4) behind Django's own `user.has_perm(perm, project)`.
+
+A member holds operator, approver, both or neither in each project; an admin (superuser) holds every
+permission everywhere (Django answers that before any backend). Asked without a project, a permission
+means "in some project": it decides whether a page offers a button, never whether an action runs.
+"""
+
+from django.contrib.auth.backends import BaseBackend
+from django.core.exceptions import PermissionDenied
+
+from projects.models import Membership, Project, Role
+
+# The permission vocabulary the code already speaks, and the project role that now grants each.
+ROLE_OF_PERMISSION = {
+    "projects.operate": Role.OPERATOR,
+    "projects.change_project": Role.OPERATOR,  # share the project, configure its notifications
+    "projects.add_project": Role.OPERATOR,  # asked without a project: an operator somewhere starts another
+    "projects.approve_cost": Role.APPROVER,
+}
+CACHE = "_project_roles"
+
+
+def roles_by_project(user) -> dict[int, set[str]]:
+    """Every project's roles for user, read once per user object (one query per request)."""
+    cached = getattr(user, CACHE, None)
+    if cached is None:
+        cached = {}
+        for row in Membership.objects.filter(user=user).values("project_id", *Role.values):
+            cached[row["project_id"]] = {role for role in Role.values if row[role]}
+        setattr(user, CACHE, cached)
+    return cached
+
+
+def forget(user) -> None:
+    """After a role change: the next question about user reads the table again."""
+    if hasattr(user, CACHE):
+        delattr(user, CACHE)
+
+
+class ProjectRoleBackend(BaseBackend):
+    def has_perm(self, user_obj, perm, obj=None):
+        role = ROLE_OF_PERMISSION.get(perm)
+        if role is None or not user_obj.is_active or user_obj.is_anonymous:
+            return False
+        held = roles_by_project(user_obj)
+        if obj is None:
+            return any(role in roles for roles in held.values())
+        if isinstance(obj, Project):
+            return role in held.get(obj.pk, ())
+        return False
+
+
+def require(user, perm: str, project) -> None:
+    """PermissionDenied (a 403, a refused action) unless user holds perm's role in project."""
+    if not user.has_perm(perm, project):
+        raise PermissionDenied(f"This needs the {ROLE_OF_PERMISSION[perm].label} role in project {project.name}.")
