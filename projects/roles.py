@@ -5,7 +5,7 @@ permission everywhere (Django answers that before any backend). Asked without a 
 means "in some project": it decides whether a page offers a button, never whether an action runs.
 """
 
-from django.contrib.auth.backends import BaseBackend
+from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import PermissionDenied
 
 from projects.models import Membership, Project, Role
@@ -37,7 +37,13 @@ def forget(user) -> None:
         delattr(user, CACHE)
 
 
-class ProjectRoleBackend(BaseBackend):
+class ProjectRoleBackend(ModelBackend):
+    """Signs people in as ModelBackend does; answers permissions from the memberships only (a global
+    group or user permission is not a role: the data migration moved them onto the memberships)."""
+
+    def has_module_perms(self, user_obj, app_label):
+        return user_obj.is_active and user_obj.is_superuser  # the Django admin is an administrator's
+
     def has_perm(self, user_obj, perm, obj=None):
         role = ROLE_OF_PERMISSION.get(perm)
         if role is None or not user_obj.is_active or user_obj.is_anonymous:

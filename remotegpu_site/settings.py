@@ -308,8 +308,9 @@ CELERY_BEAT_SCHEDULE["record-health"] = {
     "options": {"expires": HEALTH_INTERVAL},
 }
 
-# Roles are per project (projects.roles): has_perm(perm, project) asks the membership.
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "projects.roles.ProjectRoleBackend"]
+# Sign-in as Django's ModelBackend does it; roles are per project (projects.roles): has_perm(perm,
+# project) asks the membership, and no global group or user permission grants a role any more.
+AUTHENTICATION_BACKENDS = ["projects.roles.ProjectRoleBackend"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def newcomer(admin_user):
-    user, password = do_create_user("nina", "nina@example.com", {"operator"}, [], actor=admin_user)
+    user, password = do_create_user("nina", "nina@example.com", set(), [], actor=admin_user)
     return user, password
 
 

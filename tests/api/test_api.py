@@ -191,4 +191,4 @@ def test_the_schema_and_the_docs_need_sign_in(client, bob):
 def test_operators_only_create(carol, project):
     client, _ = api(carol)  # a member without the operator role
     response = post(client, "/api/runs/", {"project": project.slug})
-    assert response.status_code == 403 and "projects.operate" in response.json()["detail"]
+    assert response.status_code == 403 and "operator role" in response.json()["detail"]

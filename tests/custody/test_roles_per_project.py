@@ -109,7 +109,7 @@ def test_the_actions_refuse_an_approver_of_another_project_and_let_the_projects_
         with pytest.raises(PermissionDenied, match="Only an approver of project Audio"):
             do_decide_spend(spend.pk, True, "not mine to decide", actor=person)
     assert do_approve_teardown(request.pk, "ok", actor=dave).status == TeardownStatus.APPROVED
-    assert do_decide_spend(spend.pk, True, "ok", actor=dave).status == SpendStatus.APPROVED
+    assert do_decide_spend(spend.pk, False, "not now", actor=dave).status == SpendStatus.REJECTED
 
 
 def test_an_approver_of_another_project_cannot_act_through_the_api(client, world, alice, erin):
@@ -130,9 +130,12 @@ def test_an_approver_of_another_project_cannot_act_through_the_api(client, world
     assert client.get("/api/teardown/").json()["results"] == []
 
 
-def test_only_the_projects_approvers_are_mailed_its_requests(world, mailoutbox, admin_user):
+def test_only_the_projects_approvers_are_mailed_its_requests(mailoutbox, world, admin_user):
+    (asked,) = mailoutbox  # sent when bob's request committed
+    assert asked.to == ["dave@example.org"]
     admin_user.email = "admin@example.org"
     admin_user.save()
+    mailoutbox.clear()
     notify.approvers_of(world["request"].pk)
     (mail,) = mailoutbox
     assert sorted(mail.to) == ["admin@example.org", "dave@example.org"]  # not alice or erin (Vision's)

@@ -64,11 +64,15 @@ def test_the_forecast_above_the_budget_warns_on_the_card_and_the_project_page(bu
 def test_operators_and_approvers_change_the_envelope_audited_and_nobody_else(burning, alice, bob, carol, dave):
     bob_page = client_of(bob)  # an operator: he may tighten the envelope
     response = bob_page.post(
-        f"/projects/{burning.slug}/envelope/", {"budget": "40", "budget_period": "month", "run_cost_threshold": "5"}
+        f"/projects/{burning.slug}/envelope/", {"budget": "40.00", "budget_period": "month", "run_cost_threshold": "5"}
     )
     assert response.status_code == 302
     burning.refresh_from_db()
-    assert (burning.budget, burning.budget_period, burning.run_cost_threshold) == (Decimal("40"), "month", Decimal("5"))
+    assert (burning.budget, burning.budget_period, burning.run_cost_threshold) == (
+        Decimal("40.00"),
+        "month",
+        Decimal("5"),
+    )
     page = bob_page.get(f"/projects/{burning.slug}/").content.decode()
     assert 'id="envelope-history"' in page and "changed budget from 50.00 to 40.00" in page
     assert 'id="envelope-tighten-only"' in page
@@ -76,8 +80,8 @@ def test_operators_and_approvers_change_the_envelope_audited_and_nobody_else(bur
     # Widening lets runs start without an approver: an operator is refused, the envelope unchanged.
     for wider in (
         {"budget": Decimal("75.50"), "budget_period": "month", "run_cost_threshold": Decimal("5")},
-        {"budget": Decimal("40"), "budget_period": "week", "run_cost_threshold": Decimal("5")},
-        {"budget": Decimal("40"), "budget_period": "month", "run_cost_threshold": None},
+        {"budget": Decimal("40.00"), "budget_period": "week", "run_cost_threshold": Decimal("5")},
+        {"budget": Decimal("40.00"), "budget_period": "month", "run_cost_threshold": None},
     ):
         with pytest.raises(PermissionDenied, match="approver of the project makes that change"):
             do_set_envelope(burning.pk, wider, actor=bob)

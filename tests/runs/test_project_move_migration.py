@@ -8,7 +8,7 @@ from tests.migrating import migrate
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("runs", "0012_membership_event"), ("profiles", "0008_remove_references")]
-AFTER = [("runs", "0013_project_moves_to_projects")]
+AFTER = [("runs", "0013_project_moves_to_projects"), ("projects", "0004_envelope_history")]  # before roles per project
 
 
 @pytest.mark.parametrize("projects_type_exists", [False, True])

@@ -9,6 +9,13 @@ from tests.personas import join
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def bob(bob):
+    """bob operates in a project already: an operator of some project (or an admin) starts another."""
+    join(Project.objects.create(name="Lab", slug="lab"), bob)
+    return bob
+
+
 def test_operator_creates_a_project_and_sees_it_on_the_dashboard(client, bob):
     client.force_login(bob)
     response = client.post(
@@ -19,14 +26,20 @@ def test_operator_creates_a_project_and_sees_it_on_the_dashboard(client, bob):
     page = client.get("/").content.decode()
     assert "Vision" in page
     assert client.get("/projects/vision/").status_code == 200
+    # Its creator is its operator, not its approver: approvers are an admin's to grant.
+    bob = type(bob).objects.get(pk=bob.pk)
+    vision = Project.objects.get(slug="vision")
+    assert bob.has_perm("projects.operate", vision) and not bob.has_perm("projects.approve_cost", vision)
+    assert vision.role_events.get().role == "operator"
 
 
 def test_user_without_role_cannot_create_a_project(client, charlie):
+    join(Project.objects.create(name="Lab", slug="lab"), charlie)  # a member with no role anywhere
     client.force_login(charlie)
     assert client.get(reverse("project-create")).status_code == 403
     response = client.post(reverse("project-create"), {"name": "X", "slug": "x"})
     assert response.status_code == 403
-    assert not Project.objects.exists()
+    assert not Project.objects.filter(slug="x").exists()
 
 
 def test_dashboard_hides_new_project_button_from_user_without_role(client, charlie):
@@ -47,7 +60,7 @@ def test_bad_slug_gets_a_form_error_and_saves_nothing(client, bob, slug, error):
     response = client.post(reverse("project-create"), {"name": "Vision", "slug": slug})
     assert response.status_code == 200
     assert error in response.content.decode()
-    assert not Project.objects.exists()
+    assert list(Project.objects.values_list("slug", flat=True)) == ["lab"]
 
 
 def test_duplicate_slug_is_refused(client, bob):
@@ -56,7 +69,7 @@ def test_duplicate_slug_is_refused(client, bob):
     response = client.post(reverse("project-create"), {"name": "Vision again", "slug": "vision"})
     assert response.status_code == 200
     assert "Project with this Slug already exists" in response.content.decode()
-    assert Project.objects.count() == 1
+    assert Project.objects.filter(name__startswith="Vision").count() == 1
 
 
 def test_unknown_project_is_404_not_500(client, charlie):

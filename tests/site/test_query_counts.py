@@ -23,14 +23,14 @@ pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 27,
-    "history": 11,
-    "project": 13,  # the cost envelope: boxes and their states, resources, live runs, its history
-    "run": 9,
-    "instances": 5,
-    "instance": 21,
+    "dashboard": 26,
+    "history": 10,
+    "project": 12,  # the cost envelope: boxes and their states, resources, live runs, its history
+    "run": 8,
+    "instances": 4,
+    "instance": 20,
     "sweep": 7,
-    "approvals": 14,
+    "approvals": 13,
     "audit": 3,
     "compare": 7,
 }
