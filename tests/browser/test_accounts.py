@@ -25,7 +25,7 @@ def mailed_link(stack, username: str, timeout: float = 30) -> str:
 
 def test_a_one_time_password_is_changed_at_first_sign_in(page, stack):
     sign_in(page, stack, stack.password)
-    one_time = create_person(page, stack, "pat", "operator")
+    one_time = create_person(page, stack, "pat")
 
     pat = page.context.browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
     sign_in(pat, stack, one_time, username="pat")
@@ -68,7 +68,7 @@ def test_a_one_time_password_is_changed_at_first_sign_in(page, stack):
 
 def test_a_forgotten_password_is_reset_by_a_mailed_link(page, stack):
     sign_in(page, stack, stack.password)
-    one_time = create_person(page, stack, "quinn", "approver")
+    one_time = create_person(page, stack, "quinn")
     page.click("form.logout button")
 
     page.goto(stack.url + "/login/")

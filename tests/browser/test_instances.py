@@ -56,7 +56,7 @@ def test_register_local_instance_and_audit_it(page, stack):
     page.screenshot(path=str(ARTIFACTS / "instance.png"), full_page=True)
 
     # A second account ends the one-person mode: the control host runs nothing more as the worker.
-    create_person(page, stack, "olive", "operator")
+    create_person(page, stack, "olive")
     page.goto(stack.url + "/instances/")
     page.click("a:has-text('speech-desk')")
     page.click("button:has-text('Test connection')")

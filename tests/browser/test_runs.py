@@ -57,12 +57,15 @@ def new_run(page, stack, slug, source, command: str, title: str = "") -> None:
     page.click("button:has-text('Create run')")
 
 
-def create_person(page, stack, username: str, role: str) -> str:
-    """On the Team page, as an admin: a new person with one role; returns their one-time password."""
+def create_person(page, stack, username: str, role: str = "", project: str = "") -> str:
+    """On the Team page, as an admin: a new person, with one role in one project if given; returns
+    their one-time password."""
     page.goto(stack.url + "/team/")
     page.fill("#new-user input[name=username]", username)
     page.fill("#new-user input[name=email]", f"{username}@example.com")
-    page.check(f"#new-user input[name=roles][value={role}]")
+    if role:
+        page.check(f"#new-user input[name=roles][value={role}]")
+        page.select_option("#new-user select[name=projects]", project)
     page.click("#new-user button:has-text('Create')")
     return page.inner_text("#one-time-password")
 
@@ -80,18 +83,18 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack, sshd):
     slug = "browserrun"
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
     sign_in(page, stack, stack.password)
-    operator_password = create_person(page, stack, "opal", "operator")
-    create_person(page, stack, "april", "approver")
-    page.wait_for_selector("#user-april")
     create_project_and_ssh_box(page, stack, slug, sshd)
     page.click("#edit-instance")
     page.fill("#id_shutdown_command", "true")
     page.click("main button:has-text('Save')")
     page.wait_for_selector("ul.messages li:has-text('Saved: shutdown_command')")
+    # Roles are held per project: each person is created with theirs in this one.
+    operator_password = create_person(page, stack, "opal", "operator", slug)
+    create_person(page, stack, "april", "approver", slug)
+    page.wait_for_selector("#user-april")
     page.goto(f"{stack.url}/projects/{slug}/")
-    page.fill("#members input[name=username]", "opal")
-    page.click("#members button:has-text('Add member')")
-    page.wait_for_selector("#members .tag:has-text('opal')")
+    page.wait_for_selector("#members .tag:has-text('opal · operator')")
+    assert "april · approver" in page.inner_text("#members")
 
     operator = page.context.browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
     sign_in(operator, stack, operator_password, username="opal")

@@ -30,6 +30,7 @@ from custody.teardown import (
 from custody.verify import custody_dir
 from runs.dashboard import tiles_for
 from tests.custody import sealed
+from tests.personas import join
 from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT
 
@@ -104,6 +105,7 @@ def test_a_mirror_on_a_tier_that_release_destroys_does_not_count(alice, bob, ins
 
 
 def test_two_deletions_each_leaving_the_other_cannot_both_be_approved(alice, erin, bob, instance, exported):
+    join(instance.project, erin)  # a second approver of the box's project
     run = exported()
     sealed.verify(run)
     requests = [

@@ -21,7 +21,6 @@ import shutil
 import uuid
 
 import pytest
-from django.contrib.auth.models import Group
 from django.utils import timezone
 from hypothesis import HealthCheck, event
 from hypothesis import settings as hypothesis_settings
@@ -314,7 +313,6 @@ def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, sett
     from profiles.transport import scan_host_key
 
     settings.TEARDOWN_EXECUTION_LEASE = 0
-    Group.objects.get(name="approvers")  # the roles exist (data migration)
     key = scan_host_key("127.0.0.1", sshd.port, timeout=5)
     STACK.update(sshd=sshd, alice=alice, bob=bob, key=key, executed=set(), disks=set())
     run_state_machine_as_test(EvidenceMachine, settings=machine_settings(80))

@@ -89,7 +89,8 @@ def test_an_approver_of_another_project_cannot_decide_in_the_pages(client, world
     detail = client.get(request.get_absolute_url()).content.decode()
     assert 'name="decision" value="approve"' not in detail
     assert client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "approve"}).status_code == 403
-    assert client.post(reverse("spend-decide", args=[spend.pk]), {"decision": "approve"}).status_code == 403
+    refused = client.post(reverse("spend-decide", args=[spend.pk]), {"decision": "approve"})
+    assert refused.status_code == 403 and "This needs the approver role in project Audio." in refused.content.decode()
 
     client.force_login(erin)  # not a member of Audio: its requests do not exist for her
     assert f'id="request-{request.pk}"' not in client.get(reverse("approval-queue")).content.decode()
@@ -150,6 +151,7 @@ async def test_an_approver_of_another_project_hears_nothing_of_its_boxes(world, 
     )
     connected, code = await refused.connect()
     assert not connected and code == 4403
+    await refused.disconnect()  # the consumer ends here, not in a cancellation at teardown
     own = WebsocketCommunicator(
         application, f"/ws/instances/{vision_box.pk}/", headers=[(b"cookie", erin_cookie), ORIGIN]
     )

@@ -33,8 +33,8 @@ def _in_process_only(no_worker):
 
 
 @pytest.fixture(autouse=True)
-def _members(project, dave):
-    join(project, dave)
+def _members(project, dave, erin):
+    join(project, dave, erin)
 
 
 @pytest.fixture
