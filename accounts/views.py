@@ -6,8 +6,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import reverse_lazy
 
 from accounts.actions import SESSION_FLAG, do_record_own_password
-from remotegpu_site import throttle
-from remotegpu_site.views import client_address
+from core import throttle
+from core.views import client_address
 
 
 class PasswordChangeView(auth_views.PasswordChangeView):

@@ -13,13 +13,14 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from api import serializers as s
+from console import history
 from custody.actions import do_start_verification
 from custody.models import CustodyRecord, TeardownRequest
 from custody.teardown import do_request_teardown
 from profiles.models import Instance
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
-from runs import history, logs
+from runs import logs
 from runs.actions import do_create_run, do_edit_run, do_retry_run, do_start_preflight
 from runs.forms import SweepForm
 from runs.models import Run, Sweep

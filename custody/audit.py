@@ -1,4 +1,5 @@
-"""Filtering and exporting the append-only audit log."""
+"""The append-only audit log of teardown: writing an entry (and telling the project what it notifies),
+filtering and exporting them."""
 
 import csv
 import io
@@ -6,6 +7,11 @@ import json
 from datetime import datetime
 
 from django.http import HttpResponse
+
+from custody.models import AuditEntry
+from notifications.actions import do_notify
+from notifications.models import Event
+from profiles.live import instance_changed
 
 AUDIT_ACTIONS = [
     "requested",
@@ -72,3 +78,27 @@ def export_audit(entries, fmt: str) -> HttpResponse:
         response = HttpResponse(buffer.getvalue(), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="remotegpu-audit.{fmt}"'
     return response
+
+
+NOTIFIED = {
+    "requested": Event.TEARDOWN_REQUESTED,
+    "approved": Event.TEARDOWN_APPROVED,
+    "done": Event.TEARDOWN_DONE,
+    "failed": Event.TEARDOWN_FAILED,
+    "needs_attention": Event.TEARDOWN_FAILED,
+}
+
+
+def audit(action: str, message: str, actor=None, request=None, instance=None, **data) -> AuditEntry:
+    instance = instance or (request.instance if request else None)
+    entry = AuditEntry.objects.create(
+        action=action, message=message, actor=actor, request=request, instance=instance, data=data
+    )
+    if instance is not None:
+        instance_changed(instance.pk)  # its page's teardown panel follows
+    if request is not None and action in NOTIFIED:
+        facts = {"request": request.pk, "kind": request.kind, "level": request.level, "instance": instance.name}
+        who = f" by {actor.get_username()}" if actor else ""
+        text = f"{instance.name}: {message}{who}"
+        do_notify(instance.project_id, NOTIFIED[action], f"{instance.name}: {message}"[:160], text, facts)
+    return entry

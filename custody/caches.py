@@ -4,8 +4,8 @@ from functools import partial
 
 from django.db import transaction
 
+from custody.audit import audit
 from custody.evidence import present_on
-from custody.teardown import audit
 from profiles.layout import resolve_home
 from profiles.models import Instance
 from profiles.nodes import InstanceNode

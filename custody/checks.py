@@ -14,9 +14,6 @@ from custody.rehash import rehash
 from profiles.layout import resolve_home
 from profiles.nodes import InstanceNode
 from profiles.transport import TransportError
-from runs.models import UNCLOSED_STATES
-
-UNCLOSED = UNCLOSED_STATES
 
 
 @dataclass
@@ -164,3 +161,9 @@ def resource_checks(resource, planned: Consequence, deep: bool = True, facts: Bo
     lost = resource_data_lost(resource)
     items.append(Item("What deleting it destroys", True, "; ".join(lost) or "nothing stored"))
     return _snapshot(items)
+
+
+def refusal(snapshot: dict) -> str:
+    """What blocks, in words: each failing blocking check with its detail."""
+    failing = [i for i in snapshot["items"] if not i["ok"] and i["label"] in snapshot["blocking"]]
+    return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)

@@ -11,6 +11,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
+from custody.store import custody_dir
 from profiles.catalog import UNKNOWN_TIER
 
 # Requests whose consequence may already have happened, or will without another decision.
@@ -86,8 +87,6 @@ def latest_verified(run) -> CustodyRecord | None:
 
 def copies_of(run) -> list[Copy]:
     """Every copy of the run's sealed export that was ever made, gone or not."""
-    from custody.verify import custody_dir
-
     record = latest_verified(run)
     instance = run.instance
     export = posixpath.join(instance.data_root, run.project.slug, "export", run.run_id)

@@ -7,6 +7,7 @@ tier holding a sealed export or an unclosed active/ directory of this box.
 from dataclasses import dataclass
 
 from custody.models import TeardownKind
+from runs.models import UNCLOSED_STATES
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,11 @@ def _unknown_disks(instance, consequence: str) -> list[str]:
 
 def _holds_evidence(instance) -> bool:
     """A sealed export or an unclosed active/ on a tier this box's shutdown loses (by its clock)."""
-    from custody.checks import UNCLOSED
     from custody.evidence import Consequence as Planned
     from custody.evidence import touched
     from runs.models import RunState
 
-    unclosed = instance.runs.filter(state__in=UNCLOSED, active_closed_at__isnull=True)
+    unclosed = instance.runs.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)
     if instance.profile.loses(instance.data_tier_info, "shutdown") and unclosed.exists():
         return True
     planned = Planned(TeardownKind.SHUTDOWN, instance.pk)

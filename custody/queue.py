@@ -4,7 +4,6 @@ from dataclasses import dataclass
 
 from custody import checks
 from custody.facts import load
-from custody.teardown import _refusal
 
 
 @dataclass
@@ -18,7 +17,7 @@ class Waiting:
 
     @property
     def why_not(self) -> str:
-        return _refusal(self.fresh)
+        return checks.refusal(self.fresh)
 
 
 def waiting(requests) -> list[Waiting]:

@@ -6,7 +6,7 @@ from django.conf import settings
 
 from custody.evidence import latest_verified
 from custody.models import EvidenceLocation
-from custody.verify import custody_dir
+from custody.store import custody_dir
 from runs.remote import NodeSession
 
 

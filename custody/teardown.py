@@ -16,21 +16,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from custody import checks, notify
+from custody.audit import audit
 from custody.evidence import Consequence, copies_of, latest_verified, touched
 from custody.levels import consequence_of
 from custody.models import (
     OPEN_TEARDOWN,
     TEARDOWN_TRANSITIONS,
-    AuditEntry,
     EvidenceLocation,
     ReleaseHold,
     TeardownKind,
     TeardownRequest,
     TeardownStatus,
 )
-from notifications.actions import do_notify
-from notifications.models import Event
-from profiles.live import instance_changed
 from profiles.models import Instance
 from projects.models import Project
 from projects.roles import require
@@ -67,39 +64,10 @@ def _locked(request_pk) -> TeardownRequest:
 
 
 # Audit actions the project is told of (issue 17 §6): each in the transaction that audits it.
-NOTIFIED = {
-    "requested": Event.TEARDOWN_REQUESTED,
-    "approved": Event.TEARDOWN_APPROVED,
-    "done": Event.TEARDOWN_DONE,
-    "failed": Event.TEARDOWN_FAILED,
-    "needs_attention": Event.TEARDOWN_FAILED,
-}
-
-
-def audit(action: str, message: str, actor=None, request=None, instance=None, **data) -> AuditEntry:
-    instance = instance or (request.instance if request else None)
-    entry = AuditEntry.objects.create(
-        action=action, message=message, actor=actor, request=request, instance=instance, data=data
-    )
-    if instance is not None:
-        instance_changed(instance.pk)  # its page's teardown panel follows
-    if request is not None and action in NOTIFIED:
-        facts = {"request": request.pk, "kind": request.kind, "level": request.level, "instance": instance.name}
-        who = f" by {actor.get_username()}" if actor else ""
-        text = f"{instance.name}: {message}{who}"
-        do_notify(instance.project_id, NOTIFIED[action], f"{instance.name}: {message}"[:160], text, facts)
-    return entry
-
-
 def _enqueue_execution(request_id: int) -> None:
     from custody.tasks import execute_teardown
 
     transaction.on_commit(partial(execute_teardown.delay, request_id))
-
-
-def _refusal(snapshot: dict) -> str:
-    failing = [i for i in snapshot["items"] if not i["ok"] and i["label"] in snapshot["blocking"]]
-    return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)
 
 
 def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, *, actor):
@@ -135,7 +103,7 @@ def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire
             raise TeardownRefused(consequence.not_offered)
         request.level, request.needs_second_person = consequence.level, consequence.needs_second_person
         request.check_at_request = checks.checks_for(request)
-        refusal = _refusal(request.check_at_request) if request.check_at_request["blocking"] else ""
+        refusal = checks.refusal(request.check_at_request) if request.check_at_request["blocking"] else ""
         if not refusal:
             _save_request(request)
     if refusal:
@@ -202,7 +170,7 @@ def do_approve_teardown(request_pk, comment="", waive_active=False, *, actor):
         # instance lock, so two approvals that each leave the other's copy cannot both pass.
         fresh = checks.checks_for(request, deep=False)
         if not fresh["ok"]:
-            raise TeardownRefused(f"Not approvable now: {_refusal({**fresh, 'blocking': _failing(fresh)})}")
+            raise TeardownRefused(f"Not approvable now: {checks.refusal({**fresh, 'blocking': _failing(fresh)})}")
         _move(request, TeardownStatus.APPROVED)
         request.save()
         waived = " (unclosed active/ waived)" if waive_active else ""
@@ -292,7 +260,7 @@ def do_begin_execution(request_pk) -> TeardownRequest | None:
         request.check_at_execution = checks.checks_for(request)
         if not request.check_at_execution["ok"]:
             _move(request, TeardownStatus.FAILED)
-            why = _refusal({**request.check_at_execution, "blocking": _failing(request.check_at_execution)})
+            why = checks.refusal({**request.check_at_execution, "blocking": _failing(request.check_at_execution)})
             request.failure = f"Custody changed since approval; refusing to execute: {why}"
             request.save()
             audit("refused", request.failure, None, request)

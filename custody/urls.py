@@ -7,7 +7,6 @@ urlpatterns = [
     path("instances/<int:pk>/teardown/", views.teardown_create, name="teardown-create"),
     path("instances/<int:pk>/hold/", views.instance_hold, name="instance-hold"),
     path("instances/<int:pk>/cache-cleanup/", views.instance_cache_cleanup, name="instance-cache-cleanup"),
-    path("approvals/", views.approval_queue, name="approval-queue"),
     path("teardown/<int:pk>/", views.teardown_detail, name="teardown-detail"),
     path("teardown/<int:pk>/decide/", views.teardown_decide, name="teardown-decide"),
     path("teardown/<int:pk>/attest/", views.teardown_attest, name="teardown-attest"),
@@ -15,4 +14,5 @@ urlpatterns = [
     path("teardown/<int:pk>/cancel/", views.teardown_cancel, name="teardown-cancel"),
     path("teardown/<int:pk>/settle/", views.teardown_settle, name="teardown-settle"),
     path("audit/", views.audit_log, name="audit-log"),
+    path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),
 ]

@@ -11,14 +11,11 @@ from custody import actions
 from custody.pull import HashMismatch, pull_export
 from custody.readback import read_back
 from custody.roster import RosterError, parse_roster
+from custody.store import custody_dir
 from profiles import catalog
 from profiles.layout import resolve_home
 from profiles.transport import TransportError
 from runs.remote import NodeSession
-
-
-def custody_dir(run) -> Path:
-    return Path(settings.CUSTODY_ROOT) / run.project.slug / run.run_id
 
 
 @contextmanager

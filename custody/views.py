@@ -6,7 +6,9 @@ from django.http import HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from core.flash import perform
 from custody import teardown
+from custody.actions import do_start_verification
 from custody.audit import AUDIT_ACTIONS, export_audit, filter_audit
 from custody.caches import do_request_cache_cleanup
 from custody.export import record_as_dict
@@ -15,10 +17,8 @@ from custody.levels import consequence_of
 from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownStatus
 from custody.queue import waiting
 from profiles.models import Instance
-from projects.models import Project, Role
 from projects.roles import require
-from remotegpu_site.flash import perform
-from runs.models import Run, SpendRequest, SpendStatus
+from runs.models import Run
 
 
 def custody_json(request, pk):
@@ -77,32 +77,6 @@ def teardown_create(request, pk):
 
 def visible_requests(user):
     return TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user))
-
-
-def approval_queue(request):
-    pending = waiting(
-        visible_requests(request.user)
-        .pending()
-        .select_related("instance__project", "requester", "run__project", "run__instance")
-    )
-    decided = (
-        visible_requests(request.user)
-        .exclude(status=TeardownStatus.PENDING)
-        .select_related("instance", "requester", "approver")[:30]
-    )
-    spends = SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)).select_related(
-        "run__project", "run__instance", "requester", "approver"
-    )
-    context = {
-        "pending": pending,
-        "decided": decided,
-        # Which of these projects this person decides for (one query): an approver of another project
-        # sees a request of this one, as a member, but never a button to decide it.
-        "approver_of": set(Project.objects.where_role(request.user, Role.APPROVER).values_list("pk", flat=True)),
-        "spends_pending": spends.filter(status=SpendStatus.PENDING),
-        "spends_decided": spends.exclude(status=SpendStatus.PENDING)[:10],
-    }
-    return render(request, "custody/approval_queue.html", context)
 
 
 def teardown_detail(request, pk):
@@ -207,3 +181,12 @@ def audit_log(request):
         return export_audit(entries, request.GET["format"])
     context = {"entries": entries[:500], "actions": AUDIT_ACTIONS, "query": request.GET}
     return render(request, "custody/audit_log.html", context)
+
+
+@require_POST
+def run_verify(request, run_id):
+    """The run page's Verify custody: an operator of the run's project queues the verification."""
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project"), run_id=run_id)
+    require(request.user, "projects.operate", run.project)
+    perform(request, lambda: do_start_verification(run.pk, actor=request.user), "Custody verification queued.")
+    return redirect("run-detail", run_id=run_id)

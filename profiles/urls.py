@@ -7,7 +7,6 @@ urlpatterns = [
     path("platforms/<slug:key>/", views.platform_detail, name="platform-detail"),
     path("instances/", views.instance_list, name="instance-list"),
     path("instances/new/", views.instance_create, name="instance-create"),
-    path("instances/<int:pk>/", views.instance_detail, name="instance-detail"),
     path("instances/<int:pk>/probe/", views.instance_probe, name="instance-probe"),
     path("instances/<int:pk>/host-key/", views.instance_confirm_host_key, name="instance-host-key"),
     path("instances/<int:pk>/state/", views.instance_set_state, name="instance-state"),

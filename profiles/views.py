@@ -6,9 +6,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core.flash import perform
 from profiles import catalog
 from profiles.actions import (
     do_change_instance_state,
@@ -20,14 +20,10 @@ from profiles.actions import (
     do_save_credential,
     needs_acknowledgement,
 )
-from profiles.costs import accrued_cost, danger_clocks, timer_line
 from profiles.forms import CredentialForm, InstanceEditForm, InstanceForm, StateForm
 from profiles.models import Credential, Instance, InstanceProbe
-from profiles.resources import kinds_for
 from projects.models import Project
 from projects.roles import require
-from remotegpu_site.flash import perform
-from runs.models import LIVE_STATES
 
 
 def platform_list(request):
@@ -76,54 +72,6 @@ def instance_create(request):
     return render(request, "profiles/instance_form.html", {"form": form, "surface_profile": surface_profile})
 
 
-def instance_detail(request, pk):
-    from custody.panel import teardown_panel  # custody builds on profiles, not the other way round
-
-    instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
-    probes = list(instance.probes.all()[:20])
-    has_live_run = instance.runs.filter(state__in=LIVE_STATES).exists()
-    latest_audit = instance.probes.filter(kind=InstanceProbe.Kind.AUDIT, ok=True).first()
-    context = {
-        "instance": instance,
-        "profile": instance.profile,
-        "events": instance.events.select_related("actor")[:50],
-        "probes": probes,
-        "latest_audit": latest_audit,
-        "state_form": StateForm(initial={"state": instance.state}),
-        "can_operate": request.user.has_perm("projects.operate", instance.project),
-        "teardown": teardown_panel(instance),
-        "clocks": [
-            *danger_clocks(instance, has_live_run),
-            *filter(None, [timer_line(instance)]),
-        ],
-        "cost": accrued_cost(instance),
-        "watch": _watch_of(instance),
-        "resources": _resources_of(instance),
-        "confirm_with_console": _confirm_with_console(instance, has_live_run),
-        "console_states": [("running", "Running (billing)"), ("stopped", "Stopped")],
-        "resource_kinds": kinds_for(instance.profile_key),
-        "durable_tiers": [t["name"] for t in instance.profile.tiers if not instance.profile.loses(t, "release")],
-    }
-    return render(request, "profiles/instance_detail.html", context)
-
-
-def _confirm_with_console(instance, has_live_run: bool) -> bool:
-    """No provider API tells us how a console-only box bills: ask a person when it matters (its state
-    is unknown, or it runs with nothing of ours on it)."""
-    if instance.profile.data["teardown"]["release"]["via"] == "api" or instance.profile.is_local:
-        return False
-    return instance.state == "unknown" or (instance.state == "running" and not has_live_run)
-
-
-def _resources_of(instance) -> list[tuple]:
-    """(resource, what it billed so far) for the box's billable resources, deleted ones last."""
-    now = timezone.now()
-    resources = sorted(instance.resources.all(), key=lambda r: (r.deleted_at is not None, r.name))
-    return [
-        (resource, resource.cost_between(resource.created, now).quantize(Decimal("0.01"))) for resource in resources
-    ]
-
-
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def instance_add_resource(request, pk):
@@ -155,13 +103,6 @@ def operated_instance(request, pk):
     instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
     require(request.user, "projects.operate", instance.project)
     return instance
-
-
-def _watch_of(instance):
-    """The watcher's lease, if one holds it: it knows when the box stopped answering its probes."""
-    from runs.models import WatchLease
-
-    return WatchLease.objects.filter(instance=instance).first()
 
 
 def _act(request, pk, action, success):

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from api import pages as api_pages
-from remotegpu_site import views
+from core import views
 
 urlpatterns = [
     path("login/", views.ThrottledLoginView.as_view(), name="login"),
@@ -11,6 +11,8 @@ urlpatterns = [
     path("health.json", views.health_json, name="health"),
     path("admin/", admin.site.urls),
     path("", include("accounts.urls")),
+    path("", include("console.urls")),
+    path("", include("projects.urls")),
     path("", include("profiles.urls")),
     path("", include("runs.urls")),
     path("", include("custody.urls")),

@@ -193,7 +193,7 @@ def deliver_stop(run_pk: int, attempt: int) -> str:
 @shared_task(soft_time_limit=20, time_limit=30, ignore_result=True)
 def record_health() -> bool:
     """Measure every part of the system here, so no page ever waits on a ping."""
-    from remotegpu_site.health import measure_and_record
+    from core.health import measure_and_record
 
     return all(check.ok for check in measure_and_record())
 

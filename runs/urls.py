@@ -3,21 +3,14 @@ from django.urls import path
 from runs import log_views, views
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
     path("projects/new/", views.ProjectCreateView.as_view(), name="project-create"),
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
     path("projects/<slug:slug>/members/", views.project_add_member, name="project-add-member"),
     path("projects/<slug:slug>/envelope/", views.project_envelope, name="project-envelope"),
     path("projects/<slug:slug>/members/remove/", views.project_remove_member, name="project-remove-member"),
-    path("runs/", views.run_list, name="run-list"),
     path("runs/new/", views.run_create, name="run-create"),
     path("spend/<int:pk>/decide/", views.spend_decide, name="spend-decide"),
-    path("team/", views.team, name="team"),
-    path("team/users/", views.team_create_user, name="team-create-user"),
-    path("team/users/<int:pk>/", views.team_set_roles, name="team-set-roles"),
-    path("runs/compare/", views.run_compare, name="run-compare"),
     path("sweeps/new/", views.sweep_create, name="sweep-create"),
-    path("sweeps/<int:pk>/", views.sweep_detail, name="sweep-detail"),
     path("runs/<slug:run_id>/", views.run_detail, name="run-detail"),
     path("runs/<slug:run_id>/live.json", views.run_live, name="run-live"),
     path("runs/<slug:run_id>/edit/", views.run_edit, name="run-edit"),
@@ -28,6 +21,5 @@ urlpatterns = [
     path("runs/<slug:run_id>/retry/", views.run_retry, name="run-retry"),
     path("runs/<slug:run_id>/stop/", views.run_stop, name="run-stop"),
     path("runs/<slug:run_id>/close-active/", views.run_close_active, name="run-close-active"),
-    path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),
     path("runs/<slug:run_id>/refresh/", views.run_refresh, name="run-refresh"),
 ]

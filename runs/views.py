@@ -1,26 +1,18 @@
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import permission_required
 from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
-from profiles import catalog
-from profiles.costs import accrued_cost
+from core.flash import perform
 from profiles.layout import layout_for
-from profiles.models import Instance
 from projects.membership import do_add_member, do_remove_member
-from projects.models import Project, RoleEvent
+from projects.models import Project
 from projects.roles import require
-from remotegpu_site.flash import perform
-from remotegpu_site.health import system_health
-from runs import compare, history
-from runs import team as team_actions
 from runs.actions import (
     do_close_active,
     do_create_run,
@@ -32,7 +24,6 @@ from runs.actions import (
 )
 from runs.budgets import do_set_envelope, may_change_envelope
 from runs.cadence import cadence_for
-from runs.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
 from runs.forms import EnvelopeForm, ProjectForm, RunForm, SweepForm
 from runs.models import (
     LIVE_STATES,
@@ -41,27 +32,11 @@ from runs.models import (
     Run,
     RunState,
     SpendRequest,
-    Sweep,
 )
 from runs.signals import FAILURE_CLASSES, strip_ansi
-from runs.spend import envelope_of, envelopes_for
+from runs.spend import envelope_of
 from runs.stops import do_stop_run
 from runs.tasks import watch_instance
-
-
-def dashboard(request):
-    context = {
-        "tiles": tiles_for(request.user),
-        "projects": Project.objects.visible_to(request.user)[:50],
-        "checks": system_health(),
-        "can_create_project": request.user.has_perm("projects.add_project"),
-        "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
-        "clock_alarms": clock_alarms(Instance.objects.visible_to(request.user)),
-        "drift": open_drift(request.user),
-        "orphan_resources": orphan_resources(Instance.objects.visible_to(request.user)),
-        "envelopes": envelopes_for(Project.objects.visible_to(request.user).filter(budget__isnull=False)[:50]),
-    }
-    return render(request, "runs/dashboard.html", context)
 
 
 def project_detail(request, slug):
@@ -139,48 +114,6 @@ class ProjectCreateView(PermissionRequiredMixin, CreateView):
         do_add_member(self.object.pk, self.request.user.get_username(), actor=self.request.user, as_operator=True)
         messages.success(self.request, f"Project “{self.object.name}” created.")
         return response
-
-
-def run_list(request):
-    """Cross-project history: every run the user may see, filtered, searched, keyset-paginated."""
-    page = history.page_of(request.user, request.GET)
-    context = {
-        "page": page,
-        "metric_columns": history.describe(page.runs, timezone.now()),
-        "states": RunState.choices,
-        "projects": Project.objects.visible_to(request.user),
-        "platforms": catalog.choices(),
-        "custody_choices": history.CUSTODY_CHOICES,
-        "query": request.GET,
-        **totals_with_cost(request.user, request.GET),
-        "can_create": request.user.has_perm("projects.operate"),
-    }
-    return render(request, "runs/run_list.html", context)
-
-
-def totals_with_cost(user, params) -> dict:
-    """Per project and per instance: runs, GPU hours, verified results, and what the boxes cost so far."""
-    cost = {
-        box.name: (box.project.name, accrued_cost(box).total)
-        for box in Instance.objects.visible_to(user).select_related("project").with_state_events()
-    }
-    grouped = history.totals(user, params)
-    by_instance, by_project = grouped["instance"], grouped["project"]
-    for row in by_instance:
-        row["cost"] = cost.get(row["name"], (None, 0))[1]
-    for row in by_project:
-        row["cost"] = sum(total for project, total in cost.values() if project == row["name"])
-    return {"by_project": by_project, "by_instance": by_instance}
-
-
-def run_compare(request):
-    ids = [run_id for run_id in request.GET.getlist("run") if run_id][:6]
-    runs = {r.run_id: r for r in Run.objects.visible_to(request.user).filter(run_id__in=ids).select_related("instance")}
-    chosen = [runs[run_id] for run_id in dict.fromkeys(ids) if run_id in runs]
-    if len(chosen) < 2:
-        messages.error(request, "Pick at least two runs you can see to compare.")
-        return redirect("run-list")
-    return render(request, "runs/compare.html", compare.compare(chosen))
 
 
 @permission_required("projects.operate", raise_exception=True)
@@ -329,14 +262,6 @@ def run_close_active(request, run_id):
 
 
 @require_POST
-@permission_required("projects.operate", raise_exception=True)
-def run_verify(request, run_id):
-    from custody.actions import do_start_verification
-
-    return _run_action(request, run_id, do_start_verification, "Custody verification queued.")
-
-
-@require_POST
 def run_refresh(request, run_id):
     """Make sure a watcher is on the run's instance; a second one is refused by the lease."""
     run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
@@ -353,37 +278,6 @@ def sweep_create(request):
         messages.success(request, f"Sweep “{sweep.name}”: {len(form.cleaned_data['cells'])} cells queued.")
         return redirect(sweep)
     return render(request, "runs/sweep_form.html", {"form": form})
-
-
-def sweep_detail(request, pk):
-    sweep = get_object_or_404(Sweep.objects.filter(project__in=Project.objects.visible_to(request.user)), pk=pk)
-    grid = sweep_grid(sweep)
-    if request.GET.get("format") == "json":
-        cells = [
-            {
-                "run_id": row["run"].run_id,
-                "state": row["run"].state,
-                "label": row["run"].get_state_display(),
-                "metric": row["metric"],
-                "custody": row["custody"],
-            }
-            for row in grid
-        ]
-        return JsonResponse({"cells": cells})
-    return render(request, "runs/sweep_detail.html", {"sweep": sweep, "grid": grid})
-
-
-def sweep_grid(sweep) -> list[dict]:
-    """Each cell with its newest verified metric; custody records come in one query for every cell."""
-    rows = []
-    for run in sweep.cells.select_related("instance").prefetch_related("custody_records").order_by("cell"):
-        records = run.custody_records.all()
-        verified = [r for r in records if r.status == "verified"]
-        record = max(verified, key=lambda r: (r.verified_at, r.pk)) if verified else None
-        metric = (record.evidence.get("metrics") or [None])[0] if record else None
-        custody = "verified" if record else ("failed" if any(r.status == "failed" for r in records) else "")
-        rows.append({"run": run, "metric": metric, "custody": custody})
-    return rows
 
 
 @require_POST
@@ -406,61 +300,3 @@ def spend_decide(request, pk):
         f"Spend request #{spend_request.pk} {verdict}.",
     )
     return redirect("approval-queue")
-
-
-def _admin(request):
-    if not request.user.is_superuser:
-        raise PermissionDenied("Only an administrator manages the team.")
-
-
-def team(request, created=None):
-    """Users, e-mail, roles and projects in one place (admins)."""
-    _admin(request)
-    users = get_user_model().objects.order_by("username").prefetch_related("memberships__project")
-    context = {
-        "people": [(user, team_actions.memberships_of(user)) for user in users],
-        "projects": Project.objects.all(),
-        "role_events": RoleEvent.objects.select_related("user", "actor", "project")[:15],
-        "created": created,
-    }
-    return render(request, "runs/team.html", context)
-
-
-@require_POST
-def team_create_user(request):
-    """The one-time password is in this response only: never in a message, the session or a log."""
-    _admin(request)
-    post = request.POST
-    try:
-        created = team_actions.do_create_user(
-            post.get("username", "")[:150],
-            post.get("email", "")[:254],
-            set(post.getlist("roles")),
-            team_actions.projects_named(post.getlist("projects")),
-            actor=request.user,
-        )
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-        return redirect("team")
-    response = team(request, created=created)
-    response["Cache-Control"] = "no-store"
-    return response
-
-
-@require_POST
-def team_set_roles(request, pk):
-    _admin(request)
-    post = request.POST
-    user = get_object_or_404(get_user_model(), pk=pk)
-
-    # Each of the person's projects the form showed names its roles (none ticked: none held).
-    shown = [int(pk) for pk in post.getlist("projects") if pk.isascii() and pk.isdigit() and len(pk) < 18]
-    project_roles = {pk: set(post.getlist(f"roles-{pk}")) for pk in shown}
-
-    def change():
-        team_actions.do_set_roles(user.pk, post.get("admin") == "on", project_roles, actor=request.user)
-        if post.get("email", "").strip() != user.email:
-            team_actions.do_set_email(user.pk, post.get("email", "")[:254], actor=request.user)
-
-    perform(request, change, f"{user.username} saved.")
-    return redirect("team")

@@ -5,7 +5,7 @@ from django.core import mail
 from django.test import Client
 
 from accounts.models import PasswordDuty, PasswordEvent
-from runs.team import do_create_user
+from projects.team import do_create_user
 
 pytestmark = pytest.mark.django_db
 

@@ -11,6 +11,7 @@ from celery.exceptions import Retry
 from django.db import connection
 from django.urls import reverse
 
+from console.dashboard import tiles_for
 from custody.models import (
     TEARDOWN_TRANSITIONS,
     EvidenceLocation,
@@ -18,6 +19,7 @@ from custody.models import (
     TeardownRequest,
     TeardownStatus,
 )
+from custody.store import custody_dir
 from custody.tasks import execute_teardown
 from custody.teardown import (
     IllegalTransition,
@@ -27,8 +29,6 @@ from custody.teardown import (
     do_cancel_teardown,
     do_request_teardown,
 )
-from custody.verify import custody_dir
-from runs.dashboard import tiles_for
 from tests.custody import sealed
 from tests.personas import join
 from tests.waiting import wait_until

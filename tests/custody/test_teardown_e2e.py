@@ -7,9 +7,9 @@ from django.core.exceptions import PermissionDenied
 
 from custody.actions import do_start_verification
 from custody.models import AuditEntry, TeardownKind, TeardownRequest, TeardownStatus
+from custody.store import custody_dir
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_approve_teardown, do_request_teardown
-from custody.verify import custody_dir
 from profiles.models import InstanceState
 from runs.actions import do_start_preflight
 from runs.models import RunState

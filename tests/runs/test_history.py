@@ -7,10 +7,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from console import history
 from custody.models import CustodyRecord
 from profiles.models import Instance
 from projects.models import Project
-from runs import history, rollups
+from runs import rollups
 from runs.models import Run
 from tests.personas import join
 

@@ -55,7 +55,7 @@ def send(url: str, task, *args):
 
 
 def test_a_redis_restart_under_a_busy_worker_leaves_it_consuming(make_run):
-    from remotegpu_site.health import RECORD_KEY
+    from core.health import RECORD_KEY
     from runs.tasks import record_health, watch_instance
 
     broker = PrivateRedis().start()

@@ -32,9 +32,10 @@ def check() -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
+    from console import history
     from profiles.models import Instance
     from projects.models import Project
-    from runs import history, search
+    from runs import search
     from runs.models import Run
 
     admin = get_user_model().objects.create_superuser(f"s{uuid.uuid4().hex[:6]}")

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from projects.models import Project, RoleEvent
-from runs.team import do_set_roles
+from projects.team import do_set_roles
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from celery import Celery, current_app
 from django.urls import reverse
 
-from remotegpu_site import health
+from core import health
 from tests.worker_env import LONELY_REDIS_DB
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -64,7 +64,8 @@ def check_channel_layer() -> tuple[bool, str]:
 
 def check_workers(app=None) -> tuple[bool, str]:
     if app is None:
-        from remotegpu_site.celery import app
+        from celery import current_app as app  # the site's app: remotegpu_site sets it up at start
+
     replies = app.control.ping(timeout=settings.HEALTH_PING_TIMEOUT)
     if not replies:
         return False, f"no Celery worker answered a ping within {settings.HEALTH_PING_TIMEOUT:g}s"

@@ -5,8 +5,8 @@ from pathlib import Path
 import yaml
 from django.utils import timezone
 
+from console.history import duration_text, metric_columns, seconds_run
 from custody.evidence import latest_verified
-from runs.history import duration_text, metric_columns, seconds_run
 from runs.models import SourceKind
 
 IDENTITY_FIELDS = [

@@ -6,8 +6,8 @@ from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.views import defaults as django_defaults
 
-from remotegpu_site import throttle
-from remotegpu_site.health import system_health
+from core import throttle
+from core.health import system_health
 
 LOCKED_MESSAGE = "Too many failed sign-ins. Wait a few minutes and try again."
 

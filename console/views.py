@@ -1,0 +1,190 @@
+"""The pages that combine what the apps below hold: the dashboard, the history page, comparison, the
+instance page, the sweep grid and the approval queue. Thin: each reads through the apps' own queries."""
+
+from decimal import Decimal
+
+from django.contrib import messages
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+
+from console import compare, history
+from console.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
+from core.health import system_health
+from custody.models import TeardownStatus
+from custody.panel import teardown_panel
+from custody.queue import waiting
+from custody.views import visible_requests
+from profiles import catalog
+from profiles.costs import accrued_cost, danger_clocks, timer_line
+from profiles.forms import StateForm
+from profiles.models import Instance, InstanceProbe
+from profiles.resources import kinds_for
+from projects.models import Project, Role
+from runs.models import LIVE_STATES, Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
+from runs.spend import envelopes_for
+
+
+def dashboard(request):
+    context = {
+        "tiles": tiles_for(request.user),
+        "projects": Project.objects.visible_to(request.user)[:50],
+        "checks": system_health(),
+        "can_create_project": request.user.has_perm("projects.add_project"),
+        "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
+        "clock_alarms": clock_alarms(Instance.objects.visible_to(request.user)),
+        "drift": open_drift(request.user),
+        "orphan_resources": orphan_resources(Instance.objects.visible_to(request.user)),
+        "envelopes": envelopes_for(Project.objects.visible_to(request.user).filter(budget__isnull=False)[:50]),
+    }
+    return render(request, "runs/dashboard.html", context)
+
+
+def run_list(request):
+    """Cross-project history: every run the user may see, filtered, searched, keyset-paginated."""
+    page = history.page_of(request.user, request.GET)
+    context = {
+        "page": page,
+        "metric_columns": history.describe(page.runs, timezone.now()),
+        "states": RunState.choices,
+        "projects": Project.objects.visible_to(request.user),
+        "platforms": catalog.choices(),
+        "custody_choices": history.CUSTODY_CHOICES,
+        "query": request.GET,
+        **totals_with_cost(request.user, request.GET),
+        "can_create": request.user.has_perm("projects.operate"),
+    }
+    return render(request, "runs/run_list.html", context)
+
+
+def totals_with_cost(user, params) -> dict:
+    """Per project and per instance: runs, GPU hours, verified results, and what the boxes cost so far."""
+    cost = {
+        box.name: (box.project.name, accrued_cost(box).total)
+        for box in Instance.objects.visible_to(user).select_related("project").with_state_events()
+    }
+    grouped = history.totals(user, params)
+    by_instance, by_project = grouped["instance"], grouped["project"]
+    for row in by_instance:
+        row["cost"] = cost.get(row["name"], (None, 0))[1]
+    for row in by_project:
+        row["cost"] = sum(total for project, total in cost.values() if project == row["name"])
+    return {"by_project": by_project, "by_instance": by_instance}
+
+
+def run_compare(request):
+    ids = [run_id for run_id in request.GET.getlist("run") if run_id][:6]
+    runs = {r.run_id: r for r in Run.objects.visible_to(request.user).filter(run_id__in=ids).select_related("instance")}
+    chosen = [runs[run_id] for run_id in dict.fromkeys(ids) if run_id in runs]
+    if len(chosen) < 2:
+        messages.error(request, "Pick at least two runs you can see to compare.")
+        return redirect("run-list")
+    return render(request, "runs/compare.html", compare.compare(chosen))
+
+
+def sweep_detail(request, pk):
+    sweep = get_object_or_404(Sweep.objects.filter(project__in=Project.objects.visible_to(request.user)), pk=pk)
+    grid = sweep_grid(sweep)
+    if request.GET.get("format") == "json":
+        cells = [
+            {
+                "run_id": row["run"].run_id,
+                "state": row["run"].state,
+                "label": row["run"].get_state_display(),
+                "metric": row["metric"],
+                "custody": row["custody"],
+            }
+            for row in grid
+        ]
+        return JsonResponse({"cells": cells})
+    return render(request, "runs/sweep_detail.html", {"sweep": sweep, "grid": grid})
+
+
+def sweep_grid(sweep) -> list[dict]:
+    """Each cell with its newest verified metric; custody records come in one query for every cell."""
+    rows = []
+    for run in sweep.cells.select_related("instance").prefetch_related("custody_records").order_by("cell"):
+        records = run.custody_records.all()
+        verified = [r for r in records if r.status == "verified"]
+        record = max(verified, key=lambda r: (r.verified_at, r.pk)) if verified else None
+        metric = (record.evidence.get("metrics") or [None])[0] if record else None
+        custody = "verified" if record else ("failed" if any(r.status == "failed" for r in records) else "")
+        rows.append({"run": run, "metric": metric, "custody": custody})
+    return rows
+
+
+def instance_detail(request, pk):
+    instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
+    probes = list(instance.probes.all()[:20])
+    has_live_run = instance.runs.filter(state__in=LIVE_STATES).exists()
+    latest_audit = instance.probes.filter(kind=InstanceProbe.Kind.AUDIT, ok=True).first()
+    context = {
+        "instance": instance,
+        "profile": instance.profile,
+        "events": instance.events.select_related("actor")[:50],
+        "probes": probes,
+        "latest_audit": latest_audit,
+        "state_form": StateForm(initial={"state": instance.state}),
+        "can_operate": request.user.has_perm("projects.operate", instance.project),
+        "teardown": teardown_panel(instance),
+        "clocks": [
+            *danger_clocks(instance, has_live_run),
+            *filter(None, [timer_line(instance)]),
+        ],
+        "cost": accrued_cost(instance),
+        "watch": _watch_of(instance),
+        "resources": _resources_of(instance),
+        "confirm_with_console": _confirm_with_console(instance, has_live_run),
+        "console_states": [("running", "Running (billing)"), ("stopped", "Stopped")],
+        "resource_kinds": kinds_for(instance.profile_key),
+        "durable_tiers": [t["name"] for t in instance.profile.tiers if not instance.profile.loses(t, "release")],
+    }
+    return render(request, "profiles/instance_detail.html", context)
+
+
+def _confirm_with_console(instance, has_live_run: bool) -> bool:
+    """No provider API tells us how a console-only box bills: ask a person when it matters (its state
+    is unknown, or it runs with nothing of ours on it)."""
+    if instance.profile.data["teardown"]["release"]["via"] == "api" or instance.profile.is_local:
+        return False
+    return instance.state == "unknown" or (instance.state == "running" and not has_live_run)
+
+
+def _resources_of(instance) -> list[tuple]:
+    """(resource, what it billed so far) for the box's billable resources, deleted ones last."""
+    now = timezone.now()
+    resources = sorted(instance.resources.all(), key=lambda r: (r.deleted_at is not None, r.name))
+    return [
+        (resource, resource.cost_between(resource.created, now).quantize(Decimal("0.01"))) for resource in resources
+    ]
+
+
+def _watch_of(instance):
+    """The watcher's lease, if one holds it: it knows when the box stopped answering its probes."""
+    return WatchLease.objects.filter(instance=instance).first()
+
+
+def approval_queue(request):
+    pending = waiting(
+        visible_requests(request.user)
+        .pending()
+        .select_related("instance__project", "requester", "run__project", "run__instance")
+    )
+    decided = (
+        visible_requests(request.user)
+        .exclude(status=TeardownStatus.PENDING)
+        .select_related("instance", "requester", "approver")[:30]
+    )
+    spends = SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)).select_related(
+        "run__project", "run__instance", "requester", "approver"
+    )
+    context = {
+        "pending": pending,
+        "decided": decided,
+        # Which of these projects this person decides for (one query): an approver of another project
+        # sees a request of this one, as a member, but never a button to decide it.
+        "approver_of": set(Project.objects.where_role(request.user, Role.APPROVER).values_list("pk", flat=True)),
+        "spends_pending": spends.filter(status=SpendStatus.PENDING),
+        "spends_decided": spends.exclude(status=SpendStatus.PENDING)[:10],
+    }
+    return render(request, "custody/approval_queue.html", context)
