@@ -7,7 +7,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from runs.actions import SpendPending
+from runs.actions.spending import SpendPending
 
 MAX_BODY = 256 * 1024
 

@@ -21,7 +21,7 @@ from profiles.models import Instance
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
 from runs import logs
-from runs.actions import do_create_run, do_edit_run, do_retry_run, do_start_preflight
+from runs.actions.lifecycle import do_create_run, do_edit_run, do_retry_run, do_start_preflight
 from runs.forms import SweepForm
 from runs.models import Run, Sweep
 from runs.stops import do_stop_run

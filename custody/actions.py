@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from custody.models import Artifact, CustodyRecord, CustodyStatus
 from runs import rollups
-from runs.actions import IllegalTransition, locked_run, record_run_event
+from runs.actions.base import IllegalTransition, locked_run, record_run_event
 from runs.live import push_run_update
 from runs.models import RunState
 

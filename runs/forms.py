@@ -262,7 +262,7 @@ class SweepForm(forms.Form):
 
     def create(self, *, actor):
         """The sweep this valid form describes (the page and the API make it the same way)."""
-        from runs.actions import do_create_sweep
+        from runs.actions.sweeps import do_create_sweep
 
         data = self.cleaned_data
         boxes = list(data["instances"])

@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from runs.actions import IllegalTransition, _event, _locked
+from runs.actions.base import IllegalTransition, lock_run, run_event
 from runs.models import Run, RunState
 
 
@@ -22,7 +22,7 @@ def do_stop_run(run_pk: int, *, actor) -> Run:
     from runs.tasks import deliver_stop
 
     with transaction.atomic(durable=True):
-        run = _locked(run_pk)
+        run = lock_run(run_pk)
         if not actor.has_perm("projects.operate", run.project):
             raise PermissionDenied("Only an operator of the run's project stops it.")
         if run.state != RunState.RUNNING:
@@ -32,7 +32,9 @@ def do_stop_run(run_pk: int, *, actor) -> Run:
         run.stop_asked_at, run.stop_asked_by, run.stop_delivered_at = timezone.now(), actor, None
         run.save(update_fields=["stop_asked_at", "stop_asked_by", "stop_delivered_at"])
         grace = settings.RUN_STOP_GRACE_SECONDS
-        _event(run, "stop", f"Stop asked by {actor}: SIGTERM, then SIGKILL after {grace} s", actor, attempt=run.attempt)
+        run_event(
+            run, "stop", f"Stop asked by {actor}: SIGTERM, then SIGKILL after {grace} s", actor, attempt=run.attempt
+        )
         transaction.on_commit(partial(deliver_stop.delay, run.pk, run.attempt))
     return run
 
@@ -54,16 +56,16 @@ def _still_undelivered(run: Run, attempt: int) -> bool:
 
 def do_mark_stop_delivered(run_pk: int, attempt: int, answer: dict) -> Run | None:
     with transaction.atomic(durable=True):
-        run = _locked(run_pk, run_only=True)
+        run = lock_run(run_pk, run_only=True)
         if not _still_undelivered(run, attempt):
             return None
         run.stop_delivered_at = timezone.now()
         run.save(update_fields=["stop_delivered_at"])
         if answer.get("stopped"):
-            _event(run, "stop", "Stop delivered: the box sent the command SIGTERM", attempt=attempt)
+            run_event(run, "stop", "Stop delivered: the box sent the command SIGTERM", attempt=attempt)
         else:
             why = str(answer.get("reason") or "nothing runs")[:200]
-            _event(run, "stop", f"Stop delivered, but nothing ran to stop on the box ({why})", attempt=attempt)
+            run_event(run, "stop", f"Stop delivered, but nothing ran to stop on the box ({why})", attempt=attempt)
     return run
 
 
@@ -80,14 +82,14 @@ def overdue_stops(now=None) -> list[tuple[int, int, bool]]:
 def do_expire_stop(run_pk: int, attempt: int) -> bool:
     """A stop the box never heard (unreachable until the deadline) ends with its reason; the run goes on."""
     with transaction.atomic(durable=True):
-        run = _locked(run_pk, run_only=True)
+        run = lock_run(run_pk, run_only=True)
         if not _still_undelivered(run, attempt):
             return False
         asked_by = run.stop_asked_by
         run.stop_asked_at, run.stop_asked_by = None, None
         run.save(update_fields=["stop_asked_at", "stop_asked_by"])
         minutes = settings.RUN_STOP_DEADLINE_SECONDS // 60
-        _event(
+        run_event(
             run,
             "stop",
             f"Stop asked by {asked_by or 'someone'} expired: the box did not answer for {minutes} min, so the run "

@@ -14,7 +14,8 @@ from profiles.layout import resolve_home
 from profiles.nodes import wrapper_name
 from profiles.transport import TransportError
 from projects.models import Project
-from runs import actions, watch
+from runs import watch
+from runs.actions import base, lifecycle, reconcile, spending, sweeps
 from runs.budget import storage_budget
 from runs.environment import environment_problems
 from runs.gpus import gone_problem, gpu_problems
@@ -60,7 +61,7 @@ def preflight_run(run_pk: int) -> None:
             commit = node.ship_source()
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
     except (TransportError, SourceError) as exc:
-        actions.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
+        lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
         return
     report["commit"] = commit
     problems = [f"Missing {item['input']} on the node: {item['path']}" for item in report["missing"]]
@@ -72,7 +73,7 @@ def preflight_run(run_pk: int) -> None:
     waived = run.gpu_holders_waived_by_id is not None
     gpus = gpu_problems(run.gpus, report.get("environment") or {}, report.get("gpu_holders"), waived)
     tier = declared_tier_problem(run.instance.data_tier, report.get("mounts") or {})
-    actions.do_finish_preflight(run_pk, report, problems + budget.problems() + gpus + ([tier] if tier else []))
+    lifecycle.do_finish_preflight(run_pk, report, problems + budget.problems() + gpus + ([tier] if tier else []))
 
 
 @shared_task(
@@ -86,9 +87,9 @@ def smoke_run(run_pk: int) -> None:
         with NodeSession(run) as node:
             result = node.call("smoke", node.write_spec("smoke", node.spec(0)), timeout=settings.SMOKE_TIMEOUT + 30)
     except TransportError as exc:
-        actions.do_finish_smoke(run_pk, -1, f"could not run the smoke: {exc}")
+        lifecycle.do_finish_smoke(run_pk, -1, f"could not run the smoke: {exc}")
         return
-    actions.do_finish_smoke(run_pk, result["exit_code"], result["output"])
+    lifecycle.do_finish_smoke(run_pk, result["exit_code"], result["output"])
 
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=180, **DB_RETRY)
@@ -104,7 +105,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
                 # A redelivered task: the attempt is already running on the node; never start it twice.
                 # How it was launched is read back from the node (its launch wrote it there first).
                 detach, command = node.launched_as(attempt) or (run.detach or "unknown", run.launched_command)
-                actions.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
+                lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
                 return
             if run.gpus:  # every (re)launch: the GPUs are still there (a restart may have taken them)
                 gone = gone_problem(
@@ -113,7 +114,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
                     run.preflight_report.get("gpu_holders"),
                 )
                 if gone:
-                    actions.do_mark_launch_failed(run_pk, attempt, gone)
+                    lifecycle.do_mark_launch_failed(run_pk, attempt, gone)
                     return
             detach_kind = run.instance.profile.data["daemon"]["detach"]
             if detach_kind == "onstart":
@@ -121,9 +122,9 @@ def launch_run(run_pk: int, attempt: int) -> None:
             use_tmux = detach_kind in ("tmux", "onstart") and run.preflight_report.get("tmux")
             detach, command = node.launch(attempt, bool(use_tmux))
     except TransportError as exc:
-        actions.do_mark_launch_failed(run_pk, attempt, str(exc))
+        lifecycle.do_mark_launch_failed(run_pk, attempt, str(exc))
         return
-    actions.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
+    lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
 
 
 @shared_task(
@@ -152,14 +153,14 @@ def arm_watchers() -> int:
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def advance_sweep(sweep_pk: int) -> list[str]:
-    return actions.do_advance_sweep(sweep_pk)
+    return sweeps.do_advance_sweep(sweep_pk)
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def close_active(run_pk: int, actor_id: int, reason: str) -> str:
     """Idempotent: a redelivery after the move finds no active/ and records it closed."""
     from profiles.nodes import InstanceNode
-    from runs.actions import do_mark_active_closed
+    from runs.actions.lifecycle import do_mark_active_closed
 
     run = Run.objects.select_related("project", "instance").get(pk=run_pk)
     with InstanceNode(run.instance) as node:
@@ -186,7 +187,7 @@ def deliver_stop(run_pk: int, attempt: int) -> str:
     except TransportError as exc:
         return f"not delivered, sent again later: {exc}"
     stops.do_mark_stop_delivered(run.pk, attempt, answer)
-    actions._arm_watcher(run.instance_id)  # the next probe reads the quarantine
+    base.arm_watcher(run.instance_id)  # the next probe reads the quarantine
     return json.dumps(answer)
 
 
@@ -209,7 +210,7 @@ def reconcile_runs() -> dict:
     outcomes = {}
     for run in waiting:
         if reconcile.overdue(run):
-            outcomes[run.pk] = actions.do_reconcile_run(run.pk)
+            outcomes[run.pk] = reconcile.do_reconcile_run(run.pk)
     # A stop the box has not heard yet (unreachable, or its message lost): sent again, or expired.
     from runs import stops
 
@@ -224,13 +225,13 @@ def reconcile_runs() -> dict:
     for sweep_pk in (
         Run.objects.filter(sweep__isnull=False, state=RunState.DRAFT).values_list("sweep", flat=True).distinct()
     ):
-        for run_id in actions.do_advance_sweep(sweep_pk):
+        for run_id in sweeps.do_advance_sweep(sweep_pk):
             outcomes[run_id] = "sweep cell started"
     # An approved spend whose continuation was never delivered (the broker was down at approval):
     # continuing is idempotent (it starts only what still waits on that approval).
-    for request_pk in actions.lost_spend_continuations():
+    for request_pk in spending.lost_spend_continuations():
         try:
-            outcomes[f"spend {request_pk}"] = actions.do_continue_after_spend(request_pk)
+            outcomes[f"spend {request_pk}"] = reconcile.do_continue_after_spend(request_pk)
         except ValidationError as exc:
             outcomes[f"spend {request_pk}"] = " ".join(exc.messages)
     return outcomes
@@ -246,14 +247,14 @@ def close_out_run(run_pk: int, attempt: int) -> str:
         return "nothing to do"
     with InstanceNode(run.instance) as node:
         answer = node.abandon(run)
-    actions._arm_watcher(run.instance_id)  # the watcher's next probe reads the quarantine
+    base.arm_watcher(run.instance_id)  # the watcher's next probe reads the quarantine
     return json.dumps(answer)
 
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
 def continue_after_spend(request_id: int) -> str:
     """An approved spend starts what waited for it (a lost message: the operator starts it again)."""
-    return actions.do_continue_after_spend(request_id)
+    return reconcile.do_continue_after_spend(request_id)
 
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
@@ -265,4 +266,4 @@ def warn_budget_forecasts() -> list[str]:
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def expire_spend_requests() -> int:
-    return actions.do_expire_spend_requests()
+    return spending.do_expire_spend_requests()

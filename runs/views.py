@@ -13,15 +13,15 @@ from profiles.layout import layout_for
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
 from projects.roles import require
-from runs.actions import (
+from runs.actions.lifecycle import (
     do_close_active,
     do_create_run,
-    do_decide_spend,
     do_edit_run,
     do_retry_run,
     do_start_preflight,
     do_waive_gpu_holders,
 )
+from runs.actions.spending import do_decide_spend
 from runs.budgets import do_set_envelope, may_change_envelope
 from runs.cadence import cadence_for
 from runs.forms import EnvelopeForm, ProjectForm, RunForm, SweepForm

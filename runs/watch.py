@@ -19,7 +19,7 @@ from profiles.nodes import InstanceNode
 from profiles.protocol import NodeError
 from profiles.transport import TransportError
 from runs import leases
-from runs.actions import do_mark_unreachable, do_note_node_error, do_observe_run
+from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.models import Run, RunState
 from runs.push import Push
 

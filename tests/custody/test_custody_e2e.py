@@ -10,7 +10,7 @@ from custody.models import CustodyRecord, CustodyStatus
 from custody.pull import partial_of, pull_one
 from custody.roster import parse_roster
 from custody.verify import custody_dir
-from runs.actions import do_start_preflight
+from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from runs.remote import NodeSession
 from tests.custody import sealed
@@ -139,7 +139,7 @@ def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_ru
 
 
 def test_only_a_sealed_export_can_be_verified(bob, make_run):
-    from runs.actions import IllegalTransition
+    from runs.actions.base import IllegalTransition
 
     run = make_run(state=RunState.RUNNING, attempt=1)
     with pytest.raises(IllegalTransition):

@@ -13,7 +13,7 @@ from django.db import connection
 from custody.actions import do_start_verification
 from custody.models import EvidenceLocation, TeardownKind, TeardownRequest
 from custody.teardown import do_request_teardown
-from runs.actions import do_observe_run
+from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from runs.watch import thresholds
 from tests.custody import sealed

@@ -84,7 +84,8 @@ def test_a_spend_approval_whose_continuation_was_lost_is_continued_by_the_reconc
     project.save()
     type(project.instances.first()).objects.filter(pk=project.instances.first().pk).update(rate_running=Decimal(60))
     run = make_run(expected_minutes=60)
-    from runs.actions import SpendPending, do_start_preflight
+    from runs.actions.lifecycle import do_start_preflight
+    from runs.actions.spending import SpendPending
 
     with pytest.raises(SpendPending):
         do_start_preflight(run.pk, actor=bob)

@@ -23,7 +23,7 @@ from profiles.live import instance_changed
 from profiles.models import Instance
 from projects.models import Project
 from remotegpu_site.asgi import application
-from runs.actions import do_decide_spend
+from runs.actions.spending import do_decide_spend
 from runs.models import Run, SpendRequest, SpendStatus
 from tests.personas import grant, join
 from tests.provider_stub import api_credential

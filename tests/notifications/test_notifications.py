@@ -13,7 +13,7 @@ from notifications.actions import do_add_channel, do_deliver_notification, do_no
 from notifications.models import Channel, Event, Notification, NotifyVariable
 from profiles.models import Instance
 from projects.models import Project
-from runs.actions import do_finish_smoke
+from runs.actions.lifecycle import do_finish_smoke
 from runs.models import Run, RunState
 from tests.personas import join
 from tests.waiting import wait_until

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.actions import do_start_preflight
+from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from tests.runs.conftest import SETTLED, set_config, wait_state
 

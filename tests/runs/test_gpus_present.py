@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 
 from profiles.models import Instance
-from runs.actions import do_waive_gpu_holders
+from runs.actions.lifecycle import do_waive_gpu_holders
 from runs.gpus import gone_problem, gpu_problems
 from runs.models import RunState
 from runs.tasks import launch_run, preflight_run

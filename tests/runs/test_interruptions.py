@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from runs.actions import do_start_preflight
+from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from runs.signals import FAILURE_CLASSES
 from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from runs import logs
-from runs.actions import do_observe_run
+from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from tests.runs.test_observe import THRESHOLDS, status
 

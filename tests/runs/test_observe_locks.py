@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from profiles.models import Instance
 from projects.models import Project
-from runs.actions import do_observe_run
+from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from tests.runs.test_kept_log import probe
 from tests.runs.test_observe import THRESHOLDS

@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from remotegpu_site.asgi import application
-from runs.actions import do_start_preflight
+from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from tests.conftest import WorkerProcess, database_url
 from tests.runs.conftest import set_config, wait_state

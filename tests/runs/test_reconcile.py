@@ -10,7 +10,7 @@ import time
 import pytest
 from django.db import connection
 
-from runs.actions import do_start_preflight
+from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from runs.remote import NodeSession
 from runs.tasks import reconcile_runs
@@ -127,7 +127,7 @@ def test_terminated_database_backends_during_launch_do_not_strand_the_run(
 
 def test_a_sweep_whose_advance_was_lost_starts_its_queued_cells(alice, make_run, instance, no_worker):
     from remotegpu_site.celery import app
-    from runs.actions import do_create_sweep
+    from runs.actions.sweeps import do_create_sweep
     from runs.models import Run
 
     base = make_run()

@@ -5,7 +5,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from runs.actions import do_observe_run
+from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from tests.runs.test_observe import THRESHOLDS, status
 

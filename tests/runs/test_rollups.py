@@ -29,7 +29,9 @@ from custody.models import CustodyRecord, CustodyStatus
 from profiles.models import Instance
 from projects.models import Project
 from runs import rollups
-from runs.actions import do_create_run, do_create_sweep, do_edit_run, do_observe_run
+from runs.actions.lifecycle import do_create_run, do_edit_run
+from runs.actions.observation import do_observe_run
+from runs.actions.sweeps import do_create_sweep
 from runs.models import InstanceTotals, ProjectTotals, Run, RunState
 from tests.runs.test_observe import THRESHOLDS, status
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.actions import do_start_preflight
+from runs.actions.lifecycle import do_start_preflight
 from runs.models import GpuLock, RunState
 from tests.runs.conftest import SETTLED, edit_train, wait_state
 

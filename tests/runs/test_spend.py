@@ -13,14 +13,9 @@ from django.utils import timezone
 from notifications.models import Notification
 from profiles.models import Instance
 from projects.models import Project
-from runs.actions import (
-    SpendPending,
-    do_continue_after_spend,
-    do_decide_spend,
-    do_expire_spend_requests,
-    do_retry_run,
-    do_start_preflight,
-)
+from runs.actions.lifecycle import do_retry_run, do_start_preflight
+from runs.actions.reconcile import do_continue_after_spend
+from runs.actions.spending import SpendPending, do_decide_spend, do_expire_spend_requests
 from runs.models import Run, RunState, SpendRequest, SpendStatus
 from runs.spend import envelope_of, period_bounds
 from tests.personas import grant, join
@@ -180,7 +175,7 @@ def test_the_dashboard_shows_the_envelope(team, client, bob, charlie):
 def test_a_run_longer_than_expected_asks_the_envelope_again_once(team, alice, bob):
     from django.db import transaction
 
-    from runs.actions import _ask_again_when_overrunning
+    from runs.actions.spending import ask_again_when_overrunning
 
     team.run_cost_threshold = Decimal("3.00")
     team.save()
@@ -188,13 +183,13 @@ def test_a_run_longer_than_expected_asks_the_envelope_again_once(team, alice, bo
     Run.objects.filter(pk=run.pk).update(launched_at=timezone.now() - timedelta(minutes=50))
     run = Run.objects.select_related("project", "instance").get(pk=run.pk)
     with transaction.atomic():
-        _ask_again_when_overrunning(run, timezone.now())  # inside its expected hour: nothing
+        ask_again_when_overrunning(run, timezone.now())  # inside its expected hour: nothing
     assert not run.spend_requests.exists()
     Run.objects.filter(pk=run.pk).update(launched_at=timezone.now() - timedelta(minutes=100))
     run = Run.objects.select_related("project", "instance").get(pk=run.pk)
     for _ in range(3):  # beat ticks again: asked once
         with transaction.atomic():
-            _ask_again_when_overrunning(run, timezone.now())
+            ask_again_when_overrunning(run, timezone.now())
     request = run.spend_requests.get()
     assert request.why == "overrun" and "above the per-run threshold of $3.00" in request.reason
     assert "running 100 min of an expected 60: $3.33 so far" in request.reason
@@ -229,7 +224,7 @@ def test_an_approval_whose_continuation_was_lost_lets_the_run_start_by_hand(team
 def test_an_edit_after_approval_cancels_it_and_asks_again(team, alice, bob):
     """Issue 28 §3: a $12 approval, then the draft edited to run 5,000 hours, started with no new
     approval. An approval covers the terms it was given (box, rate, minutes, cost); an edit cancels it."""
-    from runs.actions import do_edit_run
+    from runs.actions.lifecycle import do_edit_run
 
     run = new_run(team, bob)
     with pytest.raises(SpendPending):
@@ -250,7 +245,7 @@ def test_an_edit_after_approval_cancels_it_and_asks_again(team, alice, bob):
 
 
 def test_an_edit_while_pending_cancels_the_request_and_a_rate_change_voids_the_approval(team, alice, bob):
-    from runs.actions import do_edit_run
+    from runs.actions.lifecycle import do_edit_run
 
     run = new_run(team, bob)
     with pytest.raises(SpendPending):

@@ -11,7 +11,7 @@ from django.test import Client
 
 from projects.models import Project
 from runs import stops
-from runs.actions import do_retry_run, do_start_preflight
+from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import GpuLock, Run, RunState
 from runs.remote import NodeSession
 from runs.tasks import deliver_stop

@@ -123,7 +123,7 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
 def test_a_cpu_sweep_runs_its_cells_on_cpu_slots_and_a_gpu_sweep_on_gpus(bob, make_run, instance, no_worker):
     """Issue 29 §5: preflight refuses a GPU the box does not have, so a sweep of a CPU run no longer
     writes GPU indices into its cells; each box still runs at most gpus_per_box cells at once."""
-    from runs.actions import do_advance_sweep, do_create_sweep
+    from runs.actions.sweeps import do_advance_sweep, do_create_sweep
 
     cpu = do_create_sweep(make_run(), "cpu", [{"lr": n} for n in range(3)], [instance], 2, True, actor=bob)
     do_advance_sweep(cpu.pk)

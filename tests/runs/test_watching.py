@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 
 from remotegpu_site.asgi import application
-from runs.actions import do_retry_run, do_start_preflight
+from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import RunEvent, RunState, WatchLease
 from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, database_url, subprocess_env
 from tests.runs.conftest import SETTLED, set_config, wait_health, wait_state

@@ -1,0 +1,255 @@
+"""A run's life from draft to launch, retry and close: one function per verb, in a transaction."""
+
+from functools import partial
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from profiles.actions import do_observe_running
+from runs import environment, rollups
+from runs.actions.base import (
+    IllegalTransition,
+    acquire_gpus,
+    arm_watcher,
+    check_move,
+    lock_run,
+    may_run_on,
+    move_run,
+    new_run_id,
+    release_gpus,
+    run_event,
+    user_by_pk,
+)
+from runs.actions.spending import SpendPending, cancel_unspent_approvals, spend_gate
+from runs.models import (
+    RETRYABLE_STATES,
+    UNCLOSED_STATES,
+    Run,
+    RunState,
+    SpendRequest,
+)
+
+
+def do_create_run(run: Run, *, actor) -> Run:
+    may_run_on(run, actor)
+    with transaction.atomic(durable=True):
+        run.run_id = new_run_id(run.project.slug)
+        run.created_by = actor
+        run.save()
+        rollups.add(run, runs=1)
+        run_event(run, "created", f"Run created on {run.instance.name}", actor, to_state=run.state)
+    return run
+
+
+# What preflight bound from the node: stale once what the run is has changed.
+BOUND = {
+    "source_tree_sha256": "",
+    "resolved_commit": "",
+    "config_sha256": "",
+    "manifest_sha256": "",
+    "preflight_report": {},
+    "smoke_exit_code": None,
+    "smoke_output": "",
+    "gpu_holders_waived_by": None,  # an override is of the run it was given for
+}
+
+
+def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
+    """Change a run that has not run on its box yet (draft, failed preflight or smoke); audited.
+
+    Its bound identities are cleared: the next preflight binds what the run now is.
+    """
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if run.sweep_id:
+            raise ValidationError("A sweep cell is what its sweep made it: change the sweep, or make a new run.")
+        if not run.editable:
+            raise ValidationError(
+                f"A run that is {run.get_state_display().lower()} keeps what it ran: use “New run like this”."
+            )
+        changed = [field for field, value in changes.items() if getattr(run, field) != value]
+        if not changed:
+            return []
+        lines = [f"{field}: {getattr(run, field)!r} → {changes[field]!r}" for field in changed]
+        was_on = run.instance_id
+        for field in changed:
+            setattr(run, field, changes[field])
+        may_run_on(run, actor)
+        if run.instance_id != was_on:
+            rollups.move(run, was_on, verified=run.custody_records.filter(status="verified").exists())
+        for field, empty in BOUND.items():
+            setattr(run, field, empty)
+        run.save()
+        run_event(run, "edited", "Edited: " + "; ".join(lines)[:2000], actor, fields=changed)
+        cancel_unspent_approvals(run, "edited: " + ", ".join(changed), actor)
+    return changed
+
+
+def do_start_preflight(run_pk: int, *, actor) -> Run:
+    from runs.tasks import preflight_run
+
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        may_run_on(run, actor)
+        check_move(run, RunState.PREFLIGHT)  # before the gate: an illegal start asks nobody to pay
+        waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.LAUNCH, actor)
+        if waiting is None:
+            move_run(run, RunState.PREFLIGHT, "Preflight started", actor)
+            transaction.on_commit(partial(preflight_run.delay, run.pk))
+    if waiting is not None:  # raised after commit: the request is kept, the run is not started
+        raise SpendPending(waiting)
+    return run
+
+
+def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
+    from runs.tasks import smoke_run
+
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if run.state != RunState.PREFLIGHT:
+            return run  # a duplicate delivery of the task: the first one decided
+        hashes = report.get("hashes", {})
+        run.source_tree_sha256 = hashes.get("source_tree_sha256", "")
+        run.config_sha256 = hashes.get("config_sha256", "")
+        run.manifest_sha256 = hashes.get("manifest_sha256", "")
+        run.resolved_commit = report.get("commit") or run.resolved_commit
+        if not problems and not run.identities_bound:
+            problems = ["Identities could not be bound (source and config hashes): refusing to launch."]
+        if not problems:
+            holder = acquire_gpus(run)
+            if holder:
+                problems = [holder]
+        run.preflight_report = {**report, "problems": problems}
+        run.write_bytes_per_second = report.get("write_bytes_per_second") or run.write_bytes_per_second
+        if report.get("environment"):
+            run.env_identity = environment.identity(report["environment"])
+            persistent = run.instance.profile.data["identity"]["persistent"]
+            for warning in environment.environment_warnings(report["environment"], persistent):
+                run_event(run, "alert", warning)
+        if problems:
+            move_run(run, RunState.FAILED_PREFLIGHT, "Preflight failed: " + "; ".join(problems))
+        else:
+            move_run(run, RunState.SMOKE, "Preflight passed; identities bound", **hashes)
+            transaction.on_commit(partial(smoke_run.delay, run.pk))
+    return run
+
+
+def do_finish_smoke(run_pk: int, exit_code: int, output: str) -> Run:
+    from runs.tasks import launch_run
+
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if run.state != RunState.SMOKE:
+            return run
+        run.smoke_exit_code, run.smoke_output = exit_code, output
+        if exit_code == 0 and "Traceback" not in output:
+            run.attempt = 1
+            move_run(run, RunState.LAUNCHING, "CPU smoke passed")
+            transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
+        else:
+            why = "a Traceback in its output" if exit_code == 0 else f"exit code {exit_code}"
+            move_run(run, RunState.FAILED_SMOKE, f"CPU smoke failed: {why}")
+            release_gpus(run)
+    return run
+
+
+def do_mark_launched(run_pk: int, attempt: int, detach: str, command: str, wrapper: str) -> Run:
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if run.state != RunState.LAUNCHING or run.attempt != attempt:
+            return run
+        run.detach, run.launched_command, run.wrapper_name = detach, command, wrapper
+        run.launched_at = timezone.now()
+        move_run(run, RunState.RUNNING, f"Attempt {attempt} launched detached ({detach})")
+        transaction.on_commit(partial(arm_watcher, run.instance_id))
+        evidence = f"run {run.run_id} launched on it"
+        transaction.on_commit(partial(do_observe_running, run.instance_id, evidence))
+    return run
+
+
+def do_mark_launch_failed(run_pk: int, attempt: int, error: str) -> Run:
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if run.state != RunState.LAUNCHING or run.attempt != attempt:
+            return run
+        move_run(run, RunState.FAILED_LAUNCH, f"Launch of attempt {attempt} failed: {error}")
+        release_gpus(run)
+    return run
+
+
+def do_waive_gpu_holders(run_pk: int, comment: str, *, actor) -> Run:
+    """An approver lets the next preflight start beside processes outside RemoteGPU on the run's GPUs
+    (a colleague's notebook that will not grow); audited. No CUDA or a missing GPU is never waived."""
+    if not comment.strip():
+        raise ValidationError("Say why: the override is part of the run's history.")
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if not actor.has_perm("projects.approve_cost", run.project):
+            raise PermissionDenied("Only an approver of the run's project overrides a GPU held by another process.")
+        if run.state not in (RunState.DRAFT, RunState.FAILED_PREFLIGHT):
+            raise ValidationError("An override is for the next preflight of a draft or a failed preflight.")
+        run.gpu_holders_waived_by = actor
+        run.save(update_fields=["gpu_holders_waived_by"])
+        run_event(
+            run, "note", f"GPU held by another process: overridden for the next preflight: {comment.strip()}", actor
+        )
+    return run
+
+
+def do_retry_run(run_pk: int, *, actor) -> Run:
+    """Retry the identical config as a new attempt; it resumes from the run's latest checkpoint."""
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        may_run_on(run, actor)
+        if run.state not in RETRYABLE_STATES:
+            raise IllegalTransition(f"Only a quarantined or failed launch can be retried (this run is {run.state}).")
+        waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)
+        if waiting is None:
+            relaunch_run(run, actor, "Retry of the identical config")
+    if waiting is not None:
+        raise SpendPending(waiting)
+    return run
+
+
+def do_close_active(run_pk: int, reason: str, *, actor) -> Run:
+    """An operator closes a failed run's leftover active/ (moved into quarantine/ on the node)."""
+    from runs.tasks import close_active
+
+    if not reason.strip():
+        raise ValidationError("Say why: the reason is written beside the quarantined directory.")
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if run.state not in UNCLOSED_STATES or run.active_closed_at:
+            raise IllegalTransition("Only a failed or quarantined run's open active/ can be closed.")
+        run_event(run, "note", f"Closing active/ requested: {reason.strip()}", actor)
+        transaction.on_commit(partial(close_active.delay, run.pk, actor.pk, reason.strip()))
+    return run
+
+
+def do_mark_active_closed(run_pk: int, actor_id: int | None, reason: str, answer: dict) -> Run:
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if run.active_closed_at is None:
+            run.active_closed_at = timezone.now()
+            run.save(update_fields=["active_closed_at"])
+            where = f"moved to {answer['to']}" if answer.get("moved") else answer.get("reason", "nothing left")
+            run_event(run, "note", f"active/ closed ({where}): {reason}", actor_id and user_by_pk(actor_id), **answer)
+    return run
+
+
+def relaunch_run(run: Run, actor, why: str) -> None:
+    """A new attempt of the identical command; it resumes from the run's latest checkpoint."""
+    from runs.tasks import launch_run
+
+    holder = acquire_gpus(run)
+    if holder:
+        raise ValidationError(holder)
+    run.attempt += 1
+    run.exit_code, run.active_closed_at = None, None  # the new attempt opens active/ again
+    # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
+    run.log_offset, run.log_kept_bytes, run.alerts, run.failure_class, run.failure_excerpt = 0, 0, [], "", ""
+    run.health, run.health_since = "", None
+    run.stop_asked_at, run.stop_asked_by, run.stop_delivered_at = None, None, None  # a stop was of the last one
+    move_run(run, RunState.LAUNCHING, f"{why}: attempt {run.attempt}", actor)
+    transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
