@@ -8,9 +8,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.states import IllegalTransition
 from custody.models import Artifact, CustodyRecord, CustodyStatus
 from runs import rollups
-from runs.actions.base import IllegalTransition, locked_run, record_run_event
+from runs.actions.base import locked_run, record_run_event
 from runs.live import push_run_update
 from runs.models import RunState
 

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from core.states import Transitions
+
 
 class CustodyStatus(models.TextChoices):
     PULLING = "pulling", "Pulling"
@@ -90,30 +92,34 @@ class TeardownStatus(models.TextChoices):
 # The only legal moves (new requests start pending, or approved when no second person is needed).
 # needs-attention: an execution whose worker vanished mid-call; only a person may decide whether
 # it happened (done) or may run again with the same idempotency key (approved).
-TEARDOWN_TRANSITIONS = {
-    TeardownStatus.PENDING: {
-        TeardownStatus.APPROVED,
-        TeardownStatus.REJECTED,
-        TeardownStatus.EXPIRED,
-        TeardownStatus.CANCELLED,
+TEARDOWN_TRANSITIONS = Transitions(
+    TeardownStatus,
+    {
+        TeardownStatus.PENDING: {
+            TeardownStatus.APPROVED,
+            TeardownStatus.REJECTED,
+            TeardownStatus.EXPIRED,
+            TeardownStatus.CANCELLED,
+        },
+        # Approved but never taken by a worker (its enqueue was lost): re-driven, then failed; either way a
+        # person may cancel it, so no approval stays in flight forever (issue 29 §4).
+        TeardownStatus.APPROVED: {TeardownStatus.EXECUTING, TeardownStatus.FAILED, TeardownStatus.CANCELLED},
+        TeardownStatus.EXECUTING: {
+            TeardownStatus.DONE,
+            TeardownStatus.FAILED,
+            TeardownStatus.AWAITING_ATTESTATION,
+            TeardownStatus.NEEDS_ATTENTION,
+        },
+        TeardownStatus.AWAITING_ATTESTATION: {TeardownStatus.EXECUTING},
+        TeardownStatus.NEEDS_ATTENTION: {TeardownStatus.DONE, TeardownStatus.APPROVED},
+        TeardownStatus.FAILED: {TeardownStatus.APPROVED, TeardownStatus.CANCELLED},
+        TeardownStatus.REJECTED: set(),
+        TeardownStatus.EXPIRED: set(),
+        TeardownStatus.DONE: set(),
+        TeardownStatus.CANCELLED: set(),
     },
-    # Approved but never taken by a worker (its enqueue was lost): re-driven, then failed; either way a
-    # person may cancel it, so no approval stays in flight forever (issue 29 §4).
-    TeardownStatus.APPROVED: {TeardownStatus.EXECUTING, TeardownStatus.FAILED, TeardownStatus.CANCELLED},
-    TeardownStatus.EXECUTING: {
-        TeardownStatus.DONE,
-        TeardownStatus.FAILED,
-        TeardownStatus.AWAITING_ATTESTATION,
-        TeardownStatus.NEEDS_ATTENTION,
-    },
-    TeardownStatus.AWAITING_ATTESTATION: {TeardownStatus.EXECUTING},
-    TeardownStatus.NEEDS_ATTENTION: {TeardownStatus.DONE, TeardownStatus.APPROVED},
-    TeardownStatus.FAILED: {TeardownStatus.APPROVED, TeardownStatus.CANCELLED},
-    TeardownStatus.REJECTED: set(),
-    TeardownStatus.EXPIRED: set(),
-    TeardownStatus.DONE: set(),
-    TeardownStatus.CANCELLED: set(),
-}
+    "A teardown request",
+)
 
 
 class EvidenceLocation(models.TextChoices):

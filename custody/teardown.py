@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.states import IllegalTransition
 from custody import checks, notify
 from custody.audit import audit
 from custody.evidence import Consequence, copies_of, latest_verified, touched
@@ -37,8 +38,8 @@ class TeardownRefused(ValidationError):
     """A request, approval or execution that the rules forbid; the message says why."""
 
 
-class IllegalTransition(TeardownRefused):
-    """A move that TEARDOWN_TRANSITIONS does not allow."""
+class RefusedMove(TeardownRefused, IllegalTransition):
+    """A move that TEARDOWN_TRANSITIONS does not allow: refused like any teardown rule."""
 
 
 class EvidenceBusy(Exception):
@@ -46,9 +47,9 @@ class EvidenceBusy(Exception):
 
 
 def _move(request, to: str) -> None:
-    if to not in TEARDOWN_TRANSITIONS[request.status]:
+    if not TEARDOWN_TRANSITIONS.allows(request.status, to):
         current = TeardownStatus(request.status).label
-        raise IllegalTransition(f"Request #{request.pk} cannot go from {current} to {TeardownStatus(to).label}.")
+        raise RefusedMove(f"Request #{request.pk} cannot go from {current} to {TeardownStatus(to).label}.")
     request.status = to
 
 

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.states import IllegalTransition
 from profiles.live import instance_changed
 from profiles.models import (
     INSTANCE_TRANSITIONS,
@@ -22,10 +23,6 @@ from profiles.models import (
 from profiles.resources import kinds_for
 from projects.grants import grant_changes
 from projects.roles import require
-
-
-class IllegalTransition(ValidationError):
-    pass
 
 
 def _event(instance, kind, message, actor=None, **data) -> InstanceEvent:
@@ -101,8 +98,7 @@ def change_state_locked(instance: Instance, new_state: str, reason: str = "", *,
     (a finished teardown moves its request and its box in one commit)."""
     old = InstanceState(instance.state)
     target = InstanceState(new_state)
-    if target not in INSTANCE_TRANSITIONS[old]:
-        raise IllegalTransition(f"An instance cannot go from {old.label} to {target.label}.")
+    INSTANCE_TRANSITIONS.check(old, target)
     instance.state = target
     instance.save(update_fields=["state"])
     message = f"State {old.label} → {target.label}" + (f": {reason}" if reason else "")

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from core.states import Transitions
 from profiles.catalog import get_profile
 from profiles.resources import FACTS as RESOURCE_FACTS
 from profiles.transport import HostKey
@@ -22,12 +23,16 @@ class InstanceState(models.TextChoices):
 MAY_BE_ON = (InstanceState.RUNNING, InstanceState.UNKNOWN)
 
 # Released is terminal: a released box is gone; a new box is a new instance.
-INSTANCE_TRANSITIONS = {
-    InstanceState.UNKNOWN: {InstanceState.RUNNING, InstanceState.STOPPED, InstanceState.RELEASED},
-    InstanceState.RUNNING: {InstanceState.STOPPED, InstanceState.RELEASED, InstanceState.UNKNOWN},
-    InstanceState.STOPPED: {InstanceState.RUNNING, InstanceState.RELEASED, InstanceState.UNKNOWN},
-    InstanceState.RELEASED: set(),
-}
+INSTANCE_TRANSITIONS = Transitions(
+    InstanceState,
+    {
+        InstanceState.UNKNOWN: {InstanceState.RUNNING, InstanceState.STOPPED, InstanceState.RELEASED},
+        InstanceState.RUNNING: {InstanceState.STOPPED, InstanceState.RELEASED, InstanceState.UNKNOWN},
+        InstanceState.STOPPED: {InstanceState.RUNNING, InstanceState.RELEASED, InstanceState.UNKNOWN},
+        InstanceState.RELEASED: set(),
+    },
+    "An instance",
+)
 
 
 class CredentialKind(models.TextChoices):

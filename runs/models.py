@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from core.states import Transitions
 from projects.models import Project
 
 
@@ -22,19 +23,23 @@ class RunState(models.TextChoices):
 
 
 # The only legal moves. Retrying (an identical new attempt) re-enters LAUNCHING from a failure.
-RUN_TRANSITIONS = {
-    RunState.DRAFT: {RunState.PREFLIGHT},
-    RunState.PREFLIGHT: {RunState.SMOKE, RunState.FAILED_PREFLIGHT},
-    RunState.FAILED_PREFLIGHT: {RunState.PREFLIGHT},
-    RunState.SMOKE: {RunState.LAUNCHING, RunState.FAILED_SMOKE},
-    RunState.FAILED_SMOKE: {RunState.PREFLIGHT},
-    RunState.LAUNCHING: {RunState.RUNNING, RunState.FAILED_LAUNCH},
-    RunState.FAILED_LAUNCH: {RunState.LAUNCHING},
-    RunState.RUNNING: {RunState.EXITED},
-    RunState.EXITED: {RunState.EXPORTED, RunState.QUARANTINED},
-    RunState.EXPORTED: set(),
-    RunState.QUARANTINED: {RunState.LAUNCHING},
-}
+RUN_TRANSITIONS = Transitions(
+    RunState,
+    {
+        RunState.DRAFT: {RunState.PREFLIGHT},
+        RunState.PREFLIGHT: {RunState.SMOKE, RunState.FAILED_PREFLIGHT},
+        RunState.FAILED_PREFLIGHT: {RunState.PREFLIGHT},
+        RunState.SMOKE: {RunState.LAUNCHING, RunState.FAILED_SMOKE},
+        RunState.FAILED_SMOKE: {RunState.PREFLIGHT},
+        RunState.LAUNCHING: {RunState.RUNNING, RunState.FAILED_LAUNCH},
+        RunState.FAILED_LAUNCH: {RunState.LAUNCHING},
+        RunState.RUNNING: {RunState.EXITED},
+        RunState.EXITED: {RunState.EXPORTED, RunState.QUARANTINED},
+        RunState.EXPORTED: set(),
+        RunState.QUARANTINED: {RunState.LAUNCHING},
+    },
+    "A run",
+)
 # Failed attempts whose active/ may still hold checkpoints and logs on the node until closed.
 UNCLOSED_STATES = [RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH, RunState.QUARANTINED]
 LIVE_STATES = {RunState.PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING, RunState.RUNNING, RunState.EXITED}
@@ -321,6 +326,20 @@ class SpendStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected"
     EXPIRED = "expired", "Expired unanswered"
     CANCELLED = "cancelled", "Cancelled: the run changed"
+
+
+# An approval holds until the attempt spends it; a change to the run cancels what it has not spent.
+SPEND_TRANSITIONS = Transitions(
+    SpendStatus,
+    {
+        SpendStatus.PENDING: {SpendStatus.APPROVED, SpendStatus.REJECTED, SpendStatus.EXPIRED, SpendStatus.CANCELLED},
+        SpendStatus.APPROVED: {SpendStatus.CANCELLED},
+        SpendStatus.REJECTED: set(),
+        SpendStatus.EXPIRED: set(),
+        SpendStatus.CANCELLED: set(),
+    },
+    "A spend request",
+)
 
 
 class SpendRequest(models.Model):

@@ -13,7 +13,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from runs.actions.base import IllegalTransition, lock_run, run_event
+from core.states import IllegalTransition
+from runs.actions.base import lock_run, run_event
 from runs.models import Run, RunState
 
 

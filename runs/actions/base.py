@@ -2,7 +2,7 @@
 
 from functools import partial
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
@@ -23,10 +23,6 @@ from runs.models import (
 )
 
 FAILED_TO_START = {RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH}
-
-
-class IllegalTransition(ValidationError):
-    pass
 
 
 def new_run_id(project_slug: str) -> str:
@@ -99,8 +95,7 @@ def record_run_event(run: Run, kind: str, message: str, actor=None, data: dict |
 
 def check_move(run: Run, target: RunState) -> RunState:
     source = RunState(run.state)
-    if target not in RUN_TRANSITIONS[source]:
-        raise IllegalTransition(f"A run cannot go from {source.label} to {target.label}.")
+    RUN_TRANSITIONS.check(source, target)
     return source
 
 

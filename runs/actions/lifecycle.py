@@ -6,10 +6,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.states import IllegalTransition
 from profiles.actions import do_observe_running
 from runs import environment, rollups
 from runs.actions.base import (
-    IllegalTransition,
     acquire_gpus,
     arm_watcher,
     check_move,

@@ -14,6 +14,7 @@ from runs import notices, spend
 from runs.actions.base import run_event
 from runs.models import (
     RETRYABLE_STATES,
+    SPEND_TRANSITIONS,
     Run,
     RunState,
     SpendRequest,
@@ -49,8 +50,13 @@ def spend_gate(run: Run, attempt: int, why: str, actor) -> SpendRequest | None:
     return _ask_spend(run, attempt, why, reason, actor, said)
 
 
+def _move(request: SpendRequest, target: SpendStatus) -> None:
+    SPEND_TRANSITIONS.check(request.status, target, f"Spend request #{request.pk}")
+    request.status = target
+
+
 def _cancel_spend(run: Run, request: SpendRequest, changed: str, actor) -> None:
-    request.status = SpendStatus.CANCELLED
+    _move(request, SpendStatus.CANCELLED)
     request.save(update_fields=["status"])
     text = f"Spend request #{request.pk} cancelled: the run changed since it was asked ({changed}); starting asks again"
     run_event(run, "spend", text, actor, spend_request=request.pk)
@@ -119,7 +125,7 @@ def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> S
         if changed:  # the approver was shown other terms than the run has now (a box's rate was edited)
             _cancel_spend(run, request, changed, actor)
         else:
-            request.status = SpendStatus.APPROVED if approve else SpendStatus.REJECTED
+            _move(request, SpendStatus.APPROVED if approve else SpendStatus.REJECTED)
             request.approver, request.comment, request.decided_at = actor, comment.strip(), timezone.now()
             _record_decision(run, request, approve, comment, actor)
     if changed:  # raised after commit: the cancellation is kept
@@ -162,7 +168,7 @@ def do_expire_spend_requests(now=None) -> int:
     with transaction.atomic(durable=True):
         pending = SpendRequest.objects.select_for_update().filter(status=SpendStatus.PENDING, expires_at__lte=now)
         for request in pending:
-            request.status = SpendStatus.EXPIRED
+            _move(request, SpendStatus.EXPIRED)
             request.save(update_fields=["status"])
             run = Run.objects.select_related("project", "instance").get(pk=request.run_id)
             run_event(run, "spend", f"Spend request #{request.pk} expired unanswered: start the run again to ask again")

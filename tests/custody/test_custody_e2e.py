@@ -139,7 +139,7 @@ def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_ru
 
 
 def test_only_a_sealed_export_can_be_verified(bob, make_run):
-    from runs.actions.base import IllegalTransition
+    from core.states import IllegalTransition
 
     run = make_run(state=RunState.RUNNING, attempt=1)
     with pytest.raises(IllegalTransition):

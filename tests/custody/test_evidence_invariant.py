@@ -12,6 +12,7 @@ from django.db import connection
 from django.urls import reverse
 
 from console.dashboard import tiles_for
+from core.states import IllegalTransition
 from custody.models import (
     TEARDOWN_TRANSITIONS,
     EvidenceLocation,
@@ -21,14 +22,7 @@ from custody.models import (
 )
 from custody.store import custody_dir
 from custody.tasks import execute_teardown
-from custody.teardown import (
-    IllegalTransition,
-    TeardownRefused,
-    _move,
-    do_approve_teardown,
-    do_cancel_teardown,
-    do_request_teardown,
-)
+from custody.teardown import TeardownRefused, _move, do_approve_teardown, do_cancel_teardown, do_request_teardown
 from tests.custody import sealed
 from tests.personas import join
 from tests.waiting import wait_until

@@ -7,7 +7,8 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
 
-from profiles.actions import IllegalTransition, do_change_instance_state
+from core.states import IllegalTransition
+from profiles.actions import do_change_instance_state
 from profiles.models import Credential, CredentialKind, Instance, InstanceEvent, PlatformAcknowledgement
 from projects.models import Project
 from tests.personas import join

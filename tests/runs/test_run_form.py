@@ -5,7 +5,7 @@ import sys
 import pytest
 from django.urls import reverse
 
-from runs.actions.base import IllegalTransition
+from core.states import IllegalTransition
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import Run, RunEvent, RunState
 from tests.personas import join
