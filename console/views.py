@@ -11,14 +11,14 @@ from django.utils import timezone
 from console import compare, history
 from console.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
 from core.health import system_health
-from custody.models import TeardownStatus
+from custody.models import CustodyStatus, TeardownStatus
 from custody.panel import teardown_panel
 from custody.queue import waiting
 from custody.views import visible_requests
 from profiles import catalog
 from profiles.costs import accrued_cost, danger_clocks, timer_line
 from profiles.forms import StateForm
-from profiles.models import Instance, InstanceProbe
+from profiles.models import Instance, InstanceProbe, InstanceState
 from profiles.resources import kinds_for
 from projects.models import Project, Role
 from runs.models import LIVE_STATES, Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
@@ -105,10 +105,10 @@ def sweep_grid(sweep) -> list[dict]:
     rows = []
     for run in sweep.cells.select_related("instance").prefetch_related("custody_records").order_by("cell"):
         records = run.custody_records.all()
-        verified = [r for r in records if r.status == "verified"]
+        verified = [r for r in records if r.status == CustodyStatus.VERIFIED]
         record = max(verified, key=lambda r: (r.verified_at, r.pk)) if verified else None
         metric = (record.evidence.get("metrics") or [None])[0] if record else None
-        custody = "verified" if record else ("failed" if any(r.status == "failed" for r in records) else "")
+        custody = "verified" if record else ("failed" if any(r.status == CustodyStatus.FAILED for r in records) else "")
         rows.append({"run": run, "metric": metric, "custody": custody})
     return rows
 
@@ -147,7 +147,7 @@ def _confirm_with_console(instance, has_live_run: bool) -> bool:
     is unknown, or it runs with nothing of ours on it)."""
     if instance.profile.data["teardown"]["release"]["via"] == "api" or instance.profile.is_local:
         return False
-    return instance.state == "unknown" or (instance.state == "running" and not has_live_run)
+    return instance.state == InstanceState.UNKNOWN or (instance.state == InstanceState.RUNNING and not has_live_run)
 
 
 def _resources_of(instance) -> list[tuple]:

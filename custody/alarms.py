@@ -16,7 +16,7 @@ from custody.models import ClockAlarm
 from notifications.actions import do_notify
 from notifications.models import Event
 from profiles.costs import clock_deadlines
-from profiles.models import MAY_BE_ON, Instance, InstanceEvent
+from profiles.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState
 
 
 def threshold_due(hours_left: float, thresholds: list[int]) -> int | None:
@@ -39,7 +39,7 @@ def do_raise_clock_alarms(now=None) -> list[int]:
     now = now or timezone.now()
     raised = []
     timed = Q(stops_at__isnull=False, state__in=MAY_BE_ON)
-    for instance in Instance.objects.filter(Q(state="stopped") | timed).with_state_events():
+    for instance in Instance.objects.filter(Q(state=InstanceState.STOPPED) | timed).with_state_events():
         for deadline in clock_deadlines(instance, now):
             hours_left = (deadline.fires_at - now).total_seconds() / 3600
             threshold = threshold_due(hours_left, settings.CLOCK_ALARM_HOURS)

@@ -12,6 +12,7 @@ from custody.levels import resource_data_lost
 from custody.models import EvidenceLocation, TeardownKind
 from custody.rehash import rehash
 from profiles.layout import resolve_home
+from profiles.models import InstanceState
 from profiles.nodes import InstanceNode
 from profiles.transport import TransportError
 
@@ -80,7 +81,7 @@ def _unclosed_active(facts: BoxFacts, waive_active: bool) -> list[Item]:
 
 def _not_released(instance) -> Item:
     """A released box is gone: no shutdown or release of it can run (found by the stateful test)."""
-    released = instance.state == "released"
+    released = instance.state == InstanceState.RELEASED
     return Item("The box is not already released", not released, "released" if released else instance.state)
 
 
@@ -94,7 +95,7 @@ def shutdown_checks(
     """deep: also ask the node (over SSH) whether anything still writes under the run roots."""
     facts = _facts_of(instance, facts)
     items = [_not_released(instance), _no_live_run(facts), _no_expecting_watcher(facts)]
-    if deep and not instance.profile.is_local and instance.state != "released":
+    if deep and not instance.profile.is_local and instance.state != InstanceState.RELEASED:
         items.append(_node_idle(instance))
     items += evidence_items(facts, planned, deep)
     if instance.profile.loses(instance.data_tier_info, "shutdown"):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
 from custody.store import custody_dir
 from profiles.catalog import UNKNOWN_TIER
+from runs.models import RunState
 
 # Requests whose consequence may already have happened, or will without another decision.
 IN_FLIGHT = [
@@ -207,5 +208,5 @@ def present_copies(run) -> list[str]:
 
 def present_on(instance) -> list[Copy]:
     """Every present copy of a sealed export that lives on this box (what cache cleanup must spare)."""
-    runs = instance.runs.filter(state="exported").select_related("project", "instance")
+    runs = instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance")
     return [copy for run in runs for copy in copies_of(run) if copy.instance_id == instance.pk and not copy.gone]

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from custody.evidence import IN_FLIGHT, Consequence
 from custody.models import CustodyRecord, CustodyStatus, ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
+from profiles.models import InstanceState
 from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunState, WatchLease
 
 
@@ -66,7 +67,7 @@ def _flight(instances) -> dict[int, list[Consequence]]:
         found[box].append(Consequence.of(request))
     for consequences in found.values():
         consequences.sort(key=lambda consequence: consequence.request_id)
-    stopped = [instance.pk for instance in instances if instance.state == "stopped"]
+    stopped = [instance.pk for instance in instances if instance.state == InstanceState.STOPPED]
     done = TeardownRequest.objects.filter(
         instance_id__in=stopped, kind=TeardownKind.SHUTDOWN, status=TeardownStatus.DONE
     )

@@ -29,9 +29,10 @@ from custody.models import (
     TeardownRequest,
     TeardownStatus,
 )
-from profiles.models import Instance
+from profiles.models import Instance, InstanceState
 from projects.models import Project
 from projects.roles import require
+from runs.models import RunState
 
 
 class TeardownRefused(ValidationError):
@@ -78,7 +79,7 @@ def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
         require(actor, "projects.operate", instance.project)
-        if instance.state == "released" and kind != TeardownKind.DELETE_RESOURCE:
+        if instance.state == InstanceState.RELEASED and kind != TeardownKind.DELETE_RESOURCE:
             raise TeardownRefused("This box is already released.")  # its volumes may still bill
         if (kind == TeardownKind.DELETE_RESOURCE) != (resource is not None) or (
             resource is not None and resource.instance_id != instance.pk
@@ -347,14 +348,14 @@ def _apply_effects(request) -> None:
     if request.kind == TeardownKind.DELETE_RESOURCE:
         type(request.resource).objects.filter(pk=request.resource_id).update(deleted_at=now)
         planned = Consequence.of(request)
-        for run in request.instance.runs.filter(state="exported").select_related("project", "instance"):
+        for run in request.instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance"):
             _mark_gone(run, [copy.location for copy in touched(run, planned)], now)
         return
     # What the consequence wiped is gone for good; what only a release clock threatens stays
     # counted as lost while the box is stopped (custody.evidence.in_flight).
     verb = "stop" if request.kind == TeardownKind.SHUTDOWN else "release"
     profile = request.instance.profile
-    for run in request.instance.runs.filter(state="exported").select_related("project", "instance"):
+    for run in request.instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance"):
         wiped = [
             c.location
             for c in copies_of(run)

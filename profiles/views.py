@@ -21,7 +21,7 @@ from profiles.actions import (
     needs_acknowledgement,
 )
 from profiles.forms import CredentialForm, InstanceEditForm, InstanceForm, StateForm
-from profiles.models import Credential, Instance, InstanceProbe
+from profiles.models import Credential, Instance, InstanceProbe, InstanceState
 from projects.models import Project
 from projects.roles import require
 
@@ -169,7 +169,7 @@ def credential_edit(request, pk=None):
 @permission_required("projects.operate", raise_exception=True)
 def instance_edit(request, pk):
     instance = operated_instance(request, pk)
-    if instance.state == "released":
+    if instance.state == InstanceState.RELEASED:
         messages.error(request, "A released box is gone: register a new instance instead.")
         return redirect(instance)
     if instance.profile.is_local and not request.user.is_superuser:

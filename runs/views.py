@@ -162,6 +162,7 @@ def run_detail(request, run_id):
         "smoke_summary": smoke_summary(run),
         "cadence": cadence_for(run),
         "lease": getattr(run.instance, "watch_lease", None),
+        "run_states": {"live": sorted(LIVE_STATES)},
     }
     return render(request, "runs/run_detail.html", context)
 

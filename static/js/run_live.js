@@ -11,7 +11,8 @@
   const heartbeat = document.getElementById("heartbeat");
   const MAX_LOG_LINES = 500;
   // Health and heartbeat describe a live run; a closed one shows neither ("ok since …" would mislead).
-  const LIVE = new Set(["preflight", "smoke", "launching", "running", "exited"]);
+  // Which states are live is the server's (runs.models.LIVE_STATES), handed to the page once.
+  const LIVE = new Set(JSON.parse(document.getElementById("run-states").textContent).live);
   const seen = new Set();
   const charts = new window.MetricCharts(curves);
 
