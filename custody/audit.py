@@ -6,6 +6,7 @@ import io
 import json
 from datetime import datetime
 
+from django.conf import settings
 from django.http import HttpResponse
 
 from custody.models import AuditEntry
@@ -100,5 +101,15 @@ def audit(action: str, message: str, actor=None, request=None, instance=None, **
         facts = {"request": request.pk, "kind": request.kind, "level": request.level, "instance": instance.name}
         who = f" by {actor.get_username()}" if actor else ""
         text = f"{instance.name}: {message}{who}"
+        if action == "requested" and request.status == "pending":  # its approvers are told, never its asker
+            facts.update(
+                awaits_approval=True,
+                asked_by=actor.pk if actor else None,
+                target=request.target,
+                reason=request.reason,
+                expires_at=request.expires_at.isoformat(),
+            )
+            text += f"\nReason: {request.reason}\nApprove or reject by {request.expires_at:%Y-%m-%d %H:%M} UTC:"
+            text += f" {settings.SITE_URL}{request.get_absolute_url()}"
         do_notify(instance.project_id, NOTIFIED[action], f"{instance.name}: {message}"[:160], text, facts)
     return entry

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from custody import execution, notify, teardown
+from custody import execution, teardown
 from custody.models import CustodyRecord, CustodyStatus
 
 
@@ -73,11 +73,6 @@ def raise_clock_alarms() -> list[int]:
     from custody.alarms import do_raise_clock_alarms
 
     return do_raise_clock_alarms()
-
-
-@shared_task(acks_late=True, soft_time_limit=30, time_limit=45, autoretry_for=(OSError,), max_retries=3)
-def post_webhook(url: str, data: dict) -> int:
-    return notify.post(url, data)
 
 
 @shared_task(acks_late=True, soft_time_limit=300, time_limit=330)

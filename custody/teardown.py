@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.states import IllegalTransition
-from custody import checks, notify
+from custody import checks
 from custody.audit import audit
 from custody.evidence import Consequence, copies_of, latest_verified, touched
 from custody.levels import consequence_of
@@ -129,8 +129,6 @@ def _save_request(request) -> None:
     audit("requested", message, request.requester, request, reason=request.reason)
     if request.status == TeardownStatus.APPROVED:
         _enqueue_execution(request.pk)
-    else:
-        transaction.on_commit(partial(notify.approvers_of, request.pk))
 
 
 def _expire_if_due(request) -> bool:

@@ -4,6 +4,7 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 from notifications import send, webhooks
 from notifications.models import (
+    DECIDED_BY_APPROVERS,
     DEFAULT_EVENTS,
     Channel,
     Event,
@@ -38,13 +40,19 @@ def do_notify(project_id: int, event: str, subject: str, text: str, data: dict |
 
 
 def recipients(notification: Notification) -> list[str]:
-    """Members with an e-mail who opted in to this event (or never chose, for the default events)."""
+    """Members with an e-mail who opted in to this event (or never chose, for the default events); and
+    for what waits for an approver (`awaits_approval`), the project's approvers and the admins
+    whatever they chose, never the person who asked (`asked_by`)."""
     project = notification.project
     chosen = {pref.user_id: pref.events for pref in Preference.objects.filter(project=project)}
     found = []
     for user in project.members.filter(is_active=True).exclude(email="").order_by("pk"):
         if notification.event in chosen.get(user.pk, DEFAULT_EVENTS):
             found.append(user.email)
+    if notification.event in DECIDED_BY_APPROVERS and notification.data.get("awaits_approval"):
+        deciders = get_user_model().objects.filter(is_active=True).exclude(email="")
+        deciders = deciders.filter(Q(memberships__project=project, memberships__approver=True) | Q(is_superuser=True))
+        found += deciders.exclude(pk=notification.data.get("asked_by")).values_list("email", flat=True)
     return sorted(set(found))
 
 

@@ -44,7 +44,6 @@ class Project(models.Model):
     shutdown_needs_approval = models.BooleanField(
         default=False, help_text="Ask a second person even for a shutdown that keeps every disk (L2)."
     )
-    approval_webhook = models.URLField(blank=True, help_text="POSTed a JSON summary of each new teardown request.")
     # The cost envelope (issue 17 §7): a run whose expected cost exceeds what is left of it, or the
     # per-run threshold, waits for an approver before it starts (or relaunches).
     budget = models.DecimalField(

@@ -3,7 +3,6 @@ import shlex
 import yaml
 from django import forms
 
-from notifications import webhooks
 from profiles import catalog
 from projects.models import Project, Role
 from runs import sources, sweeps, validation
@@ -27,10 +26,6 @@ class EnvelopeRules:
 
 
 class ProjectForm(EnvelopeRules, forms.ModelForm):
-    approval_webhook = forms.URLField(
-        required=False, assume_scheme="https", help_text="POSTed a JSON summary of each new teardown request."
-    )
-
     class Meta:
         model = Project
         fields = [
@@ -38,18 +33,10 @@ class ProjectForm(EnvelopeRules, forms.ModelForm):
             "slug",
             "description",
             "shutdown_needs_approval",
-            "approval_webhook",
             "budget",
             "budget_period",
             "run_cost_threshold",
         ]
-
-    def clean_approval_webhook(self):
-        url = self.cleaned_data["approval_webhook"].strip()
-        problem = url and webhooks.url_problem(url)
-        if problem:
-            raise forms.ValidationError(problem)
-        return url
 
     def clean_slug(self):
         slug = self.cleaned_data["slug"]

@@ -85,7 +85,7 @@ def _ask_spend(run: Run, attempt: int, why: str, reason: str, actor, said: tuple
     )
     event_text, headline = said
     run_event(run, "spend", event_text, actor, spend_request=request.pk)
-    notices.announce(run, Event.SPEND, headline)
+    notices.announce(run, Event.SPEND, headline, awaits_approval=True, asked_by=request.requester_id)
     return request
 
 

@@ -4,12 +4,13 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
 from custody.models import TeardownKind, TeardownStatus
 from custody.teardown import do_approve_teardown, do_request_teardown
+from notifications.actions import recipients
+from notifications.models import Channel, Notification
 from profiles.costs import accrued_cost, danger_clocks
 from profiles.models import Instance, InstanceEvent
 from tests.custody.test_teardown_e2e import wait_request
@@ -19,22 +20,28 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_approvers_get_mail_and_the_project_webhook_a_summary(
+def test_approvers_and_the_approval_webhook_hear_of_a_request_through_the_outbox(
     alice, bob, project, provider_stub, celery_worker_process
 ):
+    """One path (issue 31 §5): the request's notification is delivered by a worker to its approvers
+    (whatever they chose, never the requester) and to the project's approval webhook channel."""
     alice.email, bob.email = "alice@example.org", "bob@example.org"
     alice.save(), bob.save()
-    project.approval_webhook = f"{provider_stub.url}/hooks/{project.slug}"
-    project.save()
+    Channel.objects.create(
+        project=project,
+        name="Approval webhook",
+        kind="webhook",
+        url=f"{provider_stub.url}/hooks/{project.slug}",
+        events=["teardown.requested"],
+    )
     box = Instance.objects.create(name=f"{project.slug}-box-20261129", project=project, profile_key="runpod")
     request = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
-    assert [message.to for message in mail.outbox] == [["alice@example.org"]]  # never the requester
-    assert f"Release of {box.name} awaits approval" in mail.outbox[0].subject
-    hooks = wait_until(
-        lambda: [hook for hook in provider_stub.webhooks if hook["path"].endswith(project.slug)],
-        what="the webhook's POST",
-    )
-    hook = hooks[0]
+    told = Notification.objects.get(project=project, event="teardown.requested")
+    assert told.data["awaits_approval"] and told.data["request"] == request.pk and "Reason: finished" in told.text
+    assert recipients(told) == ["alice@example.org"]  # never the requester, though bob is a member
+    sent = wait_until(lambda: Notification.objects.filter(pk=told.pk, state="sent").first(), what="the outbox row sent")
+    assert sent.results == {"email:alice@example.org": "sent", "webhook:Approval webhook": "sent"}, sent.results
+    hook = next(hook for hook in provider_stub.webhooks if hook["path"].endswith(project.slug))
     assert hook["body"]["event"] == "teardown.requested" and hook["body"]["request"] == request.pk
 
 

@@ -6,7 +6,6 @@ role (she sees its history); erin approves in Vision only and is not a member of
 in Audio and asks; dave is Audio's approver.
 """
 
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -14,16 +13,17 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
-from django.utils import timezone
 
-from custody import notify
 from custody.models import TeardownRequest, TeardownStatus
 from custody.teardown import do_approve_teardown, do_request_teardown
+from notifications.actions import recipients
+from notifications.models import Notification
 from profiles.live import instance_changed
 from profiles.models import Instance
 from projects.models import Project
 from remotegpu_site.asgi import application
-from runs.actions.spending import do_decide_spend
+from runs.actions.lifecycle import do_start_preflight
+from runs.actions.spending import SpendPending, do_decide_spend
 from runs.models import Run, SpendRequest, SpendStatus
 from tests.personas import grant, join
 from tests.provider_stub import api_credential
@@ -67,16 +67,14 @@ def world(alice, bob, dave, erin):
         source_path="/srv/x",
         command=["true"],
         config_path="c.yaml",
+        expected_minutes=360,
     )
-    spend = SpendRequest.objects.create(
-        run=run,
-        attempt=1,
-        why=SpendRequest.Why.LAUNCH,
-        expected_cost=Decimal("12"),
-        reason="over the $5.00 per-run threshold",
-        requester=bob,
-        expires_at=timezone.now() + timedelta(hours=1),
-    )
+    # Six hours at $2/h against a $5 per-run threshold: bob's start waits for one of Audio's approvers.
+    Project.objects.filter(pk=audio.pk).update(run_cost_threshold=Decimal("5"))
+    Instance.objects.filter(pk=boxes["audio"].pk).update(rate_running=Decimal("2"))
+    with pytest.raises(SpendPending):
+        do_start_preflight(run.pk, actor=bob)
+    spend = SpendRequest.objects.get(run=run)
     return {"vision": vision, "audio": audio, "boxes": boxes, "request": request, "run": run, "spend": spend}
 
 
@@ -131,16 +129,15 @@ def test_an_approver_of_another_project_cannot_act_through_the_api(client, world
     assert client.get("/api/teardown/").json()["results"] == []
 
 
-def test_only_the_projects_approvers_are_mailed_its_requests(mailoutbox, world, admin_user):
-    (asked,) = mailoutbox  # sent when bob's request committed
-    assert asked.to == ["dave@example.org"]
+def test_only_the_projects_approvers_are_told_of_its_requests(world, admin_user, alice, erin):
     admin_user.email = "admin@example.org"
     admin_user.save()
-    mailoutbox.clear()
-    notify.approvers_of(world["request"].pk)
-    (mail,) = mailoutbox
-    assert sorted(mail.to) == ["admin@example.org", "dave@example.org"]  # not alice or erin (Vision's)
-    assert notify.approver_emails(world["vision"]) == ["admin@example.org", "alice@example.org", "erin@example.org"]
+    told = Notification.objects.get(project=world["audio"], event="teardown.requested")
+    assert recipients(told) == ["admin@example.org", "dave@example.org"]  # not alice or erin (Vision's)
+    asked = Notification.objects.get(project=world["audio"], event="spend.approval")
+    assert recipients(asked) == ["admin@example.org", "dave@example.org"]  # bob asked: never told himself
+    alice.email = "alice@example.org"
+    assert "alice@example.org" not in recipients(told)  # a member of Audio, not its approver
 
 
 async def test_an_approver_of_another_project_hears_nothing_of_its_boxes(world, alice, erin):

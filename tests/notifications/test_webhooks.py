@@ -1,4 +1,6 @@
-"""Issue 15 §8: a project webhook to 127.0.0.1 was accepted and the worker POSTed to it (blind SSRF)."""
+"""A project webhook to 127.0.0.1 was once accepted and the worker POSTed to it (blind SSRF). Every
+webhook is a notification channel now (the approval webhook became one): refused when added, and
+checked again at send time."""
 
 import json
 import socket
@@ -6,10 +8,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from django.core.exceptions import ValidationError
 
-from custody import notify
-from notifications.webhooks import WebhookRefused, checked_address
-from runs.forms import ProjectForm
+from notifications.actions import do_add_channel
+from notifications.models import Channel
+from notifications.webhooks import WebhookRefused, checked_address, post_json
+from projects.models import Project
 
 REFUSED = [
     ("http://127.0.0.1:8000/hook", "https://"),
@@ -36,16 +40,17 @@ REFUSED = [
 ]
 
 
-def project_form(url):
-    return ProjectForm(data={"name": "Vision", "slug": "vision", "approval_webhook": url})
+def add_webhook(url):
+    project, _ = Project.objects.get_or_create(name="Vision", slug="vision")
+    return do_add_channel(project, "Approval webhook", "webhook", url, ["teardown.requested"], actor=None)
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("url", "reason"), REFUSED)
-def test_the_project_form_refuses_webhooks_into_our_own_network(url, reason):
-    form = project_form(url)
-    assert not form.is_valid()
-    assert reason in " ".join(form.errors["approval_webhook"])
+def test_a_webhook_into_our_own_network_is_refused_when_added(url, reason):
+    with pytest.raises(ValidationError) as refused:
+        add_webhook(url)
+    assert reason in " ".join(refused.value.messages) and not Channel.objects.exists()
 
 
 @pytest.mark.parametrize(("url", "reason"), REFUSED[:8] + REFUSED[12:])
@@ -57,9 +62,8 @@ def test_sending_refuses_the_same_addresses_after_the_lookup(url, reason):
 
 @pytest.mark.django_db
 def test_a_public_https_webhook_is_accepted():
-    form = project_form("https://hooks.example.org/remotegpu?team=vision")
-    assert form.is_valid(), form.errors
-    assert form.cleaned_data["approval_webhook"] == "https://hooks.example.org/remotegpu?team=vision"
+    channel = add_webhook("https://hooks.example.org/remotegpu?team=vision")
+    assert channel.url == "https://hooks.example.org/remotegpu?team=vision"
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -87,15 +91,15 @@ def listener():
 
 def test_the_worker_never_posts_to_loopback_by_default(listener):
     with pytest.raises(WebhookRefused, match="https://"):
-        notify.post(listener, {"request": 1})
+        post_json(listener, {"request": 1})
     with pytest.raises(WebhookRefused, match="loopback"):
-        notify.post(listener.replace("http://", "https://"), {"request": 1})
+        post_json(listener.replace("http://", "https://"), {"request": 1})
     assert Recorder.received == []
 
 
 def test_a_deployment_that_allows_private_destinations_gets_its_post(listener, settings):
     settings.WEBHOOK_ALLOW_HTTP = settings.WEBHOOK_ALLOW_PRIVATE = True
-    assert notify.post(listener, {"request": 7}) == 204
+    assert post_json(listener, {"event": "teardown.requested", "request": 7}) == 204
     assert Recorder.received == [{"event": "teardown.requested", "request": 7}]
 
 
