@@ -14,6 +14,7 @@ from notifications import send, webhooks
 from notifications.models import (
     DECIDED_BY_APPROVERS,
     DEFAULT_EVENTS,
+    NOTIFICATION_TRANSITIONS,
     Channel,
     Event,
     Notification,
@@ -105,7 +106,10 @@ def do_deliver_notification(notification_id: int) -> str | None:
         state = Notification.State.FAILED
     else:
         state = Notification.State.PENDING  # beat re-drives it (notifications.tasks.redeliver)
-    Notification.objects.filter(pk=notification_id).update(state=state, results=results)
+    NOTIFICATION_TRANSITIONS.check(Notification.State.SENDING, state)
+    Notification.objects.filter(pk=notification_id, state=Notification.State.SENDING).update(
+        state=state, results=results
+    )
     return state
 
 

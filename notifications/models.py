@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import models
 
+from core.states import Transitions
 from projects.models import Project
 
 
@@ -157,3 +158,22 @@ class Notification(models.Model):
 
     def __str__(self):
         return f"{self.event} · {self.subject}"
+
+
+# A claim moves a pending row (or one a dead worker held) to sending; the deliverer ends it sent,
+# failed after NOTIFY_MAX_ATTEMPTS, or pending again for beat to re-drive.
+NOTIFICATION_TRANSITIONS = Transitions(
+    Notification.State,
+    {
+        Notification.State.PENDING: {Notification.State.SENDING},
+        Notification.State.SENDING: {
+            Notification.State.SENDING,
+            Notification.State.SENT,
+            Notification.State.FAILED,
+            Notification.State.PENDING,
+        },
+        Notification.State.SENT: set(),
+        Notification.State.FAILED: set(),
+    },
+    "A notification",
+)

@@ -6,6 +6,7 @@ from django.db import models
 
 from core.states import IllegalTransition, Transitions
 from custody.models import TEARDOWN_TRANSITIONS, TeardownStatus
+from notifications.models import NOTIFICATION_TRANSITIONS, Notification
 from profiles.models import INSTANCE_TRANSITIONS, InstanceState
 from runs.models import RUN_TRANSITIONS, SPEND_TRANSITIONS, RunState, SpendStatus
 
@@ -36,6 +37,7 @@ def test_a_move_outside_the_table_names_both_states():
         (INSTANCE_TRANSITIONS, InstanceState),
         (TEARDOWN_TRANSITIONS, TeardownStatus),
         (SPEND_TRANSITIONS, SpendStatus),
+        (NOTIFICATION_TRANSITIONS, Notification.State),
     ],
 )
 def test_every_machine_is_a_table_with_a_row_for_each_of_its_states(table, states):
