@@ -73,47 +73,64 @@ def _enqueue_execution(request_id: int) -> None:
 
 
 def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, *, actor):
-    """Create a request after its custody check passes; an L2 that needs no second person is approved."""
+    """Create a request after its custody check passes; an L2 that needs no second person is approved.
+
+    Two phases: the deep proofs (the box's idle scan over SSH, re-hashing copies where they live)
+    are gathered first, outside any transaction, so a slow box never holds its row lock; then, under
+    the lock, everything is checked again from the database and the request is filed only if both
+    the proofs and that fresh check pass."""
     if not reason.strip():
         raise TeardownRefused("Say why: the reason is part of the audit trail.")
-    with transaction.atomic(durable=True):
-        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
-        require(actor, "projects.operate", instance.project)
-        if instance.state == InstanceState.RELEASED and kind != TeardownKind.DELETE_RESOURCE:
-            raise TeardownRefused("This box is already released.")  # its volumes may still bill
-        if (kind == TeardownKind.DELETE_RESOURCE) != (resource is not None) or (
-            resource is not None and resource.instance_id != instance.pk
-        ):
-            raise TeardownRefused("A resource deletion names one resource of this box; no other consequence does.")
-        duplicate = TeardownRequest.objects.filter(
-            instance=instance, kind=kind, run=run, location=location, resource=resource, status__in=OPEN_TEARDOWN
-        ).first()
-        if duplicate:
-            raise TeardownRefused(f"Request #{duplicate.pk} for this is already {duplicate.get_status_display()}.")
-        request = TeardownRequest(
-            instance=instance,
-            kind=kind,
-            run=run,
-            location=location,
-            resource=resource,
-            requester=actor,
-            reason=reason.strip(),
-        )
-        request.retire_hold = retire_hold and kind == TeardownKind.RELEASE
-        consequence = consequence_of(kind, instance, resource)
-        if consequence.not_offered:
-            raise TeardownRefused(consequence.not_offered)
-        request.level, request.needs_second_person = consequence.level, consequence.needs_second_person
-        request.check_at_request = checks.checks_for(request)
-        refusal = checks.refusal(request.check_at_request) if request.check_at_request["blocking"] else ""
-        if not refusal:
-            _save_request(request)
+    instance = Instance.objects.select_related("project").get(pk=instance_pk)
+    request = _new_request(instance, kind, reason, run, location, retire_hold, resource, actor)
+    proofs = checks.checks_for(request)  # deep: may take as long as the box does; nothing is locked
+    refusal = checks.refusal(proofs) if proofs["blocking"] else ""
+    if not refusal:
+        with transaction.atomic(durable=True):
+            instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
+            request = _new_request(instance, kind, reason, run, location, retire_hold, resource, actor)
+            fresh = checks.checks_for(request, deep=False)  # what changed while the proofs were gathered
+            refusal = checks.refusal(fresh) if fresh["blocking"] else ""
+            if not refusal:
+                request.check_at_request = proofs
+                _save_request(request)
     if refusal:
         # Recorded in its own transaction: a refusal is audited, and nothing else is written.
         audit(
             "refused", f"{request.get_kind_display()} refused: {refusal}", actor, instance=request.instance, kind=kind
         )
         raise TeardownRefused(f"Refused: {refusal}")
+    return request
+
+
+def _new_request(instance, kind, reason, run, location, retire_hold, resource, actor) -> TeardownRequest:
+    """The unsaved request, if the rules allow asking for it at all (refused with the reason if not)."""
+    require(actor, "projects.operate", instance.project)
+    if instance.state == InstanceState.RELEASED and kind != TeardownKind.DELETE_RESOURCE:
+        raise TeardownRefused("This box is already released.")  # its volumes may still bill
+    if (kind == TeardownKind.DELETE_RESOURCE) != (resource is not None) or (
+        resource is not None and resource.instance_id != instance.pk
+    ):
+        raise TeardownRefused("A resource deletion names one resource of this box; no other consequence does.")
+    duplicate = TeardownRequest.objects.filter(
+        instance=instance, kind=kind, run=run, location=location, resource=resource, status__in=OPEN_TEARDOWN
+    ).first()
+    if duplicate:
+        raise TeardownRefused(f"Request #{duplicate.pk} for this is already {duplicate.get_status_display()}.")
+    request = TeardownRequest(
+        instance=instance,
+        kind=kind,
+        run=run,
+        location=location,
+        resource=resource,
+        requester=actor,
+        reason=reason.strip(),
+    )
+    request.retire_hold = retire_hold and kind == TeardownKind.RELEASE
+    consequence = consequence_of(kind, instance, resource)
+    if consequence.not_offered:
+        raise TeardownRefused(consequence.not_offered)
+    request.level, request.needs_second_person = consequence.level, consequence.needs_second_person
     return request
 
 

@@ -1,0 +1,50 @@
+"""A teardown request's deep proofs are gathered before its box's row is locked: a box that is slow to
+answer its idle scan once held that lock for as long as SSH waited, blocking every other consequence
+of the box (and a web worker) meanwhile."""
+
+import socket
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from custody.models import TeardownRequest
+from custody.teardown import TeardownRefused, do_request_teardown
+from profiles.models import Instance
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_silent_box_never_holds_its_row_while_its_request_is_checked(bob, project, sshd, settings, no_worker):
+    settings.SSH_CONNECT_TIMEOUT = 5
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, and never says a word of SSH
+    silent.settimeout(30)
+    box = Instance.objects.create(
+        name=f"{project.slug}-silent-20261201",
+        project=project,
+        **{**sshd.instance_fields(project), "port": silent.getsockname()[1]},
+    )
+    outcome = {}
+
+    def ask():
+        try:
+            do_request_teardown(box.pk, "shutdown", "finished with it", actor=bob)
+            outcome["filed"] = True
+        except TeardownRefused as exc:
+            outcome["refused"] = str(exc)
+        finally:
+            connection.close()
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    waiting, _ = silent.accept()  # the idle scan is now waiting on the box
+    try:
+        with transaction.atomic():
+            assert Instance.objects.select_for_update(nowait=True).get(pk=box.pk) == box  # not locked
+    finally:
+        asker.join(timeout=60)
+        waiting.close()
+        silent.close()
+    assert not asker.is_alive()
+    assert "could not confirm the box is idle" in outcome.get("refused", ""), outcome
+    assert not TeardownRequest.objects.filter(instance=box).exists()
