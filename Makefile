@@ -12,6 +12,10 @@ run: deps
 test: deps
 	VENV=$(VENV) ./bin/test
 
+# Everything but the end-to-end tests (no worker, box, browser or stack): the quick loop while working.
+test-fast: deps
+	VENV=$(VENV) ./bin/test -m "not e2e"
+
 # Every benchmark, each figure printed beside its baseline from the same run (see README, Benchmarks).
 bench: deps
 	$(PY) bench/all.py

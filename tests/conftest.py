@@ -235,3 +235,19 @@ def no_worker(_worker):
     app.control.purge()
     yield
     app.control.purge()
+
+
+# What makes a test end-to-end: a real worker process, an sshd box, the local node, a browser or a stack.
+E2E_FIXTURES = {"_worker", "sshd", "local_node", "stack", "page"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """unit / db / e2e from the fixtures a test really uses (transitively): a marker nobody can forget."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & E2E_FIXTURES:
+            item.add_marker(pytest.mark.e2e)
+        elif item.get_closest_marker("django_db") or used & {"db", "transactional_db", "client", "admin_user"}:
+            item.add_marker(pytest.mark.db)
+        else:
+            item.add_marker(pytest.mark.unit)
