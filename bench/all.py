@@ -4,7 +4,8 @@ same run, so a regression shows as a ratio.
 
 Each benchmark runs in its own process and prints its own report as it goes; the JSON lines it
 prints are collected here. Baselines: the same page at 1,000 runs (history), a raw `ssh cat` /
-`ssh tar` stream and `scp` (custody), tick-bound polling without push (watch).
+`ssh tar` stream and `scp` (custody), tick-bound polling without push (watch), a worker that loads
+the verifier at start (worker memory).
 
     .venv/bin/python bench/all.py [--quick]      # --quick: smaller sizes, for a check that it runs
 """
@@ -88,6 +89,11 @@ def watch_rows(results: list[dict]) -> list[tuple]:
     return rows
 
 
+def memory_rows(report: dict) -> list[tuple]:
+    ours, baseline = report["idle_worker_rss_mib"], report["baseline_rss_mib"]
+    return [("idle worker RSS MiB", ours, f"{baseline} (verifier loaded at start)", ours / baseline, "≤ 150 MiB")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -98,6 +104,7 @@ def main() -> None:
     rows = history_rows(run("history_bench.py", *history))
     rows += custody_rows(run("custody_bench.py", *custody)[0])
     rows += watch_rows(run("watch_bench.py", *watch))
+    rows += memory_rows(run("worker_memory_bench.py")[0])
     width = max(len(row[0]) for row in rows)
     print(f"\n{'figure'.ljust(width)} | {'measured':>9} | baseline (same run)               | ratio  | goal")
     for figure, measured, baseline, ratio, goal in rows:

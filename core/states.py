@@ -21,6 +21,9 @@ class Transitions:
     def __getitem__(self, state) -> frozenset:
         return self.table[state]
 
+    def __iter__(self):
+        return iter(self.table)
+
     def allows(self, source, target) -> bool:
         return target in self.table[source]
 

@@ -15,7 +15,7 @@ from profiles.nodes import wrapper_name
 from profiles.transport import TransportError
 from projects.models import Project
 from runs import watch
-from runs.actions import base, lifecycle, reconcile, spending, sweeps
+from runs.actions import base, lifecycle, redrive, spending, sweeps
 from runs.budget import storage_budget
 from runs.environment import environment_problems
 from runs.gpus import gone_problem, gpu_problems
@@ -202,7 +202,7 @@ def record_health() -> bool:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def reconcile_runs() -> dict:
     """Beat: every run past the deadline of its state is re-driven or failed with a reason."""
-    from runs import reconcile
+    from runs import reconcile  # when a waiting run is overdue (pure)
 
     waiting = Run.objects.filter(state__in=list(reconcile.deadlines())).only(
         "pk", "state", "state_changed_at", "created"
@@ -210,7 +210,7 @@ def reconcile_runs() -> dict:
     outcomes = {}
     for run in waiting:
         if reconcile.overdue(run):
-            outcomes[run.pk] = reconcile.do_reconcile_run(run.pk)
+            outcomes[run.pk] = redrive.do_reconcile_run(run.pk)
     # A stop the box has not heard yet (unreachable, or its message lost): sent again, or expired.
     from runs import stops
 
@@ -231,7 +231,7 @@ def reconcile_runs() -> dict:
     # continuing is idempotent (it starts only what still waits on that approval).
     for request_pk in spending.lost_spend_continuations():
         try:
-            outcomes[f"spend {request_pk}"] = reconcile.do_continue_after_spend(request_pk)
+            outcomes[f"spend {request_pk}"] = redrive.do_continue_after_spend(request_pk)
         except ValidationError as exc:
             outcomes[f"spend {request_pk}"] = " ".join(exc.messages)
     return outcomes
@@ -254,7 +254,7 @@ def close_out_run(run_pk: int, attempt: int) -> str:
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
 def continue_after_spend(request_id: int) -> str:
     """An approved spend starts what waited for it (a lost message: the operator starts it again)."""
-    return reconcile.do_continue_after_spend(request_id)
+    return redrive.do_continue_after_spend(request_id)
 
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)

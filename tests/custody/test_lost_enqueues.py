@@ -91,7 +91,7 @@ def test_a_spend_approval_whose_continuation_was_lost_is_continued_by_the_reconc
         do_start_preflight(run.pk, actor=bob)
     spend = SpendRequest.objects.get(run=run)
     approving = with_the_broker_down(
-        "from runs.actions import do_decide_spend\n"
+        "from runs.actions.spending import do_decide_spend\n"
         f"do_decide_spend({spend.pk}, True, 'ok', actor=get_user_model().objects.get(username='alice'))\n"
     )
     assert approving.returncode != 0, approving.stdout

@@ -14,7 +14,7 @@ from notifications.models import Notification
 from profiles.models import Instance
 from projects.models import Project
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
-from runs.actions.reconcile import do_continue_after_spend
+from runs.actions.redrive import do_continue_after_spend
 from runs.actions.spending import SpendPending, do_decide_spend, do_expire_spend_requests
 from runs.models import Run, RunState, SpendRequest, SpendStatus
 from runs.spend import envelope_of, period_bounds
