@@ -1,4 +1,4 @@
-"""A one-time password opens nothing but its own replacement (issue 30 §1)."""
+"""A one-time password opens nothing but its own replacement."""
 
 from django.http import JsonResponse
 from django.shortcuts import redirect

@@ -6,7 +6,7 @@ baseline; each seeding and each timing runs in a process of its own.
 For each database (SQLite, then PostgreSQL) it seeds three projects, 30 instances, --small runs (a
 third with a custody record, events in proportion), times each page through Django's test client
 (server time: URL routing, queries, template rendering) and counts its SQL queries; then grows the
-same database to --runs runs and --events events and times them again. The goal (issue 19): every
+same database to --runs runs and --events events and times them again. The goal: every
 page at the large size within 1.3x of itself at the small size, with the same query count.
 
     .venv/bin/python bench/history_bench.py [--small 1000] [--runs 100000] [--events 2000000] [--repeat 30]

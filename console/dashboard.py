@@ -79,6 +79,6 @@ def idle_billing(instances) -> list[tuple]:
 
 
 def orphan_resources(instances) -> list:
-    """Resources still billing after their box was released: the orphan bleed (issue 17 §3)."""
+    """Resources still billing after their box was released: the orphan bleed."""
     released = instances.filter(state=InstanceState.RELEASED)
     return list(Resource.objects.filter(instance__in=released, deleted_at__isnull=True).select_related("instance")[:50])

@@ -1,4 +1,4 @@
-"""Reconciliation with the providers (issue 17 §2): what each API platform lists under a team's key,
+"""Reconciliation with the providers: what each API platform lists under a team's key,
 against what the dashboard believes. Drift is a box the provider bills that no instance here names
 (an orphan), a box released here that the provider still lists (a release that answered 200 and kept
 billing), or a box stopped here that runs there. Beat runs it; new drift is notified once.

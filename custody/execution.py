@@ -54,7 +54,7 @@ def _still_listed(instance) -> str | None:
     """Poll the provider until it says the box is gone (404, destroyed, terminated; vast.ai's
     `instances: null`), up to TEARDOWN_OFFLINE_WAIT: None when gone, else the state it last reported.
     A 200 to a DELETE is not gone: RunPod and vast.ai destroy eventually, Lambda can leave a box in
-    Alert (issue 29 §4)."""
+    Alert."""
     states = []
 
     def gone() -> bool:

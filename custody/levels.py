@@ -94,7 +94,7 @@ def resource_data_lost(resource) -> list[str]:
 
 
 def _resource_consequence(resource) -> Consequence:
-    """Always L3, with the custody rules of evidence deletion (DOMAIN §5, issue 17 §3)."""
+    """Always L3, with the custody rules of evidence deletion (DOMAIN §5)."""
     facts = resource.facts
     stops = f"the {facts.label}'s ${resource.rate}/h ({facts.clock})"
     lost = resource_data_lost(resource)

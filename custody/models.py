@@ -102,7 +102,7 @@ TEARDOWN_TRANSITIONS = Transitions(
             TeardownStatus.CANCELLED,
         },
         # Approved but never taken by a worker (its enqueue was lost): re-driven, then failed; either way a
-        # person may cancel it, so no approval stays in flight forever (issue 29 §4).
+        # person may cancel it, so no approval stays in flight forever.
         TeardownStatus.APPROVED: {TeardownStatus.EXECUTING, TeardownStatus.FAILED, TeardownStatus.CANCELLED},
         TeardownStatus.EXECUTING: {
             TeardownStatus.DONE,

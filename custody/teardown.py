@@ -65,7 +65,7 @@ def _locked(request_pk) -> TeardownRequest:
     return TeardownRequest.objects.select_for_update(of=("self",)).select_related("instance", "run").get(pk=request_pk)
 
 
-# Audit actions the project is told of (issue 17 §6): each in the transaction that audits it.
+# Audit actions the project is told of: each in the transaction that audits it.
 def _enqueue_execution(request_id: int) -> None:
     from custody.tasks import execute_teardown
 

@@ -170,7 +170,7 @@ def events_of(project, user) -> list[str]:
 
 
 def do_save_notify_variable(variable: NotifyVariable, projects, *, actor) -> NotifyVariable:
-    """An administrator registers a notification variable or changes its grants; audited (issue 28 §7).
+    """An administrator registers a notification variable or changes its grants; audited.
     A revoked grant stops the project's next message through it (checked at send)."""
     problem = send.env_name_problem(variable.variable)
     if problem:

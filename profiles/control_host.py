@@ -1,4 +1,4 @@
-"""When the control host may run a box's commands, and as whom (issue 28 §1).
+"""When the control host may run a box's commands, and as whom.
 
 A command on the control host that runs as the worker's own OS user can read the worker's
 environment (`/proc/<worker>/environ`: DATABASE_URL, provider keys), `var/secret_key`, and reach the

@@ -58,7 +58,7 @@ class Credential(models.Model):
     """A secret registered by an administrator, by where it lives on the workers; never its value.
 
     An instance picks one of the credentials granted to its project, so an operator can name only
-    what an administrator put there for them (issue 15): no free-form env:NAME or key path.
+    what an administrator put there for them: no free-form env:NAME or key path.
     """
 
     name = models.SlugField(max_length=60, unique=True)

@@ -1,4 +1,4 @@
-"""Billable resources beyond the instance (issue 17 §3): what each kind is, on which platforms, what
+"""Billable resources beyond the instance: what each kind is, on which platforms, what
 deleting it destroys, and the clock it runs. Facts from ../shared/reference/profiles/*.md. Pure."""
 
 from dataclasses import dataclass

@@ -44,7 +44,7 @@ class Project(models.Model):
     shutdown_needs_approval = models.BooleanField(
         default=False, help_text="Ask a second person even for a shutdown that keeps every disk (L2)."
     )
-    # The cost envelope (issue 17 §7): a run whose expected cost exceeds what is left of it, or the
+    # The cost envelope: a run whose expected cost exceeds what is left of it, or the
     # per-run threshold, waits for an approver before it starts (or relaunches).
     budget = models.DecimalField(
         max_digits=10, decimal_places=2, null=True, blank=True, help_text="Spend allowed per period (USD); empty: none."
@@ -71,7 +71,7 @@ class Project(models.Model):
     objects = ProjectQuerySet.as_manager()
 
     class Meta:
-        db_table = "runs_project"  # moved from runs (issue 16): the table keeps its name
+        db_table = "runs_project"  # moved from runs: the table keeps its name
         ordering = ["name"]
         permissions = [
             ("operate", "May create instances and launch runs"),
@@ -86,7 +86,7 @@ class Project(models.Model):
 
 
 class Role(models.TextChoices):
-    """What a member may do in one project (issue 30 §4); an admin may do everything everywhere."""
+    """What a member may do in one project; an admin may do everything everywhere."""
 
     OPERATOR = "operator", "operator"  # creates instances, launches, stops and requests teardowns
     APPROVER = "approver", "approver"  # approves cost actions and spend; never their own request
@@ -99,7 +99,7 @@ class MembershipQuerySet(models.QuerySet):
 
 class Membership(models.Model):
     """A person's access to a project, and the roles they hold in it. The table is the one the plain
-    many-to-many made (issue 16): membership rows predate the roles they now carry."""
+    many-to-many made: membership rows predate the roles they now carry."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")

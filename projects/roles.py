@@ -1,4 +1,4 @@
-"""Roles per project (issue 30 §4) behind Django's own `user.has_perm(perm, project)`.
+"""Roles per project behind Django's own `user.has_perm(perm, project)`.
 
 A member holds operator, approver, both or neither in each project; an admin (superuser) holds every
 permission everywhere (Django answers that before any backend). Asked without a project, a permission

@@ -1,4 +1,4 @@
-"""Team administration in the app (issue 18 §5): an admin creates users with their e-mail, gives
+"""Team administration in the app: an admin creates users with their e-mail, gives
 them roles (operator and approver per project, admin everywhere) and shares projects, each change
 audited. No HTTP here."""
 

@@ -113,7 +113,7 @@ STORAGE_MARGIN_FRACTION = env.envfloat("STORAGE_MARGIN_FRACTION", 0.10)
 STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
 SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
-# A person's Stop: the command gets SIGTERM and this long to checkpoint before SIGKILL (issue 30 §2). A
+# A person's Stop: the command gets SIGTERM and this long to checkpoint before SIGKILL. A
 # stop the box could not be told of (unreachable) is re-sent by the reconciler until this deadline, then
 # expires with its reason; the run goes on.
 RUN_STOP_GRACE_SECONDS = env.envint("RUN_STOP_GRACE_SECONDS", 30)
@@ -231,7 +231,7 @@ CELERY_BEAT_SCHEDULE = {
 WATCH_TICK_SECONDS = env.envfloat("WATCH_TICK_SECONDS", 5)
 WATCH_LEASE_SECONDS = env.envfloat("WATCH_LEASE_SECONDS", max(15.0, 4 * WATCH_TICK_SECONDS))
 WATCH_LIFETIME_SECONDS = env.envfloat("WATCH_LIFETIME_SECONDS", 120)
-# Node-side push (issue 19): the wrapper's follow stream per box, polled on the node this often;
+# Node-side push: the wrapper's follow stream per box, polled on the node this often;
 # off (WATCH_PUSH=0), pages update at each tick. Figures: README, Benchmarks.
 WATCH_PUSH = env.envbool("WATCH_PUSH", default=True)
 WATCH_PUSH_POLL = env.envfloat("WATCH_PUSH_POLL", 0.2)

@@ -10,7 +10,7 @@ class RunsConfig(AppConfig):
         from projects.membership import access_reduced as access_reduced_signal
         from runs.search import ensure_sqlite_index
 
-        # A removal closes the person's open sockets when it commits (issue 28: not up to
+        # A removal closes the person's open sockets when it commits (not up to
         # LIVE_REAUTH_SECONDS later).
         access_reduced_signal.connect(_close_sockets, dispatch_uid="runs-close-sockets")
 

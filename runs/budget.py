@@ -57,7 +57,7 @@ class Budget:
 
 
 # The closeout copies output/ into export/.partial before the rename: for that moment the export's
-# checkpoints (best.pth and last.pth) exist twice on the data disk (issue 29: a run that fit its budget
+# checkpoints (best.pth and last.pth) exist twice on the data disk (a run that fit its budget
 # filled the disk at its very last step).
 STAGED_CHECKPOINTS = 2
 

@@ -1,8 +1,8 @@
-"""A project's cost envelope after creation (issue 30 §3): operators and approvers of the project set or
+"""A project's cost envelope after creation: operators and approvers of the project set or
 change it, each change audited; a forecast above the budget is told once per period. No HTTP here.
 
 An operator may only tighten it (lower a limit, set one where there was none): a wider envelope lets
-runs start without an approver, so widening it is an approver's decision (issue 30 §4)."""
+runs start without an approver, so widening it is an approver's decision."""
 
 from decimal import Decimal
 

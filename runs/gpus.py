@@ -1,4 +1,4 @@
-"""Whether the GPUs a run asks for are really there (issue 29 §5), from its preflight report: pure.
+"""Whether the GPUs a run asks for are really there, from its preflight report: pure.
 
 A GPU is not there because the form says so: the run's own interpreter must see CUDA and each index,
 and no process outside RemoteGPU may hold memory on one of them (an approver may waive that)."""

@@ -116,7 +116,7 @@ class Run(models.Model):
         related_name="+",
         help_text="An approver let the next preflight start beside processes outside RemoteGPU on its GPUs.",
     )
-    # A person's Stop of the current attempt (issue 30 §2): asked, then delivered to the box (the wrapper
+    # A person's Stop of the current attempt: asked, then delivered to the box (the wrapper
     # sends SIGTERM, SIGKILL after the grace); an undelivered one is re-sent until its deadline.
     stop_asked_at = models.DateTimeField(null=True, blank=True)
     stop_asked_by = models.ForeignKey(
@@ -343,7 +343,7 @@ SPEND_TRANSITIONS = Transitions(
 
 
 class SpendRequest(models.Model):
-    """Spending is a cost action (issue 17 §7): one attempt of a run over the project's envelope or
+    """Spending is a cost action: one attempt of a run over the project's envelope or
     threshold waits here, in the approval queue; its requester never approves it."""
 
     class Why(models.TextChoices):

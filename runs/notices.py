@@ -1,4 +1,4 @@
-"""What a project is told about its runs (issue 17 §6), composed from names, states and failure
+"""What a project is told about its runs, composed from names, states and failure
 classes only (never a log excerpt: a training log may print a token); delivered by notifications."""
 
 from django.conf import settings

@@ -1,4 +1,4 @@
-"""The watcher's fast path: one push stream per instance, read by its own thread (issue 19).
+"""The watcher's fast path: one push stream per instance, read by its own thread.
 
 The wrapper's `follow` emits what the runs write as they write it; a reader thread forwards each
 log event to the run's page at once. It never waits on the watcher: while the watcher's probe is

@@ -1,4 +1,4 @@
-"""The cost envelope (issue 17 §7): what a project has spent this period, what its live runs are
+"""The cost envelope: what a project has spent this period, what its live runs are
 expected to add, and whether one more attempt of a run needs an approver. No HTTP, no Celery."""
 
 from collections import defaultdict

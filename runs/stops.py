@@ -1,4 +1,4 @@
-"""A person's Stop of a running run (issue 30 §2): asked (audited), delivered to the box, or expired.
+"""A person's Stop of a running run: asked (audited), delivered to the box, or expired.
 
 The wrapper on the box does the stopping (SIGTERM, SIGKILL after RUN_STOP_GRACE_SECONDS) and
 quarantines the attempt with the reason "stopped by <person>"; the watcher then moves the run as for

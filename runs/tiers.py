@@ -1,4 +1,4 @@
-"""Whether a declared storage tier is the disk the data root is on (issue 29 §1): pure.
+"""Whether a declared storage tier is the disk the data root is on: pure.
 
 A tier is a disk, not a name on a form: a data root declared on RunPod's network volume that measures
 on the container disk would count a copy as surviving a release it does not survive."""

@@ -8,7 +8,7 @@ from django.db import migrations, models
 def register_named_variables(apps, schema_editor):
     """Each variable a channel names today is registered, granted to the project of the oldest channel
     naming it (the likeliest owner); another project's channel naming it stops sending until an
-    administrator grants it (issue 28 §7: one project posted into another's chat)."""
+    administrator grants it (one project posted into another's chat)."""
     Channel = apps.get_model("notifications", "Channel")
     NotifyVariable = apps.get_model("notifications", "NotifyVariable")
     NotifyVariableEvent = apps.get_model("notifications", "NotifyVariableEvent")

@@ -1,4 +1,4 @@
-"""Roles per project (issue 30 §4): membership carries operator and approver.
+"""Roles per project: membership carries operator and approver.
 
 The plain many-to-many table becomes the Membership model's (same table, same columns), gains the two
 roles, and every member of the global groups "operators" / "approvers" holds that role in every project

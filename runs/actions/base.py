@@ -52,8 +52,7 @@ def locked_run(run_pk: int) -> Run:
 
     One FOR UPDATE over the join locked the rows in whatever order the plan read them, and a FOR
     UPDATE of the project or run conflicts with the KEY SHARE that a teardown request's deferred
-    foreign-key checks take at COMMIT while it holds the instance: the two deadlocked on PostgreSQL
-    (issue 29 §5)."""
+    foreign-key checks take at COMMIT while it holds the instance: the two deadlocked on PostgreSQL."""
     instance_id, project_id = Run.objects.values_list("instance_id", "project_id").get(pk=run_pk)
     Instance.objects.select_for_update(no_key=True).filter(pk=instance_id).first()
     Project.objects.select_for_update(no_key=True).filter(pk=project_id).first()

@@ -96,7 +96,7 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
             if spend_gate(run, run.attempt + 1, SpendRequest.Why.SWEEP, sweep.created_by) is not None:
                 continue  # this cell waits for an approver; an approval advances the sweep again
             # A sweep of a CPU run runs its cells on CPU (a slot, not a GPU: preflight would refuse a GPU
-            # the box does not have, issue 29 §5); a GPU run's cells each take their own GPU.
+            # the box does not have); a GPU run's cells each take their own GPU.
             run.gpus = [gpu] if sweep.base_run.gpus else []
             where = f"GPU {gpu}" if run.gpus else f"CPU slot {gpu}"
             move_run(run, RunState.PREFLIGHT, f"Sweep {sweep.name}: cell {run.cell} starts on {where}")

@@ -1,5 +1,5 @@
 """History's substring search (run id, title, command) served by indexes on PostgreSQL, so a search
-costs the same at 100,000 runs as at 1,000 (issue 19).
+costs the same at 100,000 runs as at 1,000.
 
 Trigram GIN indexes (pg_trgm, a trusted extension since PostgreSQL 13) on exactly the expressions
 Django's icontains writes. Where the extension cannot be created they are skipped (the search
