@@ -75,13 +75,15 @@ def _holds_evidence(instance) -> bool:
     """A sealed export or an unclosed active/ on a tier this box's shutdown loses (by its clock)."""
     from custody.evidence import Consequence as Planned
     from custody.evidence import touched
+    from custody.facts import verified_first
     from runs.models import RunState
 
     unclosed = instance.runs.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)
     if instance.profile.loses(instance.data_tier_info, "shutdown") and unclosed.exists():
         return True
     planned = Planned(TeardownKind.SHUTDOWN, instance.pk)
-    exported = instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance")
+    # Their verified records come with them: one query for every export, not one per run.
+    exported = verified_first(instance.runs.filter(state=RunState.EXPORTED))
     return any(touched(run, planned) for run in exported)
 
 

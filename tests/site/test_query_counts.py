@@ -29,6 +29,7 @@ PINNED = {
     "run": 8,
     "instances": 4,
     "instance": 20,
+    "instance_autodl": 23,  # a release-clock platform: what the shutdown would take, for every export
     "sweep": 7,
     "approvals": 13,
     "audit": 3,
@@ -42,6 +43,9 @@ class World:
         self.project = Project.objects.create(name="Vision", slug="vision", budget=500)
         join(self.project, alice, bob)
         self.instance = self.box("node")
+        # A platform whose stopped box is released on a clock (AutoDL): its page asks what the shutdown's
+        # clock would take, for every sealed export on it.
+        self.autodl = self.box("adl", profile_key="autodl")
         self.first = self.run(RunState.EXPORTED)
         self.second = self.run(RunState.EXPORTED)
         self.sweep = Sweep.objects.create(
@@ -50,11 +54,11 @@ class World:
         self.sweep.instances.add(self.instance)
         self.grow(1)
 
-    def box(self, purpose: str) -> Instance:
+    def box(self, purpose: str, profile_key: str = "runpod") -> Instance:
         return Instance.objects.create(
             name=f"vision-{purpose}-20261130",
             project=self.project,
-            profile_key="runpod",
+            profile_key=profile_key,
             host="203.0.113.9",
             user="root",
             state="running",
@@ -62,10 +66,10 @@ class World:
             rate_stopped="0.2",
         )
 
-    def run(self, state, **fields) -> Run:
+    def run(self, state, instance=None, **fields) -> Run:
         run = Run.objects.create(
             project=self.project,
-            instance=self.instance,
+            instance=instance or self.instance,
             run_id=f"vision-{uuid.uuid4().hex[:10]}",
             state=state,
             command=["python", "train.py"],
@@ -91,6 +95,8 @@ class World:
         """n more of everything the pages list: runs, sweep cells, boxes, requests, audit rows, events."""
         for _ in range(n):
             self.run(RunState.EXPORTED)
+            # Its copy on the box deleted: no export there is touched, so every one of them is read.
+            self.run(RunState.EXPORTED, instance=self.autodl, export_deleted_at=timezone.now())
             self.run(RunState.RUNNING, sweep=self.sweep)
             box = self.box(uuid.uuid4().hex[:6])
             InstanceEvent.objects.create(instance=self.instance, kind="state", message="State Running → Running")
@@ -128,6 +134,7 @@ class World:
             "run": f"/runs/{self.first.run_id}/",
             "instances": "/instances/",
             "instance": f"/instances/{self.instance.pk}/",
+            "instance_autodl": f"/instances/{self.autodl.pk}/",
             "sweep": f"/sweeps/{self.sweep.pk}/",
             "approvals": "/approvals/",
             "audit": "/audit/",
