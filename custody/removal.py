@@ -1,8 +1,8 @@
-"""Delete one copy of a sealed export; the paths are ours (built from the layout), never user input."""
+"""Delete one copy of a sealed export; the paths are ours (built from the layout), never user input.
+On the box the wrapper deletes it (`remove-copy`) and refuses anything outside the root named."""
 
+import posixpath
 import shutil
-
-from django.conf import settings
 
 from custody.evidence import latest_verified
 from custody.models import EvidenceLocation
@@ -22,7 +22,5 @@ def remove_copy(run, location: str) -> dict:
             path = latest_verified(run).mirror_uri
             if not path.endswith(f"/remotegpu-custody/{run.project.slug}/{run.run_id}"):
                 raise OSError(f"refusing to delete {path}: not a mirror this dashboard made")
-        result = node.transport.run(["rm", "-rf", "--", path], timeout=settings.SSH_COMMAND_TIMEOUT)
-    if result.exit_code != 0:
-        raise OSError(f"rm on the node exited {result.exit_code}: {result.stderr[-300:]}")
-    return {"deleted": path}
+        answer = node.remove_copy(path, posixpath.dirname(path))
+    return {"deleted": path, "bytes": answer["bytes"], "was_there": answer["removed"]}

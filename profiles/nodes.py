@@ -101,6 +101,12 @@ class InstanceNode:
         self.install_wrapper(self.tools)
         return self.invoke(self.tools, "clean-caches", request={"paths": paths}, timeout=300, bound=True)
 
+    def remove_copy(self, path: str, root: str) -> dict:
+        """Delete one copy of a sealed export on the box, strictly inside root (the wrapper refuses
+        anything else): {"removed": whether it was there, "bytes": what it held}."""
+        self.install_wrapper(self.tools)
+        return self.invoke(self.tools, "remove-copy", request={"path": path, "root": root}, timeout=300, bound=True)
+
     def layout_of(self, run) -> NodeLayout:
         node_source = resolve_home(run.node_source, self.home) if run.node_source else ""
         data_root = resolve_home(self.instance.data_root, self.home)

@@ -30,6 +30,7 @@ ANSWERS = {
     "stop": {"stopped": bool},
     "idle": {"busy": list},
     "clean-caches": {"freed": int, "removed": list},
+    "remove-copy": {"removed": bool, "bytes": int},
     "gpus": {"gpus": dict},  # {"nvidia_smi": false} where the box has none
 }
 

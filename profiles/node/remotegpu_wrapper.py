@@ -18,6 +18,7 @@ has the file it is executing changed under it. Subcommands, each reading a JSON 
   close-active  move a failed run's active/ into quarantine/ with a reason (stdin)
   idle ROOT  processes that work in or write under ROOT (the shutdown check)
   clean-caches  measure and remove the cache paths the control side names (stdin)
+  remove-copy   delete one copy of a sealed export, strictly inside the root named (stdin)
 
 Every subcommand prints one JSON object as its last line; profiles/protocol.py says what each holds.
 """
@@ -1272,6 +1273,31 @@ def cmd_clean_caches(request):
     return 0
 
 
+def cmd_remove_copy(request):
+    """Delete one copy of a sealed export: a directory strictly inside the root the control side
+    names (the project's export/ or its durable mirror), never a link, never the root itself, never
+    reached through "..". Gone already: answered as removed nothing, so a retry is harmless."""
+    path, root = request["path"], request["root"]
+    parts = path.split("/")
+    if not (os.path.isabs(path) and os.path.isabs(root)) or ".." in parts or os.path.islink(path):
+        print(json.dumps({"error": "refusing to remove " + path}))
+        return 1
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    if real == real_root or not real.startswith(real_root.rstrip("/") + "/") or real in ("/", os.path.expanduser("~")):
+        print(json.dumps({"error": "refusing to remove " + path + ": not strictly inside " + root}))
+        return 1
+    if not os.path.lexists(path):
+        print(json.dumps({"removed": False, "bytes": 0}))
+        return 0
+    size = tree_bytes(path) if os.path.isdir(path) else os.lstat(path).st_size
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+    print(json.dumps({"removed": True, "bytes": size}))
+    return 0
+
+
 COMMANDS = {
     "preflight": cmd_preflight,
     "smoke": cmd_smoke,
@@ -1302,6 +1328,8 @@ def main(argv):
         return cmd_stop(load_spec(argv[2]), json.load(sys.stdin))
     if len(argv) == 2 and argv[1] == "clean-caches":
         return cmd_clean_caches(json.load(sys.stdin))
+    if len(argv) == 2 and argv[1] == "remove-copy":
+        return cmd_remove_copy(json.load(sys.stdin))
     if len(argv) != 3 or argv[1] not in COMMANDS:
         sys.stderr.write(
             "usage: remotegpu_wrapper.py {{{}}} SPEC.json | probe < REQUEST.json\n".format(",".join(COMMANDS))

@@ -121,6 +121,24 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
         writer.close()
     assert any(item["why"].startswith("writes") for item in checked["idle"]["busy"])
 
+    exports = tmp_path / "data" / "vision" / "export"
+    copy = exports / "vision-contract-gone"
+    copy.mkdir(parents=True)
+    (copy / "best.pth").write_bytes(b"w" * 500)
+    request = {"path": str(copy), "root": str(exports)}
+    checked["remove-copy"] = answer_of("remove-copy", wrapper.cmd_remove_copy, request)
+    assert checked["remove-copy"] == {"removed": True, "bytes": 500} and not copy.exists()
+    assert answer_of("remove-copy", wrapper.cmd_remove_copy, request) == {"removed": False, "bytes": 0}
+    outside = tmp_path / "data" / "elsewhere"
+    outside.mkdir()
+    (exports / "sneaky").symlink_to(outside)
+    for path in (str(exports), str(exports / "sneaky"), f"{exports}/../elsewhere", str(outside)):
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):
+            assert wrapper.cmd_remove_copy({"path": path, "root": str(exports)}) == 1, path
+        assert "refusing" in said.getvalue()
+    assert outside.exists() and exports.exists()  # the root, a link out of it and what it points at stay
+
     checked["gpus"] = answer_of("gpus", wrapper.cmd_gpus, spec)
     assert checked["gpus"]["gpus"]["nvidia_smi"] is (shutil.which("nvidia-smi") is not None)
 

@@ -92,6 +92,7 @@ def every_wrapper_call(run):
         yield "rehash", lambda: node.rehash(run, [{"root": node.layout.export, "files": []}])
         yield "idle", lambda: node.idle(node.layout.run_root)
         yield "clean-caches", lambda: node.clean_caches([f"{node.home}/.cache/remotegpu-garbage-test"])
+        yield "remove-copy", lambda: node.remove_copy(node.layout.export, f"{node.layout.run_root}/export")
 
 
 def test_every_garbage_answer_to_every_call_is_a_node_error_naming_the_call(box, hostile_run):
@@ -105,7 +106,7 @@ def test_every_garbage_answer_to_every_call_is_a_node_error_naming_the_call(box,
             assert str(error.value).startswith(subcommand), (garbage, subcommand, str(error.value)[:200])
             assert len(str(error.value)) < 600  # a flood is not copied into the message
             checked += 1
-    assert checked == 14 * len(GARBAGE)
+    assert checked == 15 * len(GARBAGE)
 
 
 def test_a_garbage_roster_fails_the_custody_record_instead_of_leaving_it_pulling(box, hostile_run):
