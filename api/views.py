@@ -22,9 +22,9 @@ from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
 from runs import logs
 from runs.actions.lifecycle import do_create_run, do_edit_run, do_retry_run, do_start_preflight
+from runs.actions.stops import do_stop_run
 from runs.forms import SweepForm
 from runs.models import Run, Sweep
-from runs.stops import do_stop_run
 
 OPERATE = "projects.operate"
 
@@ -194,8 +194,7 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     pagination_class = NewestFirst
 
     def get_queryset(self):
-        instances = Instance.objects.visible_to(self.request.user)
-        return TeardownRequest.objects.filter(instance__in=instances).select_related(
+        return TeardownRequest.objects.visible_to(self.request.user).select_related(
             "instance", "requester", "approver", "run"
         )
 

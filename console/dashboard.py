@@ -24,7 +24,7 @@ def tiles_for(user) -> list[Tile]:
     projects = Project.objects.visible_to(user)
     from custody.queue import approvable_count
 
-    requests = TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user)).pending()
+    requests = TeardownRequest.objects.visible_to(user).pending()
     pending = approvable_count(requests.select_related("instance__project", "run__project", "run__instance"))
     pending += SpendRequest.objects.filter(status=SpendStatus.PENDING, run__in=Run.objects.visible_to(user)).count()
     return [

@@ -11,10 +11,9 @@ from django.utils import timezone
 from console import compare, history
 from console.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
 from core.health import system_health
-from custody.models import CustodyStatus, TeardownStatus
+from custody.models import CustodyStatus, TeardownRequest, TeardownStatus
 from custody.panel import teardown_panel
 from custody.queue import waiting
-from custody.views import visible_requests
 from profiles import catalog
 from profiles.costs import accrued_cost, danger_clocks, timer_line
 from profiles.forms import StateForm
@@ -166,12 +165,12 @@ def _watch_of(instance):
 
 def approval_queue(request):
     pending = waiting(
-        visible_requests(request.user)
+        TeardownRequest.objects.visible_to(request.user)
         .pending()
         .select_related("instance__project", "requester", "run__project", "run__instance")
     )
     decided = (
-        visible_requests(request.user)
+        TeardownRequest.objects.visible_to(request.user)
         .exclude(status=TeardownStatus.PENDING)
         .select_related("instance", "requester", "approver")[:30]
     )

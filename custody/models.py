@@ -141,6 +141,12 @@ class TeardownRequestQuerySet(models.QuerySet):
     def pending(self):
         return self.filter(status=TeardownStatus.PENDING)
 
+    def visible_to(self, user):
+        """Requests on the boxes of the projects the user sees (admins: all)."""
+        from profiles.models import Instance
+
+        return self.filter(instance__in=Instance.objects.visible_to(user))
+
 
 class TeardownRequest(models.Model):
     """One consequence (shut down, release, delete evidence), its checks, approval and execution."""

@@ -17,8 +17,10 @@ from custody.levels import consequence_of
 from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownStatus
 from custody.queue import waiting
 from profiles.models import Instance
+from profiles.views import operated_instance
 from projects.roles import require
 from runs.models import Run
+from runs.views import run_action
 
 
 def custody_json(request, pk):
@@ -33,13 +35,6 @@ def custody_json(request, pk):
 # ------------------------------------------------------------------ DELIVER
 
 
-def _operated(request, pk):
-    """The box, if the person sees it (404 otherwise) and operates in its project (403 otherwise)."""
-    instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
-    require(request.user, "projects.operate", instance.project)
-    return instance
-
-
 def _back_to_instance(pk):
     return redirect("instance-detail", pk=pk)
 
@@ -48,7 +43,7 @@ def _back_to_instance(pk):
 @permission_required("projects.operate", raise_exception=True)
 def teardown_create(request, pk):
     """One of the three buttons: kind comes from the button, never implied by another."""
-    instance = _operated(request, pk)
+    instance = operated_instance(request, pk)
     form = TeardownRequestForm(request.POST, instance=instance)
     if not form.is_valid():
         messages.error(request, " ".join(f"{', '.join(errors)}" for errors in form.errors.values()))
@@ -75,12 +70,8 @@ def teardown_create(request, pk):
     return _back_to_instance(pk)
 
 
-def visible_requests(user):
-    return TeardownRequest.objects.filter(instance__in=Instance.objects.visible_to(user))
-
-
 def teardown_detail(request, pk):
-    requests = visible_requests(request.user).select_related("instance__project", "requester", "run")
+    requests = TeardownRequest.objects.visible_to(request.user).select_related("instance__project", "requester", "run")
     req = get_object_or_404(requests, pk=pk)
     profile, project = req.instance.profile, req.instance.project
     context = {
@@ -100,7 +91,7 @@ def teardown_detail(request, pk):
 @require_POST
 def teardown_decide(request, pk):
     """Approve or reject; the requester and non-approvers get 403 whatever the page showed."""
-    get_object_or_404(visible_requests(request.user), pk=pk)
+    get_object_or_404(TeardownRequest.objects.visible_to(request.user), pk=pk)
     decision = request.POST.get("decision")
     comment = request.POST.get("comment", "")[:2000]
     if decision == "approve":
@@ -133,7 +124,7 @@ def teardown_cancel(request, pk):
 @require_POST
 def teardown_settle(request, pk):
     """An approver settles an interrupted execution: it happened, or retry with the same key."""
-    get_object_or_404(visible_requests(request.user), pk=pk)
+    get_object_or_404(TeardownRequest.objects.visible_to(request.user), pk=pk)
     happened = request.POST.get("outcome") == "happened"
     comment = request.POST.get("comment", "")[:2000]
     message = "Recorded as done." if happened else "Execution queued again with the same idempotency key."
@@ -144,7 +135,7 @@ def teardown_settle(request, pk):
 def _on_request(request, pk, action, success, perm=None):
     """An action on a request the user can see (404 otherwise), by a holder of perm in its box's
     project (403 otherwise); a refusal becomes a message."""
-    req = get_object_or_404(visible_requests(request.user).select_related("instance__project"), pk=pk)
+    req = get_object_or_404(TeardownRequest.objects.visible_to(request.user).select_related("instance__project"), pk=pk)
     if perm:
         require(request.user, perm, req.instance.project)
     perform(request, lambda: action(pk, actor=request.user), success)
@@ -154,7 +145,7 @@ def _on_request(request, pk, action, success, perm=None):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def instance_hold(request, pk):
-    instance = _operated(request, pk)
+    instance = operated_instance(request, pk)
     reason = request.POST.get("reason", "")[:2000]
     perform(
         request, lambda: teardown.do_place_hold(instance.pk, reason, actor=request.user), "“Never release” hold placed."
@@ -166,7 +157,7 @@ def instance_hold(request, pk):
 @permission_required("projects.operate", raise_exception=True)
 def instance_cache_cleanup(request, pk):
     """The fourth, separate action: only allow-listed, regenerable caches (L1)."""
-    instance = _operated(request, pk)
+    instance = operated_instance(request, pk)
     queued = "Cache cleanup queued (allow-listed caches only)."
     perform(request, lambda: do_request_cache_cleanup(instance.pk, actor=request.user), queued)
     return _back_to_instance(pk)
@@ -186,7 +177,4 @@ def audit_log(request):
 @require_POST
 def run_verify(request, run_id):
     """The run page's Verify custody: an operator of the run's project queues the verification."""
-    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project"), run_id=run_id)
-    require(request.user, "projects.operate", run.project)
-    perform(request, lambda: do_start_verification(run.pk, actor=request.user), "Custody verification queued.")
-    return redirect("run-detail", run_id=run_id)
+    return run_action(request, run_id, do_start_verification, "Custody verification queued.")

@@ -14,7 +14,6 @@ from notifications import send, webhooks
 from notifications.models import (
     DECIDED_BY_APPROVERS,
     DEFAULT_EVENTS,
-    NOTIFICATION_TRANSITIONS,
     Channel,
     Event,
     Notification,
@@ -106,7 +105,6 @@ def do_deliver_notification(notification_id: int) -> str | None:
         state = Notification.State.FAILED
     else:
         state = Notification.State.PENDING  # beat re-drives it (notifications.tasks.redeliver)
-    NOTIFICATION_TRANSITIONS.check(Notification.State.SENDING, state)
     Notification.objects.filter(pk=notification_id, state=Notification.State.SENDING).update(
         state=state, results=results
     )

@@ -176,7 +176,7 @@ def deliver_stop(run_pk: int, attempt: int) -> str:
     """Tell the box to stop the attempt. Idempotent (the wrapper keeps the first stop's marker); an
     unreachable box leaves it asked, and the reconciler sends it again until its deadline."""
     from profiles.nodes import InstanceNode
-    from runs import stops
+    from runs.actions import stops
 
     run = stops.pending_stop(run_pk, attempt)
     if run is None:
@@ -212,7 +212,7 @@ def reconcile_runs() -> dict:
         if reconcile.overdue(run):
             outcomes[run.pk] = redrive.do_reconcile_run(run.pk)
     # A stop the box has not heard yet (unreachable, or its message lost): sent again, or expired.
-    from runs import stops
+    from runs.actions import stops
 
     for run_pk, attempt, expired in stops.overdue_stops():
         if expired:

@@ -22,6 +22,7 @@ from runs.actions.lifecycle import (
     do_waive_gpu_holders,
 )
 from runs.actions.spending import do_decide_spend
+from runs.actions.stops import do_stop_run
 from runs.budgets import do_set_envelope, may_change_envelope
 from runs.cadence import cadence_for
 from runs.forms import EnvelopeForm, ProjectForm, RunForm, SweepForm
@@ -35,7 +36,6 @@ from runs.models import (
 )
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.spend import envelope_of
-from runs.stops import do_stop_run
 from runs.tasks import watch_instance
 
 
@@ -214,7 +214,9 @@ def run_live(request, run_id):
     )
 
 
-def _run_action(request, run_id, action, success, perm="projects.operate"):
+def run_action(request, run_id, action, success, perm="projects.operate"):
+    """A button on the run page: the run if the person sees it (404), the role in its project (403),
+    then the action, its refusal a message."""
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project"), run_id=run_id)
     require(request.user, perm, run.project)
     perform(request, lambda: action(run.pk, actor=request.user), success)
@@ -224,14 +226,14 @@ def _run_action(request, run_id, action, success, perm="projects.operate"):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def run_preflight(request, run_id):
-    return _run_action(request, run_id, do_start_preflight, "Preflight queued.")
+    return run_action(request, run_id, do_start_preflight, "Preflight queued.")
 
 
 @require_POST
 @permission_required("projects.approve_cost", raise_exception=True)
 def run_waive_gpu(request, run_id):
     comment = request.POST.get("comment", "")[:2000]
-    return _run_action(
+    return run_action(
         request,
         run_id,
         lambda pk, actor: do_waive_gpu_holders(pk, comment, actor=actor),
@@ -243,21 +245,21 @@ def run_waive_gpu(request, run_id):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def run_retry(request, run_id):
-    return _run_action(request, run_id, do_retry_run, "Retry of the identical config queued.")
+    return run_action(request, run_id, do_retry_run, "Retry of the identical config queued.")
 
 
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def run_stop(request, run_id):
     grace = settings.RUN_STOP_GRACE_SECONDS
-    return _run_action(request, run_id, do_stop_run, f"Stop sent: SIGTERM, then SIGKILL after {grace} s.")
+    return run_action(request, run_id, do_stop_run, f"Stop sent: SIGTERM, then SIGKILL after {grace} s.")
 
 
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def run_close_active(request, run_id):
     reason = request.POST.get("reason", "")[:2000]
-    return _run_action(
+    return run_action(
         request, run_id, lambda pk, actor: do_close_active(pk, reason, actor=actor), "Closing active/ queued."
     )
 

@@ -1,2 +1,2 @@
 """Every state change of a run, by noun (as Zulip's zerver/actions/): base (locks, events, state moves),
-lifecycle, spending, observation, sweeps, redrive. Import from the module that holds the verb."""
+lifecycle, spending, observation, sweeps, redrive, stops. Import from the module that holds the verb."""

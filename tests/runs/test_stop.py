@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 
 from projects.models import Project
-from runs import stops
+from runs.actions import stops
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import GpuLock, Run, RunState
 from runs.remote import NodeSession
