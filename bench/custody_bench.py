@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from custody.pull import pull_export  # noqa: E402
 from profiles.credentials import resolve_auth  # noqa: E402
-from profiles.transport import SSHTransport, scan_host_key  # noqa: E402
+from profiles.node.transport import SSHTransport, scan_host_key  # noqa: E402
 from tests.sshd import Sshd  # noqa: E402
 
 
@@ -124,9 +124,10 @@ class Bench:
 
     def node_roster(self, source: Path) -> float:
         """What the node pays before a pull: the wrapper's one streamed pass over the export."""
-        wrapper = REPO / "profiles" / "node" / "remotegpu_wrapper.py"
-        code = f"import sys; sys.path.insert(0, {str(wrapper.parent)!r}); import remotegpu_wrapper as w; "
-        code += f"w.roster_of({str(source)!r})"
+        from profiles.node.build import wrapper_file
+
+        code = f"import runpy; w = runpy.run_path({str(wrapper_file())!r}); "
+        code += f"w['roster_of']({str(source)!r})"
         with self.transport() as transport:
             return transport.run([sys.executable, "-c", code], timeout=600).duration
 

@@ -85,7 +85,7 @@ def create_runs(n, sshds, sleeper_pid):
 
     from profiles.layout import NodeLayout
     from profiles.models import Instance
-    from profiles.nodes import WRAPPER_FILE, wrapper_name
+    from profiles.node.build import wrapper_file, wrapper_name
     from projects.models import Project
     from runs.models import Run, RunState
 
@@ -119,7 +119,7 @@ def create_runs(n, sshds, sleeper_pid):
             runs.append((run, layout))
     tools = Path(home) / "proj" / slug / ".remotegpu"
     tools.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(WRAPPER_FILE, tools / wrapper_name())
+    shutil.copyfile(wrapper_file(), tools / wrapper_name())
     return project, runs
 
 

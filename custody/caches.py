@@ -8,8 +8,8 @@ from custody.audit import audit
 from custody.evidence import present_on
 from profiles.layout import resolve_home
 from profiles.models import Instance
-from profiles.nodes import InstanceNode
-from profiles.transport import TransportError
+from profiles.node.client import NodeClient
+from profiles.node.transport import TransportError
 
 # Relative to $HOME, or to each project root under the data root: nothing else is ever removed.
 HOME_CACHES = [".cache/pip", ".cache/torch/kernels"]
@@ -35,7 +35,7 @@ def do_request_cache_cleanup(instance_id: int, *, actor) -> None:
 def clean(instance_id: int) -> dict:
     instance = Instance.objects.select_related("project").get(pk=instance_id)
     try:
-        with InstanceNode(instance) as node:
+        with NodeClient(instance) as node:
             root = resolve_home(instance.data_root, node.home)
             paths = [f"{node.home}/{path}" for path in HOME_CACHES] + [
                 f"{root}/{instance.project.slug}/{PROJECT_CACHE}"

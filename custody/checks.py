@@ -13,8 +13,8 @@ from custody.models import EvidenceLocation, TeardownKind
 from custody.rehash import rehash
 from profiles.layout import resolve_home
 from profiles.models import InstanceState
-from profiles.nodes import InstanceNode
-from profiles.transport import TransportError
+from profiles.node.client import NodeClient
+from profiles.node.transport import TransportError
 
 
 @dataclass
@@ -42,7 +42,7 @@ def _no_live_run(facts: BoxFacts) -> Item:
 def _node_idle(instance) -> Item:
     root = instance.data_root
     try:
-        with InstanceNode(instance) as node:  # resolves $HOME once, as every node session does
+        with NodeClient(instance) as node:  # resolves $HOME once, as every node session does
             busy = node.idle(resolve_home(root, node.home))
     except TransportError as exc:
         return Item("No writer under the run roots", False, f"could not confirm the box is idle: {exc}")

@@ -20,8 +20,8 @@ from custody.providers import (
 )
 from custody.providers import execute as provider_execute
 from custody.removal import remove_copy
-from profiles.nodes import transport_for
-from profiles.transport import TransportError, Unreachable
+from profiles.node.client import transport_for
+from profiles.node.transport import TransportError, Unreachable
 
 
 def _poll(seen, interval: float):

@@ -28,8 +28,8 @@ from custody.provider_apis import (
     read_state,
 )
 from profiles.credentials import api_key_of, provider_key
-from profiles.nodes import transport_for
-from profiles.transport import CredentialError, TransportError
+from profiles.node.client import transport_for
+from profiles.node.transport import CredentialError, TransportError
 
 MAX_ANSWER_BYTES = 1024**2  # a provider's answer is read bounded, like a box's
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from custody.evidence import latest_verified
 from custody.models import EvidenceLocation
 from profiles.layout import resolve_home
-from profiles.nodes import InstanceNode
-from profiles.transport import TransportError
+from profiles.node.client import NodeClient
+from profiles.node.transport import TransportError
 
 
 def custody_copy_problem(record) -> str | None:
@@ -52,7 +52,7 @@ def rehash(run, copies) -> dict[str, str | None]:
 def _rehash_on_box(run, record, copies) -> dict[str, str | None]:
     files = [{"path": a.path, "bytes": a.bytes, "sha256": a.sha256} for a in record.artifacts.all()]
     try:
-        with InstanceNode(run.instance) as node:
+        with NodeClient(run.instance) as node:
             roots = [resolve_home(copy.path, node.home) for copy in copies]
             # The mirror is re-measured too: still on the disk it was verified on, or not on its tier.
             mounts = [record.mirror_mount if copy.location == EvidenceLocation.MIRROR else None for copy in copies]

@@ -7,7 +7,7 @@ import shutil
 from custody.evidence import latest_verified
 from custody.models import EvidenceLocation
 from custody.store import custody_dir
-from runs.remote import NodeSession
+from profiles.node.client import RunNode
 
 
 def remove_copy(run, location: str) -> dict:
@@ -15,7 +15,7 @@ def remove_copy(run, location: str) -> dict:
         path = custody_dir(run)
         shutil.rmtree(path)
         return {"deleted": str(path)}
-    with NodeSession(run) as node:
+    with RunNode(run) as node:
         if location == EvidenceLocation.NODE:
             path = node.layout.export
         else:

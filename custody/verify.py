@@ -14,8 +14,8 @@ from custody.roster import RosterError, parse_roster
 from custody.store import custody_dir
 from profiles import catalog
 from profiles.layout import resolve_home
-from profiles.transport import TransportError
-from runs.remote import NodeSession
+from profiles.node.client import RunNode
+from profiles.node.transport import TransportError
 
 
 @contextmanager
@@ -96,7 +96,7 @@ def mount_problem(tier: dict, mount: dict) -> str | None:
 
 
 def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict]:
-    with NodeSession(record.run) as node:
+    with RunNode(record.run) as node:
         node.prepare()
         entries = parse_roster(node.roster())
         actions.do_record_roster(record.pk, entries, str(canonical))

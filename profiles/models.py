@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from core.states import Transitions
 from profiles.catalog import get_profile
+from profiles.node.transport import HostKey
 from profiles.resources import FACTS as RESOURCE_FACTS
-from profiles.transport import HostKey
 
 
 class InstanceState(models.TextChoices):

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from profiles import audit
-from profiles.nodes import first_contact_key, transport_for
-from profiles.transport import HostKey, TransportError, Unreachable
+from profiles.node.client import first_contact_key, transport_for
+from profiles.node.transport import HostKey, TransportError, Unreachable
 
 
 @dataclass

@@ -11,16 +11,16 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 
 from profiles.layout import resolve_home
-from profiles.nodes import wrapper_name
-from profiles.transport import TransportError
+from profiles.node.build import wrapper_name
+from profiles.node.client import RunNode
+from profiles.node.transport import TransportError
 from projects.models import Project
-from runs import watch
+from runs import shipping, watch
 from runs.actions import base, lifecycle, redrive, spending, sweeps
 from runs.budget import storage_budget
 from runs.environment import environment_problems
 from runs.gpus import gone_problem, gpu_problems
 from runs.models import Run, RunState
-from runs.remote import NodeSession
 from runs.sources import SourceError
 from runs.tiers import declared_tier_problem
 
@@ -56,9 +56,9 @@ def preflight_run(run_pk: int) -> None:
     if run is None:
         return
     try:
-        with NodeSession(run) as node:
+        with RunNode(run) as node:
             node.prepare()
-            commit = node.ship_source()
+            commit = shipping.ship_source(node)
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
     except (TransportError, SourceError) as exc:
         lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
@@ -84,7 +84,7 @@ def smoke_run(run_pk: int) -> None:
     if run is None:
         return
     try:
-        with NodeSession(run) as node:
+        with RunNode(run) as node:
             result = node.call("smoke", node.write_spec("smoke", node.spec(0)), timeout=settings.SMOKE_TIMEOUT + 30)
     except TransportError as exc:
         lifecycle.do_finish_smoke(run_pk, -1, f"could not run the smoke: {exc}")
@@ -98,7 +98,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
     if run is None or run.attempt != attempt:
         return
     try:
-        with NodeSession(run) as node:
+        with RunNode(run) as node:
             node.prepare()
             status = node.call("status", node.attempt_spec(attempt))
             if status["launched"]:
@@ -159,11 +159,11 @@ def advance_sweep(sweep_pk: int) -> list[str]:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def close_active(run_pk: int, actor_id: int, reason: str) -> str:
     """Idempotent: a redelivery after the move finds no active/ and records it closed."""
-    from profiles.nodes import InstanceNode
+    from profiles.node.client import NodeClient
     from runs.actions.lifecycle import do_mark_active_closed
 
     run = Run.objects.select_related("project", "instance").get(pk=run_pk)
-    with InstanceNode(run.instance) as node:
+    with NodeClient(run.instance) as node:
         answer = node.close_active(run, reason)
     if not answer.get("closed"):
         return answer.get("reason", "not closed")
@@ -175,14 +175,14 @@ def close_active(run_pk: int, actor_id: int, reason: str) -> str:
 def deliver_stop(run_pk: int, attempt: int) -> str:
     """Tell the box to stop the attempt. Idempotent (the wrapper keeps the first stop's marker); an
     unreachable box leaves it asked, and the reconciler sends it again until its deadline."""
-    from profiles.nodes import InstanceNode
+    from profiles.node.client import NodeClient
     from runs.actions import stops
 
     run = stops.pending_stop(run_pk, attempt)
     if run is None:
         return "nothing to deliver"
     try:
-        with InstanceNode(run.instance) as node:
+        with NodeClient(run.instance) as node:
             answer = node.stop(run, str(run.stop_asked_by or "a person"))
     except TransportError as exc:
         return f"not delivered, sent again later: {exc}"
@@ -240,12 +240,12 @@ def reconcile_runs() -> dict:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def close_out_run(run_pk: int, attempt: int) -> str:
     """An EXITED run nobody sealed: the node quarantines the attempt (closeout never finished)."""
-    from profiles.nodes import InstanceNode
+    from profiles.node.client import NodeClient
 
     run = _run_in(run_pk, RunState.EXITED)
     if run is None or run.attempt != attempt:
         return "nothing to do"
-    with InstanceNode(run.instance) as node:
+    with NodeClient(run.instance) as node:
         answer = node.abandon(run)
     base.arm_watcher(run.instance_id)  # the watcher's next probe reads the quarantine
     return json.dumps(answer)

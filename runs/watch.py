@@ -15,9 +15,9 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from profiles.models import Instance
-from profiles.nodes import InstanceNode
-from profiles.protocol import NodeError
-from profiles.transport import TransportError
+from profiles.node.client import NodeClient
+from profiles.node.protocol import NodeError
+from profiles.node.transport import TransportError
 from runs import leases
 from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.models import Run, RunState
@@ -66,7 +66,7 @@ def database():
                 connection.close()
 
 
-def tick(node: InstanceNode, runs: list[Run], still_mine=lambda: True, push: Push | None = None) -> None:
+def tick(node: NodeClient, runs: list[Run], still_mine=lambda: True, push: Push | None = None) -> None:
     """One combined probe for every live run on the node, then apply each answer (if still ours).
     No database connection is held while the box answers (seconds, on a loaded box)."""
     answer = node.probe(runs, stream=push)
@@ -176,7 +176,7 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
             try:
                 if connecting:
                     with database():  # the credential and its grant, read afresh for each connect
-                        opening = InstanceNode(instance)
+                        opening = NodeClient(instance)
                     node = opening.__enter__()  # the handshake, with no connection held
                 if node is not None:
                     tick(node, runs, lambda: leases.still_held(instance_id, owner, lease_seconds), push)

@@ -132,7 +132,7 @@ class Sshd:
         if pinned:
             from django.utils import timezone
 
-            from profiles.transport import scan_host_key
+            from profiles.node.transport import scan_host_key
 
             key = scan_host_key("127.0.0.1", self.port, timeout=5)
             fields.update(

@@ -10,9 +10,9 @@ from custody.models import CustodyRecord, CustodyStatus
 from custody.pull import partial_of, pull_one
 from custody.roster import parse_roster
 from custody.verify import custody_dir
+from profiles.node.client import RunNode
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
-from runs.remote import NodeSession
 from tests.custody import sealed
 from tests.runs.conftest import edit_train, set_config, wait_state
 from tests.waiting import wait_until
@@ -83,7 +83,7 @@ def test_pull_readback_load_recompute_gives_a_verified_record_exported_as_json(
 def resume_partial_pull(run, node, target) -> None:
     """What a pull killed half-way leaves (the first half under the .partial name, nothing final)
     resumes: only the rest moves, and the file ends identical."""
-    with NodeSession(run) as session:
+    with RunNode(run) as session:
         session.prepare()
         entry = next(e for e in parse_roster(session.roster()) if e.path == "test/synthetic/results.parquet")
         half = (node.export(run) / entry.path).read_bytes()[: entry.bytes // 2]

@@ -16,9 +16,9 @@ from custody.models import TeardownKind
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_request_teardown
 from custody.verify import mount_problem
-from profiles.protocol import NodeError
+from profiles.node.client import RunNode
+from profiles.node.protocol import NodeError
 from runs.models import RunState
-from runs.remote import NodeSession
 from tests.custody import sealed
 from tests.custody.test_evidence_invariant import CUSTODY, as_platform, delete
 from tests.runs.conftest import load_wrapper
@@ -51,7 +51,7 @@ def sealed_on_the_box(run, files: dict[str, bytes] | None = None) -> None:
 def mirror_with_root(run, root: str):
     run.instance.mirror_root = root
     run.instance.save()
-    with NodeSession(run) as node:
+    with RunNode(run) as node:
         node.prepare()
         return node.mirror(node.mirror_target())
 

@@ -310,7 +310,7 @@ def machine_settings(examples: int):
 
 
 def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, settings, no_worker):
-    from profiles.transport import scan_host_key
+    from profiles.node.transport import scan_host_key
 
     settings.TEARDOWN_EXECUTION_LEASE = 0
     key = scan_host_key("127.0.0.1", sshd.port, timeout=5)

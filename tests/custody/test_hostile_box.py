@@ -15,7 +15,7 @@ import pytest
 from custody.checkpoint import safe_load
 from custody.pull import HashMismatch, pull_batch, pull_one
 from custody.roster import RosterEntry
-from profiles.transport import LocalTransport
+from profiles.node.transport import LocalTransport
 
 
 def entry_for(path: str, data: bytes) -> RosterEntry:

@@ -13,8 +13,8 @@ from django.urls import reverse
 from custody import providers
 from profiles.credentials import provider_key, ssh_auth
 from profiles.models import Credential, CredentialEvent, CredentialKind, Instance
+from profiles.node.transport import CredentialError
 from profiles.probe import run_probe
-from profiles.transport import CredentialError
 from projects.models import Project
 from tests.personas import join
 

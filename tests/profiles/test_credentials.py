@@ -3,7 +3,7 @@
 import pytest
 
 from profiles.credentials import reference_problem, resolve_auth
-from profiles.transport import CredentialError, SSHTransport, scan_host_key
+from profiles.node.transport import CredentialError, SSHTransport, scan_host_key
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,7 @@ def test_wrong_key_is_refused_by_the_server(tmp_path, sshd):
 def test_a_referenced_variable_is_never_echoed_in_an_error(monkeypatch):
     """env:DATABASE_URL once showed the database password in the connection test's error."""
     from profiles.credentials import resolve_auth
-    from profiles.transport import CredentialError
+    from profiles.node.transport import CredentialError
 
     monkeypatch.setenv("SOME_WORKER_SECRET", "postgres://user:canary-password@db/x")
     with pytest.raises(CredentialError) as error:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from profiles.credentials import resolve_auth
-from profiles.transport import HostKeyMismatch, HostKeyUnknown, SSHTransport, scan_host_key
+from profiles.node.transport import HostKeyMismatch, HostKeyUnknown, SSHTransport, scan_host_key
 from tests.sshd import Sshd
 
 

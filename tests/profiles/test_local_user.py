@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from profiles.models import Instance
-from profiles.nodes import transport_for
-from profiles.transport import CredentialError, LocalTransport
+from profiles.node.client import transport_for
+from profiles.node.transport import CredentialError, LocalTransport
 from projects.models import Project
 
 USER = "rgpu-node-test"

@@ -8,7 +8,7 @@ import paramiko
 import pytest
 
 from profiles.credentials import resolve_auth
-from profiles.transport import (
+from profiles.node.transport import (
     AnswerTooLarge,
     CommandTimeout,
     HostKey,

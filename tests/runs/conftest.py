@@ -50,9 +50,9 @@ def load_wrapper():
     """The node wrapper as a module of this process (it is a standalone script on the box)."""
     import importlib.util
 
-    from profiles.nodes import WRAPPER_FILE
+    from profiles.node.build import wrapper_file
 
-    spec = importlib.util.spec_from_file_location("remotegpu_wrapper", WRAPPER_FILE)
+    spec = importlib.util.spec_from_file_location("remotegpu_wrapper", wrapper_file())
     wrapper = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(wrapper)
     return wrapper

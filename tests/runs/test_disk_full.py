@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
+from profiles.node.client import RunNode
+from runs import shipping
 from runs.models import RunState
-from runs.remote import NodeSession
 from runs.tasks import launch_run
 from tests.runs.conftest import wait_state
 
@@ -88,9 +89,9 @@ def test_a_full_disk_during_closeout_quarantines_as_disk_full(
 ):
     root = small_root(options)
     run = make_run(command=[sys.executable, "-c", script], state=RunState.LAUNCHING, attempt=1)
-    with NodeSession(run) as node:  # what preflight does (its storage budget would refuse this disk)
+    with RunNode(run) as node:  # what preflight does (its storage budget would refuse this disk)
         node.prepare()
-        node.ship_source()
+        shipping.ship_source(node)
     launch_run(run.pk, 1)
     run = wait_state(run, {RunState.QUARANTINED, RunState.EXPORTED}, timeout=120, refresh=True)
     assert run.state == RunState.QUARANTINED and run.close_reason.startswith("disk_full"), run.close_reason

@@ -2,8 +2,9 @@
 
 import pytest
 
+from profiles.node.client import RunNode
+from runs import shipping
 from runs.models import Run, RunState
-from runs.remote import NodeSession
 from runs.tasks import launch_run
 from tests.runs.conftest import set_config, wait_file
 
@@ -13,9 +14,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run, node, source):
     set_config(source, epochs=3)
     run = make_run(state=RunState.LAUNCHING, attempt=1, preflight_report={"tmux": False})
-    with NodeSession(run) as session:
+    with RunNode(run) as session:
         session.prepare()
-        session.ship_source()
+        shipping.ship_source(session)
     launch_run(run.pk, 1)  # in this process, over real SSH
     run.refresh_from_db()
     assert (run.state, run.detach) == (RunState.RUNNING, "nohup")
@@ -42,7 +43,7 @@ def test_runs_preparing_the_same_project_root_at_once_all_succeed(make_run, node
     from django.db import connection
 
     runs = [make_run() for _ in range(6)]
-    sessions = [NodeSession(run).__enter__() for run in runs]  # connect first: race only on prepare
+    sessions = [RunNode(run).__enter__() for run in runs]  # connect first: race only on prepare
     errors = []
     try:
         for _ in range(8):

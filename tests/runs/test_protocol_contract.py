@@ -12,9 +12,9 @@ import time
 import pytest
 
 from profiles.layout import NodeLayout
-from profiles.nodes import WRAPPER_FILE
-from profiles.protocol import ANSWERS, check_answer, follow_event, parse_answer, status_problem
-from profiles.transport.feed import process_feed
+from profiles.node.build import wrapper_file
+from profiles.node.protocol import ANSWERS, check_answer, follow_event, parse_answer, status_problem
+from profiles.node.transport.feed import process_feed
 from tests.runs.conftest import load_wrapper
 
 
@@ -162,7 +162,7 @@ def test_a_probe_asked_over_the_follow_stream_answers_as_the_probe_command(wrapp
     attempt = tmp_path / spec["active"] / "attempt-1"
     attempt.mkdir(parents=True)
     (attempt / "log.txt").write_text("epoch 1\n")
-    argv = [sys.executable, "-I", "-S", str(WRAPPER_FILE), "follow"]
+    argv = [sys.executable, "-I", "-S", str(wrapper_file()), "follow"]
     feed = process_feed(argv, json.dumps({"runs": [item], "lifetime": 60, "poll": 0.1}).encode())
     try:
         assert events_until(feed, "log")[-1]["text"] == "epoch 1\n"

@@ -11,10 +11,9 @@ import pytest
 from custody.models import CustodyRecord, CustodyStatus
 from custody.verify import verify
 from profiles.models import Instance
-from profiles.nodes import InstanceNode
-from profiles.protocol import NodeError
+from profiles.node.client import NodeClient, RunNode
+from profiles.node.protocol import NodeError
 from runs.models import RunState
-from runs.remote import NodeSession
 from runs.watch import tick
 from tests.sshd import Sshd
 
@@ -75,7 +74,7 @@ def hostile_run(box, project, make_run, tmp_path):
 
 def every_wrapper_call(run):
     """Each control-side call of a wrapper subcommand, as the tasks make it."""
-    with NodeSession(run) as node:
+    with RunNode(run) as node:
         node.prepare()
         spec = node.attempt_spec(1)
         yield "preflight", lambda: node.call("preflight", spec)
@@ -123,7 +122,7 @@ def test_a_garbage_roster_fails_the_custody_record_instead_of_leaving_it_pulling
 def test_a_garbage_run_status_inside_a_valid_probe_is_a_node_error_on_that_run(box, hostile_run):
     status = {"exit_code": "zero", "now": 1.0}
     box.plant(json.dumps({"now": 1.0, "gpus": [], "runs": {hostile_run.run_id: status}}) + "\n", "", 0)
-    node = InstanceNode(hostile_run.instance).__enter__()
+    node = NodeClient(hostile_run.instance).__enter__()
     try:
         tick(node, [hostile_run])
     finally:
@@ -137,7 +136,7 @@ def test_a_garbage_run_status_inside_a_valid_probe_is_a_node_error_on_that_run(b
 def test_uploads_pass_through_the_shim(box, hostile_run):
     """The shim is not simply broken: non-wrapper commands and SFTP reach the box."""
     marker = f"ok-{uuid.uuid4().hex}"
-    with NodeSession(hostile_run) as node:
+    with RunNode(hostile_run) as node:
         node.prepare()
         assert node.transport.stat(f"{node.layout.tools}/") is not None
         assert node.transport.run(["echo", marker], timeout=10).stdout.strip() == marker
@@ -174,7 +173,7 @@ def valid_status(run, **extra) -> dict:
 
 def probe_once(box, run, status) -> None:
     box.plant(json.dumps({"now": 1.0, "gpus": [], "runs": {run.run_id: status}}) + "\n", "", 0)
-    with InstanceNode(run.instance) as node:
+    with NodeClient(run.instance) as node:
         tick(node, [run])
     run.refresh_from_db()
 
@@ -184,7 +183,7 @@ def test_a_forty_mebibyte_answer_is_ended_at_the_bound_not_held(box, hostile_run
     NODE_ANSWER_MAX_BYTES the command is ended and the answer is a node error on the run."""
     settings.NODE_ANSWER_MAX_BYTES = 1024**2
     box.plant("A" * (40 * 1024**2) + "\n", "", 0)
-    with InstanceNode(hostile_run.instance) as node:
+    with NodeClient(hostile_run.instance) as node:
         node.transport.connect()
         with pytest.raises(NodeError, match="answered more than 1048576 bytes"):
             node.probe([hostile_run])
@@ -208,7 +207,7 @@ def test_stored_answers_keep_their_schema_and_bounds(box, hostile_run):
     """What a run stores whole (its preflight report, its smoke output) keeps only the named fields."""
     preflight = {"missing": [], "hashes": {}, "space": {}, "tmux": True, "python": "3.11.7", "evil": "x" * 100_000}
     box.plant(json.dumps(preflight) + "\n", "", 0)
-    with NodeSession(hostile_run) as node:
+    with RunNode(hostile_run) as node:
         node.prepare()
         spec = node.attempt_spec(1)
         assert "evil" not in node.call("preflight", spec)

@@ -10,9 +10,10 @@ import time
 import pytest
 from django.db import connection
 
+from profiles.node.client import RunNode
+from runs import shipping
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
-from runs.remote import NodeSession
 from runs.tasks import reconcile_runs
 from tests.conftest import WORKER_APPLICATION
 from tests.runs.conftest import set_config, wait_state
@@ -63,9 +64,9 @@ def test_a_launch_whose_database_write_was_lost_is_adopted_from_the_node(
     short_deadlines.RECONCILE_LAUNCH_SECONDS = 1
     short_deadlines.SSH_COMMAND_TIMEOUT = 120  # the launch below runs in this process, on a loaded CI box
     run = make_run(state=RunState.LAUNCHING, attempt=1)
-    with NodeSession(run) as session:
+    with RunNode(run) as session:
         session.prepare()
-        session.ship_source()
+        shipping.ship_source(session)
         session.launch(1, use_tmux=False)
     time.sleep(1.1)
     assert reconcile_runs() == {run.pk: "re-driven"}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import paramiko
 
-from profiles.transport.base import (
+from profiles.node.transport.base import (
     MAX_ANSWER,
     STDERR_TAIL,
     AnswerTooLarge,
@@ -26,8 +26,8 @@ from profiles.transport.base import (
     Unreachable,
     script_command,
 )
-from profiles.transport.feed import channel_feed
-from profiles.transport.stream import can_use_openssh, channel_stream, openssh_stream
+from profiles.node.transport.feed import channel_feed
+from profiles.node.transport.stream import can_use_openssh, channel_stream, openssh_stream
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,38 @@
+"""`abandon`: quarantine an attempt that has no process and no exit marker."""
+
+import json
+import os
+import shutil
+
+from .attempts import attempt_dir
+from .export import quarantine
+from .files import alive, read
+from .status import rebooted
+
+
+def cmd_abandon(spec):
+    """The control side saw no process and no exit marker: quarantine the attempt as dead."""
+    attempt = attempt_dir(spec)
+    pids = (read(os.path.join(attempt, "pid")) or "").split()
+    if any(alive(int(pid)) for pid in pids if int(pid) > 0):
+        print(json.dumps({"abandoned": False, "reason": "a process is alive"}))
+        return 0
+    if not os.path.isdir(attempt):
+        print(json.dumps({"abandoned": False, "reason": "nothing to abandon"}))
+        return 0
+    code = read(os.path.join(attempt, "exit_code"))
+    if code is not None:
+        if os.path.isdir(spec["export"]):
+            print(json.dumps({"abandoned": False, "reason": "sealed"}))
+            return 0
+        # The command exited but the wrapper died before sealing or quarantining (a full disk?).
+        shutil.rmtree(spec["partial"], ignore_errors=True)
+        quarantine(spec, f"closeout never finished after exit code {code.strip()}: the wrapper died while sealing")
+        print(json.dumps({"abandoned": True, "closeout": True}))
+        return 0
+    if rebooted(spec, attempt):
+        quarantine(spec, "interrupted: no process, no exit marker, and the box rebooted or its container restarted")
+    else:
+        quarantine(spec, "dead: no process and no exit marker (wrapper killed, node rebooted or preempted)")
+    print(json.dumps({"abandoned": True}))
+    return 0

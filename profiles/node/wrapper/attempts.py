@@ -1,0 +1,31 @@
+"""Where an attempt lives on the node, and the environment its command gets."""
+
+import os
+
+
+def attempt_dir(spec):
+    return os.path.join(spec["active"], f"attempt-{spec['attempt']}")
+
+
+def quarantine_dir(spec):
+    return os.path.join(spec["quarantine_base"], f"{spec['run_id']}--{spec['attempt']}")
+
+
+def run_env(spec, smoke):
+    env = dict(os.environ)
+    env.update(spec.get("env") or {})
+    env.update(
+        {
+            "REMOTEGPU_RUN_ID": spec["run_id"],
+            "REMOTEGPU_ATTEMPT": str(spec["attempt"]),
+            "REMOTEGPU_CHECKPOINT_DIR": os.path.join(spec["active"], "smoke", "ckpt") if smoke else spec["ckpt"],
+            "REMOTEGPU_OUTPUT_DIR": os.path.join(spec["active"], "smoke", "output") if smoke else spec["output"],
+            "REMOTEGPU_SMOKE": "1" if smoke else "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if smoke:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the smoke proves the code, on CPU, before paid GPU time
+    elif spec.get("gpus") is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in spec["gpus"])
+    return env

@@ -1,0 +1,129 @@
+"""Closing an attempt: validate the export, check best.pth loads, seal it or quarantine the attempt."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from .attempts import attempt_dir, quarantine_dir
+from .environment import argv_in_environment
+from .files import DISK_FULL, RESERVE, atomic_write, durable_write
+from .roster import roster_of, sealed_roster_path
+
+REQUIRED_EXPORT = ("run.json", "config.yaml", "train.csv", "best.pth")
+
+
+FORBIDDEN_EXPORT = ("latest.pth",)
+
+
+# One interpreter start (torch's import is seconds of CPU): exit 3 when this python has no torch.
+NO_TORCH = 3
+
+
+LOAD_CHECK = (
+    "import sys\n"
+    "try:\n"
+    "    import torch\n"
+    "except ImportError:\n"
+    f"    sys.exit({NO_TORCH})\n"
+    "torch.load(sys.argv[1], map_location='cpu', weights_only=True)\n"
+    "print('loaded')\n"
+)
+
+
+def validate_export(spec, partial):
+    """Why the staged export may not be sealed, or None."""
+    for name in REQUIRED_EXPORT:
+        if not os.path.isfile(os.path.join(partial, name)):
+            return f"required file {name} is missing"
+    for directory, _dirs, files in os.walk(partial):
+        for name in files:
+            if name in FORBIDDEN_EXPORT:
+                return f"{os.path.relpath(os.path.join(directory, name), partial)} is forbidden inside an export"
+    tests = os.path.join(partial, "test")
+    if os.path.isdir(tests):
+        for test_id in sorted(os.listdir(tests)):
+            for name in ("metrics.json", "results.parquet"):
+                if not os.path.isfile(os.path.join(tests, test_id, name)):
+                    return f"test/{test_id}/{name} is missing"
+    return check_best_loads(spec, os.path.join(partial, "best.pth"))
+
+
+def check_best_loads(spec, best):
+    # Use the run's own interpreter when it is a python: it is the one that has torch.
+    argv0 = argv_in_environment(spec)[0]
+    python = argv0 if os.path.basename(argv0).startswith("python") else sys.executable
+    try:
+        done = subprocess.run(
+            [python, "-c", LOAD_CHECK, best], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode == NO_TORCH:
+        return None  # torch unavailable on the node: the custody readback loads it later
+    if done.returncode != 0:
+        return "best.pth does not load with weights_only=True: {}".format(done.stdout.decode(errors="replace")[-500:])
+    return None
+
+
+def stage_export(spec, partial):
+    """Copy output/ into the staging directory file by file, so a full disk raises its own errno."""
+    if os.path.exists(partial):
+        shutil.rmtree(partial)
+    source = spec["output"]
+    for directory, _dirs, names in os.walk(source):
+        target = os.path.join(partial, os.path.relpath(directory, source))
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            shutil.copy2(os.path.join(directory, name), os.path.join(target, name), follow_symlinks=False)
+
+
+def quarantine(spec, reason):
+    target = quarantine_dir(spec)
+    source = attempt_dir(spec)
+    reserve = os.path.join(source, RESERVE)
+    try:
+        os.makedirs(target, exist_ok=True)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL or not os.path.isdir(os.path.join(reserve, "quarantine")):
+            raise
+        os.rename(os.path.join(reserve, "quarantine"), target)  # no new inode: the reserved directory
+    if os.path.exists(spec["partial"]):
+        os.replace(spec["partial"], os.path.join(target, "export-partial"))
+    # The attempt (log, markers) moves; checkpoints stay in active/ so an identical retry resumes.
+    for name in sorted(os.listdir(source)):
+        if name != RESERVE:
+            os.replace(os.path.join(source, name), os.path.join(target, name))
+    durable_write(os.path.join(target, "reason.txt"), reason.strip() + "\n", os.path.join(reserve, "reason.txt"))
+    shutil.rmtree(reserve, ignore_errors=True)
+    os.rmdir(source)
+
+
+def closeout(spec):
+    """Seal the export, or say why not; a full disk is a reason (disk_full), never the wrapper's death."""
+    try:
+        return seal(spec)
+    except OSError as exc:
+        shutil.rmtree(spec["partial"], ignore_errors=True)  # our own staging: give the space back
+        if exc.errno in DISK_FULL:
+            return "disk_full: {} while sealing the export ({})".format(os.strerror(exc.errno), exc.filename or "")
+        return f"closeout failed: {exc}"
+    except ValueError as exc:  # e.g. a symlink in the output: never sealed
+        shutil.rmtree(spec["partial"], ignore_errors=True)
+        return f"closeout failed: {exc}"
+
+
+def seal(spec):
+    if os.path.exists(spec["export"]):
+        return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
+    if not os.path.isdir(spec["output"]):
+        return "the command wrote no output directory ({})".format(spec["output"])
+    stage_export(spec, spec["partial"])
+    problem = validate_export(spec, spec["partial"])
+    if problem:
+        return problem
+    # The roster as sealed: later custody checks compare the export against it byte for byte.
+    atomic_write(sealed_roster_path(spec), json.dumps(roster_of(spec["partial"])))
+    os.rename(spec["partial"], spec["export"])  # atomic on one filesystem; never over an existing export
+    return None

@@ -1,0 +1,88 @@
+"""`gpus`: what nvidia-smi reports, and which GPU processes are not ours."""
+
+import json
+import os
+import shutil
+import subprocess
+
+from .files import read
+
+
+def cmd_gpus(spec):
+    """At every (re)launch: which GPUs nvidia-smi lists now, and who holds the requested ones (a box
+    back from a restart may have come back without its GPUs: RunPod)."""
+    holders = gpu_holders(spec)
+    print(json.dumps({"gpus": {"nvidia_smi": holders is not None, **(holders or {})}}))
+    return 0
+
+
+def our_pids(spec):
+    """The pids of every RemoteGPU attempt on this box (wrapper and child), from their pid files."""
+    pids = set()
+    root = os.path.dirname(spec["run_root"].rstrip("/"))
+    for project in os.listdir(root) if os.path.isdir(root) else []:
+        active = os.path.join(root, project, "active")
+        for run in os.listdir(active) if os.path.isdir(active) else []:
+            base = os.path.join(active, run)
+            for name in os.listdir(base) if os.path.isdir(base) else []:
+                pids.update(int(p) for p in (read(os.path.join(base, name, "pid")) or "").split() if p.isdigit())
+    return pids
+
+
+def descends_from(pid, ancestors):
+    """pid is one of ancestors or their descendant (a DataLoader worker of our child holds GPU memory too)."""
+    for _ in range(64):
+        if pid in ancestors:
+            return True
+        fields = (read(f"/proc/{pid}/stat") or ")").rsplit(")", 1)[1].split()
+        if len(fields) < 2 or not fields[1].isdigit() or int(fields[1]) <= 1:
+            return False
+        pid = int(fields[1])
+    return False
+
+
+def gpu_holders(spec):
+    """What nvidia-smi says of the requested GPUs: which exist, and the compute processes on them that
+    are not RemoteGPU's (a foreign job's memory, a notebook left open). None without nvidia-smi."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+
+    def query(what):
+        done = subprocess.run(
+            ["nvidia-smi", "--query-" + what, "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=20,
+        )
+        return [
+            [cell.strip() for cell in line.split(",")] for line in done.stdout.decode().splitlines() if line.strip()
+        ]
+
+    try:
+        gpus = {row[1]: int(row[0]) for row in query("gpu=index,uuid") if len(row) == 2 and row[0].isdigit()}
+        apps = [row for row in query("compute-apps=pid,gpu_uuid,used_memory") if len(row) == 3 and row[0].isdigit()]
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    ours = our_pids(spec)
+    holders = []
+    for pid, uuid, used in apps[:256]:
+        index = gpus.get(uuid)
+        if index in spec["gpus"] and not descends_from(int(pid), ours):
+            holders.append({"index": index, "pid": int(pid), "used_mib": int(used) if used.isdigit() else None})
+    return {"indices": sorted(gpus.values()), "holders": holders}
+
+
+def gpu_utilization():
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rows = [line.split(",") for line in done.stdout.decode().splitlines() if line.count(",") == 2]
+    return [{"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)} for i, u, m in rows]

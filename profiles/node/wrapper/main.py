@@ -1,0 +1,72 @@
+"""The one dispatch table: each subcommand, and what its arguments are read from."""
+
+import json
+import sys
+
+from .abandon import cmd_abandon
+from .clean_caches import cmd_clean_caches
+from .close_active import cmd_close_active
+from .extract import cmd_extract
+from .files import load_spec
+from .follow import follow_on_stdin
+from .gpus import cmd_gpus
+from .idle import cmd_idle
+from .mirror import cmd_mirror
+from .preflight import cmd_preflight
+from .probe import cmd_probe
+from .rehash import cmd_rehash
+from .remove_copy import cmd_remove_copy
+from .roster import cmd_roster
+from .run import cmd_run
+from .smoke import cmd_smoke
+from .status import cmd_status
+from .stop import cmd_stop
+
+# What each argument is: SPEC, a JSON spec file named on the command line; ARG, a plain argument;
+# STDIN, one JSON request read from stdin (after the command-line arguments).
+SPEC, ARG, STDIN = "SPEC.json", "ARG", "< REQUEST.json"
+
+COMMANDS = {
+    "preflight": (cmd_preflight, (SPEC,)),
+    "smoke": (cmd_smoke, (SPEC,)),
+    "run": (cmd_run, (SPEC,)),
+    "status": (cmd_status, (SPEC,)),
+    "extract": (cmd_extract, (SPEC,)),
+    "abandon": (cmd_abandon, (SPEC,)),
+    "roster": (cmd_roster, (SPEC,)),
+    "gpus": (cmd_gpus, (SPEC,)),
+    "stop": (cmd_stop, (SPEC, STDIN)),
+    "mirror": (cmd_mirror, (SPEC, ARG, ARG)),
+    "idle": (cmd_idle, (ARG,)),
+    "probe": (cmd_probe, (STDIN,)),
+    "rehash": (cmd_rehash, (STDIN,)),
+    "close-active": (cmd_close_active, (STDIN,)),
+    "clean-caches": (cmd_clean_caches, (STDIN,)),
+    "remove-copy": (cmd_remove_copy, (STDIN,)),
+    "follow": (follow_on_stdin, ()),  # reads its request and then probes from stdin, line by line
+}
+
+
+def usage():
+    lines = [f"  {name} {' '.join(kinds)}" for name, (_, kinds) in COMMANDS.items()]
+    return "usage: remotegpu_wrapper.py SUBCOMMAND ...\n" + "\n".join(lines) + "\n"
+
+
+def main(argv):
+    command = COMMANDS.get(argv[1]) if len(argv) > 1 else None
+    if command is None or len(argv) - 2 != sum(kind != STDIN for kind in command[1]):
+        sys.stderr.write(usage())
+        return 2
+    function, kinds = command
+    given = iter(argv[2:])
+    return function(*(_argument(kind, given) for kind in kinds))
+
+
+def _argument(kind, given):
+    if kind == SPEC:
+        return load_spec(next(given))
+    return next(given) if kind == ARG else json.load(sys.stdin)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,37 @@
+"""`preflight`: prove inputs exist, hash identities, measure bytes, inodes and mounts."""
+
+import json
+import os
+import shutil
+import sys
+
+from .environment import environment_report, write_speed
+from .files import expand, measure, mount_of, sha256_file, tree_hash
+from .gpus import gpu_holders
+
+
+def cmd_preflight(spec):
+    missing, hashes = [], {}
+    for label, path in spec.get("inputs", []):
+        if not os.path.exists(expand(path)):
+            missing.append({"input": label, "path": path})
+    config = spec.get("config")
+    if config and os.path.isfile(expand(config)):
+        hashes["config_sha256"] = sha256_file(expand(config))
+    manifest = spec.get("manifest")
+    if manifest and os.path.isfile(expand(manifest)):
+        hashes["manifest_sha256"] = sha256_file(expand(manifest))
+    if os.path.isdir(spec["src"]):
+        hashes["source_tree_sha256"] = tree_hash(spec["src"])
+    report = {"missing": missing, "hashes": hashes, "space": measure(spec["run_root"])}
+    report["tmux"] = shutil.which("tmux") is not None
+    report["python"] = sys.version.split()[0]
+    report["write_bytes_per_second"] = write_speed(spec["run_root"])
+    report["environment"] = environment_report(spec)
+    if spec.get("gpus"):
+        report["gpu_holders"] = gpu_holders(spec)
+    report["mounts"] = {"data": mount_of(spec["run_root"])}
+    if spec.get("data_tier_path"):
+        report["mounts"]["declared_tier"] = mount_of(spec["data_tier_path"])
+    print(json.dumps(report))
+    return 0

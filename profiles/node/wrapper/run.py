@@ -1,0 +1,68 @@
+"""`run`: the detached attempt: pid, heartbeat, command, exit marker, closeout."""
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from .attempts import attempt_dir, run_env
+from .environment import argv_in_environment, boot_identity
+from .export import closeout, quarantine
+from .files import atomic_write, durable_write, reserve_markers
+from .stop import stop_reason, terminate_gracefully
+
+
+def heartbeat(path, interval, stop):
+    while not stop.wait(interval):
+        try:
+            atomic_write(path, f"{int(time.time())}\n")
+        except OSError:  # a full disk: rewrite the same-length stamp in place (no new inode or block)
+            with contextlib.suppress(OSError), open(path, "r+") as handle:
+                handle.write(f"{int(time.time())}\n")
+
+
+def cmd_run(spec):
+    attempt = attempt_dir(spec)
+    os.makedirs(attempt, exist_ok=True)
+    for directory in (spec["ckpt"], spec["output"], os.path.dirname(spec["partial"]), spec["quarantine_base"]):
+        os.makedirs(directory, exist_ok=True)
+    log_path = os.path.join(attempt, "log.txt")
+    reserve = reserve_markers(attempt)
+    atomic_write(os.path.join(attempt, "started_at"), f"{int(time.time())}\n")
+    atomic_write(os.path.join(attempt, "boot_identity"), boot_identity(spec) + "\n")
+    stop = threading.Event()
+    beat = os.path.join(attempt, "heartbeat")
+    atomic_write(beat, f"{int(time.time())}\n")
+    threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
+    with open(log_path, "ab") as log:
+        try:
+            argv = argv_in_environment(spec)
+            child = subprocess.Popen(argv, cwd=spec["cwd"], env=run_env(spec, False), stdout=log, stderr=log)
+            # What actually ran, read back by the control side: the argv and the kernel's view of it.
+            exe = os.path.realpath(f"/proc/{child.pid}/exe") if os.path.exists(f"/proc/{child.pid}/exe") else ""
+            atomic_write(os.path.join(attempt, "ran.json"), json.dumps({"argv0": argv[0], "exe": exe}))
+        except OSError as exc:
+            log.write((f"cannot start the command: {exc}\n").encode())
+            child = None
+        atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")
+        # A SIGTERM to the wrapper is passed on (then SIGKILL after the grace), so the exit marker is
+        # still written; a person's stop (cmd_stop) is a SIGTERM with its marker.
+        signal.signal(signal.SIGTERM, lambda signum, frame: child and terminate_gracefully(child, spec))
+        code = child.wait() if child else 127
+    if code < 0:
+        code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
+    stop.set()
+    durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
+    stopped = stop_reason(spec, code)
+    problem = stopped or (f"command exited with code {code}" if code != 0 else closeout(spec))
+    if problem:
+        quarantine(spec, problem)
+        return 1
+    with contextlib.suppress(OSError):  # a convenience marker: the export itself is what counts
+        atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
+    shutil.rmtree(reserve, ignore_errors=True)
+    return 0

@@ -1,0 +1,78 @@
+"""`status`: what is true on the node right now for one run."""
+
+import json
+import os
+import time
+
+from .attempts import attempt_dir, quarantine_dir
+from .environment import boot_identity
+from .files import alive, measure, newest_mtime, read, read_from, tail
+
+
+def largest_items(roots, count=5):
+    sizes = []
+    for root in roots:
+        if not os.path.isdir(root):
+            continue
+        for name in os.listdir(root):
+            full = os.path.join(root, name)
+            total = 0
+            for directory, _dirs, files in os.walk(full) if os.path.isdir(full) else [("", [], [full])]:
+                for file in files:
+                    try:
+                        total += os.lstat(os.path.join(directory, file)).st_size
+                    except OSError:
+                        continue
+            sizes.append({"path": full, "bytes": total})
+    return sorted(sizes, key=lambda item: -item["bytes"])[:count]
+
+
+def run_status(spec, log_offset=0, csv_offset=0):
+    requested_log, requested_csv = log_offset, csv_offset
+    attempt = attempt_dir(spec)
+    quarantined = quarantine_dir(spec)
+    base = attempt if os.path.isdir(attempt) else quarantined
+    pids = (read(os.path.join(base, "pid")) or "").split()
+    exit_code = read(os.path.join(base, "exit_code"))
+    heartbeat_at = read(os.path.join(base, "heartbeat"))
+    log_chunk, log_start, log_offset = read_from(os.path.join(base, "log.txt"), log_offset)
+    csv_chunk, _, csv_offset = read_from(os.path.join(spec["output"], "train.csv"), csv_offset)
+    status = {
+        "run_id": spec["run_id"],
+        "attempt": spec["attempt"],
+        "now": time.time(),
+        "launched": bool(pids) or os.path.isdir(quarantined),
+        "wrapper_alive": bool(pids) and alive(int(pids[0])),
+        "child_alive": len(pids) > 1 and int(pids[1]) > 0 and alive(int(pids[1])),
+        "exit_code": int(exit_code) if exit_code not in (None, "") else None,
+        "heartbeat_at": int(heartbeat_at) if heartbeat_at else None,
+        "exported": os.path.isdir(spec["export"]),
+        "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
+        "rebooted": rebooted(spec, base),
+        "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),
+        "log_mtime": newest_mtime(base) if os.path.isdir(base) else None,
+        "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
+        "log_from": requested_log,
+        "log_chunk": log_chunk,
+        "log_start": log_start,
+        "log_offset": log_offset,
+        "csv_from": requested_csv,
+        "csv_chunk": csv_chunk,
+        "csv_offset": csv_offset,
+        "log_tail": tail(os.path.join(base, "log.txt")),
+        "space": measure(spec["run_root"]),
+    }
+    if status["exit_code"] not in (None, 0):
+        cache = os.path.join(spec["run_root"], "cache")
+        status["regenerable"] = largest_items([cache, os.path.join(spec["active"], "smoke")])
+    return status
+
+
+def rebooted(spec, base):
+    at_launch = read(os.path.join(base, "boot_identity"))
+    return at_launch is not None and at_launch != boot_identity(spec)
+
+
+def cmd_status(spec):
+    print(json.dumps(run_status(spec)))
+    return 0

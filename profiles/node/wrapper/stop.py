@@ -1,0 +1,77 @@
+"""`stop`: a person's stop of an attempt: SIGTERM, then SIGKILL after the grace."""
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from .attempts import attempt_dir
+from .files import alive, atomic_write, read
+
+STOP_MARKER = "stop.json"
+
+
+TERMINATING = []  # the grace timer, armed once per wrapper
+
+
+def stop_request(spec):
+    try:
+        return json.loads(read(os.path.join(attempt_dir(spec), STOP_MARKER)) or "null")
+    except ValueError:
+        return None
+
+
+def grace_of(spec):
+    asked = stop_request(spec) or {}
+    seconds = asked.get("grace_seconds", spec.get("stop_grace_seconds", 30))
+    return max(0, min(int(seconds), 3600)) if isinstance(seconds, int) else 30
+
+
+def terminate_gracefully(child, spec):
+    """SIGTERM now, so the run can checkpoint; SIGKILL when the grace is over and it is still there."""
+    if child.poll() is not None:
+        return
+    child.terminate()
+    if TERMINATING:
+        return
+    grace = grace_of(spec)
+
+    def kill_after_grace():
+        try:
+            child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+    TERMINATING.append(threading.Thread(target=kill_after_grace, daemon=True))
+    TERMINATING[0].start()
+
+
+def stop_reason(spec, code):
+    """The quarantine reason of an attempt a person stopped (its marker), else None."""
+    asked = stop_request(spec)
+    if not isinstance(asked, dict):
+        return None
+    how = "after SIGTERM" if code != 137 else f"by SIGKILL when the {grace_of(spec)} s grace ran out"
+    return "stopped by {}: the command ended {} (exit code {})".format(asked.get("by") or "a person", how, code)
+
+
+def cmd_stop(spec, request):
+    """A person's stop: the marker (who, the grace), then SIGTERM to the wrapper, which passes it on to
+    the command and kills it when the grace is over. Idempotent; refused where nothing runs."""
+    attempt = attempt_dir(spec)
+    pids = (read(os.path.join(attempt, "pid")) or "").split()
+    wrapper = int(pids[0]) if pids and pids[0].isdigit() else 0
+    if not os.path.isdir(attempt) or not wrapper or not alive(wrapper):
+        code = read(os.path.join(attempt, "exit_code")) if os.path.isdir(attempt) else None
+        print(json.dumps({"stopped": False, "reason": "not running" + (" (exit code " + code + ")" if code else "")}))
+        return 0
+    by = "".join(ch for ch in str(request.get("by", ""))[:150] if ch.isprintable())
+    grace = request.get("grace_seconds")
+    marker = {"by": by, "grace_seconds": grace if isinstance(grace, int) else 30, "at": int(time.time())}
+    if stop_request(spec) is None:
+        atomic_write(os.path.join(attempt, STOP_MARKER), json.dumps(marker))
+    os.kill(wrapper, signal.SIGTERM)
+    print(json.dumps({"stopped": True, "pid": wrapper}))
+    return 0
