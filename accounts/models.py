@@ -16,21 +16,3 @@ class PasswordDuty(models.Model):
 
     def __str__(self):
         return f"{self.user} must change a one-time password"
-
-
-class PasswordEvent(models.Model):
-    """Append-only: a password set by its owner (changed, or reset by mail) or issued by an admin."""
-
-    ACTIONS = [("issued", "one-time password issued"), ("changed", "changed"), ("reset", "reset by mail")]
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="password_events")
-    action = models.CharField(max_length=8, choices=ACTIONS)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-
-    def __str__(self):
-        return f"{self.user} password {self.action}"

@@ -10,4 +10,5 @@ urlpatterns = [
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep-detail"),
     path("instances/<int:pk>/", views.instance_detail, name="instance-detail"),
     path("approvals/", views.approval_queue, name="approval-queue"),
+    path("audit/", views.audit_log, name="audit-log"),
 ]

@@ -10,7 +10,9 @@ from django.utils import timezone
 
 from console import compare, history
 from console.dashboard import clock_alarms, idle_billing, open_drift, orphan_resources, tiles_for
+from core.audit import export_audit, filter_audit
 from core.health import system_health
+from core.models import AuditAction, AuditEntry
 from custody.models import CustodyStatus, TeardownRequest, TeardownStatus
 from custody.panel import teardown_panel
 from custody.queue import waiting
@@ -187,3 +189,16 @@ def approval_queue(request):
         "spends_decided": spends.exclude(status=SpendStatus.PENDING)[:10],
     }
     return render(request, "custody/approval_queue.html", context)
+
+
+def audit_log(request):
+    """Every change to access, credentials, money and evidence, from the one log: an admin sees all of
+    it, a member what touched their projects; filtered, and exported as CSV or JSON."""
+    entries = AuditEntry.objects.select_related("actor", "subject", "project", "instance", "run")
+    if not request.user.is_superuser:
+        entries = entries.filter(project__in=Project.objects.visible_to(request.user))
+    entries = filter_audit(entries, request.GET)
+    if request.GET.get("format") in ("csv", "json"):
+        return export_audit(entries, request.GET["format"])
+    context = {"entries": entries[:500], "areas": AuditAction.areas()}
+    return render(request, "console/audit_log.html", {**context, "query": request.GET})

@@ -228,32 +228,6 @@ class ReleaseHold(models.Model):
         return f"hold on {self.instance_id}"
 
 
-class AuditEntry(models.Model):
-    """Append-only: every request, approval, rejection, execution and result."""
-
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
-    action = models.CharField(max_length=32, db_index=True)
-    request = models.ForeignKey(TeardownRequest, null=True, blank=True, on_delete=models.PROTECT)
-    instance = models.ForeignKey("profiles.Instance", null=True, blank=True, on_delete=models.PROTECT)
-    message = models.TextField()
-    data = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-
-    def __str__(self):
-        return f"{self.at:%Y-%m-%d %H:%M} {self.action}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("the audit log is append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("the audit log is append-only")
-
-
 class ClockAlarm(models.Model):
     """One notification that a danger clock of a box is close to firing (or has fired): raised once per
     clock, firing time and threshold, so beat ticks never repeat it; a new stop is a new firing time."""

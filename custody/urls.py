@@ -13,6 +13,5 @@ urlpatterns = [
     path("teardown/<int:pk>/retry/", views.teardown_retry, name="teardown-retry"),
     path("teardown/<int:pk>/cancel/", views.teardown_cancel, name="teardown-cancel"),
     path("teardown/<int:pk>/settle/", views.teardown_settle, name="teardown-settle"),
-    path("audit/", views.audit_log, name="audit-log"),
     path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),
 ]

@@ -9,14 +9,12 @@ from django.views.decorators.http import require_POST
 from core.flash import perform
 from custody import teardown
 from custody.actions import do_start_verification
-from custody.audit import AUDIT_ACTIONS, export_audit, filter_audit
 from custody.caches import do_request_cache_cleanup
 from custody.export import record_as_dict
 from custody.forms import TeardownRequestForm
 from custody.levels import consequence_of
-from custody.models import AuditEntry, CustodyRecord, TeardownRequest, TeardownStatus
+from custody.models import CustodyRecord, TeardownRequest, TeardownStatus
 from custody.queue import waiting
-from profiles.models import Instance
 from profiles.views import operated_instance
 from projects.roles import require
 from runs.models import Run
@@ -161,17 +159,6 @@ def instance_cache_cleanup(request, pk):
     queued = "Cache cleanup queued (allow-listed caches only)."
     perform(request, lambda: do_request_cache_cleanup(instance.pk, actor=request.user), queued)
     return _back_to_instance(pk)
-
-
-def audit_log(request):
-    entries = AuditEntry.objects.select_related("actor", "instance", "request")
-    if not request.user.is_superuser:
-        entries = entries.filter(instance__in=Instance.objects.visible_to(request.user))
-    entries = filter_audit(entries, request.GET)
-    if request.GET.get("format") in ("csv", "json"):
-        return export_audit(entries, request.GET["format"])
-    context = {"entries": entries[:500], "actions": AUDIT_ACTIONS, "query": request.GET}
-    return render(request, "custody/audit_log.html", context)
 
 
 @require_POST

@@ -10,6 +10,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.audit import record
+from core.models import AuditAction
 from notifications import send, webhooks
 from notifications.models import (
     DECIDED_BY_APPROVERS,
@@ -18,7 +20,6 @@ from notifications.models import (
     Event,
     Notification,
     NotifyVariable,
-    NotifyVariableEvent,
     Preference,
 )
 from projects.grants import grant_changes
@@ -181,7 +182,7 @@ def do_save_notify_variable(variable: NotifyVariable, projects, *, actor) -> Not
         variable.projects.set(projects)
         new = {project.slug for project in projects}
         granted, revoked, parts = grant_changes(old, new, registered=before is None)
-        NotifyVariableEvent.objects.create(
-            variable=variable, actor=actor, message="; ".join(parts), data={"granted": granted, "revoked": revoked}
-        )
+        message = f"{variable.variable}: {'; '.join(parts)}"
+        data = {"variable": variable.variable, "granted": granted, "revoked": revoked}
+        record(AuditAction.VARIABLE_CHANGED, message, actor=actor, **data)
     return variable

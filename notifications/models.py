@@ -65,22 +65,6 @@ class NotifyVariable(models.Model):
         return self.variable
 
 
-class NotifyVariableEvent(models.Model):
-    """Append-only: who registered a notification variable, or granted and revoked projects."""
-
-    variable = models.ForeignKey(NotifyVariable, on_delete=models.CASCADE, related_name="events")
-    at = models.DateTimeField(auto_now_add=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    message = models.TextField()
-    data = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-
-    def __str__(self):
-        return f"{self.variable_id}: {self.message[:60]}"
-
-
 class Channel(models.Model):
     class Kind(models.TextChoices):
         WEBHOOK = "webhook", "Webhook (JSON POST)"

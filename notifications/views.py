@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from core.models import AuditAction, AuditEntry
 from notifications.actions import (
     do_add_channel,
     do_remove_channel,
@@ -128,6 +129,9 @@ def variable_edit(request, pk=None):
         else:
             messages.success(request, f"Notification variable {saved.variable} saved.")
             return redirect("notify-variable-list")
-    events = variable.events.select_related("actor")[:20] if variable else []
+    events = []
+    if variable:
+        events = AuditEntry.objects.filter(action=AuditAction.VARIABLE_CHANGED, data__variable=variable.variable)
+        events = events.select_related("actor")[:20]
     context = {"form": form, "variable": variable, "events": events}
     return render(request, "notifications/variable_form.html", context)

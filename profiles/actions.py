@@ -6,13 +6,14 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.audit import record
+from core.models import AuditAction
 from core.states import IllegalTransition
 from profiles.live import instance_changed
 from profiles.models import (
     INSTANCE_TRANSITIONS,
     MAY_BE_ON,
     Credential,
-    CredentialEvent,
     Instance,
     InstanceEvent,
     InstanceProbe,
@@ -78,6 +79,8 @@ def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Inst
         instance.created_by = actor
         _saved_alone(instance)
         _event(instance, InstanceEvent.Kind.CREATED, f"Registered on {instance.profile.name}", actor)
+        message = f"{instance.name} registered on {instance.profile.name}"
+        record(AuditAction.INSTANCE_CREATED, message, actor=actor, instance=instance, project_id=instance.project_id)
     return instance
 
 
@@ -90,6 +93,8 @@ def do_change_instance_state(instance_id: int, new_state: str, reason: str = "",
             _event(instance, InstanceEvent.Kind.NOTE, message, actor, confirmed=new_state)
         else:
             change_state_locked(instance, new_state, reason, actor=actor)
+        message = f"{instance.name}: recorded {InstanceState(new_state).label}" + (f": {reason}" if reason else "")
+        record(AuditAction.INSTANCE_STATE_RECORDED, message, actor=actor, **_links(instance))
     return instance
 
 
@@ -219,6 +224,8 @@ def do_confirm_host_key(instance_id: int, fingerprint: str, *, actor) -> Instanc
         instance.host_key_confirmed_by = actor
         instance.save()
         _event(instance, InstanceEvent.Kind.HOST_KEY, f"Host key pinned: {fingerprint}", actor)
+        message = f"{instance.name}: host key pinned: {fingerprint}"
+        record(AuditAction.INSTANCE_KEY_PINNED, message, actor=actor, **_links(instance))
     return instance
 
 
@@ -240,12 +247,9 @@ def do_save_credential(credential: Credential, projects, *, actor) -> Credential
         granted, revoked, parts = grant_changes(old_projects, new_projects, registered=before is None)
         moved = before is not None and before.reference != credential.reference
         parts += ["location changed"] if moved else []
-        CredentialEvent.objects.create(
-            credential=credential,
-            actor=actor,
-            message="; ".join(parts),
-            data={"granted": granted, "revoked": revoked, "location_changed": moved},
-        )
+        message = f"{credential.name}: {'; '.join(parts)}"
+        data = {"granted": granted, "revoked": revoked, "location_changed": moved}
+        record(AuditAction.CREDENTIAL_CHANGED, message, actor=actor, credential=credential, **data)
     return credential
 
 
@@ -278,6 +282,8 @@ def do_register_resource(instance_id: int, kind: str, name: str, tier: str, rate
             instance=instance, kind=kind, name=name, provider_id=provider_id, tier=tier, rate=rate, created_by=actor
         )
         _event(instance, InstanceEvent.Kind.NOTE, f"Billable {resource} registered at ${rate}/h", actor)
+        message = f"{instance.name}: billable {resource} registered at ${rate}/h"
+        record(AuditAction.RESOURCE_REGISTERED, message, actor=actor, **_links(instance))
     return resource
 
 
@@ -306,4 +312,11 @@ def do_edit_instance(instance_id: int, changes: dict, *, actor) -> list[str]:
             lines.append("the pinned host key was cleared: test the connection and confirm the new one")
         _saved_alone(instance)
         _event(instance, InstanceEvent.Kind.NOTE, "Edited: " + "; ".join(lines), actor, fields=changed)
+        message = f"{instance.name} edited: " + "; ".join(lines)
+        record(AuditAction.INSTANCE_EDITED, message, actor=actor, fields=changed, **_links(instance))
     return changed
+
+
+def _links(instance: Instance) -> dict:
+    """What an audit entry about a box touches: the box and its project."""
+    return {"instance": instance, "project_id": instance.project_id}

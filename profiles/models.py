@@ -89,22 +89,6 @@ class Credential(models.Model):
         return self.projects.filter(pk=project_id).exists()
 
 
-class CredentialEvent(models.Model):
-    """Append-only: who registered a credential, changed where it lives, or granted/revoked projects."""
-
-    credential = models.ForeignKey(Credential, on_delete=models.CASCADE, related_name="events")
-    at = models.DateTimeField(auto_now_add=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    message = models.TextField()
-    data = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-
-    def __str__(self):
-        return f"{self.credential_id}: {self.message[:60]}"
-
-
 class InstanceQuerySet(models.QuerySet):
     def visible_to(self, user):
         from projects.models import member_filter

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from core.flash import perform
+from core.models import AuditEntry
 from profiles import catalog
 from profiles.actions import (
     do_change_instance_state,
@@ -162,7 +163,7 @@ def credential_edit(request, pk=None):
         saved = do_save_credential(form.save(commit=False), form.cleaned_data["projects"], actor=request.user)
         messages.success(request, f"Credential {saved.name} saved.")
         return redirect("credential-list")
-    events = credential.events.select_related("actor")[:20] if credential else []
+    events = AuditEntry.objects.filter(credential=credential).select_related("actor")[:20] if credential else []
     return render(request, "profiles/credential_form.html", {"form": form, "credential": credential, "events": events})
 
 

@@ -5,7 +5,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.dispatch import Signal
 
-from projects.models import Membership, MembershipEvent, Project, Role, RoleEvent
+from core.audit import record
+from core.models import AuditAction, AuditEntry
+from projects.models import Membership, Project, Role
 
 # Sent in the transaction that took a person's access away (user_id): the live pages above listen and
 # close that person's open sockets once it commits, instead of at their next periodic re-check.
@@ -19,7 +21,7 @@ def _member_named(username: str):
     return user
 
 
-def do_add_member(project_id: int, username: str, *, actor, as_operator: bool = False) -> MembershipEvent | None:
+def do_add_member(project_id: int, username: str, *, actor, as_operator: bool = False) -> AuditEntry | None:
     """Share a project with a teammate, with no role in it (an admin grants roles on the Team page);
     None when they already were a member (nothing changes). The creator of a project joins it as its
     first operator (as_operator)."""
@@ -30,11 +32,13 @@ def do_add_member(project_id: int, username: str, *, actor, as_operator: bool = 
             return None
         Membership.objects.create(project=project, user=user, operator=as_operator)
         if as_operator:
-            RoleEvent.objects.create(project=project, user=user, role=Role.OPERATOR, action="granted", actor=actor)
-        return MembershipEvent.objects.create(project=project, user=user, action="added", actor=actor)
+            message = f"operator granted to {user.username} (creator of the project)"
+            record(AuditAction.ROLE_GRANTED, message, actor=actor, project=project, subject=user, role=Role.OPERATOR)
+        message = f"{user.username} added to {project.slug}"
+        return record(AuditAction.MEMBER_ADDED, message, actor=actor, project=project, subject=user)
 
 
-def do_remove_member(project_id: int, username: str, *, actor) -> MembershipEvent | None:
+def do_remove_member(project_id: int, username: str, *, actor) -> AuditEntry | None:
     """Take a member's access away; their open live pages close when this commits."""
     with transaction.atomic(durable=True):
         project = Project.objects.select_for_update(no_key=True).get(pk=project_id)
@@ -43,4 +47,5 @@ def do_remove_member(project_id: int, username: str, *, actor) -> MembershipEven
             return None
         project.members.remove(user)
         access_reduced.send(sender=Project, user_id=user.pk)
-        return MembershipEvent.objects.create(project=project, user=user, action="removed", actor=actor)
+        message = f"{user.username} removed from {project.slug}"
+        return record(AuditAction.MEMBER_REMOVED, message, actor=actor, project=project, subject=user)

@@ -9,8 +9,10 @@ from django.db import IntegrityError, transaction
 from django.utils.crypto import get_random_string
 
 from accounts.actions import do_issue_one_time_password
+from core.audit import record
+from core.models import AuditAction
 from projects.membership import access_reduced
-from projects.models import Membership, MembershipEvent, Project, Role, RoleEvent
+from projects.models import Membership, Project, Role
 from projects.roles import forget
 
 PROJECT_ROLES = set(Role.values)
@@ -50,7 +52,8 @@ def do_create_user(username: str, email: str, roles: set[str], projects, *, acto
             _set_admin(user, "admin" in roles, actor)
             for project in projects:
                 membership = Membership.objects.create(project=project, user=user)
-                MembershipEvent.objects.create(project=project, user=user, action="added", actor=actor)
+                message = f"{user.username} added to {project.slug}"
+                record(AuditAction.MEMBER_ADDED, message, actor=actor, project=project, subject=user)
                 _set_project_roles(membership, roles - {"admin"}, actor)
     except IntegrityError:
         raise ValidationError(f"There is already a user named “{username}”.") from None
@@ -92,7 +95,10 @@ def _set_admin(user, admin: bool, actor) -> list[str]:
         return []
     user.is_superuser = user.is_staff = admin
     user.save(update_fields=["is_superuser", "is_staff"])
-    RoleEvent.objects.create(user=user, role="admin", action="granted" if admin else "revoked", actor=actor)
+    action, message = (
+        (AuditAction.ROLE_GRANTED, "admin granted to") if admin else (AuditAction.ROLE_REVOKED, "admin revoked from")
+    )
+    record(action, f"{message} {user.username}", actor=actor, subject=user, role="admin")
     return ["+admin" if admin else "-admin"]
 
 
@@ -104,13 +110,9 @@ def _set_project_roles(membership, roles: set[str], actor) -> list[str]:
             continue
         setattr(membership, role, wanted)
         changes.append(f"{'+' if wanted else '-'}{role}@{membership.project_id}")
-        RoleEvent.objects.create(
-            user_id=membership.user_id,
-            project_id=membership.project_id,
-            role=role,
-            action="granted" if wanted else "revoked",
-            actor=actor,
-        )
+        action = AuditAction.ROLE_GRANTED if wanted else AuditAction.ROLE_REVOKED
+        message = f"{role} {'granted to' if wanted else 'revoked from'} {membership.user.username}"
+        record(action, message, actor=actor, project_id=membership.project_id, subject_id=membership.user_id, role=role)
     if changes:
         membership.save(update_fields=Role.values)
     return changes

@@ -7,8 +7,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from core.flash import perform
+from core.models import AuditAction, AuditEntry
 from projects import team as team_actions
-from projects.models import Project, RoleEvent
+from projects.models import Project
+
+ROLE_ACTIONS = [AuditAction.ROLE_GRANTED, AuditAction.ROLE_REVOKED]
 
 
 def _admin(request):
@@ -23,7 +26,7 @@ def team(request, created=None):
     context = {
         "people": [(user, team_actions.memberships_of(user)) for user in users],
         "projects": Project.objects.all(),
-        "role_events": RoleEvent.objects.select_related("user", "actor", "project")[:15],
+        "role_events": AuditEntry.objects.filter(action__in=ROLE_ACTIONS).select_related("actor", "project")[:15],
         "created": created,
     }
     return render(request, "projects/team.html", context)

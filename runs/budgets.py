@@ -10,9 +10,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.audit import record
+from core.models import AuditAction
 from notifications.actions import do_notify
 from notifications.models import Event
-from projects.models import EnvelopeEvent, Project
+from projects.models import Project
 from runs.spend import envelope_of, envelopes_for
 
 FIELDS = ("budget", "budget_period", "run_cost_threshold")
@@ -53,8 +55,16 @@ def do_set_envelope(project_id: int, values: dict, *, actor) -> list[str]:
             before, after = getattr(project, field), values[field]
             if before != after:
                 setattr(project, field, after)
-                EnvelopeEvent.objects.create(
-                    project=project, field=field, before=_text(before), after=_text(after), actor=actor
+                was, now = _text(before), _text(after)
+                message = f"{field.replace('_', ' ')}: {was or 'none'} → {now or 'none'}"
+                record(
+                    AuditAction.ENVELOPE_CHANGED,
+                    message,
+                    actor=actor,
+                    project=project,
+                    field=field,
+                    before=was,
+                    after=now,
                 )
                 changed.append(field)
         if changed:

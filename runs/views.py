@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
 from core.flash import perform
+from core.models import AuditAction, AuditEntry
 from profiles.layout import layout_for
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
@@ -38,6 +39,8 @@ from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.spend import envelope_of
 from runs.tasks import watch_instance
 
+MEMBERSHIP_ACTIONS = [AuditAction.MEMBER_ADDED, AuditAction.MEMBER_REMOVED]
+
 
 def project_detail(request, slug):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
@@ -47,11 +50,15 @@ def project_detail(request, slug):
         "project": project,
         "envelope": envelope_of(project) if project.budget is not None else None,
         "envelope_form": EnvelopeForm(instance=project) if may_change_envelope(request.user, project) else None,
-        "envelope_events": project.envelope_events.select_related("actor")[:10],
+        "envelope_events": AuditEntry.objects.filter(
+            project=project, action=AuditAction.ENVELOPE_CHANGED
+        ).select_related("actor")[:10],
         "live_runs": live,
         "recent_runs": [r for r in runs if r not in live][:20],
         "memberships": project.memberships.select_related("user").order_by("user__username"),
-        "membership_events": project.membership_events.select_related("user", "actor")[:10],
+        "membership_events": AuditEntry.objects.filter(project=project, action__in=MEMBERSHIP_ACTIONS).select_related(
+            "actor"
+        )[:10],
         "can_share": request.user.has_perm("projects.change_project", project),
         "may_widen": request.user.has_perm("projects.approve_cost", project),
     }

@@ -26,4 +26,5 @@ def migrate(targets):
         full.append(node or (leaf[0], None))
     executor.migrate(full)
     executor.loader.build_graph()
-    return executor.loader.project_state(full).apps
+    # An app migrated to nothing (None) has no state to build: it is simply absent from the models.
+    return executor.loader.project_state([node for node in full if node[1] is not None]).apps

@@ -9,6 +9,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.audit import record
+from core.models import AuditAction
 from notifications.models import Event
 from runs import notices, spend
 from runs.actions.base import run_event
@@ -141,6 +143,12 @@ def _record_decision(run: Run, request: SpendRequest, approve: bool, comment: st
     request.save()
     verdict = "approved" if approve else "rejected"
     run_event(run, "spend", f"Spend of attempt {request.attempt} {verdict}: {comment.strip()}", actor)
+    action = AuditAction.SPEND_APPROVED if approve else AuditAction.SPEND_REJECTED
+    message = (
+        f"{run.run_id}: spend of attempt {request.attempt} (${request.expected_cost}) {verdict}: {comment.strip()}"
+    )
+    links = {"run": run, "project_id": run.project_id, "instance_id": run.instance_id}
+    record(action, message, actor=actor, spend=request.pk, **links)
     if not approve and request.why == SpendRequest.Why.OVERRUN:
         notices.announce(run, Event.SPEND, f"its overrun was rejected by {actor.get_username()}: stop it by hand")
     if approve:

@@ -13,6 +13,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.audit import record
+from core.models import AuditAction
 from core.states import IllegalTransition
 from runs.actions.base import lock_run, run_event
 from runs.models import Run, RunState
@@ -36,6 +38,9 @@ def do_stop_run(run_pk: int, *, actor) -> Run:
         run_event(
             run, "stop", f"Stop asked by {actor}: SIGTERM, then SIGKILL after {grace} s", actor, attempt=run.attempt
         )
+        message = f"{run.run_id}: stop of attempt {run.attempt} asked"
+        links = {"run": run, "project_id": run.project_id, "instance_id": run.instance_id}
+        record(AuditAction.RUN_STOP_ASKED, message, actor=actor, **links)
         transaction.on_commit(partial(deliver_stop.delay, run.pk, run.attempt))
     return run
 

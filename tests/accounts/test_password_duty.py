@@ -4,7 +4,8 @@ import pytest
 from django.core import mail
 from django.test import Client
 
-from accounts.models import PasswordDuty, PasswordEvent
+from accounts.models import PasswordDuty
+from core.models import AuditEntry
 from projects.team import do_create_user
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,7 @@ def newcomer(admin_user):
 def test_a_new_person_must_replace_the_one_time_password(newcomer, admin_user):
     user, password = newcomer
     assert PasswordDuty.objects.filter(user=user).exists()
-    assert PasswordEvent.objects.get(user=user).action == "issued"
+    assert AuditEntry.objects.get(subject=user, action__startswith="password.").action == "password.issued"
     client = Client()
     assert client.post("/login/", {"username": "nina", "password": password}).status_code == 302
     for url in ["/", "/runs/", "/instances/", "/account/tokens/"]:
@@ -35,7 +36,8 @@ def test_a_new_person_must_replace_the_one_time_password(newcomer, admin_user):
     )
     assert response.status_code == 302 and response["Location"] == "/"
     assert not PasswordDuty.objects.filter(user=user).exists()
-    assert [e.action for e in PasswordEvent.objects.filter(user=user)] == ["changed", "issued"]
+    passwords = AuditEntry.objects.filter(subject=user, action__startswith="password.")
+    assert [e.action for e in passwords] == ["password.changed", "password.issued"]
     assert client.get("/runs/").status_code == 200  # the same session goes on, free
 
 

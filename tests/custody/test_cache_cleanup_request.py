@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from custody.models import AuditEntry
+from core.models import AuditEntry
 from custody.tasks import clean_caches
 from profiles.models import Instance
 from projects.models import Project

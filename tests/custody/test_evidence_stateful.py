@@ -34,8 +34,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from core.models import AuditEntry
 from custody.evidence import present_copies
-from custody.models import AuditEntry, CustodyRecord, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
+from custody.models import CustodyRecord, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
 from custody.removal import remove_copy
 from custody.teardown import (
     EvidenceBusy,

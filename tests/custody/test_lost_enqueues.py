@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from custody.models import AuditEntry, TeardownRequest, TeardownStatus
+from core.models import AuditEntry
+from custody.models import TeardownRequest, TeardownStatus
 from custody.teardown import do_cancel_teardown, do_redrive_approved, do_request_teardown
 from projects.models import Project
 from runs.models import RunState, SpendRequest, SpendStatus

@@ -5,8 +5,9 @@ import time
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from core.models import AuditEntry
 from custody.actions import do_start_verification
-from custody.models import AuditEntry, TeardownKind, TeardownRequest, TeardownStatus
+from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from custody.store import custody_dir
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_approve_teardown, do_request_teardown

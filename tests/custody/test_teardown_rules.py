@@ -9,9 +9,10 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.urls import reverse
 
+from core.models import AuditEntry
 from custody import providers
 from custody.levels import consequence_of
-from custody.models import AuditEntry, ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
+from custody.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from custody.tasks import execute_teardown
 from custody.teardown import (
     TeardownRefused,

@@ -9,6 +9,7 @@ import pytest
 from django.core import mail
 from django.core.exceptions import ValidationError
 
+from core.models import AuditEntry
 from notifications.actions import do_add_channel, do_deliver_notification, do_notify, do_set_preference
 from notifications.models import Channel, Event, Notification, NotifyVariable
 from profiles.models import Instance
@@ -222,7 +223,8 @@ def test_a_project_never_posts_through_another_projects_chat_variable(
     variable = NotifyVariable.objects.get(variable="REMOTEGPU_NOTIFY_CHAT")
     response = client.post(f"/notifications/variables/{variable.pk}/", {"variable": variable.variable, "note": ""})
     assert response.status_code == 302 and not variable.projects.exists()
-    assert "revoked from" in variable.events.first().message
+    entry = AuditEntry.objects.filter(action="variable.changed", data__variable=variable.variable).first()
+    assert "revoked from" in entry.message and entry.message.startswith("REMOTEGPU_NOTIFY_CHAT: ")
     do_notify(team.pk, Event.DRIFT, "drift", "a box bills")
     deliver_all(team)
     notification = Notification.objects.filter(project=team).latest("created")

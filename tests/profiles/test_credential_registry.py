@@ -10,9 +10,10 @@ from django.apps import apps
 from django.core import serializers
 from django.urls import reverse
 
+from core.models import AuditEntry
 from custody import providers
 from profiles.credentials import provider_key, ssh_auth
-from profiles.models import Credential, CredentialEvent, CredentialKind, Instance
+from profiles.models import Credential, CredentialKind, Instance
 from profiles.node.transport import CredentialError
 from profiles.probe import run_probe
 from projects.models import Project
@@ -67,8 +68,9 @@ def test_an_administrator_registers_a_credential_and_grants_it(client, admin_use
     assert response.status_code == 302
     credential = Credential.objects.get()
     assert (credential.reference, list(credential.projects.all())) == ("env:LAB_SSH_KEY", [vision])
-    event = CredentialEvent.objects.get()
-    assert event.actor == admin_user and event.message == "Registered; granted to vision"
+    event = AuditEntry.objects.get(action="credential.changed")
+    assert event.actor == admin_user and event.message == "lab-key: Registered; granted to vision"
+    assert event.credential == credential
     page = client.get(reverse("credential-list")).content.decode()
     assert "lab-key" in page and "env:LAB_SSH_KEY" in page
 
@@ -78,8 +80,8 @@ def test_revoking_and_moving_a_credential_is_recorded_without_its_location(clien
     credential = registered("lab-key", "env:LAB_SSH_KEY", vision)
     data = credential_form(reference="/srv/keys/lab", projects=[audio.pk])
     assert client.post(reverse("credential-edit", args=[credential.pk]), data).status_code == 302
-    event = credential.events.get()
-    assert event.message == "Changed; granted to audio; revoked from vision; location changed"
+    event = AuditEntry.objects.get(credential=credential)
+    assert event.message == "lab-key: Changed; granted to audio; revoked from vision; location changed"
     assert "/srv/keys/lab" not in json.dumps(event.data) + event.message
 
 
@@ -102,7 +104,7 @@ def test_bad_registrations_get_a_clear_error_and_save_nothing(client, admin_user
     page = response.content.decode()
     assert response.status_code == 200 and error in page
     assert "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" not in page  # pasted key material is not echoed
-    assert not Credential.objects.exists() and not CredentialEvent.objects.exists()
+    assert not Credential.objects.exists() and not AuditEntry.objects.exists()
 
 
 # ---------------------------------------------------------------- operators pick their project's

@@ -11,9 +11,10 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.utils import timezone
 
+from core.models import AuditEntry
 from notifications.models import Event, Notification
 from profiles.models import Instance
-from projects.models import EnvelopeEvent, Project
+from projects.models import Project
 from runs.budgets import do_set_envelope, do_warn_forecasts
 from runs.spend import envelope_of, period_bounds
 from tests.personas import join
@@ -74,7 +75,7 @@ def test_operators_and_approvers_change_the_envelope_audited_and_nobody_else(bur
         Decimal("5"),
     )
     page = bob_page.get(f"/projects/{burning.slug}/").content.decode()
-    assert 'id="envelope-history"' in page and "changed budget from 50.00 to 40.00" in page
+    assert 'id="envelope-history"' in page and "changed budget: 50.00 → 40.00" in page
     assert 'id="envelope-tighten-only"' in page
 
     # Widening lets runs start without an approver: an operator is refused, the envelope unchanged.
@@ -94,14 +95,15 @@ def test_operators_and_approvers_change_the_envelope_audited_and_nobody_else(bur
         {"budget": Decimal("75.50"), "budget_period": "week", "run_cost_threshold": Decimal("5")},
         actor=alice,
     )
-    history = list(EnvelopeEvent.objects.filter(project=burning).order_by("id").values_list("field", "before", "after"))
+    changes = AuditEntry.objects.filter(project=burning, action="envelope.changed").order_by("id")
+    history = [(e.data["field"], e.data["before"], e.data["after"]) for e in changes]
     assert history == [
         ("budget", "50.00", "40.00"),
         ("run_cost_threshold", "none", "5"),
         ("budget", "40.00", "75.50"),
         ("budget_period", "month", "week"),
     ]
-    assert [e.actor for e in EnvelopeEvent.objects.filter(project=burning).order_by("id")] == [bob, bob, alice, alice]
+    assert [e.actor for e in changes] == [bob, bob, alice, alice]
     assert 'id="envelope-tighten-only"' not in client_of(alice).get(f"/projects/{burning.slug}/").content.decode()
 
     # An approver too; a budget cleared is "no budget".

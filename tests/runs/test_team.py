@@ -6,7 +6,8 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 
-from projects.models import Project, RoleEvent
+from core.models import AuditEntry
+from projects.models import Project
 from projects.team import do_set_roles
 from tests.personas import join
 
@@ -58,9 +59,13 @@ def test_roles_change_per_project_in_one_place_and_each_change_is_audited(client
     bob = get_user_model().objects.get(pk=bob.pk)  # permissions are cached per instance
     assert bob.email == "bob@new.example.org" and bob.has_perm("projects.approve_cost", vision)
     assert not bob.has_perm("projects.operate", audio) and not bob.has_perm("projects.approve_cost", audio)
-    events = {(e.role, e.action, e.project.slug, e.actor) for e in RoleEvent.objects.filter(user=bob)}
-    assert events == {("approver", "granted", "vision", admin_user), ("operator", "revoked", "audio", admin_user)}
-    assert "approver on Vision to bob" in " ".join(client.get("/team/").content.decode().split()).replace(
+    entries = AuditEntry.objects.filter(subject=bob, action__startswith="role.")
+    events = {(e.data["role"], e.action, e.project.slug, e.actor) for e in entries}
+    assert events == {
+        ("approver", "role.granted", "vision", admin_user),
+        ("operator", "role.revoked", "audio", admin_user),
+    }
+    assert "approver granted to bob on Vision" in " ".join(client.get("/team/").content.decode().split()).replace(
         '<a href="/projects/vision/">Vision</a>', "Vision"
     )
     with pytest.raises(Exception, match="own admin role"):

@@ -13,7 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from custody.models import Artifact, AuditEntry, CustodyRecord, CustodyStatus, TeardownRequest
+from core.models import AuditEntry
+from custody.models import Artifact, CustodyRecord, CustodyStatus, TeardownRequest
 from profiles.models import Instance, InstanceEvent, Resource
 from projects.models import Project
 from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep
