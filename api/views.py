@@ -16,7 +16,7 @@ from api import serializers as s
 from console import history
 from custody.actions import do_start_verification
 from custody.models import CustodyRecord, TeardownRequest
-from custody.teardown import do_request_teardown
+from custody.teardown import do_file_teardown
 from profiles.models import Instance
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
@@ -211,7 +211,7 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run = None
         if data["run"]:
             run = get_object_or_404(Run.objects.visible_to(request.user).filter(instance=instance), run_id=data["run"])
-        request_row = do_request_teardown(
+        request_row = do_file_teardown(
             instance.pk, data["kind"], data["reason"], run, data["location"], data["retire_hold"], actor=request.user
         )
         return Response(s.TeardownSerializer(request_row).data, status=status.HTTP_201_CREATED)

@@ -37,6 +37,7 @@ class AuditAction(models.TextChoices):
     INSTANCE_KEY_PINNED = "instance.key_pinned", "host key pinned"
     RESOURCE_REGISTERED = "instance.resource_registered", "billable resource registered"
     # Evidence: teardown requests, their decisions and their results (values kept from custody's log).
+    FILED = "filed", "teardown filed (its proofs being gathered)"
     REQUESTED = "requested", "teardown requested"
     REFUSED = "refused", "teardown refused"
     APPROVED = "approved", "teardown approved"

@@ -77,6 +77,8 @@ class TeardownKind(models.TextChoices):
 
 
 class TeardownStatus(models.TextChoices):
+    CHECKING = "checking", "Checking its proofs on the box"
+    REFUSED = "refused", "Refused by its checks"
     PENDING = "pending", "Pending approval"
     APPROVED = "approved", "Approved"
     REJECTED = "rejected", "Rejected"
@@ -89,12 +91,20 @@ class TeardownStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-# The only legal moves (new requests start pending, or approved when no second person is needed).
+# The only legal moves (a request filed by a person starts checking; one asked with its proofs in hand
+# starts pending, or approved when no second person is needed).
 # needs-attention: an execution whose worker vanished mid-call; only a person may decide whether
 # it happened (done) or may run again with the same idempotency key (approved).
 TEARDOWN_TRANSITIONS = Transitions(
     TeardownStatus,
     {
+        # Filed by a person; a task gathers the deep proofs (idle scan, re-hash) outside any lock, then
+        # they are checked again under it: on to pending (or approved), or refused with the reason.
+        TeardownStatus.CHECKING: {
+            TeardownStatus.PENDING,
+            TeardownStatus.REFUSED,
+            TeardownStatus.CANCELLED,
+        },
         TeardownStatus.PENDING: {
             TeardownStatus.APPROVED,
             TeardownStatus.REJECTED,
@@ -114,6 +124,7 @@ TEARDOWN_TRANSITIONS = Transitions(
         TeardownStatus.NEEDS_ATTENTION: {TeardownStatus.DONE, TeardownStatus.APPROVED},
         TeardownStatus.FAILED: {TeardownStatus.APPROVED, TeardownStatus.CANCELLED},
         TeardownStatus.REJECTED: set(),
+        TeardownStatus.REFUSED: set(),
         TeardownStatus.EXPIRED: set(),
         TeardownStatus.DONE: set(),
         TeardownStatus.CANCELLED: set(),
@@ -129,6 +140,7 @@ class EvidenceLocation(models.TextChoices):
 
 
 OPEN_TEARDOWN = [
+    TeardownStatus.CHECKING,
     TeardownStatus.PENDING,
     TeardownStatus.APPROVED,
     TeardownStatus.EXECUTING,
@@ -176,7 +188,7 @@ class TeardownRequest(models.Model):
     retire_hold = models.BooleanField(default=False, help_text="This release retires the instance's hold")
     idempotency_key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     attempts = models.PositiveSmallIntegerField(default=0)
-    redrives = models.PositiveSmallIntegerField(default=0, help_text="Times beat re-enqueued it while approved")
+    redrives = models.PositiveSmallIntegerField(default=0, help_text="Times beat re-enqueued it (checking or approved)")
     redriven_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

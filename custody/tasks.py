@@ -35,6 +35,22 @@ def execute_teardown(self, request_id: int) -> str:
         raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None
 
 
+@shared_task(
+    acks_late=True, soft_time_limit=settings.TEARDOWN_PROOF_SECONDS - 30, time_limit=settings.TEARDOWN_PROOF_SECONDS
+)
+def prove_teardown(request_id: int) -> str:
+    """A filed request's deep proofs, gathered here outside any transaction (a slow box holds no lock
+    and no web worker), then judged under the lock."""
+    from custody import checks
+    from custody.models import TeardownRequest, TeardownStatus
+
+    request = TeardownRequest.objects.select_related("instance__project", "run", "resource").filter(pk=request_id)
+    request = request.first()
+    if request is None or request.status != TeardownStatus.CHECKING:
+        return "nothing to do"  # settled already (a redelivery), or cancelled
+    return teardown.do_settle_teardown_proofs(request.pk, checks.checks_for(request)).status
+
+
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def expire_teardown_requests() -> int:
     return teardown.do_expire_requests()
@@ -49,11 +65,13 @@ def reconcile_custody() -> int:
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
 def flag_stuck_teardowns() -> list[int]:
-    """Beat: approved requests no worker took are enqueued again (or fail for a person); interrupted
-    executions need a person: ask the provider what it sees, for that person."""
+    """Beat: requests whose proofs never came are proved again (or refused); approved requests no worker
+    took are enqueued again (or fail for a person); interrupted executions need a person: ask the
+    provider what it sees, for that person."""
     from custody.models import TeardownRequest
     from custody.providers import provider_status
 
+    teardown.do_redrive_checking()
     teardown.do_redrive_approved()
     flagged = teardown.do_flag_stuck_executions()
     for request in TeardownRequest.objects.filter(pk__in=flagged).select_related("instance"):

@@ -103,6 +103,92 @@ def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire
     return request
 
 
+def do_file_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, *, actor):
+    """What a person's button or API call does: file the request and leave its deep proofs to a task.
+
+    The rules that need no box (who may ask, duplicates, holds, verified custody, what the database
+    knows) are checked here, under the box's lock, and refuse at once. What the box must prove (that
+    nothing works under the root, that the copies still hash) takes as long as the box does, so a
+    task gathers it outside any transaction (`prove_teardown`) and `do_settle_teardown_proofs` decides;
+    until then the request is CHECKING, with a deadline the reconciler holds it to."""
+    if not reason.strip():
+        raise TeardownRefused("Say why: the reason is part of the audit trail.")
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
+        request = _new_request(instance, kind, reason, run, location, retire_hold, resource, actor)
+        fresh = checks.checks_for(request, deep=False)
+        refusal = checks.refusal(fresh) if fresh["blocking"] else ""
+        if not refusal:
+            request.status = TeardownStatus.CHECKING
+            request.expires_at = timezone.now() + timedelta(seconds=settings.TEARDOWN_PROOF_SECONDS)
+            request.check_at_request = fresh  # the database's part, until the box's proofs arrive
+            request.save()
+            message = f"{request.get_kind_display()} of {request.target} filed ({request.level}): checking the box"
+            audit("filed", message, actor, request, reason=request.reason)
+            _enqueue_proofs(request.pk)
+    if refusal:
+        audit("refused", f"{request.get_kind_display()} refused: {refusal}", actor, instance=instance, kind=kind)
+        raise TeardownRefused(f"Refused: {refusal}")
+    return request
+
+
+def do_settle_teardown_proofs(request_pk, proofs: dict) -> TeardownRequest:
+    """The task's proofs, judged under the lock beside a fresh look at the database: the request goes on
+    to its approver (or straight to execution at L2), or is refused saying what failed. A request no
+    longer checking (cancelled, settled by a redelivered task) is left as it is."""
+    with transaction.atomic(durable=True):
+        request = _locked(request_pk)
+        if request.status != TeardownStatus.CHECKING:
+            return request
+        fresh = checks.checks_for(request, deep=False)
+        refusal = "; ".join(checks.refusal(found) for found in (proofs, fresh) if found["blocking"])
+        if refusal:
+            _refuse(request, refusal)
+        else:
+            request.check_at_request = proofs
+            _save_request(request)
+    return request
+
+
+def _refuse(request, why: str) -> None:
+    _move(request, TeardownStatus.REFUSED)
+    request.failure = why
+    request.save(update_fields=["status", "failure"])
+    audit("refused", f"{request.get_kind_display()} refused: {why}", None, request)
+
+
+def do_redrive_checking(now=None) -> list[int]:
+    """Requests still checking past their deadline: their proof task was lost (a worker killed, an
+    enqueue that failed) or the box did not answer in time. Each is proved again once, then refused
+    with the reason, so no request waits on its proofs forever."""
+    now = now or timezone.now()
+    redriven = []
+    for pk in TeardownRequest.objects.filter(status=TeardownStatus.CHECKING, expires_at__lte=now).values_list(
+        "pk", flat=True
+    ):
+        with transaction.atomic(durable=True):
+            request = _locked(pk)
+            if request.status != TeardownStatus.CHECKING or request.expires_at > now:
+                continue
+            if request.redrives >= 1:
+                limit = settings.TEARDOWN_PROOF_SECONDS
+                _refuse(request, f"the box's proofs were not gathered within {limit} s, twice: ask again")
+                continue
+            request.redrives += 1
+            request.expires_at = now + timedelta(seconds=settings.TEARDOWN_PROOF_SECONDS)
+            request.save(update_fields=["redrives", "expires_at"])
+            audit("redriven", f"Request #{request.pk}: its proofs were not in: gathered again", None, request)
+            _enqueue_proofs(request.pk)
+            redriven.append(pk)
+    return redriven
+
+
+def _enqueue_proofs(request_id: int) -> None:
+    from custody.tasks import prove_teardown
+
+    transaction.on_commit(partial(prove_teardown.delay, request_id))
+
+
 def _new_request(instance, kind, reason, run, location, retire_hold, resource, actor) -> TeardownRequest:
     """The unsaved request, if the rules allow asking for it at all (refused with the reason if not)."""
     require(actor, "projects.operate", instance.project)
@@ -135,10 +221,13 @@ def _new_request(instance, kind, reason, run, location, retire_hold, resource, a
 
 
 def _save_request(request) -> None:
-    """Inside do_request_teardown's transaction: the row, its audit entry, then notify or execute."""
+    """Under the box's lock: the row, its audit entry, then notify or execute. A filed request comes here
+    from CHECKING once its proofs are in; one asked with its proofs in hand, unsaved."""
     request.expires_at = timezone.now() + timedelta(hours=settings.TEARDOWN_APPROVAL_HOURS)
+    if request.status == TeardownStatus.CHECKING:
+        _move(request, TeardownStatus.PENDING)
     if not request.needs_second_person:
-        request.status = TeardownStatus.APPROVED
+        _move(request, TeardownStatus.APPROVED)
         request.decided_at = timezone.now()
         request.decision_comment = f"{request.level}: no second person required"
     request.save()

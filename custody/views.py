@@ -51,7 +51,7 @@ def teardown_create(request, pk):
 
     def action():
         created.append(
-            teardown.do_request_teardown(
+            teardown.do_file_teardown(
                 instance.pk,
                 data["kind"],
                 data["reason"],
@@ -63,7 +63,7 @@ def teardown_create(request, pk):
             )
         )
 
-    if perform(request, action, "Request recorded."):
+    if perform(request, action, "Request filed: checking the box before it goes to an approver."):
         return redirect(created[0])
     return _back_to_instance(pk)
 

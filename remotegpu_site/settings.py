@@ -145,6 +145,11 @@ TEARDOWN_BUSY_RETRY_SECONDS = env.envint("TEARDOWN_BUSY_RETRY_SECONDS", 10)  # a
 # or cancelled by a person. An approved spend's lost continuation is re-driven the same way.
 TEARDOWN_REDRIVE_SECONDS = env.envint("TEARDOWN_REDRIVE_SECONDS", 300)
 TEARDOWN_MAX_REDRIVES = env.envint("TEARDOWN_MAX_REDRIVES", 3)
+# A filed request's deep proofs (the idle scan, re-hashing copies where they live) are gathered by a task:
+# it stops after this long, and a request still checking then is proved once more, then refused.
+TEARDOWN_PROOF_SECONDS = env.envint("TEARDOWN_PROOF_SECONDS", CUSTODY_MIRROR_TIMEOUT + 300)
+if TEARDOWN_PROOF_SECONDS < 60:
+    raise ImproperlyConfigured("TEARDOWN_PROOF_SECONDS must leave a box at least a minute to answer")
 if TEARDOWN_EXECUTION_LEASE <= TEARDOWN_EXECUTION_TIME_LIMIT:
     raise ImproperlyConfigured("TEARDOWN_EXECUTION_LEASE must be longer than TEARDOWN_EXECUTION_TIME_LIMIT")
 PROVIDER_API_TIMEOUT = env.envint("PROVIDER_API_TIMEOUT", 30)

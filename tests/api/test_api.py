@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from api.models import ApiToken
 from custody.models import TeardownRequest
+from custody.tasks import prove_teardown
 from profiles.models import Instance
 from runs.models import Run
 
@@ -42,15 +43,18 @@ def test_tokens_are_stored_hashed_and_revocable(bob):
 
 def test_an_api_approval_is_refused_even_for_an_approver(alice, bob, pod):
     created = post(api(bob)[0], "/api/teardown/", {"instance": pod.name, "kind": "release", "reason": "finished"})
-    assert created.status_code == 201 and created.json()["level"] == "L3"
+    assert created.status_code == 201 and (created.json()["level"], created.json()["status"]) == ("L3", "checking")
     request_id = created.json()["id"]
+    assert prove_teardown(request_id) == "pending"  # what the enqueued task does: the box's proofs, then judged
     for user in (alice, bob):
         response = post(api(user)[0], f"/api/teardown/{request_id}/approve/", {})
         assert response.status_code == 403 and "Approval stays human" in response.json()["detail"]
     assert TeardownRequest.objects.get(pk=request_id).status == "pending"
     # A shutdown needs the box to say it is idle; an unreachable box is a clear refusal, not a 500.
-    refused = post(api(bob)[0], "/api/teardown/", {"instance": pod.name, "kind": "shutdown", "reason": "night"})
-    assert refused.status_code == 400 and "could not confirm the box is idle" in str(refused.json()["detail"])
+    filed = post(api(bob)[0], "/api/teardown/", {"instance": pod.name, "kind": "shutdown", "reason": "night"})
+    assert filed.status_code == 201 and prove_teardown(filed.json()["id"]) == "refused"
+    shown = api(bob)[0].get(f"/api/teardown/{filed.json()['id']}/").json()
+    assert shown["status"] == "refused" and "could not confirm the box is idle" in shown["failure"]
 
 
 def test_outsiders_see_nothing_through_the_api(charlie, bob, project, make_run):

@@ -112,7 +112,7 @@ def test_an_admin_grants_approver_on_one_project_and_it_holds_there_only(page, s
     granted = page.locator("#user-judge1 li[data-project='ledger'] input[value='approver']")
     assert granted.is_checked()
     assert not page.locator("#user-judge1 li[data-project='other'] input[value='approver']").is_checked()
-    assert "granted approver on Ledger to judge1" in " ".join(page.inner_text("main").split())
+    assert "approver granted to judge1 on Ledger" in " ".join(page.inner_text("main").split())
 
     sign_out(page, stack)
     sign_in(page, stack, "judge1-pass-1234", username="judge1")

@@ -10,6 +10,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from custody.execution import execute
+from custody.tasks import prove_teardown
 from custody.models import EvidenceLocation, TeardownKind, TeardownStatus
 from custody.teardown import TeardownRefused, do_approve_teardown, do_attest_teardown, do_request_teardown
 from profiles.actions import do_register_resource
@@ -75,7 +76,9 @@ def test_a_volume_deletion_is_l3_attested_and_counts_its_copies_gone(pod, alice,
         {"kind": "delete_resource", "resource": resource.pk, "reason": "experiment over"},
     )
     request = resource.teardown_requests.get()
-    assert response.status_code == 302 and (request.level, request.status) == ("L3", TeardownStatus.PENDING)
+    assert response.status_code == 302 and (request.level, request.status) == ("L3", TeardownStatus.CHECKING)
+    assert prove_teardown(request.pk) == TeardownStatus.PENDING
+    request.refresh_from_db()
     items = {item["label"]: item for item in request.check_at_request["items"]}
     assert items[f"A verified copy of {run.run_id} survives"]["ok"]  # the custody copy survives it
     assert items["What deleting it destroys"]["detail"].startswith("network volume")

@@ -13,7 +13,7 @@ from core.models import AuditEntry
 from custody import providers
 from custody.levels import consequence_of
 from custody.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
-from custody.tasks import execute_teardown
+from custody.tasks import execute_teardown, prove_teardown
 from custody.teardown import (
     TeardownRefused,
     do_approve_teardown,
@@ -57,6 +57,7 @@ def test_the_requester_and_a_plain_operator_cannot_approve(client, alice, bob, d
     response = client.post(reverse("teardown-create", args=[pod.pk]), {"kind": "release", "reason": "finished"})
     request = TeardownRequest.objects.get()
     assert response.url == request.get_absolute_url()
+    assert prove_teardown(request.pk) == "pending"
     page = client.get(request.get_absolute_url()).content.decode()
     assert 'id="approve"' not in page and "a second person must approve it" in page
     assert client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "approve"}).status_code == 403
@@ -71,6 +72,8 @@ def test_an_approver_who_requested_cannot_approve_their_own_request(client, alic
     client.force_login(alice)
     client.post(reverse("teardown-create", args=[pod.pk]), {"kind": "release", "reason": "finished"})
     request = TeardownRequest.objects.get()
+    assert prove_teardown(request.pk) == "pending"
+    request.refresh_from_db()
     assert request.requester == alice and request.status == TeardownStatus.PENDING
     page = client.get(request.get_absolute_url()).content.decode()
     assert 'id="approve"' not in page and "a second person must approve it" in page
@@ -85,6 +88,7 @@ def test_a_rejected_request_never_executes(client, alice, bob, pod, provider_api
     client.force_login(bob)
     client.post(reverse("teardown-create", args=[pod.pk]), {"kind": "release", "reason": "finished"})
     request = TeardownRequest.objects.get()
+    prove_teardown(request.pk)
     client.force_login(alice)
     client.post(reverse("teardown-decide", args=[request.pk]), {"decision": "reject", "comment": "not yet"})
     request.refresh_from_db()

@@ -1,0 +1,153 @@
+"""A person's teardown request is filed in the web request, never proved there: the box's deep proofs
+(the idle scan, re-hashing copies) are gathered by a task outside any lock, then judged under it. A
+request whose proofs never come is proved once more, then refused, so none waits forever.
+
+Before, the idle scan ran in the HTTP request: a box that accepts a connection and never speaks held
+the web worker for the whole SSH timeout (and the person's page with it)."""
+
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+
+from core.models import AuditEntry
+from custody.models import TeardownKind, TeardownRequest, TeardownStatus
+from custody.tasks import prove_teardown
+from custody.teardown import (
+    TeardownRefused,
+    do_cancel_teardown,
+    do_file_teardown,
+    do_place_hold,
+    do_redrive_checking,
+)
+from profiles.models import Credential, CredentialKind, Instance
+from tests.provider_stub import api_credential
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SILENCE = 2  # seconds the silent box makes every SSH connection wait (SSH_CONNECT_TIMEOUT here)
+
+
+@pytest.fixture(autouse=True)
+def _in_process_only(no_worker):
+    """The proofs are gathered here, by calling the task: no worker takes the enqueued one."""
+
+
+@pytest.fixture
+def silent_port():
+    """A box that accepts TCP and never sends an SSH banner: the slowest box there is."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.fixture
+def pod(project, silent_port, settings, tmp_path):
+    settings.SSH_CONNECT_TIMEOUT = SILENCE
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    credential = Credential.objects.create(name=f"{project.slug}-key", kind=CredentialKind.SSH_KEY, reference=str(key))
+    credential.projects.add(project)
+    key_type, key_base64 = (tmp_path / "id_ed25519.pub").read_text().split()[:2]  # pinned: it never gets that far
+    return Instance.objects.create(
+        credential=credential,
+        host_key_type=key_type,
+        host_key_base64=key_base64,
+        name=f"{project.slug}-pod-20261201",
+        project=project,
+        profile_key="runpod",
+        host="127.0.0.1",
+        port=silent_port,
+        user="root",
+        provider_id="pod-filed",
+        api_credential=api_credential(project),
+        state="running",
+    )
+
+
+def test_the_web_request_only_files_and_the_task_proves(client, bob, pod):
+    client.force_login(bob)
+    started = time.monotonic()
+    response = client.post(reverse("teardown-create", args=[pod.pk]), {"kind": "shutdown", "reason": "night"})
+    assert time.monotonic() - started < SILENCE / 2  # the box was not asked anything yet
+    request = TeardownRequest.objects.get()
+    assert response.url == request.get_absolute_url() and request.status == TeardownStatus.CHECKING
+    assert AuditEntry.objects.filter(request=request, action="filed").count() == 1
+    page = client.get(request.get_absolute_url()).content.decode()
+    assert 'id="checking"' in page and "request_checking.js" in page and 'id="approve"' not in page
+
+    started = time.monotonic()
+    assert prove_teardown(request.pk) == TeardownStatus.REFUSED
+    assert time.monotonic() - started >= SILENCE  # the box's slowness is the task's, not a web worker's
+    request.refresh_from_db()
+    assert "could not confirm the box is idle" in request.failure
+    assert AuditEntry.objects.filter(request=request, action="refused").count() == 1
+    assert not AuditEntry.objects.filter(request=request, action="requested").exists()  # no approver was asked
+    assert "Refused by its checks" in client.get(request.get_absolute_url()).content.decode()
+
+
+def test_proving_holds_no_lock_on_the_box(bob, alice, pod):
+    request = do_file_teardown(pod.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
+    outcome = {}
+
+    def prove():
+        try:
+            outcome["status"] = prove_teardown(request.pk)
+        finally:
+            connection.close()  # this thread's own connection
+
+    prover = threading.Thread(target=prove)
+    prover.start()
+    time.sleep(0.3)  # the prover is now waiting on the silent box
+    started = time.monotonic()
+    do_place_hold(pod.pk, "keep it", actor=alice)  # takes the box's row lock
+    held_for = time.monotonic() - started
+    prover.join(timeout=SILENCE * 10)
+    assert not prover.is_alive() and outcome == {"status": TeardownStatus.REFUSED}
+    assert held_for < SILENCE / 2
+    assert pod.holds.filter(retired_at__isnull=True).exists()
+
+
+def test_a_request_whose_proofs_never_come_is_proved_again_once_then_refused(bob, pod):
+    request = do_file_teardown(pod.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    past = timezone.now() - timezone.timedelta(seconds=1)
+    TeardownRequest.objects.filter(pk=request.pk).update(expires_at=past)  # its task was lost
+    assert do_redrive_checking() == [request.pk]
+    request.refresh_from_db()
+    assert (request.status, request.redrives) == (TeardownStatus.CHECKING, 1) and request.expires_at > timezone.now()
+    assert AuditEntry.objects.filter(request=request, action="redriven").count() == 1
+    TeardownRequest.objects.filter(pk=request.pk).update(expires_at=past)  # lost again
+    assert do_redrive_checking() == []
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.REFUSED and "were not gathered within" in request.failure
+    assert prove_teardown(request.pk) == "nothing to do"  # the late task changes nothing
+
+
+def test_proofs_settle_once_and_a_cancelled_request_is_left_alone(bob, pod):
+    release = do_file_teardown(pod.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    assert prove_teardown(release.pk) == TeardownStatus.PENDING
+    assert prove_teardown(release.pk) == "nothing to do"  # a redelivered task
+    assert AuditEntry.objects.filter(request=release, action="requested").count() == 1  # approvers told once
+    do_cancel_teardown(release.pk, actor=bob)
+
+    shutdown = do_file_teardown(pod.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
+    do_cancel_teardown(shutdown.pk, actor=bob)  # the requester withdraws it while it is checked
+    assert prove_teardown(shutdown.pk) == "nothing to do"
+    shutdown.refresh_from_db()
+    assert shutdown.status == TeardownStatus.CANCELLED
+
+
+def test_what_the_database_refuses_is_refused_at_once_with_nothing_filed(bob, alice, pod):
+    do_place_hold(pod.pk, "keep it", actor=alice)
+    started = time.monotonic()
+    with pytest.raises(TeardownRefused, match="hold"):
+        do_file_teardown(pod.pk, TeardownKind.RELEASE, "finished", actor=bob)
+    assert time.monotonic() - started < SILENCE / 2
+    assert not TeardownRequest.objects.exists()
