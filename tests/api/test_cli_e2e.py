@@ -10,6 +10,7 @@ import pytest
 from api.models import ApiToken
 from tests.conftest import REPO, subprocess_env
 from tests.runs.conftest import set_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,12 +57,8 @@ def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, in
     assert f"{run_id}: exported" in settled.stdout and "Preflight passed" in settled.stdout
 
     assert cli(live_server, token, "verify", run_id).returncode == 0
-    deadline = time.monotonic() + 120
-    while True:
-        record = json.loads(cli(live_server, token, "custody", run_id).stdout)
-        if record["status"] in ("verified", "failed") or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    shown = lambda: json.loads(cli(live_server, token, "custody", run_id).stdout)  # noqa: E731
+    record = wait_until(lambda: (seen := shown())["status"] in ("verified", "failed") and seen, 120, 1)
     assert record["status"] == "verified", record["failure"]
     assert any(metric["name"] == "accuracy" for metric in record["evidence"]["metrics"])
 

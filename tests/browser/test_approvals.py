@@ -2,10 +2,10 @@
 
 import subprocess
 import sys
-import time
 
 from tests.browser.test_dashboard import sign_in
 from tests.conftest import ARTIFACTS, REPO, subprocess_env
+from tests.waiting import wait_until
 
 SEED = """
 from django.contrib.auth.models import User
@@ -65,11 +65,8 @@ def test_operator_requests_and_a_second_person_approves(page, stack):
     assert page.url == request_url
     page.fill("textarea[name=comment]", "nothing left on it")
     page.click("#approve")
-    deadline = time.monotonic() + 60
-    while "Awaiting console attestation" not in page.inner_text("#request-status"):
-        assert time.monotonic() < deadline, page.inner_text("#request-status")
-        time.sleep(1)
-        page.reload()
+    status = lambda: page.inner_text("#request-status")  # noqa: E731
+    wait_until(lambda: "Awaiting console attestation" in status(), 60, 1, what=status, between=page.reload)
     assert "Choose “hand the machine back where it is managed” for that exact instance only." in page.inner_text(
         "#attest"
     )

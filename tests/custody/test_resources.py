@@ -10,8 +10,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from custody.execution import execute
-from custody.tasks import prove_teardown
 from custody.models import EvidenceLocation, TeardownKind, TeardownStatus
+from custody.tasks import prove_teardown
 from custody.teardown import TeardownRefused, do_approve_teardown, do_attest_teardown, do_request_teardown
 from profiles.actions import do_register_resource
 from tests.custody import sealed

@@ -1,7 +1,5 @@
 """DELIVER end to end on the loopback sshd with the example training and a real worker."""
 
-import time
-
 import pytest
 from django.core.exceptions import PermissionDenied
 
@@ -18,19 +16,16 @@ from tests.custody.test_custody_e2e import exported, wait_record
 from tests.provider_stub import api_credential
 from tests.runs.conftest import set_config, wait_state
 from tests.sshd import Sshd
+from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def wait_request(request: TeardownRequest, statuses, timeout: float = 60) -> TeardownRequest:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        request.refresh_from_db()
-        if request.status in statuses:
-            return request
-        time.sleep(0.3)
-    raise AssertionError(f"request #{request.pk} stayed {request.status}: {request.failure}")
+    stayed = lambda: f"request #{request.pk} stayed {request.status}: {request.failure}"  # noqa: E731
+    wait_until(lambda: request.refresh_from_db() or request.status in statuses, timeout, 0.3, what=stayed)
+    return request
 
 
 def as_runpod(instance, pod: str) -> None:

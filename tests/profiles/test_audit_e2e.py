@@ -2,7 +2,6 @@
 
 import os
 import shutil
-import time
 
 import pytest
 from django.urls import reverse
@@ -14,6 +13,7 @@ from profiles.tasks import probe_running_instances
 from projects.models import Project
 from tests.personas import join
 from tests.sshd import free_port
+from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,12 +21,8 @@ TODAY = timezone.localdate().strftime("%Y%m%d")
 
 
 def wait_for_probe(instance, count, timeout=60) -> InstanceProbe:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if instance.probes.count() >= count:
-            return instance.probes.first()
-        time.sleep(0.2)
-    raise AssertionError(f"no probe #{count} recorded for {instance.name}")
+    wait_until(lambda: instance.probes.count() >= count, timeout, what=f"probe #{count} of {instance.name}")
+    return instance.probes.first()
 
 
 @pytest.fixture

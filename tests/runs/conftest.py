@@ -17,6 +17,7 @@ from projects.models import Project
 from runs.models import Run, RunState, SourceKind
 from tests.conftest import REPO
 from tests.personas import join
+from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT_PATH
 
 TINYFIT = REPO / "examples" / "tinyfit"
@@ -143,35 +144,28 @@ def wait_state(run: Run, states, timeout: float = 120, refresh: bool = False) ->
     from runs.tasks import arm_watchers
 
     states = {RunState(state) for state in states}
-    deadline = time.monotonic() + timeout
-    next_arm = 0.0
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.state in states:
-            return run
-        if refresh and time.monotonic() > next_arm:
+    armed = [0.0]
+
+    def arm():
+        if refresh and time.monotonic() > armed[0]:
             arm_watchers()
-            next_arm = time.monotonic() + 2
-        time.sleep(0.5)
-    events = list(run.events.values_list("message", flat=True))
-    raise AssertionError(f"{run.run_id} stayed {run.state}, wanted {states}; events: {events}")
+            armed[0] = time.monotonic() + 2
+
+    def stayed():
+        events = list(run.events.values_list("message", flat=True))
+        return f"{run.run_id} stayed {run.state}, wanted {states}; events: {events}"
+
+    arm()
+    wait_until(lambda: run.refresh_from_db() or run.state in states, timeout, 0.5, what=stayed, between=arm)
+    return run
 
 
 def wait_file(path: Path, timeout: float = 120) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            return path
-        time.sleep(0.3)
-    raise AssertionError(f"{path} never appeared")
+    wait_until(path.exists, timeout, 0.3, what=f"{path} appearing")
+    return path
 
 
 def wait_health(run: Run, health: str, timeout: float = 60) -> Run:
     """Poll until the watcher reports a health (unreachable, stalled, …) for the run."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.health == health:
-            return run
-        time.sleep(0.3)
+    wait_until(lambda: run.refresh_from_db() or run.health == health, timeout, 0.3, what=f"{run.run_id} {health}")
     return run

@@ -14,6 +14,7 @@ from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from runs.signals import FAILURE_CLASSES
 from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,9 +23,8 @@ def interrupt(node, run) -> None:
     """Kill the training's whole process group, as a reboot would, and change the boot marker."""
     train_csv = node.active(run) / "output" / "train.csv"
     wait_file(train_csv)
-    deadline = time.monotonic() + 60
-    while len(train_csv.read_text().splitlines()) < 3 and time.monotonic() < deadline:  # 2 epochs checkpointed
-        time.sleep(0.1)
+    epochs = lambda: len(train_csv.read_text().splitlines()) >= 3  # noqa: E731 (2 epochs checkpointed)
+    wait_until(epochs, 60, 0.1, what="two epochs checkpointed")
     wrapper_pid, child_pid = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
     (node.root.parent / ".remotegpu-boot").write_text(uuid.uuid4().hex)
     for pid in (child_pid, wrapper_pid):

@@ -26,6 +26,7 @@ from runs.models import RunState
 from tests.conftest import WorkerProcess, database_url
 from tests.runs.conftest import set_config, wait_state
 from tests.runs.test_live_channel import ORIGIN, session_cookie
+from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT_PATH
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,10 +101,7 @@ def probed_at(run) -> float:
 
 
 def wait_for_a_stream(timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not stream_pids():
-        assert time.monotonic() < deadline, "the watcher never opened its push stream"
-        time.sleep(0.1)
+    wait_until(lambda: stream_pids(), timeout=timeout, interval=0.1, what="the watcher opening its push stream")
 
 
 async def listen(run, alice):
@@ -250,10 +248,12 @@ def test_a_stopping_worker_ends_its_watchers_at_once_and_gives_their_leases_back
     run = make_run(command=[sys.executable, script], expected_minutes=5)
     do_start_preflight(run.pk, actor=bob)
     wait_state(run, {RunState.RUNNING})
-    deadline = time.monotonic() + 30
-    while not WatchLease.objects.filter(instance=run.instance).exists():
-        assert time.monotonic() < deadline, "no watcher took the run"
-        time.sleep(0.2)
+    wait_until(
+        lambda: WatchLease.objects.filter(instance=run.instance).exists(),
+        timeout=30,
+        interval=0.2,
+        what="a watcher taking the run",
+    )
     time.sleep(1)  # inside its wait between ticks
     started = time.monotonic()
     slow_worker.stop()

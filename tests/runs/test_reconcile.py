@@ -17,6 +17,7 @@ from runs.models import RunState
 from runs.tasks import reconcile_runs
 from tests.conftest import WORKER_APPLICATION
 from tests.runs.conftest import set_config, wait_state
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,10 +35,7 @@ def started_until(make_run, source, bob, state):
     set_config(source, epochs=2)
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
-    deadline = time.monotonic() + 120
-    while run.state != state and time.monotonic() < deadline:
-        time.sleep(0.02)
-        run.refresh_from_db()
+    wait_until(lambda: run.refresh_from_db() or run.state == state, 120, 0.02, what=f"{run.run_id} {state}")
     return run
 
 

@@ -19,6 +19,7 @@ from kombu import Connection
 from runs.models import RunState
 from tests.browser.conftest import free_port
 from tests.conftest import WorkerProcess, database_url
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,10 +73,8 @@ def test_a_redis_restart_under_a_busy_worker_leaves_it_consuming(make_run):
         assert worker.poll() is None, f"the worker exited; see {worker.log_path}"
         send(broker.url, record_health)
         client = redis.Redis.from_url(broker.url, socket_connect_timeout=1)
-        deadline = time.monotonic() + 30
-        while client.get(RECORD_KEY) is None and time.monotonic() < deadline:
-            time.sleep(0.3)
-        assert client.get(RECORD_KEY) is not None, "the reconnected worker never ran the next task"
+        ran = lambda: client.get(RECORD_KEY) is not None  # noqa: E731
+        wait_until(ran, 30, 0.3, what="the reconnected worker running the next task")
     finally:
         worker.stop()
         broker.stop()

@@ -18,6 +18,7 @@ from runs.models import RunEvent, RunState, WatchLease
 from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, database_url, subprocess_env
 from tests.runs.conftest import SETTLED, set_config, wait_health, wait_state
 from tests.runs.test_live_channel import ORIGIN, session_cookie
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,9 +85,7 @@ def test_killed_worker_is_replaced_by_exactly_one_watcher(tmp_path, bob, make_ru
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
-    deadline = time.monotonic() + 30
-    while not WatchLease.objects.filter(instance=run.instance).exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: WatchLease.objects.filter(instance=run.instance).exists(), timeout=30, interval=0.2)
     first_owner = WatchLease.objects.get(instance=run.instance).owner
     celery_worker_process.kill()
     beat = Beat(tmp_path, celery_worker_process.database)
@@ -127,10 +126,8 @@ def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
     assert run.health == "unreachable" and run.state == RunState.RUNNING
     assert run.events.filter(message__startswith="Unreachable since").count() == 1
     client.force_login(bob)
-    deadline = time.monotonic() + 10
-    while 'id="unreachable"' not in client.get(instance.get_absolute_url()).content.decode():
-        assert time.monotonic() < deadline, "the instance page never said the box is unreachable"
-        time.sleep(0.3)
+    page = lambda: client.get(instance.get_absolute_url()).content.decode()  # noqa: E731
+    wait_until(lambda: 'id="unreachable"' in page(), 10, 0.3, what="the instance page saying the box is unreachable")
     private_sshd.start()
     run = wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
     assert run.events.filter(message__startswith="Reachable again").count() == 1
@@ -216,10 +213,12 @@ def test_a_database_outage_skips_ticks_and_the_same_watcher_goes_on(bob, make_ru
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
-    deadline = time.monotonic() + 15
-    while not WatchLease.objects.filter(instance=run.instance, ticks__gte=2).exists():
-        assert time.monotonic() < deadline, "no watcher ticked"
-        time.sleep(0.2)
+    wait_until(
+        lambda: WatchLease.objects.filter(instance=run.instance, ticks__gte=2).exists(),
+        timeout=15,
+        interval=0.2,
+        what="a watcher ticking twice",
+    )
     owner = WatchLease.objects.get(instance=run.instance).owner
     name = connection.settings_dict["NAME"]
     log = ARTIFACTS / "celery-worker.log"
@@ -235,11 +234,8 @@ def test_a_database_outage_skips_ticks_and_the_same_watcher_goes_on(bob, make_ru
         admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         admin.close()
     back = time.time()
-    deadline = time.monotonic() + 10
-    while (run.last_status or {}).get("now", 0) <= back:
-        assert time.monotonic() < deadline, "the watcher never probed again after the outage"
-        time.sleep(0.2)
-        run.refresh_from_db()
+    probed = lambda: run.refresh_from_db() or (run.last_status or {}).get("now", 0) > back  # noqa: E731
+    wait_until(probed, 10, 0.2, what="the watcher probing again after the outage")
     assert WatchLease.objects.get(instance=run.instance).owner == owner  # the same watcher, not a new one
     assert wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True).state == RunState.EXPORTED
     with log.open("rb") as handle:

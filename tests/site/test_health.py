@@ -7,6 +7,7 @@ from celery import Celery, current_app
 from django.urls import reverse
 
 from core import health
+from tests.waiting import wait_until
 from tests.worker_env import LONELY_REDIS_DB
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,12 +27,7 @@ def test_all_green_once_a_worker_measured_it(client, alice, celery_worker_proces
 
     client.force_login(alice)
     record_health.delay()  # what beat does every HEALTH_INTERVAL seconds
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        body = client.get(reverse("health")).json()
-        if body["ok"]:
-            break
-        time.sleep(0.3)
+    body = wait_until(lambda: (answer := client.get(reverse("health")).json())["ok"] and answer, 30, 0.3)
     assert body["ok"] is True, body
     assert [check["name"] for check in body["checks"]] == ["Database", "Redis", "Channel layer", "Celery workers"]
     assert "measured" in body["checks"][2]["detail"] and "round-trip" in body["checks"][2]["detail"]
