@@ -25,8 +25,7 @@ from custody.teardown import (
     do_place_hold,
     do_redrive_checking,
 )
-from profiles.models import Credential, CredentialKind, Instance
-from tests.provider_stub import api_credential
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,23 +52,11 @@ def pod(project, silent_port, settings, tmp_path):
     settings.SSH_CONNECT_TIMEOUT = SILENCE
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    credential = Credential.objects.create(name=f"{project.slug}-key", kind=CredentialKind.SSH_KEY, reference=str(key))
-    credential.projects.add(project)
+    credential = factories.ssh_key(project, str(key))
     key_type, key_base64 = (tmp_path / "id_ed25519.pub").read_text().split()[:2]  # pinned: it never gets that far
-    return Instance.objects.create(
-        credential=credential,
-        host_key_type=key_type,
-        host_key_base64=key_base64,
-        name=f"{project.slug}-pod-20261201",
-        project=project,
-        profile_key="runpod",
-        host="127.0.0.1",
-        port=silent_port,
-        user="root",
-        provider_id="pod-filed",
-        api_credential=api_credential(project),
-        state="running",
-    )
+    reaches = {"host": "127.0.0.1", "port": silent_port, "user": "root", "credential": credential}
+    pinned = {"host_key_type": key_type, "host_key_base64": key_base64}
+    return factories.box(project, "runpod", api=True, provider_id="pod-filed", state="running", **reaches, **pinned)
 
 
 def test_the_web_request_only_files_and_the_task_proves(client, bob, pod):

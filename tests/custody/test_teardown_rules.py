@@ -22,8 +22,9 @@ from custody.teardown import (
     do_request_teardown,
 )
 from profiles.models import Instance
+from tests import factories
 from tests.personas import join
-from tests.provider_stub import KEY_ENV, api_credential
+from tests.provider_stub import KEY_ENV
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,15 +41,8 @@ def _members(project, dave, erin):
 
 @pytest.fixture
 def pod(project):
-    return Instance.objects.create(
-        name=f"{project.slug}-pod-20261129",
-        project=project,
-        profile_key="runpod",
-        host="203.0.113.9",
-        user="root",
-        provider_id="pod-rules",
-        api_credential=api_credential(project),
-        state="running",
+    return factories.box(
+        project, "runpod", api=True, host="203.0.113.9", user="root", provider_id="pod-rules", state="running"
     )
 
 
@@ -212,23 +206,17 @@ def test_audit_log_filters_and_exports(client, alice, bob, pod):
 
 
 def test_a_provider_that_cannot_answer_says_nothing_about_the_box(project, provider_api, monkeypatch):
-    box = Instance.objects.create(
-        name=f"{project.slug}-rp-20261130",
-        project=project,
-        profile_key="runpod",
-        provider_id="p-quiet",
-        api_credential=api_credential(project),
-    )
+    box = factories.box(project, "runpod", api=True, provider_id="p-quiet")
     monkeypatch.setenv(KEY_ENV, "wrong")  # the provider refuses: neither stopped nor running
     assert providers.provider_says_stopped(box) is None
     assert providers.provider_status(box)["status"].startswith("could not ask")
 
 
 def test_lambda_has_no_stop_and_console_platforms_need_attestation(project, provider_api):
-    lam = Instance.objects.create(name=f"{project.slug}-lam-20261129", project=project, profile_key="lambda")
+    lam = factories.box(project, "lambda")
     with pytest.raises(providers.ProviderError, match="no shutdown"):
         providers.execute(lam, "shutdown", "k")
-    autodl = Instance.objects.create(name=f"{project.slug}-adl-20261129", project=project, profile_key="autodl")
+    autodl = factories.box(project, "autodl")
     with pytest.raises(providers.NeedsAttestation) as steps:
         providers.execute(autodl, "shutdown", "k")
     assert any("关机" in step for step in steps.value.steps)
@@ -236,13 +224,7 @@ def test_lambda_has_no_stop_and_console_platforms_need_attestation(project, prov
 
 def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "wrong")
-    box = Instance.objects.create(
-        name=f"{project.slug}-rp-20261129",
-        project=project,
-        profile_key="runpod",
-        provider_id="p",
-        api_credential=api_credential(project),
-    )
+    box = factories.box(project, "runpod", api=True, provider_id="p")
     with pytest.raises(providers.ProviderError, match="answered 401"):
         providers.execute(box, "release", "k")
     assert provider_api.calls_for("p") == []
@@ -311,10 +293,10 @@ def test_the_expiry_sweep_expires_only_pending_requests_past_their_deadline(alic
 
     from custody.tasks import expire_teardown_requests
 
-    other = Instance.objects.create(name=f"{pod.project.slug}-pod2-20261130", project=pod.project, profile_key="runpod")
+    other = factories.box(pod.project, "runpod")
     due = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
     fresh = do_request_teardown(other.pk, TeardownKind.RELEASE, "done", actor=bob)
-    third = Instance.objects.create(name=f"{pod.project.slug}-pod3-20261130", project=pod.project, profile_key="runpod")
+    third = factories.box(pod.project, "runpod")
     decided = do_request_teardown(third.pk, TeardownKind.RELEASE, "done", actor=bob)
     do_reject_teardown(decided.pk, "no", actor=alice)
     past = timezone.now() - timedelta(minutes=1)
@@ -343,13 +325,8 @@ def test_attesting_a_request_that_awaits_no_attestation_is_refused(client, alice
 
 def test_a_shutdown_approved_after_the_release_ran_is_refused(alice, bob, project, sshd, provider_api):
     """Found by the stateful test: a shutdown requested before a release, approved after it had run."""
-    box = Instance.objects.create(
-        name=f"{project.slug}-reachable-pod-20261130",
-        project=project,
-        api_credential=api_credential(project),
-        **{**sshd.instance_fields(project), "profile_key": "runpod"},
-        provider_id="pod-released",
-    )
+    fields = {key: value for key, value in sshd.instance_fields(project).items() if key != "profile_key"}
+    box = factories.box(project, "runpod", api=True, provider_id="pod-released", **fields)
     shutdown = do_request_teardown(box.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
     release = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
     do_approve_teardown(release.pk, "done with it", actor=alice)

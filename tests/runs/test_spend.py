@@ -2,7 +2,6 @@
 project's envelope, or a per-run threshold, waits for an approver in the approval queue; its requester
 never approves; a retry asks again. Spend is read from the boxes' state history in the database."""
 
-import uuid
 from datetime import timedelta
 from decimal import Decimal
 
@@ -12,13 +11,13 @@ from django.utils import timezone
 
 from notifications.models import Notification
 from profiles.models import Instance
-from projects.models import Project
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.actions.redrive import do_continue_after_spend
 from runs.actions.spending import SpendPending, do_decide_spend, do_expire_spend_requests
 from runs.models import Run, RunState, SpendRequest, SpendStatus
 from runs.spend import envelope_of, period_bounds
-from tests.personas import grant, join
+from tests import factories
+from tests.personas import grant
 from tests.racing import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,12 +25,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def team(alice, bob, carol, no_worker):
-    slug = f"spd{uuid.uuid4().hex[:8]}"
-    project = Project.objects.create(name=slug, slug=slug, budget=Decimal("10.00"))
-    join(project, alice, bob, carol)
-    box = Instance.objects.create(
-        name=f"{slug}-box", project=project, profile_key="generic-ssh", state="running", rate_running=Decimal(2)
-    )
+    project = factories.project(alice, bob, carol, budget=Decimal("10.00"))
+    box = factories.box(project, state="running", rate_running=Decimal(2))
     # The box has billed $2/h for three hours: $6 of the $10 spent (as long as that is this month).
     Instance.objects.filter(pk=box.pk).update(created=max(timezone.now() - timedelta(hours=3), _month_start()))
     return project
@@ -42,16 +37,7 @@ def _month_start():
 
 
 def new_run(project, bob, minutes=360, state=RunState.DRAFT) -> Run:
-    return Run.objects.create(
-        project=project,
-        instance=project.instances.get(),
-        run_id=f"{project.slug}-{uuid.uuid4().hex[:6]}",
-        state=state,
-        source_path="/x",
-        command=["python3", "train.py"],
-        expected_minutes=minutes,
-        created_by=bob,
-    )
+    return factories.run(project.instances.get(), state=state, expected_minutes=minutes, created_by=bob)
 
 
 def test_the_envelope_reads_spend_from_the_boxes_history(team):

@@ -2,7 +2,6 @@
 that makes one, read together on /audit/ and in its exports, each person seeing what touched their
 projects (an admin: everything). Until now /audit/ showed teardown only."""
 
-import uuid
 from decimal import Decimal
 
 import pytest
@@ -14,22 +13,18 @@ from custody.teardown import do_place_hold
 from profiles.actions import do_create_instance, do_edit_instance, do_save_credential
 from profiles.models import Credential, CredentialKind, Instance
 from projects.membership import do_add_member
-from projects.models import Project
 from runs.actions.lifecycle import SpendPending, do_start_preflight
 from runs.actions.spending import do_decide_spend
 from runs.budgets import do_set_envelope
-from runs.models import Run, SpendRequest
-from tests.personas import join
+from runs.models import SpendRequest
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def project(alice, bob, carol):
-    slug = f"aud{uuid.uuid4().hex[:8]}"
-    project = Project.objects.create(name=slug, slug=slug)
-    join(project, alice, bob)
-    return project
+    return factories.project(alice, bob)
 
 
 def changes_of_every_kind(project, alice, bob, admin_user):
@@ -47,10 +42,7 @@ def changes_of_every_kind(project, alice, bob, admin_user):
     box = Instance(name=f"{project.slug}-box", project=project, profile_key="generic-ssh", rate_running=Decimal(2))
     do_create_instance(box, acknowledged=True, actor=bob)
     do_edit_instance(box.pk, {"host": "10.0.0.9"}, actor=bob)
-    run = Run.objects.create(
-        project=project, instance=box, run_id=f"{project.slug}-r", source_path="/x", command=["true"],
-        expected_minutes=600, created_by=bob,
-    )  # fmt: skip
+    run = factories.run(box, expected_minutes=600, created_by=bob)
     with pytest.raises(SpendPending):
         do_start_preflight(run.pk, actor=bob)  # 10 h at $2/h is over the $5 envelope
     do_decide_spend(SpendRequest.objects.get(run=run).pk, True, "worth it", actor=alice)

@@ -1,0 +1,52 @@
+"""Test data with sensible defaults, every field overridable by keyword: a project (its members in
+their persona roles), a box, a run, a credential. Names are unique, so tests that share a database
+never collide. What a test is about (a platform, a state, a rate) should still be said in the test."""
+
+import uuid
+
+from profiles.models import Credential, CredentialKind, Instance
+from projects.models import Project
+from runs.models import Run
+from tests.personas import join
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def project(*members, **fields) -> Project:
+    """A project whose members hold their persona's roles in it (tests/personas.py)."""
+    slug = fields.pop("slug", None) or unique("p")
+    made = Project.objects.create(name=fields.pop("name", slug), slug=slug, **fields)
+    join(made, *members)
+    return made
+
+
+def box(project, profile: str = "generic-ssh", *, api: bool = False, **fields) -> Instance:
+    """An instance of profile in project. api: with the provider stub's API credential, granted to project."""
+    if api:
+        from tests.provider_stub import api_credential
+
+        fields.setdefault("api_credential", api_credential(project))
+    fields.setdefault("name", f"{project.slug}-{profile}-{uuid.uuid4().hex[:6]}")
+    return Instance.objects.create(project=project, profile_key=profile, **fields)
+
+
+def run(instance, **fields) -> Run:
+    """A draft run on instance (a plain command, an hour expected) unless the fields say otherwise."""
+    defaults = {
+        "project": instance.project,
+        "run_id": f"{instance.project.slug}-{uuid.uuid4().hex[:6]}",
+        "source_path": "/x",
+        "command": ["python3", "train.py"],
+        "expected_minutes": 60,
+    }
+    return Run.objects.create(instance=instance, **{**defaults, **fields})
+
+
+def ssh_key(project, reference: str, **fields) -> Credential:
+    """An SSH key credential at reference (a key file, or env:NAME), granted to project."""
+    fields.setdefault("name", unique(f"{project.slug}-key-"))
+    credential = Credential.objects.create(kind=CredentialKind.SSH_KEY, reference=reference, **fields)
+    credential.projects.add(project)
+    return credential
