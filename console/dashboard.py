@@ -6,9 +6,9 @@ from datetime import timedelta
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from custody.models import ClockAlarm, ProviderDrift, TeardownRequest
+from custody.models import TeardownRequest
 from profiles.costs import danger_clocks
-from profiles.models import MAY_BE_ON, Instance, InstanceState, Resource
+from profiles.models import MAY_BE_ON, ClockAlarm, Instance, InstanceState, ProviderDrift, Resource
 from projects.models import Project
 from runs.models import LIVE_STATES, Run, SpendRequest, SpendStatus
 

@@ -9,8 +9,11 @@ from django.conf import settings
 
 from custody import teardown
 from custody.models import TeardownKind, TeardownRequest, TeardownStatus
-from custody.provider_apis import GONE
-from custody.providers import (
+from custody.removal import remove_copy
+from profiles.node.client import transport_for
+from profiles.node.transport import TransportError, Unreachable
+from profiles.providers.apis import GONE
+from profiles.providers.calls import (
     NeedsAttestation,
     ProviderError,
     by_api,
@@ -18,10 +21,7 @@ from custody.providers import (
     provider_state,
     resource_console_steps,
 )
-from custody.providers import execute as provider_execute
-from custody.removal import remove_copy
-from profiles.node.client import transport_for
-from profiles.node.transport import TransportError, Unreachable
+from profiles.providers.calls import execute as provider_execute
 
 
 def _poll(seen, interval: float):

@@ -69,7 +69,7 @@ def flag_stuck_teardowns() -> list[int]:
     took are enqueued again (or fail for a person); interrupted executions need a person: ask the
     provider what it sees, for that person."""
     from custody.models import TeardownRequest
-    from custody.providers import provider_status
+    from profiles.providers.calls import provider_status
 
     teardown.do_redrive_checking()
     teardown.do_redrive_approved()
@@ -77,20 +77,6 @@ def flag_stuck_teardowns() -> list[int]:
     for request in TeardownRequest.objects.filter(pk__in=flagged).select_related("instance"):
         teardown.do_record_provider_status(request.pk, provider_status(request.instance))
     return flagged
-
-
-@shared_task(acks_late=True, soft_time_limit=300, time_limit=330)
-def reconcile_providers() -> dict:
-    from custody.drift import do_reconcile_providers
-
-    return do_reconcile_providers()
-
-
-@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
-def raise_clock_alarms() -> list[int]:
-    from custody.alarms import do_raise_clock_alarms
-
-    return do_raise_clock_alarms()
 
 
 @shared_task(acks_late=True, soft_time_limit=300, time_limit=330)

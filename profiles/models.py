@@ -341,3 +341,62 @@ class Resource(models.Model):
         until = min(end, self.deleted_at) if self.deleted_at else end
         seconds = (until - max(start, self.created)).total_seconds()
         return self.rate * Decimal(str(max(seconds, 0) / 3600))
+
+
+class ClockAlarm(models.Model):
+    """One notification that a danger clock of a box is close to firing (or has fired): raised once per
+    clock, firing time and threshold, so beat ticks never repeat it; a new stop is a new firing time."""
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="clock_alarms")
+    clock = models.CharField(max_length=40)
+    what = models.TextField()
+    fires_at = models.DateTimeField()
+    threshold_hours = models.PositiveIntegerField(help_text="0: the clock has fired")
+    raised_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "custody_clockalarm"  # moved from custody beside the boxes: its rows stay
+        ordering = ["fires_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance", "clock", "fires_at", "threshold_hours"], name="one_alarm_per_threshold"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.clock} of {self.instance_id} at {self.fires_at:%Y-%m-%d %H:%M} ({self.threshold_hours} h)"
+
+
+class DriftKind(models.TextChoices):
+    ORPHAN = "orphan", "Billed by the provider, unknown here"
+    STILL_BILLING = "still_billing", "Released here, still at the provider"
+    RUNNING_NOT_STOPPED = "running_not_stopped", "Stopped here, running at the provider"
+
+
+class ProviderDrift(models.Model):
+    """What a provider lists under a team's key disagreeing with the dashboard. Open until a later
+    reconciliation no longer sees it; one open row per box and kind (seen again: last_seen moves)."""
+
+    profile_key = models.CharField(max_length=40)
+    provider_id = models.CharField(max_length=200)
+    credential = models.ForeignKey(Credential, on_delete=models.PROTECT, related_name="drifts")
+    instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts")
+    kind = models.CharField(max_length=24, choices=DriftKind.choices)
+    detail = models.TextField()
+    first_seen = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "custody_providerdrift"  # moved from custody beside the boxes: its rows stay
+        ordering = ["-first_seen", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["profile_key", "provider_id", "kind"],
+                condition=models.Q(resolved_at__isnull=True),
+                name="one_open_drift_per_box_and_kind",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.kind} {self.profile_key}:{self.provider_id}"

@@ -24,3 +24,19 @@ def probe_running_instances() -> int:
     for instance_id in ids:
         probe_instance.delay(instance_id, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.SCHEDULE)
     return len(ids)
+
+
+@shared_task(acks_late=True, soft_time_limit=300, time_limit=330)
+def reconcile_providers() -> dict:
+    """Beat: what each API platform lists under the team's keys, against the dashboard."""
+    from profiles.drift import do_reconcile_providers
+
+    return do_reconcile_providers()
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def raise_clock_alarms() -> list[int]:
+    """Beat: the danger clocks of every box, alarmed at each threshold once."""
+    from profiles.alarms import do_raise_clock_alarms
+
+    return do_raise_clock_alarms()

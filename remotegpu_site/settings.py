@@ -269,12 +269,12 @@ CELERY_BEAT_SCHEDULE["reconcile-custody"] = {"task": "custody.tasks.reconcile_cu
 # Danger clocks alarm the project this many hours before they fire (and once when they have).
 CLOCK_ALARM_HOURS = env.envints("CLOCK_ALARM_HOURS", [72, 24, 6])
 CELERY_BEAT_SCHEDULE["raise-clock-alarms"] = {
-    "task": "custody.tasks.raise_clock_alarms",
+    "task": "profiles.tasks.raise_clock_alarms",
     "schedule": env.envfloat("CLOCK_ALARM_INTERVAL", 300),
 }
-# What each API platform lists under the team's keys, against the dashboard (custody/drift.py).
+# What each API platform lists under the team's keys, against the dashboard (profiles/drift.py).
 CELERY_BEAT_SCHEDULE["reconcile-providers"] = {
-    "task": "custody.tasks.reconcile_providers",
+    "task": "profiles.tasks.reconcile_providers",
     "schedule": env.envfloat("PROVIDER_RECONCILE_INTERVAL", 600),
 }
 # Notifications (notifications/): an outbox delivered after commit, re-driven by beat until every

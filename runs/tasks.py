@@ -15,14 +15,11 @@ from profiles.node.build import wrapper_name
 from profiles.node.client import RunNode
 from profiles.node.transport import TransportError
 from projects.models import Project
-from runs import shipping, watch
+from runs import preflight, shipping, watch
 from runs.actions import base, lifecycle, redrive, spending, sweeps
-from runs.budget import storage_budget
-from runs.environment import environment_problems
-from runs.gpus import gone_problem, gpu_problems
+from runs.gpus import gone_problem
 from runs.models import Run, RunState
 from runs.sources import SourceError
-from runs.tiers import declared_tier_problem
 
 
 @worker_shutting_down.connect
@@ -63,17 +60,8 @@ def preflight_run(run_pk: int) -> None:
     except (TransportError, SourceError) as exc:
         lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
         return
-    report["commit"] = commit
-    problems = [f"Missing {item['input']} on the node: {item['path']}" for item in report["missing"]]
-    problems += environment_problems(
-        report.get("environment") or {}, run.instance.profile.data["identity"]["persistent"]
-    )
-    budget = storage_budget(run, report["space"], settings.STORAGE_MARGIN_FRACTION, settings.STORAGE_MARGIN_MIN_BYTES)
-    report["budget"] = budget.as_dict()
-    waived = run.gpu_holders_waived_by_id is not None
-    gpus = gpu_problems(run.gpus, report.get("environment") or {}, report.get("gpu_holders"), waived)
-    tier = declared_tier_problem(run.instance.data_tier, report.get("mounts") or {})
-    lifecycle.do_finish_preflight(run_pk, report, problems + budget.problems() + gpus + ([tier] if tier else []))
+    report, problems = preflight.verdict(run, {**report, "commit": commit})
+    lifecycle.do_finish_preflight(run_pk, report, problems)
 
 
 @shared_task(

@@ -141,90 +141,122 @@ def watch_instance(instance_id: int, owner: str, spread: bool = True) -> str:
 
     spread: wait a random part of a tick first (watchers armed together would tick together); a
     watcher re-armed at the end of its predecessor's life is already out of step with the others."""
-    lease_seconds = settings.WATCH_LEASE_SECONDS
     try:
         with database():
-            if not leases.claim(instance_id, owner, lease_seconds):
+            if not leases.claim(instance_id, owner, settings.WATCH_LEASE_SECONDS):
                 return "refused"
             instance = Instance.objects.select_related("project", "credential").get(pk=instance_id)
     except DatabaseError as exc:  # a claimed lease expires; beat arms a watcher again
         log.warning("watcher of instance %s could not start: %s", instance_id, exc)
         return "database unavailable"
-    deadline = time.monotonic() + settings.WATCH_LIFETIME_SECONDS
-    node, reason, unreachable_since = None, "lifetime", None
-    failures, next_connect = 0, 0.0
-    push = Push() if settings.WATCH_PUSH else None
     if spread:
         STOPPING.wait(random.uniform(0, settings.WATCH_TICK_SECONDS))
-    try:
-        while time.monotonic() < deadline and not STOPPING.is_set():
-            started = time.monotonic()
-            # A tick that waits out a reconnect back-off opens nothing: only a real attempt is counted.
-            connecting = node is None and time.monotonic() >= next_connect
-            with database():
-                runs = _live_runs_or_none(instance_id)
-                held = bool(runs) and _renew(instance_id, owner, lease_seconds, connecting)
-            if runs is None:  # the database did not answer: observe nothing, try again next tick
-                STOPPING.wait(settings.WATCH_TICK_SECONDS)
-                continue
-            if not runs:
-                reason = "idle"
-                break
-            if not held:
-                reason = "lease lost"
-                break
-            try:
-                if connecting:
-                    with database():  # the credential and its grant, read afresh for each connect
-                        opening = NodeClient(instance)
-                    node = opening.__enter__()  # the handshake, with no connection held
-                if node is not None:
-                    tick(node, runs, lambda: leases.still_held(instance_id, owner, lease_seconds), push)
-                    failures = 0
-                    if push is not None:
-                        push.ensure(node, runs, deadline - time.monotonic())
-                    with database():
-                        unreachable_since = _reachable_again(instance_id, owner, unreachable_since)
-            except LeaseLost:
-                reason = "lease lost"
-                break
-            except NodeError as exc:
-                # The box answered, but our wrapper failed there: say so on the runs; the box is reachable.
-                with database():
-                    for run in runs:
-                        do_note_node_error(run.pk, str(exc))
-            except TransportError as exc:
-                # Never wait on a broken connection: drop it and re-open it later, backing off up to
-                # four ticks so an unreachable box (or a flooded sshd) is not hammered every tick,
-                # jittered so the watchers of boxes behind one dropped link do not reconnect in step.
-                if node is not None:
-                    node.__exit__(None, None, None)
-                if push is not None:
-                    push.close()  # its channel was on the connection that just broke
-                node, failures = None, failures + 1
-                backoff = settings.WATCH_TICK_SECONDS * min(2 ** (failures - 1), 4) * random.uniform(0.5, 1.0)
-                next_connect = time.monotonic() + backoff
-                with database():
-                    do_mark_unreachable(instance_id, str(exc))
-                    if unreachable_since is None:
-                        unreachable_since = timezone.now()
-                        leases.set_unreachable(instance_id, owner, unreachable_since)
-            except DatabaseError as exc:
-                # The database is the truth: without it, observe nothing this tick and try again.
-                log.warning("watcher of instance %s skipped a tick: %s", instance_id, exc)
-            rest = max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started))
-            if push is not None and node is not None:
-                push.wait(rest, STOPPING)  # an attempt that finished writing: probe now
+    return Watcher(instance, owner).run()
+
+
+class Watcher:
+    """The one watcher of a box while it holds the box's lease: a tick every WATCH_TICK_SECONDS reads
+    the live runs, renews the lease, probes the box (through the push stream when it is open) and
+    applies what it saw; a broken connection is dropped and re-opened with a jittered back-off."""
+
+    def __init__(self, instance, owner: str):
+        self.instance, self.owner = instance, owner
+        self.deadline = time.monotonic() + settings.WATCH_LIFETIME_SECONDS
+        self.node, self.unreachable_since = None, None
+        self.failures, self.next_connect = 0, 0.0
+        self.push = Push() if settings.WATCH_PUSH else None
+
+    def run(self) -> str:
+        reason = "lifetime"
+        try:
+            while time.monotonic() < self.deadline and not STOPPING.is_set():
+                started = time.monotonic()
+                reason = self.tick()
+                if reason:
+                    break
+                self.rest(started)
             else:
-                STOPPING.wait(rest)
-    finally:
-        if push is not None:
-            push.close()
-        if node is not None:
-            node.__exit__(None, None, None)
-        if reason != "lease lost":
-            _release(instance_id, owner)
-    return "worker stopping" if STOPPING.is_set() and reason == "lifetime" else reason
+                reason = "lifetime"
+        finally:
+            self.close(release=reason != "lease lost")
+        return "worker stopping" if STOPPING.is_set() and reason == "lifetime" else reason
+
+    def tick(self) -> str | None:
+        """One tick; why the watcher ends, or None to go on."""
+        instance_id = self.instance.pk
+        # A tick that waits out a reconnect back-off opens nothing: only a real attempt is counted.
+        connecting = self.node is None and time.monotonic() >= self.next_connect
+        with database():
+            runs = _live_runs_or_none(instance_id)
+            held = bool(runs) and _renew(instance_id, self.owner, settings.WATCH_LEASE_SECONDS, connecting)
+        if runs is None:  # the database did not answer: observe nothing, try again next tick
+            return None
+        if not runs:
+            return "idle"
+        if not held:
+            return "lease lost"
+        try:
+            self.observe(runs, connecting)
+        except LeaseLost:
+            return "lease lost"
+        except NodeError as exc:
+            # The box answered, but our wrapper failed there: say so on the runs; the box is reachable.
+            with database():
+                for run in runs:
+                    do_note_node_error(run.pk, str(exc))
+        except TransportError as exc:
+            self.broken(exc)
+        except DatabaseError as exc:
+            # The database is the truth: without it, observe nothing this tick and try again.
+            log.warning("watcher of instance %s skipped a tick: %s", instance_id, exc)
+        return None
+
+    def observe(self, runs: list[Run], connecting: bool) -> None:
+        instance_id, owner = self.instance.pk, self.owner
+        if connecting:
+            with database():  # the credential and its grant, read afresh for each connect
+                opening = NodeClient(self.instance)
+            self.node = opening.__enter__()  # the handshake, with no connection held
+        if self.node is None:
+            return
+        tick(self.node, runs, lambda: leases.still_held(instance_id, owner, settings.WATCH_LEASE_SECONDS), self.push)
+        self.failures = 0
+        if self.push is not None:
+            self.push.ensure(self.node, runs, self.deadline - time.monotonic())
+        with database():
+            self.unreachable_since = _reachable_again(instance_id, owner, self.unreachable_since)
+
+    def broken(self, exc: TransportError) -> None:
+        """Never wait on a broken connection: drop it and re-open it later, backing off up to four ticks
+        so an unreachable box (or a flooded sshd) is not hammered every tick, jittered so the watchers
+        of boxes behind one dropped link do not reconnect in step."""
+        if self.node is not None:
+            self.node.__exit__(None, None, None)
+        if self.push is not None:
+            self.push.close()  # its channel was on the connection that just broke
+        self.node, self.failures = None, self.failures + 1
+        backoff = settings.WATCH_TICK_SECONDS * min(2 ** (self.failures - 1), 4) * random.uniform(0.5, 1.0)
+        self.next_connect = time.monotonic() + backoff
+        with database():
+            do_mark_unreachable(self.instance.pk, str(exc))
+            if self.unreachable_since is None:
+                self.unreachable_since = timezone.now()
+                leases.set_unreachable(self.instance.pk, self.owner, self.unreachable_since)
+
+    def rest(self, started: float) -> None:
+        rest = max(0.0, settings.WATCH_TICK_SECONDS - (time.monotonic() - started))
+        if self.push is not None and self.node is not None:
+            self.push.wait(rest, STOPPING)  # an attempt that finished writing: probe now
+        else:
+            STOPPING.wait(rest)
+
+    def close(self, release: bool) -> None:
+        if self.push is not None:
+            self.push.close()
+        if self.node is not None:
+            self.node.__exit__(None, None, None)
+        if release:
+            _release(self.instance.pk, self.owner)
 
 
 def instances_needing_a_watcher() -> list[int]:

@@ -6,9 +6,9 @@ while the evidence check counted what a stop keeps. Each consequence now has its
 import pytest
 
 from custody.levels import consequence_of
-from custody.providers import console_steps
 from profiles.catalog import all_profiles
 from profiles.models import Instance
+from profiles.providers.calls import console_steps
 from projects.models import Project
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,6 @@ from django.db import connection
 from django.urls import reverse
 
 from core.models import AuditEntry
-from custody import providers
 from custody.levels import consequence_of
 from custody.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from custody.tasks import execute_teardown, prove_teardown
@@ -22,6 +21,7 @@ from custody.teardown import (
     do_request_teardown,
 )
 from profiles.models import Instance
+from profiles.providers import calls as providers
 from tests import factories
 from tests.personas import join
 from tests.provider_stub import KEY_ENV

@@ -116,7 +116,7 @@ def test_a_release_that_deletes_the_machine_loses_the_machines_own_disk(key):
     """The adapter's release verb and the survival matrix say the same thing: a DELETE or terminate of
     the machine takes the disk the runs write to with it, and the panel must say so (issue 17 §4:
     Paperspace's release deleted the machine while its block disk was said to survive)."""
-    from custody.provider_apis import APIS
+    from profiles.providers.apis import APIS
 
     profile = get_profile(key)
     endpoint = APIS[key].endpoints["release"]
@@ -175,8 +175,8 @@ def test_every_tier_a_consequence_destroys_is_named_on_the_panel(key, alice, cli
     """The survival matrix, the adapter's verb and the panel say the same thing for every profile."""
     from custody.levels import consequence_of
     from custody.models import TeardownKind
-    from custody.providers import execute
     from profiles.models import Instance
+    from profiles.providers.calls import execute
     from projects.models import Project
 
     project = Project.objects.create(name=f"p-{key}", slug=f"p-{key}")

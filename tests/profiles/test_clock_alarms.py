@@ -8,13 +8,12 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from custody.alarms import do_raise_clock_alarms, threshold_due
-from custody.models import ClockAlarm
 from notifications.actions import do_add_channel
 from notifications.models import Channel
 from profiles.actions import do_change_instance_state
+from profiles.alarms import do_raise_clock_alarms, threshold_due
 from profiles.costs import clock_deadlines
-from profiles.models import Instance, InstanceEvent
+from profiles.models import ClockAlarm, Instance, InstanceEvent
 from projects.models import Project
 from tests.personas import join
 from tests.waiting import deliver_notifications, wait_until

@@ -4,12 +4,12 @@ an orphan, a release that answered 200 and kept billing, a box stopped here that
 import pytest
 from django.core import mail
 
-from custody.drift import compare, do_reconcile_providers
-from custody.models import DriftKind, ProviderDrift, TeardownStatus
-from custody.provider_apis import APIS, GONE, RUNNING, STOPPED, read_inventory
+from custody.models import TeardownStatus
 from custody.tasks import execute_teardown
 from custody.teardown import do_approve_teardown, do_request_teardown, do_resolve_attention
-from profiles.models import Instance
+from profiles.drift import compare, do_reconcile_providers
+from profiles.models import DriftKind, Instance, ProviderDrift
+from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED, read_inventory
 from tests.personas import join
 from tests.provider_stub import api_credential
 from tests.waiting import deliver_notifications

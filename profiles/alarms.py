@@ -12,11 +12,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from custody.models import ClockAlarm
 from notifications.actions import do_notify
 from notifications.models import Event
 from profiles.costs import clock_deadlines
-from profiles.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState
+from profiles.models import MAY_BE_ON, ClockAlarm, Instance, InstanceEvent, InstanceState
 
 
 def threshold_due(hours_left: float, thresholds: list[int]) -> int | None:

@@ -15,8 +15,10 @@ import urllib.request
 
 from django.conf import settings
 
-from custody.models import TeardownKind
-from custody.provider_apis import (
+from profiles.credentials import api_key_of, provider_key
+from profiles.node.client import transport_for
+from profiles.node.transport import CredentialError, TransportError
+from profiles.providers.apis import (
     APIS,
     GONE,
     RUNNING,
@@ -27,11 +29,12 @@ from custody.provider_apis import (
     read_inventory,
     read_state,
 )
-from profiles.credentials import api_key_of, provider_key
-from profiles.node.client import transport_for
-from profiles.node.transport import CredentialError, TransportError
 
 MAX_ANSWER_BYTES = 1024**2  # a provider's answer is read bounded, like a box's
+
+# A consequence a provider carries out: its profile's teardown section has one entry per kind, and the
+# kinds are custody's TeardownKind values ("shutdown", "release"), compared as strings down here.
+SHUTDOWN = "shutdown"
 
 
 class ProviderError(Exception):
@@ -182,7 +185,7 @@ def _api_consequence(instance, kind: str, idempotency_key: str) -> dict:
         answer = api_call(instance, kind, idempotency_key)
     except ProviderError as exc:
         state = provider_state(instance)
-        if state == GONE or (state == STOPPED and kind == TeardownKind.SHUTDOWN):
+        if state == GONE or (state == STOPPED and kind == SHUTDOWN):
             return {"http_status": None, "body": {}, "note": f"{exc}; the provider then said {state}"}
         raise ProviderError(f"{exc} (the provider then said {state}: not done, retry)") from None
     if answer["http_status"] == 404:
@@ -192,13 +195,13 @@ def _api_consequence(instance, kind: str, idempotency_key: str) -> dict:
 
 def console_steps(instance, kind: str) -> list[str]:
     profile = instance.profile
-    verb = profile.data["teardown"]["shutdown" if kind == TeardownKind.SHUTDOWN else "release"]["verb"]
+    verb = profile.data["teardown"]["shutdown" if kind == SHUTDOWN else "release"]["verb"]
     target = instance.provider_id or instance.name
     where = f"Open the {profile.name} console" if profile.kind != "ssh" else "Wherever this machine is managed"
     return [
         f"{where} and find instance {target} ({instance.address}).",
         f"Choose “{verb}” for that exact instance only.",
-        f"Wait until the console shows it {'stopped' if kind == TeardownKind.SHUTDOWN else 'gone'}, then attest here.",
+        f"Wait until the console shows it {'stopped' if kind == SHUTDOWN else 'gone'}, then attest here.",
     ]
 
 
@@ -216,7 +219,7 @@ def resource_console_steps(resource) -> list[str]:
 
 
 def _via(instance, kind: str) -> str:
-    return instance.profile.data["teardown"]["shutdown" if kind == TeardownKind.SHUTDOWN else "release"]["via"]
+    return instance.profile.data["teardown"]["shutdown" if kind == SHUTDOWN else "release"]["via"]
 
 
 def by_api(instance, kind: str) -> bool:

@@ -10,13 +10,12 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from custody.models import DriftKind, ProviderDrift
-from custody.provider_apis import APIS, GONE, RUNNING, STOPPED
-from custody.providers import ProviderError, list_boxes
 from notifications.actions import do_notify
 from notifications.models import Event
 from profiles.actions import do_observe_endpoint, do_observe_provider_state
-from profiles.models import Credential, Instance, InstanceState
+from profiles.models import Credential, DriftKind, Instance, InstanceState, ProviderDrift
+from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED
+from profiles.providers.calls import ProviderError, list_boxes
 
 log = logging.getLogger(__name__)
 

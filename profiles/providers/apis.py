@@ -1,5 +1,5 @@
 """Each provider's documented HTTP API as data: endpoints, how the key is sent, and how its status answer
-reads. Pure: no HTTP here (custody/providers.py sends the calls).
+reads. Pure: no HTTP here (calls.py sends the calls).
 
 Sources: ../shared/reference/profiles/{runpod,vastai,lambda,paperspace}.md (RP14, VAST15, LAM14).
 A status answer is read from the provider's own field only; a value we do not know reads UNKNOWN,

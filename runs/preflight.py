@@ -1,0 +1,27 @@
+"""What a preflight's report means: the one verdict, pure (no node, no database write, no task).
+
+The node reports what it found (inputs, hashes, space, environment, GPUs, mounts); this says what
+blocks a launch: inputs missing on the node, an environment that will not persist, a storage budget
+that does not fit, GPUs that are absent or held, a declared tier that is not what the path is on.
+Binding the identities and taking the GPU locks is left to the action that records the verdict."""
+
+from django.conf import settings
+
+from runs.budget import storage_budget
+from runs.environment import environment_problems
+from runs.gpus import gpu_problems
+from runs.tiers import declared_tier_problem
+
+
+def verdict(run, report: dict) -> tuple[dict, list[str]]:
+    """The report as it is kept (with its storage budget) and the problems that block a launch."""
+    environment = report.get("environment") or {}
+    problems = [f"Missing {item['input']} on the node: {item['path']}" for item in report["missing"]]
+    problems += environment_problems(environment, run.instance.profile.data["identity"]["persistent"])
+    budget = storage_budget(run, report["space"], settings.STORAGE_MARGIN_FRACTION, settings.STORAGE_MARGIN_MIN_BYTES)
+    problems += budget.problems()
+    waived = run.gpu_holders_waived_by_id is not None
+    problems += gpu_problems(run.gpus, environment, report.get("gpu_holders"), waived)
+    tier = declared_tier_problem(run.instance.data_tier, report.get("mounts") or {})
+    problems += [tier] if tier else []
+    return {**report, "budget": budget.as_dict()}, problems
