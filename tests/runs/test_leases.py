@@ -1,10 +1,11 @@
 """Watch leases: exactly one holder, even when many workers claim at once."""
 
 import threading
-import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from profiles.models import Instance
 from projects.models import Project
@@ -53,8 +54,8 @@ def test_live_lease_refuses_a_second_watcher_and_only_the_owner_renews(instance)
 
 
 def test_expired_lease_is_taken_over_and_the_old_owner_loses_it(instance):
-    assert leases.claim(instance.pk, "dead-worker", 0.2)
-    time.sleep(0.4)
+    assert leases.claim(instance.pk, "dead-worker", 30)
+    WatchLease.objects.filter(instance=instance).update(expires_at=timezone.now() - timedelta(seconds=1))  # it died
     assert leases.claim(instance.pk, "new-worker", 30)
     assert not leases.renew(instance.pk, "dead-worker", 30)
     assert WatchLease.objects.get().owner == "new-worker"

@@ -6,9 +6,11 @@ deployment uses; the reconciler (beat's `reconcile_runs`) is called where beat w
 """
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from profiles.node.client import RunNode
 from runs import shipping
@@ -39,6 +41,11 @@ def started_until(make_run, source, bob, state):
     return run
 
 
+def back_date(run, seconds: float) -> None:
+    """The run entered its state that long ago: a deadline passes without the test sleeping through it."""
+    type(run).objects.filter(pk=run.pk).update(state_changed_at=timezone.now() - timedelta(seconds=seconds))
+
+
 def reconcile_until(run, states, timeout=120):
     """Beat's reconciler every second, the watchers armed as beat would, until the run settles."""
     from runs.tasks import arm_watchers
@@ -66,7 +73,7 @@ def test_a_launch_whose_database_write_was_lost_is_adopted_from_the_node(
         session.prepare()
         shipping.ship_source(session)
         session.launch(1, use_tmux=False)
-    time.sleep(1.1)
+    back_date(run, seconds=2)  # past its 1 s deadline, with no sleep
     assert reconcile_runs() == {run.pk: "re-driven"}
     assert run.events.filter(message__contains="re-driving it (1 of").exists()
     # The re-driven task now has the time a loaded CI machine needs: it must adopt, not relaunch.
@@ -82,7 +89,7 @@ def test_a_run_whose_task_never_answers_fails_with_its_next_step(make_run, short
     short_deadlines.RECONCILE_PREFLIGHT_SECONDS = 1
     run = make_run(state=RunState.PREFLIGHT)
     type(run).objects.filter(pk=run.pk).update(redrives=short_deadlines.RECONCILE_MAX_REDRIVES)
-    time.sleep(1.1)
+    back_date(run, seconds=2)
     assert reconcile_runs() == {run.pk: "failed"}
     run.refresh_from_db()
     assert run.state == RunState.FAILED_PREFLIGHT and run.failure_class == "stranded"
