@@ -1,4 +1,4 @@
-"""The test personas' roles, held per project (issue 30 §4): joining a project gives a persona the
+"""The test personas' roles, held per project: joining a project gives a persona the
 roles it stands for there, as the data migration gave every member of the old global groups."""
 
 from projects.models import Membership

@@ -1,4 +1,4 @@
-"""A one-time password is replaced before anything else, without a query per page (issue 30 §1)."""
+"""A one-time password is replaced before anything else, without a query per page."""
 
 import pytest
 from django.core import mail

@@ -1,4 +1,4 @@
-"""API parity for the everyday verbs (issue 30 §5): PATCH a draft run (the form's rules), list, create and
+"""API parity for the everyday verbs: PATCH a draft run (the form's rules), list, create and
 read sweeps; a member without the role gets 403, an outsider 404, bad input a 4xx JSON."""
 
 import json

@@ -46,7 +46,7 @@ def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, in
     run_id = launched.stdout.split("created ", 1)[1].split()[0]
 
     # `logs -f` starts before the training does and prints its log as it grows, until the run settles:
-    # every epoch line once, in order, and the last line (issue 18 §6).
+    # every epoch line once, in order, and the last line.
     followed = cli(live_server, token, "logs", run_id, "-f")
     assert followed.returncode == 0, followed.stderr
     epochs = [line for line in followed.stdout.splitlines() if line.startswith("epoch ")]
@@ -69,7 +69,7 @@ def test_launch_follow_and_custody_through_the_cli(live_server, bob, project, in
 def test_the_cli_overrides_the_config_and_says_why_a_run_failed(
     live_server, bob, project, instance, source, celery_worker_process
 ):
-    """Issue 18 §6: --config-override and --environment reach the run; a failed smoke prints its
+    """--config-override and --environment reach the run; a failed smoke prints its
     reason, the tail of its output and the run's URL, not only an exit code."""
     set_config(source, epochs=3)
     _, token = ApiToken.objects.issue(bob, "cli")
@@ -101,7 +101,7 @@ def test_the_cli_overrides_the_config_and_says_why_a_run_failed(
 
 
 def test_stop_and_retry_through_the_cli(live_server, bob, project, instance, source, celery_worker_process):
-    """Issue 30 §5: `stop` stops a running run (quarantined "stopped by"), `follow` prints why, `retry`
+    """`stop` stops a running run (quarantined "stopped by"), `follow` prints why, `retry`
     resumes it to an export; stopping it again once it has ended is refused with its state."""
     from runs.models import Run, RunState
     from tests.runs.conftest import wait_state
@@ -133,7 +133,7 @@ def test_stop_and_retry_through_the_cli(live_server, bob, project, instance, sou
 def test_edit_teardown_and_sweeps_through_the_cli(
     live_server, bob, project, instance, make_run, source, celery_worker_process
 ):
-    """Issue 30 §5: `edit` patches a draft, `teardown` requests (never approves) a consequence, `sweep`
+    """`edit` patches a draft, `teardown` requests (never approves) a consequence, `sweep`
     creates one, `sweeps` lists it and `follow-sweep` follows its cells until each has settled."""
     set_config(source, epochs=1)
     base = make_run()

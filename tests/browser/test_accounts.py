@@ -1,4 +1,4 @@
-"""In the browser: a person's own password (issue 30 §1). A one-time password from the Team page opens
+"""In the browser: a person's own password. A one-time password from the Team page opens
 nothing but its replacement; a forgotten password is reset by a mailed link (the stack's console
 e-mail backend prints the mail, as a team's SMTP backend would send it)."""
 

@@ -94,7 +94,7 @@ for slug in ("ledger", "other"):
 
 
 def test_an_admin_grants_approver_on_one_project_and_it_holds_there_only(page, stack):
-    """Issue 30 §4 in the browser: the Team page grants approver on Ledger only; the approval queue
+    """Roles per project in the browser: the Team page grants approver on Ledger only; the approval queue
     then offers Ledger's request to decide and shows Other's as someone else's decision."""
     env = subprocess_env(REMOTEGPU_VAR_DIR=str(stack.var_dir), DATABASE_URL="")
     subprocess.run(

@@ -1,5 +1,5 @@
 """In the browser: an operator sets the project's cost envelope after creation, from the project page;
-a forecast above it warns there and on the dashboard card (issue 30 §3)."""
+a forecast above it warns there and on the dashboard card."""
 
 import shutil
 from pathlib import Path
@@ -28,7 +28,7 @@ def test_a_budget_set_after_creation_warns_when_the_forecast_exceeds_it(page, st
     page.click("#envelope-form button:has-text('Save envelope')")
     page.wait_for_selector("ul.messages li:has-text('Cost envelope saved')")
     page.wait_for_selector("#forecast-warning:has-text('above the $50.00 budget')")
-    assert "changed budget from none to 50" in page.inner_text("#envelope-history")
+    assert "changed budget: none → 50" in page.inner_text("#envelope-history")
 
     page.goto(stack.url + "/")
     row = page.locator("#cost-envelopes tr", has_text=slug.title())

@@ -15,7 +15,7 @@ def sign_in(page, stack, password, username="admin"):
 
 def choose_own_password(page, stack, one_time: str) -> str:
     """After a first sign-in with a one-time password: every page leads to the password change, where
-    the person picks their own (issue 30 §1). Returns it."""
+    the person picks their own. Returns it."""
     page.wait_for_selector("#password-duty")
     own = f"{one_time}-Own-7"
     page.fill("#id_old_password", one_time)

@@ -39,8 +39,8 @@ def test_register_local_instance_and_audit_it(page, stack):
     page.click("button:has-text('Register')")
     page.wait_for_selector("h1:has-text('speech-desk')")
 
-    # No reload from here on (issue 18 §2): the page follows the probe and the audit over its socket.
-    # The "queued" notice stays until its reader dismisses it (issue 30: messages no longer vanish).
+    # No reload from here on: the page follows the probe and the audit over its socket.
+    # The "queued" notice stays until its reader dismisses it (messages no longer vanish).
     page.wait_for_selector("#connection:has-text('live')")
     page.click("button:has-text('Test connection')")
     page.wait_for_selector("ul.messages li:has-text('queued')")

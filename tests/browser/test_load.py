@@ -1,4 +1,4 @@
-"""Fifty people open the dashboard at once: every page answers, and the next one too (issue 14).
+"""Fifty people open the dashboard at once: every page answers, and the next one too.
 
 Against `make run`'s stack (daphne, SQLite, a private worker and beat). Pages never wait on a
 Celery ping or a channel-layer round-trip: a worker measures health, pages read the record.

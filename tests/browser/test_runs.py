@@ -1,5 +1,5 @@
 """In the browser: a run on a box reached over SSH (the loopback sshd), from the form to a sealed export,
-watched on its page. A team's operator never runs on the control host itself (issue 28 §1)."""
+watched on its page. A team's operator never runs on the control host itself."""
 
 import shutil
 import sys
@@ -77,7 +77,7 @@ def run_to_export(page, timeout=120_000):
 
 
 def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack, sshd):
-    """Issue 18's walk: admin creates an operator and an approver in the app → project → box (its
+    """The team's walk: admin creates an operator and an approver in the app → project → box (its
     power-off command edited) → the operator's run → the exported page offers Verify custody without a
     reload → verified → "New run like this" with lr changed → compare shows the diff and both curves."""
     slug = "browserrun"

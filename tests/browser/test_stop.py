@@ -1,5 +1,5 @@
 """In the browser: an operator stops a run mid-epoch from its page, sees it quarantined "stopped by" them
-with its checkpoint kept, and retries it: the retry resumes from that checkpoint (issue 30 §2)."""
+with its checkpoint kept, and retries it: the retry resumes from that checkpoint."""
 
 import shutil
 from pathlib import Path

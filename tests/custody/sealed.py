@@ -19,7 +19,7 @@ from tests.worker_env import WORKER
 
 FILES = {"run.json": b'{"run": 1}\n', "config.yaml": b"lr: 0.01\n", "train.csv": b"epoch,loss\n0,1.0\n1,0.5\n"}
 # A durable disk of its own on the loopback box: a tmpfs mounted here for the session (durable_mount),
-# as a RunPod network volume or AutoDL's file storage is a mount of its own (issue 29 §1).
+# as a RunPod network volume or AutoDL's file storage is a mount of its own.
 MIRROR_ROOT = f"$HOME/proj-durable-{WORKER or 'main'}"
 
 

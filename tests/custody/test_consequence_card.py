@@ -1,4 +1,4 @@
-"""A consequence card's "Data that dies" and the evidence model are one source (issue 30): whatever the
+"""A consequence card's "Data that dies" and the evidence model are one source: whatever the
 evidence model says a shutdown or release destroys on the box, the card names, on every platform."""
 
 import uuid

@@ -1,4 +1,4 @@
-"""Issue 29 §2: a shutdown told the operator to release. `console_steps` worded every shutdown with the
+"""A shutdown told the operator to release. `console_steps` worded every shutdown with the
 profile's composite meter-stop verb: Gpushare "shut down (关机), then release (释放)", LanRui "stop, then
 destroy the data disk", vast.ai "destroy", RunPod and Lambda "terminate", Matpool "stop and release",
 while the evidence check counted what a stop keeps. Each consequence now has its own verb."""

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_approvers_and_the_approval_webhook_hear_of_a_request_through_the_outbox(
     alice, bob, project, provider_stub, celery_worker_process
 ):
-    """One path (issue 31 §5): the request's notification is delivered by a worker to its approvers
+    """One path: the request's notification is delivered by a worker to its approvers
     (whatever they chose, never the requester) and to the project's approval webhook channel."""
     alice.email, bob.email = "alice@example.org", "bob@example.org"
     alice.save(), bob.save()
@@ -112,7 +112,7 @@ def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, al
 def test_an_attested_release_of_a_box_that_still_answers_is_not_released(
     alice, bob, project, sshd, no_worker, settings
 ):
-    """Issue 29 §4: a console-attested release of a box that still answered SSH ended "Done — Offline:
+    """A console-attested release of a box that still answered SSH ended "Done — Offline:
     still answering", the box shown Released and its burn $0/h. It needs a person and stays in spend."""
     from custody.execution import execute
     from custody.teardown import do_attest_teardown

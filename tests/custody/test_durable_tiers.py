@@ -1,4 +1,4 @@
-"""Issue 29 §1: a "durable" copy on an ephemeral disk. A tier was whatever a path string said, and the
+"""A "durable" copy on an ephemeral disk. A tier was whatever a path string said, and the
 wrapper's mirror ran `os.makedirs` on a missing durable root: on AutoDL without file storage, or a
 Gpushare box not marked 内网存储, the mirror landed on the system or data disk but counted as surviving
 a release. Now the durable root is measured (/proc/self/mountinfo) on the box: real mounts here."""
@@ -113,7 +113,7 @@ def second_disk(disks):
 
 
 def test_a_durable_disk_without_room_for_the_export_is_refused_before_a_byte_is_copied(exported, make_run, disks):
-    """Issue 29: the durable tier is budgeted, bytes and inodes (AutoDL's file storage caps inodes)."""
+    """The durable tier is budgeted, bytes and inodes (AutoDL's file storage caps inodes)."""
     run = make_run(state=RunState.EXPORTED, attempt=1)
     sealed_on_the_box(run, {**sealed.FILES, "best.pth": os.urandom(256 * 1024)})
     small = disks("size=64k")

@@ -1,4 +1,4 @@
-"""The last verified copy survives every sequence of consequences (DOMAIN §5, issue 13).
+"""The last verified copy survives every sequence of consequences (DOMAIN §5).
 
 Each reproduced path that destroyed the last copy is a test here, on the loopback box: the box's
 files are real files, the node-side re-hash runs the wrapper over SSH.

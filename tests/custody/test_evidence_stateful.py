@@ -13,7 +13,7 @@ out), a deletion is the real `remove_copy`.
 A box's durable disk is mounted (a tmpfs of its own), or absent: a plain directory on the data
 root's disk, or no directory at all (a RunPod pod without its network volume, AutoDL without file
 storage in the region). The mirror goes where the node's measurement accepts it and nowhere else;
-an absent disk's declared tier must never make a consequence look safe (issue 29 §1).
+an absent disk's declared tier must never make a consequence look safe.
 """
 
 import hashlib
@@ -70,7 +70,7 @@ VERIFIED = st.lists(st.booleans(), min_size=2, max_size=2)
 
 class EvidenceMachine(RuleBasedStateMachine):
     """Boxes whose durable disk is mounted. Every platform reached over SSH: the local workstation's
-    commands run on the control host only as a separate OS user or with the admin alone (issue 28 §1),
+    commands run on the control host only as a separate OS user or with the admin alone,
     and this machine has two people."""
 
     @initialize(profile=PROFILES, verified=VERIFIED)
@@ -318,7 +318,7 @@ def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, sett
     STACK.update(sshd=sshd, alice=alice, bob=bob, key=key, executed=set(), disks=set())
     run_state_machine_as_test(EvidenceMachine, settings=machine_settings(80))
     # A declared durable disk that is not there: the mirror is refused by the node's measurement, and
-    # no interleaving of consequences loses the last intact copy (issue 29 §1).
+    # no interleaving of consequences loses the last intact copy.
     mounted, STACK["executed"] = STACK["executed"], set()
     run_state_machine_as_test(AbsentDiskMachine, settings=machine_settings(30))
     assert STACK["disks"] >= {"mounted", *ABSENT}, STACK["disks"]

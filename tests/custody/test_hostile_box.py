@@ -1,4 +1,4 @@
-"""A box can no longer make the control host write without bound (issue 15).
+"""A box can no longer make the control host write without bound.
 
 The box is this machine through the local transport; a hostile box is one whose `tar` lies (a
 script first on its PATH). Every byte it sends is counted against the roster before it is written.

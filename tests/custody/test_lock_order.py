@@ -1,4 +1,4 @@
-"""Issue 29 §5: a teardown request and a run's state change on the same box deadlocked in PostgreSQL.
+"""A teardown request and a run's state change on the same box deadlocked in PostgreSQL.
 `do_request_teardown` holds the instance row while its checks run over SSH, then at COMMIT its deferred
 foreign-key checks take KEY SHARE on the run and project; the run side locked run, project and
 instance FOR UPDATE in one statement, holding the project and waiting for the instance. Every

@@ -1,4 +1,4 @@
-"""Issue 29 §4: an approval made while the broker is down was approved forever. The approval commits,
+"""An approval made while the broker is down was approved forever. The approval commits,
 then its `on_commit` enqueue fails; nothing re-drove an APPROVED request and no transition let anyone
 cancel it, so the copy it targets counted as gone. Here the approval is made in a process whose broker
 is a closed port, as a web process sees a Redis outage."""

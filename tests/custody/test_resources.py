@@ -1,4 +1,4 @@
-"""Billable resources beyond the instance (issue 17 §3): a network volume, filesystem, storage, IP or
+"""Billable resources beyond the instance: a network volume, filesystem, storage, IP or
 snapshot is registered with its rate and clock, counts in spend until deleted, shows when it outlives
 its box, and deleting it is an L3 consequence with the custody rules of evidence deletion: it is
 refused while it holds the last verified copy of an export."""

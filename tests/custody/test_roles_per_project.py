@@ -1,4 +1,4 @@
-"""Roles per project (issue 30 §4): an approver of project A decides nothing of project B's, through
+"""Roles per project: an approver of project A decides nothing of project B's, through
 the pages, the API or the sockets, and is not mailed B's requests.
 
 Vision (A) and Audio (B). alice approves and operates in Vision and is a member of Audio without a

@@ -64,7 +64,7 @@ def test_bad_sizes_and_digests_are_refused():
 
 
 def test_a_missing_sealed_roster_fails_closed():
-    """A flipped digit plus a removed sealed-roster.json once verified as "verified" (issue 14)."""
+    """A flipped digit plus a removed sealed-roster.json once verified as "verified"."""
     entry = {"path": "train.csv", "bytes": 3, "sha256": "0" * 64}
     with pytest.raises(RosterError, match="no sealed roster on the node"):
         parse_roster({"files": [entry], "sealed": None})
@@ -94,7 +94,7 @@ def test_garbage_from_a_box_is_a_roster_error_not_a_crash(document, problem):
     [["x", "x/y"], ["test/metrics.json", "test"], ["a/b", "a/b/c/d.bin"]],
 )
 def test_a_file_and_a_directory_of_the_same_name_are_refused(paths):
-    """Issue 28 §6: a roster with x and x/y crashed verify() (FileExistsError), the record left pulling."""
+    """A roster with x and x/y crashed verify() (FileExistsError), the record left pulling."""
     files = [{"path": path, "bytes": 1, "sha256": "0" * 64} for path in paths]
     with pytest.raises(RosterError, match="both as a file and as the directory"):
         parse_roster({"files": files, "sealed": files})

@@ -1,4 +1,4 @@
-"""Notifications a team uses (issue 17 §6): per-project channels (a webhook, apprise's json target),
+"""Notifications a team uses: per-project channels (a webhook, apprise's json target),
 per-user e-mail opt-in, run / teardown / clock events, delivered once per target, retried, never
 carrying a secret. The receiver is the local stub server; apprise really posts to it."""
 
@@ -201,7 +201,7 @@ def test_a_notification_a_dead_worker_held_is_delivered_again(team, chat, provid
 def test_a_project_never_posts_through_another_projects_chat_variable(
     client, team, chat, provider_stub, admin_user, dave, monkeypatch
 ):
-    """Issue 28 §7: an operator of B named A's REMOTEGPU_NOTIFY_ variable and posted into A's chat.
+    """An operator of B named A's REMOTEGPU_NOTIFY_ variable and posted into A's chat.
     Chat variables are registered and granted per project: naming one not granted is refused when the
     channel is added, and a grant revoked later stops the next message."""
     other = Project.objects.create(name="Other", slug=f"o{team.slug}")

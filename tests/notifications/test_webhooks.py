@@ -28,7 +28,7 @@ REFUSED = [
     ("https://api.localhost/hook", "localhost"),
     ("https://user:secret@hooks.example.org/x", "no user name or password"),
     ("ftp://hooks.example.org/x", "https://"),
-    # Issue 28 §8: a deny-list let these through; only globally routable unicast addresses pass.
+    # A deny-list let these through; only globally routable unicast addresses pass.
     ("https://100.64.0.1/hook", "globally routable"),
     ("https://100.100.100.200/latest/meta-data", "globally routable"),  # a cloud's metadata address
     ("https://[fec0::1]/hook", "globally routable"),

@@ -101,7 +101,7 @@ def test_beat_task_light_probes_every_running_instance(sshd, ssh_instance, celer
 
 def test_local_instance_audits_without_ssh_in_the_one_person_mode(admin_user, django_user_model, celery_worker_process):
     """The admin is the only account: the control host runs the audit as the worker's own user. A second
-    account ends that mode at once (issue 28 §1): the next probe fails with what to set."""
+    account ends that mode at once: the next probe fails with what to set."""
     project = Project.objects.create(name="Home", slug="home")
     instance = Instance.objects.create(name=f"home-desk-{TODAY}", project=project, profile_key="local")
     do_request_probe(instance.pk, "audit", actor=admin_user)

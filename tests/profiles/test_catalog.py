@@ -114,7 +114,7 @@ def test_broken_profile_stops_start_up_with_one_clear_line(tmp_path):
 @pytest.mark.parametrize("key", ["runpod", "vastai", "lambda", "paperspace"])
 def test_a_release_that_deletes_the_machine_loses_the_machines_own_disk(key):
     """The adapter's release verb and the survival matrix say the same thing: a DELETE or terminate of
-    the machine takes the disk the runs write to with it, and the panel must say so (issue 17 §4:
+    the machine takes the disk the runs write to with it, and the panel must say so (found when
     Paperspace's release deleted the machine while its block disk was said to survive)."""
     from profiles.providers.apis import APIS
 
@@ -132,7 +132,7 @@ def test_paperspace_release_keeps_only_the_separate_storage_resource():
     assert lost == {"block disk (Core)"}
 
 
-# Issue 17 §4: the facts of china.md. Checkpoints go to the persistent mount on every one of the four.
+# The facts of china.md. Checkpoints go to the persistent mount on every one of the four.
 CHINA = {
     # key: (data root, tiers lost on stop, tiers lost on release, shutdown verb offered)
     "matpool": ("/mnt", [], ["system disk"], False),

@@ -1,4 +1,4 @@
-"""Clocks that alarm (issue 17 §5): a stopped box's clocks, "N hours after stop" included, notify the
+"""Clocks that alarm: a stopped box's clocks, "N hours after stop" included, notify the
 project once per threshold, never once per beat tick, by e-mail and its webhook, with a banner."""
 
 import uuid
@@ -102,7 +102,7 @@ def test_the_project_webhook_hears_the_alarm(bob, gpushare, provider_stub, celer
 
 
 def test_a_platform_timer_on_a_running_box_alarms_before_it_stops_the_box(alice, bob, client, no_worker):
-    """Auto-shutdown timers, rental ends and notebook caps (issue 17 §5) are clocks of a running box."""
+    """Auto-shutdown timers, rental ends and notebook caps are clocks of a running box."""
     slug = f"tmr{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
     join(project, alice, bob)

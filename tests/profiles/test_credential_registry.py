@@ -1,4 +1,4 @@
-"""Issue 15 §2: `credential_ref=env:NAME` once read any worker secret, and any key path on the worker
+"""`credential_ref=env:NAME` once read any worker secret, and any key path on the worker
 could be borrowed. Now administrators register credentials and grant them to projects; an instance
 picks one of its project's; the grant is checked at every use; values never surface anywhere."""
 

@@ -217,7 +217,7 @@ def test_a_declared_tier_decides_which_consequence_a_copy_survives(client, bob, 
 
 
 def test_a_generic_ssh_box_needs_its_power_off_command(client, bob, project, runpod_key):
-    """Issue 18 §4: no default power-off on a box that is a real machine."""
+    """No default power-off on a box that is a real machine."""
     client.force_login(bob)
     response = post(client, form_data(project, profile_key="generic-ssh", name=f"vision-lab-{TODAY}"))
     assert response.status_code == 200 and not Instance.objects.exists()

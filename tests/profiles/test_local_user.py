@@ -1,4 +1,4 @@
-"""Issue 15 §1: the control host as a node runs only where the deployment turns it on, and then, where
+"""The control host as a node runs only where the deployment turns it on, and then, where
 a user is named, as that unprivileged OS user: a run's command or symlink reads nothing of the worker's."""
 
 import os
@@ -91,7 +91,7 @@ def test_a_deployment_without_the_local_node_runs_nothing_on_the_control_host(se
 
 @pytest.mark.django_db
 def test_the_workers_own_user_runs_commands_only_while_the_admin_is_alone(settings, admin_user, django_user_model):
-    """Issue 28 §1: with REMOTEGPU_LOCAL_NODE_USER unset, an operator's run on a local box ran as the
+    """With REMOTEGPU_LOCAL_NODE_USER unset, an operator's run on a local box ran as the
     worker and read /proc/<worker>/environ. Without a separate OS user the control host runs commands
     only in the one-person mode, measured at each use: the only active account is the admin."""
     project = Project.objects.create(name="Desk", slug="desk")

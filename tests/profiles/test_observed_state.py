@@ -1,5 +1,5 @@
 """An instance's billing state comes from evidence: a probe that ran a command on the box, or a run
-launched there, means running (issue 17 §1); silence moves nothing; a released box stays released."""
+launched there, means running; silence moves nothing; a released box stays released."""
 
 import uuid
 from datetime import timedelta

@@ -189,7 +189,7 @@ def test_a_failed_execution_is_retried_with_the_same_key_and_happens_once(alice,
 def test_released_means_the_provider_reports_it_gone(
     alice, bob, project, provider_api, settings, provider, target, lingering, outcome
 ):
-    """Issue 29 §4: API releases were done on the 200. RunPod and vast.ai destroy eventually, Lambda can
+    """API releases were done on the 200. RunPod and vast.ai destroy eventually, Lambda can
     leave a box in Alert: the release stays executing while a bounded poll asks the provider."""
     settings.TEARDOWN_OFFLINE_WAIT, settings.TEARDOWN_GONE_POLL_SECONDS = 2, 0.2
     released = box(project, provider, target)

@@ -1,4 +1,4 @@
-"""Reconciliation with the providers (issue 17 §2), against stubs that list what they have and can lie:
+"""Reconciliation with the providers, against stubs that list what they have and can lie:
 an orphan, a release that answered 200 and kept billing, a box stopped here that runs there."""
 
 import pytest
@@ -78,7 +78,7 @@ def test_an_orphan_is_flagged_once_notified_and_resolved_when_gone(client, bob, 
 
 @pytestmark_db
 def test_a_release_that_answered_200_and_kept_billing_is_drift(alice, bob, erin, pod, provider_api, settings):
-    """Released means gone (issue 29 §4): a 200 whose pod the provider keeps reporting needs a person and
+    """Released means gone: a 200 whose pod the provider keeps reporting needs a person and
     the box stays in spend; a person who settles it as done anyway leaves drift that says so."""
     settings.TEARDOWN_OFFLINE_WAIT, settings.TEARDOWN_GONE_POLL_SECONDS = 1, 0.2
     join(pod.project, erin)
@@ -113,7 +113,7 @@ def test_a_provider_that_cannot_list_resolves_nothing(bob, pod, provider_api, se
 
 @pytestmark_db
 def test_the_providers_answer_is_the_boxes_observed_state(bob, pod, provider_api):
-    """Issue 17 §1: a box in Unknown that the provider says runs bills at the running rate from then;
+    """A box in Unknown that the provider says runs bills at the running rate from then;
     one it says is stopped is stopped (never released: that takes a person or a teardown)."""
     Instance.objects.filter(pk=pod.pk).update(state="unknown")
     do_reconcile_providers()
@@ -135,7 +135,7 @@ def test_the_providers_answer_is_the_boxes_observed_state(bob, pod, provider_api
 def test_under_a_shared_key_a_project_sees_only_its_own_boxes_and_unowned_resources(
     client, alice, bob, dave, pod, provider_api
 ):
-    """Issue 28 §9: B's dashboard showed the names and states of A's boxes under a shared provider key.
+    """B's dashboard showed the names and states of A's boxes under a shared provider key.
     A drift row names only resources no project owns, or the viewer's own; its notice goes the same way."""
     from notifications.models import Notification
     from projects.models import Project
@@ -163,7 +163,7 @@ def test_under_a_shared_key_a_project_sees_only_its_own_boxes_and_unowned_resour
 
 @pytestmark_db
 def test_a_pods_ssh_endpoint_is_read_from_the_provider_after_a_reset(pod, provider_api):
-    """Issue 29 §6: RunPod's SSH port changes on every pod reset. The reconciliation re-reads the
+    """RunPod's SSH port changes on every pod reset. The reconciliation re-reads the
     endpoint and the box follows it, without a person editing it; its pinned host key stays pinned (a
     different key there is still refused until a person confirms it)."""
     Instance.objects.filter(pk=pod.pk).update(

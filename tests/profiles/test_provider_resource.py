@@ -1,4 +1,4 @@
-"""Issue 28 §2: a twin box terminated a guarded pod. A second box registered (or edited) with a guarded
+"""A twin box terminated a guarded pod. A second box registered (or edited) with a guarded
 pod's provider id had no exports, so its release passed every check and the provider terminated the
 real pod. The unit of custody is the provider's resource: one live box per (platform, provider id)."""
 

@@ -62,7 +62,7 @@ def test_timeout_is_enforced(transport):
 
 
 def test_an_answer_past_the_bound_ends_the_command(transport):
-    """Issue 28 §5: every read from a box has a byte bound; 40 MiB on stdout is refused at 1 MiB."""
+    """Every read from a box has a byte bound; 40 MiB on stdout is refused at 1 MiB."""
     transport.max_answer = 1024**2
     started = time.monotonic()
     with pytest.raises(AnswerTooLarge, match="more than 1048576 bytes"):

@@ -1,4 +1,4 @@
-"""A project's cost envelope after creation (issue 30 §3): set and changed by its operators and approvers,
+"""A project's cost envelope after creation: set and changed by its operators and approvers,
 audited; a forecast above the budget warns on the dashboard card, on the project page and once per
 period in a notification (a $50 budget once showed a $367.93 forecast with no warning)."""
 

@@ -1,4 +1,4 @@
-"""A full disk during closeout: the wrapper quarantines the attempt as disk_full, never dies (issue 14).
+"""A full disk during closeout: the wrapper quarantines the attempt as disk_full, never dies.
 
 The run root is a real tmpfs mounted with a small size or few inodes; the command fills it, then
 exits 0, so sealing the export is what runs out of space. Once the wrapper died there and the run

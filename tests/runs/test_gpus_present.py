@@ -1,4 +1,4 @@
-"""Issue 29 §5: a GPU was there because the form said so. Preflight now asks the run's own interpreter
+"""A GPU was there because the form said so. Preflight now asks the run's own interpreter
 whether CUDA is available and how many GPUs it sees, and nvidia-smi which processes hold the requested
 GPUs; a process outside RemoteGPU fails the run unless an approver overrides it (audited). This machine's
 torch is the CPU build ("no CUDA" is real here); the foreign process comes from an nvidia-smi shim on

@@ -158,7 +158,7 @@ def test_a_member_shares_a_project_and_the_new_member_sees_it(client, seeded, al
 
 
 def test_history_shows_the_metrics_most_runs_log_and_how_long_each_ran(client, seeded, bob):
-    """Issue 18 §7: metric columns from each run's latest curve row, a duration per run, and the page
+    """Metric columns from each run's latest curve row, a duration per run, and the page
     never loads a run's curve (deferred) to show them."""
     now = timezone.now()
     logged = {

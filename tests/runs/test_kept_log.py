@@ -1,4 +1,4 @@
-"""The full training log kept on the control host (issue 18 §7): exactly once per byte range, bounded,
+"""The full training log kept on the control host: exactly once per byte range, bounded,
 paged from the end, downloadable, and read by offset through the API; a hostile start is not believed."""
 
 import time

@@ -175,7 +175,7 @@ async def test_an_open_socket_stops_when_access_ends(alice, settings, how):
 
 
 async def test_a_box_page_hears_its_box_change_and_an_outsider_cannot_join(alice, charlie):
-    """Issue 18 §2: the box page follows a change made in another process (a worker's probe, a state)."""
+    """The box page follows a change made in another process (a worker's probe, a state)."""
     from profiles.models import Instance
     from tests.conftest import database_url
 
@@ -200,7 +200,7 @@ async def test_a_box_page_hears_its_box_change_and_an_outsider_cannot_join(alice
 
 
 async def test_a_removal_closes_the_members_sockets_when_it_commits(alice, bob, settings):
-    """Issue 28: the re-check window (LIVE_REAUTH_SECONDS) let a message through right after a removal.
+    """The re-check window (LIVE_REAUTH_SECONDS) let a message through right after a removal.
     A removal now closes the person's open sockets on commit, with the window as long as an hour."""
     from projects.membership import do_remove_member
 

@@ -1,4 +1,4 @@
-"""Issue 28 §1: an operator ran code on the control host. A `local` box an admin registered could be
+"""An operator ran code on the control host. A `local` box an admin registered could be
 *run on* by any operator of its project (registration and editing were admin-only, running was not):
 the form offered it, the API took it, and preflight started it. Runs on a local box are an admin's."""
 

@@ -1,4 +1,4 @@
-"""Applying a probe locks the run's row alone (issue 19): locking its instance and project rows too
+"""Applying a probe locks the run's row alone: locking its instance and project rows too
 made every probe of every run in a project wait in one line (at 500 runs, 78 transactions queued on
 the project row and the watchers ticked at 0.43 of their rate). Row locks: PostgreSQL only."""
 

@@ -1,4 +1,4 @@
-"""Issue 15 §5: every malformed answer from the wrapper becomes a clear failure, never an uncaught
+"""Every malformed answer from the wrapper becomes a clear failure, never an uncaught
 exception or a stuck state. A real sshd whose ForceCommand shim answers every wrapper call with
 garbage (and passes anything else, such as uploads, through) stands in for a hostile box."""
 
@@ -179,7 +179,7 @@ def probe_once(box, run, status) -> None:
 
 
 def test_a_forty_mebibyte_answer_is_ended_at_the_bound_not_held(box, hostile_run, settings):
-    """Issue 28 §5: a hostile box answered 40 MiB and the worker held it all. Past
+    """A hostile box answered 40 MiB and the worker held it all. Past
     NODE_ANSWER_MAX_BYTES the command is ended and the answer is a node error on the run."""
     settings.NODE_ANSWER_MAX_BYTES = 1024**2
     box.plant("A" * (40 * 1024**2) + "\n", "", 0)

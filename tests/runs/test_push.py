@@ -1,4 +1,4 @@
-"""Node-side push (issue 19 §1) with a real worker whose tick is slow (8 s): a line written on the
+"""Node-side push with a real worker whose tick is slow (8 s): a line written on the
 node reaches a WebSocket client long before the next probe; each probe is asked over the stream
 (no process started on the node per tick); a stream that stops answering is dropped and the tick
 probes by command; a stream killed mid-run resumes without losing or repeating a line; with the

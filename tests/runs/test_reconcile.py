@@ -1,4 +1,4 @@
-"""Nothing stranded (issue 14): every state that waits on a task has a deadline and a way out.
+"""Nothing stranded: every state that waits on a task has a deadline and a way out.
 
 Real parts: the loopback box, the tinyfit example, a real worker that is SIGKILLed, PostgreSQL
 backends terminated under the worker. Deadlines are shortened through the same settings a

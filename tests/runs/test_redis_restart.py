@@ -1,4 +1,4 @@
-"""A Redis restart under a busy worker: the worker reconnects and keeps consuming (issue 14).
+"""A Redis restart under a busy worker: the worker reconnects and keeps consuming.
 
 With celery 5.7.0 a thread-pool worker with a task in flight logged "Restoring 1 unacknowledged
 message(s)" and died with `AttributeError: 'NoneType' object has no attribute 'hostname'` as soon

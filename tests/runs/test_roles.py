@@ -1,4 +1,4 @@
-"""Roles per project (issue 30 §4): operator and approver are held in a project, admins hold every
+"""Roles per project: operator and approver are held in a project, admins hold every
 role everywhere; the first admin gets a generated password, printed once."""
 
 import io

@@ -1,4 +1,4 @@
-"""Global roles become roles per project (issue 30 §4): every member of the old groups holds that role
+"""Global roles become roles per project: every member of the old groups holds that role
 in every project they are a member of, and in no other; the groups go; the way back restores them."""
 
 import pytest

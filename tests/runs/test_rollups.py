@@ -1,4 +1,4 @@
-"""Kept totals (issue 19 §3): after any mix of the actions that change them — runs created alone or as
+"""Kept totals: after any mix of the actions that change them — runs created alone or as
 sweep cells, a draft moved to another box, attempts that exit after using GPUs, verifications that
 pass or fail, twice for one run — every kept total equals a full recomputation; and concurrent
 actions on PostgreSQL lose no increment and count a run verified once."""

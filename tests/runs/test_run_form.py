@@ -136,7 +136,7 @@ def test_illegal_transitions_raise(bob, make_run):
 
 
 def test_new_run_like_this_prefills_and_ships_its_own_overrides(client, bob, form, project, source):
-    """Issue 18 §3: change lr and run again, without copying the source directory."""
+    """Change lr and run again, without copying the source directory."""
     from tests.runs.conftest import set_config
 
     set_config(source, lr=0.1, epochs=3)
@@ -162,7 +162,7 @@ def test_new_run_like_this_prefills_and_ships_its_own_overrides(client, bob, for
 
 
 def test_a_run_that_has_not_run_is_edited_in_place_and_audited(client, bob, form, make_run, source):
-    """Issue 18 §3: a draft (or a failed preflight/smoke) is edited; its stale identities go; a bad
+    """A draft (or a failed preflight/smoke) is edited; its stale identities go; a bad
     edit is a form error that changes nothing; a run that ran, or someone without the role, cannot."""
     from tests.runs.conftest import set_config
 

@@ -80,7 +80,7 @@ def test_kill_9_then_identical_retry_resumes_from_the_checkpoint(bob, make_run, 
 
 def test_second_run_on_the_same_gpu_is_refused_until_the_first_exits(bob, make_run, no_worker):
     """One writer per GPU: the lock is taken when preflight passes. (This box's torch has no CUDA, so
-    preflight itself refuses a GPU run here, issue 29 §5: the lock is exercised on a passing report.)"""
+    preflight itself refuses a GPU run here: the lock is exercised on a passing report.)"""
     from runs.actions.lifecycle import do_finish_preflight, do_mark_launch_failed
 
     clean = {"hashes": {"source_tree_sha256": "a" * 64, "config_sha256": "b" * 64}}

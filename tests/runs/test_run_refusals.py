@@ -125,7 +125,7 @@ def test_closeout_refuses_a_forbidden_latest_pth(bob, make_run, node, source, ce
 
 
 def test_the_closeouts_staging_copy_is_in_the_budget():
-    """Issue 29: the closeout copies output/ (best.pth, last.pth) into export/.partial before the rename;
+    """The closeout copies output/ (best.pth, last.pth) into export/.partial before the rename;
     a run whose checkpoints fit the disk without that copy filled it at its last step."""
     from runs.budget import storage_budget
     from runs.models import Run

@@ -1,4 +1,4 @@
-"""History's search answers from an index on both databases (issue 19) and finds exactly what a plain
+"""History's search answers from an index on both databases and finds exactly what a plain
 substring / prefix match finds — including after runs are renamed and deleted, and (SQLite) after a
 migration rebuilt the table and dropped its triggers."""
 

@@ -1,4 +1,4 @@
-"""Spending is a cost action (issue 17 §7): a run whose expected cost exceeds what is left of its
+"""Spending is a cost action: a run whose expected cost exceeds what is left of its
 project's envelope, or a per-run threshold, waits for an approver in the approval queue; its requester
 never approves; a retry asks again. Spend is read from the boxes' state history in the database."""
 
@@ -208,7 +208,7 @@ def test_an_approval_whose_continuation_was_lost_lets_the_run_start_by_hand(team
 
 
 def test_an_edit_after_approval_cancels_it_and_asks_again(team, alice, bob):
-    """Issue 28 §3: a $12 approval, then the draft edited to run 5,000 hours, started with no new
+    """A $12 approval, then the draft edited to run 5,000 hours, started with no new
     approval. An approval covers the terms it was given (box, rate, minutes, cost); an edit cancels it."""
     from runs.actions.lifecycle import do_edit_run
 

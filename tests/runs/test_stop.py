@@ -1,4 +1,4 @@
-"""A person's Stop of a running run (issue 30 §2), on the real loopback box through a real worker: the
+"""A person's Stop of a running run, on the real loopback box through a real worker: the
 command gets SIGTERM (SIGKILL after the grace, 3 s here through RUN_STOP_GRACE_SECONDS), the attempt is
 quarantined "stopped by <person>" with its checkpoint, its GPUs are freed, and a retry resumes it."""
 

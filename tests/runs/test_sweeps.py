@@ -121,7 +121,7 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
 
 @pytest.mark.django_db(transaction=True)
 def test_a_cpu_sweep_runs_its_cells_on_cpu_slots_and_a_gpu_sweep_on_gpus(bob, make_run, instance, no_worker):
-    """Issue 29 §5: preflight refuses a GPU the box does not have, so a sweep of a CPU run no longer
+    """Preflight refuses a GPU the box does not have, so a sweep of a CPU run no longer
     writes GPU indices into its cells; each box still runs at most gpus_per_box cells at once."""
     from runs.actions.sweeps import do_advance_sweep, do_create_sweep
 

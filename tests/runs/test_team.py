@@ -1,4 +1,4 @@
-"""Team administration in the app (issue 18 §5): users with e-mail, roles and projects in one place,
+"""Team administration in the app: users with e-mail, roles and projects in one place,
 for admins only, audited; a one-time password shown once and stored nowhere in clear."""
 
 import re

@@ -1,4 +1,4 @@
-"""Watchers share a bounded number of database connections per worker process (issue 19): at 500
+"""Watchers share a bounded number of database connections per worker process: at 500
 runs a hundred watchers each opening one ran PostgreSQL (max_connections 100) out of connections.
 Twenty threads each doing a watcher's burst at once never hold more than WATCH_DB_CONNECTIONS
 backends, every burst completes, and none leaves its connection open behind it."""

@@ -59,7 +59,7 @@ def test_repeated_failures_lock_the_account_even_with_the_right_password(client,
 
 
 def test_unicode_spellings_of_one_name_share_its_lock(client, settings, django_user_model):
-    """Issue 28 §4: the form NFKC-normalises ｃｈａｒｌｉｅ and ⅽharlie to charlie; each spelling got five
+    """The form NFKC-normalises ｃｈａｒｌｉｅ and ⅽharlie to charlie; each spelling got five
     more guesses at charlie's password. They are one account's attempts now."""
     name = f"charlie{uuid.uuid4().hex[:6]}"
     django_user_model.objects.create_user(name, password="right-pass-1234")

@@ -1,4 +1,4 @@
-"""Issue 15 §6: bad input never 500s. NUL bytes once gave 500s on PostgreSQL across the pages, and the
+"""Bad input never 500s. NUL bytes once gave 500s on PostgreSQL across the pages, and the
 API answered an HTML 500. Two passes: every page in the URL conf with hostile query strings, and
 Schemathesis over the OpenAPI schema, both in the test command."""
 

@@ -1,4 +1,4 @@
-"""Templates stay readable in a diff: no line over 200 characters (issue 30). Django's template tags
+"""Templates stay readable in a diff: no line over 200 characters. Django's template tags
 cannot span lines, so a fold goes between words, between attributes or between elements."""
 
 from tests.conftest import REPO

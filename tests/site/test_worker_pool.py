@@ -1,4 +1,4 @@
-"""The worker that `make run` (and compose) starts is a thread pool with room for watchers (issue 19):
+"""The worker that `make run` (and compose) starts is a thread pool with room for watchers:
 each box with live runs holds one worker thread for its watcher's life, so a prefork pool of two
 processes — what `make run` started — held every other task (a launch, a custody pull) behind two
 watchers, and a third box waited unwatched."""
