@@ -13,6 +13,9 @@ def test_ctrl_c_stops_web_worker_and_beat(tmp_path):
         stack.wait_for(r"Created admin user 'admin' with password: (\S+)")
         stack.wait_for(r"RemoteGPU is up at")
         stack.wait_listening()
+        # Every child up, not still importing: a Ctrl-C inside an import prints its own traceback.
+        stack.wait_for(r"beat: Starting")
+        stack.wait_for(r"celery@\S+ ready")
         assert stack.interrupt() == 0
     finally:
         stack.kill()

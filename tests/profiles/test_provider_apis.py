@@ -8,10 +8,11 @@ import urllib.request
 
 import pytest
 
-from custody import execution, providers
+from custody import execution
 from custody.models import TeardownKind, TeardownStatus
 from custody.teardown import do_approve_teardown, do_request_teardown, do_retry_execution
 from profiles.models import Instance
+from profiles.providers import calls as providers
 from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED, UNKNOWN, read_state
 from tests.provider_stub import API_KEY, api_credential
 
