@@ -241,34 +241,8 @@ def no_worker(_worker):
 E2E_FIXTURES = {"_worker", "sshd", "local_node", "stack", "page"}
 
 
-# The longest modules (seconds on CI's two cores, from `make test`'s durations), started first so that
-# none of them begins when the other workers are done: a module stays on one worker (its stack is
-# shared), and xdist would otherwise start the modules with the most tests first, which put the 3-minute
-# stateful test at the end. A module not listed weighs its end-to-end test functions at E2E_SECONDS each.
-MODULE_SECONDS = {
-    "tests/custody/test_evidence_stateful.py": 180,
-    "tests/runs/test_watching.py": 200,
-    "tests/api/test_cli_e2e.py": 130,
-    "tests/runs/test_reconcile.py": 120,
-    "tests/runs/test_run_lifecycle.py": 100,
-    "tests/browser/test_runs.py": 95,
-    "tests/runs/test_push.py": 90,
-    "tests/custody/test_teardown_e2e.py": 80,
-    "tests/runs/test_sweeps.py": 80,
-    "tests/runs/test_live_channel.py": 70,
-    "tests/browser/test_stop.py": 55,
-    "tests/runs/test_interruptions.py": 45,
-    "tests/runs/test_protocol_garbage.py": 45,
-    "tests/runs/test_stop.py": 45,
-    "tests/custody/test_pull_resume.py": 35,
-    "tests/runs/test_launch.py": 35,
-}
-E2E_SECONDS = 5
-
-
 def pytest_collection_modifyitems(config, items):
-    """unit / db / e2e from the fixtures a test really uses (transitively): a marker nobody can forget;
-    then the modules longest first (MODULE_SECONDS), each module's tests in their own order."""
+    """unit / db / e2e from the fixtures a test really uses (transitively): a marker nobody can forget."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         if used & E2E_FIXTURES:
@@ -277,13 +251,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.db)
         else:
             item.add_marker(pytest.mark.unit)
-    weight: dict[str, float] = {}
-    e2e_functions = {
-        (item.nodeid.split("::")[0], item.originalname) for item in items if item.get_closest_marker("e2e")
-    }
-    for module, _ in e2e_functions:  # parametrized cases of one function are counted once: they are quick
-        weight[module] = weight.get(module, 0) + E2E_SECONDS
-    for item in items:
-        weight.setdefault(item.nodeid.split("::")[0], 0)
-    weight.update({module: seconds for module, seconds in MODULE_SECONDS.items() if module in weight})
-    items.sort(key=lambda item: -weight[item.nodeid.split("::")[0]])  # stable: a module's order is kept
