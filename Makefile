@@ -12,9 +12,11 @@ run: deps
 test: deps
 	VENV=$(VENV) ./bin/test
 
-# Everything but the end-to-end tests (no worker, box, browser or stack): the quick loop while working.
+# Everything but the end-to-end and migration tests (no worker, box, browser, stack or migration round
+# trip), on tables made from the models (--nomigrations): the quick loop while working. `make test`
+# (and CI) runs every test on a database built by the migrations.
 test-fast: deps
-	VENV=$(VENV) ./bin/test -m "not e2e"
+	VENV=$(VENV) ./bin/test -m "not e2e and not migration" --nomigrations
 
 # Every benchmark, each figure printed beside its baseline from the same run (see README, Benchmarks).
 bench: deps

@@ -245,9 +245,11 @@ def pytest_collection_modifyitems(config, items):
     """unit / db / e2e from the fixtures a test really uses (transitively): a marker nobody can forget."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
-        if used & E2E_FIXTURES:
+        if used & E2E_FIXTURES or item.get_closest_marker("e2e"):  # or a module that starts its own processes
             item.add_marker(pytest.mark.e2e)
         elif item.get_closest_marker("django_db") or used & {"db", "transactional_db", "client", "admin_user"}:
             item.add_marker(pytest.mark.db)
         else:
             item.add_marker(pytest.mark.unit)
+        if item.nodeid.split("::")[0].endswith("_migration.py"):  # a database migrated down and up again
+            item.add_marker(pytest.mark.migration)

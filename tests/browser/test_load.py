@@ -12,6 +12,9 @@ import pytest
 
 from tests.browser.test_dashboard import sign_in
 
+# Starts processes of its own (a stack, a worker, a web server): end to end, whatever its fixtures.
+pytestmark = pytest.mark.e2e
+
 CLIENTS = 50
 
 

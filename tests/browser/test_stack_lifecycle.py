@@ -4,7 +4,12 @@ import os
 import socket
 import time
 
+import pytest
+
 from tests.browser.conftest import Stack, free_port
+
+# Starts processes of its own (a stack, a worker, a web server): end to end, whatever its fixtures.
+pytestmark = pytest.mark.e2e
 
 
 def test_ctrl_c_stops_web_worker_and_beat(tmp_path):

@@ -9,8 +9,13 @@ import subprocess
 import time
 import uuid
 
+import pytest
+
 from remotegpu_site.stack import child_commands
 from tests.conftest import REPO, subprocess_env
+
+# Starts processes of its own (a stack, a worker, a web server): end to end, whatever its fixtures.
+pytestmark = pytest.mark.e2e
 
 
 def test_the_stacks_worker_is_a_thread_pool_with_room_for_many_watchers(tmp_path):
