@@ -8,8 +8,10 @@ shadow each other in one file, so that is refused here rather than found on a bo
 """
 
 import ast
+import atexit
 import functools
 import hashlib
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -106,10 +108,11 @@ def wrapper_name() -> str:
 
 @functools.cache
 def wrapper_file() -> Path:
-    """The built wrapper as a file on the control host (what an upload sends), written once per version."""
-    path = Path(tempfile.gettempdir()) / f"remotegpu-{wrapper_name()}"
-    if not path.exists() or path.read_text() != wrapper_source():
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".remotegpu-wrapper-", delete=False) as handle:
-            handle.write(wrapper_source())
-        Path(handle.name).replace(path)  # atomic: a worker beside us never uploads half a file
+    """The built wrapper as a file on the control host (what an upload sends), written once per process
+    into a directory of its own (mode 0700): never a shared name in /tmp that another user of the host
+    could plant or swap before it is uploaded to a box."""
+    directory = Path(tempfile.mkdtemp(prefix="remotegpu-wrapper-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = directory / wrapper_name()
+    path.write_text(wrapper_source())
     return path

@@ -2,6 +2,7 @@
 file: the build hoists stdlib imports, drops the package's own, and refuses what one file cannot hold."""
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -64,3 +65,10 @@ def test_modules_importing_each_other_in_a_circle_are_refused(package):
     (package / "right.py").write_text('"""Right."""\n\nfrom .left import a\n\n\ndef b():\n    return a\n')
     with pytest.raises(build.BuildError, match="circle: left -> right -> left"):
         build.build(package)
+
+
+def test_the_file_uploaded_lives_in_a_directory_only_this_process_can_write():
+    """Not a fixed name in a shared /tmp, which another user of the control host could plant first."""
+    path = build.wrapper_file()
+    assert path.read_text() == build.wrapper_source() and path.name == build.wrapper_name()
+    assert path.parent.stat().st_mode & 0o777 == 0o700 and path.parent.stat().st_uid == os.getuid()
