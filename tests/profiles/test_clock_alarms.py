@@ -1,7 +1,6 @@
 """Clocks that alarm: a stopped box's clocks, "N hours after stop" included, notify the
 project once per threshold, never once per beat tick, by e-mail and its webhook, with a banner."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -14,8 +13,7 @@ from profiles.actions import do_change_instance_state
 from profiles.alarms import do_raise_clock_alarms, threshold_due
 from profiles.costs import clock_deadlines
 from profiles.models import ClockAlarm, Instance, InstanceEvent
-from projects.models import Project
-from tests.personas import join
+from tests import factories
 from tests.waiting import deliver_notifications, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,10 +24,7 @@ def gpushare(alice, bob, carol, settings):
     """A stopped Gpushare box: /hy-tmp is wiped 24 h after stop, the box released after 240 h."""
     settings.CLOCK_ALARM_HOURS = [72, 24, 6]
     settings.WEBHOOK_ALLOW_PRIVATE = settings.WEBHOOK_ALLOW_HTTP = True
-    slug = f"clk{uuid.uuid4().hex[:8]}"
-    project = Project.objects.create(name=slug, slug=slug)
-    join(project, alice, bob, carol)
-    box = Instance.objects.create(name=f"{slug}-box-20261130", project=project, profile_key="gpushare", state="running")
+    box = factories.box(factories.project(alice, bob, carol), "gpushare", state="running")
     return do_change_instance_state(box.pk, "stopped", "night", actor=bob)
 
 
@@ -103,13 +98,8 @@ def test_the_project_webhook_hears_the_alarm(bob, gpushare, provider_stub, celer
 
 def test_a_platform_timer_on_a_running_box_alarms_before_it_stops_the_box(alice, bob, client, no_worker):
     """Auto-shutdown timers, rental ends and notebook caps are clocks of a running box."""
-    slug = f"tmr{uuid.uuid4().hex[:8]}"
-    project = Project.objects.create(name=slug, slug=slug)
-    join(project, alice, bob)
-    box = Instance.objects.create(
-        name=f"{slug}-box", project=project, profile_key="vastai", state="running",
-        stops_at=timezone.now() + timedelta(hours=5),
-    )  # fmt: skip
+    project = factories.project(alice, bob)
+    box = factories.box(project, "vastai", state="running", stops_at=timezone.now() + timedelta(hours=5))
     (deadline,) = clock_deadlines(box)
     assert deadline.key == "timer" and "vast.ai timer stops this box" in deadline.what
     assert len(do_raise_clock_alarms()) == 1 and do_raise_clock_alarms() == []

@@ -10,6 +10,7 @@ from custody.teardown import do_approve_teardown, do_request_teardown, do_resolv
 from profiles.drift import compare, do_reconcile_providers
 from profiles.models import DriftKind, Instance, ProviderDrift
 from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED, read_inventory
+from tests import factories
 from tests.personas import join
 from tests.provider_stub import api_credential
 from tests.waiting import deliver_notifications
@@ -46,10 +47,7 @@ pytestmark_db = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def pod(project, provider_api, no_worker):
     provider_api.add("runpod", "pod-known")
-    return Instance.objects.create(
-        name=f"{project.slug}-pod-20261130", project=project, profile_key="runpod", provider_id="pod-known",
-        api_credential=api_credential(project), state="running",
-    )  # fmt: skip
+    return factories.box(project, "runpod", api=True, provider_id="pod-known", state="running")
 
 
 @pytestmark_db
