@@ -15,10 +15,17 @@ LINKS = ("project", "instance", "run", "request", "credential", "subject")
 
 def record(action: str, message: str, *, actor=None, **links_and_data) -> AuditEntry:
     """One entry, in the caller's transaction (a change and its record commit together, or neither).
-    Keyword arguments named in LINKS (or their `_id`) are what it touched; any other keyword is kept in its data."""
+    Keyword arguments named in LINKS (or their `_id`) are what it touched; any other keyword is kept in its data.
+    What a run, a request or a box belongs to (a run's box and project, a request's box, a box's project)
+    is filled in from it."""
     if action not in AuditAction.values:
         raise ValueError(f"{action!r} is not an audit action")
     links = {key: links_and_data.pop(key) for key in list(links_and_data) if key.removesuffix("_id") in LINKS}
+    for owner in ("run", "request", "instance"):
+        for field in ("instance_id", "project_id"):
+            value = getattr(links.get(owner), field, None)
+            if value is not None and field not in links and field.removesuffix("_id") not in links:
+                links[field] = value
     return AuditEntry.objects.create(action=action, message=message, actor=actor, data=links_and_data, **links)
 
 

@@ -20,8 +20,7 @@ NOTIFIED = {
 
 def audit(action: str, message: str, actor=None, request=None, instance=None, **data) -> AuditEntry:
     instance = instance or (request.instance if request else None)
-    project_id = instance.project_id if instance is not None else None
-    entry = record(action, message, actor=actor, request=request, instance=instance, project_id=project_id, **data)
+    entry = record(action, message, actor=actor, request=request, instance=instance, **data)
     if instance is not None:
         instance_changed(instance.pk)  # its page's teardown panel follows
     if request is not None and action in NOTIFIED:

@@ -165,6 +165,6 @@ def resource_checks(resource, planned: Consequence, deep: bool = True, facts: Bo
 
 
 def refusal(snapshot: dict) -> str:
-    """What blocks, in words: each failing blocking check with its detail."""
+    """What blocks, in words: each failing blocking check with its detail (empty: nothing blocks)."""
     failing = [i for i in snapshot["items"] if not i["ok"] and i["label"] in snapshot["blocking"]]
     return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)

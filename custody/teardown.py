@@ -84,13 +84,13 @@ def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire
     instance = Instance.objects.select_related("project").get(pk=instance_pk)
     request = _new_request(instance, kind, reason, run, location, retire_hold, resource, actor)
     proofs = checks.checks_for(request)  # deep: may take as long as the box does; nothing is locked
-    refusal = checks.refusal(proofs) if proofs["blocking"] else ""
+    refusal = checks.refusal(proofs)
     if not refusal:
         with transaction.atomic(durable=True):
             instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
             request = _new_request(instance, kind, reason, run, location, retire_hold, resource, actor)
             fresh = checks.checks_for(request, deep=False)  # what changed while the proofs were gathered
-            refusal = checks.refusal(fresh) if fresh["blocking"] else ""
+            refusal = checks.refusal(fresh)
             if not refusal:
                 request.check_at_request = proofs
                 _save_request(request)
@@ -117,7 +117,7 @@ def do_file_teardown(instance_pk, kind, reason, run=None, location="", retire_ho
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
         request = _new_request(instance, kind, reason, run, location, retire_hold, resource, actor)
         fresh = checks.checks_for(request, deep=False)
-        refusal = checks.refusal(fresh) if fresh["blocking"] else ""
+        refusal = checks.refusal(fresh)
         if not refusal:
             request.status = TeardownStatus.CHECKING
             request.expires_at = timezone.now() + timedelta(seconds=settings.TEARDOWN_PROOF_SECONDS)
@@ -141,7 +141,7 @@ def do_settle_teardown_proofs(request_pk, proofs: dict) -> TeardownRequest:
         if request.status != TeardownStatus.CHECKING:
             return request
         fresh = checks.checks_for(request, deep=False)
-        refusal = "; ".join(checks.refusal(found) for found in (proofs, fresh) if found["blocking"])
+        refusal = "; ".join(why for why in (checks.refusal(proofs), checks.refusal(fresh)) if why)
         if refusal:
             _refuse(request, refusal)
         else:

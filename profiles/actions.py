@@ -80,7 +80,7 @@ def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Inst
         _saved_alone(instance)
         _event(instance, InstanceEvent.Kind.CREATED, f"Registered on {instance.profile.name}", actor)
         message = f"{instance.name} registered on {instance.profile.name}"
-        record(AuditAction.INSTANCE_CREATED, message, actor=actor, instance=instance, project_id=instance.project_id)
+        record(AuditAction.INSTANCE_CREATED, message, actor=actor, instance=instance)
     return instance
 
 
@@ -94,7 +94,7 @@ def do_change_instance_state(instance_id: int, new_state: str, reason: str = "",
         else:
             change_state_locked(instance, new_state, reason, actor=actor)
         message = f"{instance.name}: recorded {InstanceState(new_state).label}" + (f": {reason}" if reason else "")
-        record(AuditAction.INSTANCE_STATE_RECORDED, message, actor=actor, **_links(instance))
+        record(AuditAction.INSTANCE_STATE_RECORDED, message, actor=actor, instance=instance)
     return instance
 
 
@@ -225,7 +225,7 @@ def do_confirm_host_key(instance_id: int, fingerprint: str, *, actor) -> Instanc
         instance.save()
         _event(instance, InstanceEvent.Kind.HOST_KEY, f"Host key pinned: {fingerprint}", actor)
         message = f"{instance.name}: host key pinned: {fingerprint}"
-        record(AuditAction.INSTANCE_KEY_PINNED, message, actor=actor, **_links(instance))
+        record(AuditAction.INSTANCE_KEY_PINNED, message, actor=actor, instance=instance)
     return instance
 
 
@@ -283,7 +283,7 @@ def do_register_resource(instance_id: int, kind: str, name: str, tier: str, rate
         )
         _event(instance, InstanceEvent.Kind.NOTE, f"Billable {resource} registered at ${rate}/h", actor)
         message = f"{instance.name}: billable {resource} registered at ${rate}/h"
-        record(AuditAction.RESOURCE_REGISTERED, message, actor=actor, **_links(instance))
+        record(AuditAction.RESOURCE_REGISTERED, message, actor=actor, instance=instance)
     return resource
 
 
@@ -313,10 +313,5 @@ def do_edit_instance(instance_id: int, changes: dict, *, actor) -> list[str]:
         _saved_alone(instance)
         _event(instance, InstanceEvent.Kind.NOTE, "Edited: " + "; ".join(lines), actor, fields=changed)
         message = f"{instance.name} edited: " + "; ".join(lines)
-        record(AuditAction.INSTANCE_EDITED, message, actor=actor, fields=changed, **_links(instance))
+        record(AuditAction.INSTANCE_EDITED, message, actor=actor, fields=changed, instance=instance)
     return changed
-
-
-def _links(instance: Instance) -> dict:
-    """What an audit entry about a box touches: the box and its project."""
-    return {"instance": instance, "project_id": instance.project_id}

@@ -97,6 +97,7 @@ def wrapper_source() -> str:
     return build()
 
 
+@functools.cache
 def wrapper_version() -> str:
     # Versioned by content: a new wrapper is a new file; a live run's file is never rewritten.
     return hashlib.sha256(wrapper_source().encode()).hexdigest()[:12]

@@ -98,7 +98,7 @@ def do_start_preflight(run_pk: int, *, actor) -> Run:
         waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.LAUNCH, actor)
         if waiting is None:
             move_run(run, RunState.PREFLIGHT, "Preflight started", actor)
-            record(AuditAction.RUN_LAUNCH_ASKED, f"{run.run_id}: launch asked", actor=actor, **_links(run))
+            record(AuditAction.RUN_LAUNCH_ASKED, f"{run.run_id}: launch asked", actor=actor, run=run)
             transaction.on_commit(partial(preflight_run.delay, run.pk))
     if waiting is not None:  # raised after commit: the request is kept, the run is not started
         raise SpendPending(waiting)
@@ -198,7 +198,7 @@ def do_waive_gpu_holders(run_pk: int, comment: str, *, actor) -> Run:
             run, "note", f"GPU held by another process: overridden for the next preflight: {comment.strip()}", actor
         )
         message = f"{run.run_id}: GPU held by another process waived: {comment.strip()}"
-        record(AuditAction.RUN_GPU_WAIVED, message, actor=actor, **_links(run))
+        record(AuditAction.RUN_GPU_WAIVED, message, actor=actor, run=run)
     return run
 
 
@@ -212,9 +212,7 @@ def do_retry_run(run_pk: int, *, actor) -> Run:
         waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)
         if waiting is None:
             relaunch_run(run, actor, "Retry of the identical config")
-            record(
-                AuditAction.RUN_RETRIED, f"{run.run_id}: retried as attempt {run.attempt}", actor=actor, **_links(run)
-            )
+            record(AuditAction.RUN_RETRIED, f"{run.run_id}: retried as attempt {run.attempt}", actor=actor, run=run)
     if waiting is not None:
         raise SpendPending(waiting)
     return run
@@ -261,8 +259,3 @@ def relaunch_run(run: Run, actor, why: str) -> None:
     run.stop_asked_at, run.stop_asked_by, run.stop_delivered_at = None, None, None  # a stop was of the last one
     move_run(run, RunState.LAUNCHING, f"{why}: attempt {run.attempt}", actor)
     transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
-
-
-def _links(run: Run) -> dict:
-    """What an audit entry about a run touches: the run, its project and its box."""
-    return {"run": run, "project_id": run.project_id, "instance_id": run.instance_id}

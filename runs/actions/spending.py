@@ -147,8 +147,7 @@ def _record_decision(run: Run, request: SpendRequest, approve: bool, comment: st
     message = (
         f"{run.run_id}: spend of attempt {request.attempt} (${request.expected_cost}) {verdict}: {comment.strip()}"
     )
-    links = {"run": run, "project_id": run.project_id, "instance_id": run.instance_id}
-    record(action, message, actor=actor, spend=request.pk, **links)
+    record(action, message, actor=actor, run=run, spend=request.pk)
     if not approve and request.why == SpendRequest.Why.OVERRUN:
         notices.announce(run, Event.SPEND, f"its overrun was rejected by {actor.get_username()}: stop it by hand")
     if approve:

@@ -39,8 +39,7 @@ def do_stop_run(run_pk: int, *, actor) -> Run:
             run, "stop", f"Stop asked by {actor}: SIGTERM, then SIGKILL after {grace} s", actor, attempt=run.attempt
         )
         message = f"{run.run_id}: stop of attempt {run.attempt} asked"
-        links = {"run": run, "project_id": run.project_id, "instance_id": run.instance_id}
-        record(AuditAction.RUN_STOP_ASKED, message, actor=actor, **links)
+        record(AuditAction.RUN_STOP_ASKED, message, actor=actor, run=run)
         transaction.on_commit(partial(deliver_stop.delay, run.pk, run.attempt))
     return run
 
