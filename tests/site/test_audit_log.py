@@ -107,3 +107,22 @@ def test_a_refused_change_leaves_no_entry(project, carol):
             project.pk, {"budget": Decimal("1"), "budget_period": "month", "run_cost_threshold": None}, actor=carol
         )
     assert not AuditEntry.objects.exists()
+
+
+def test_the_log_page_asks_the_same_few_queries_however_many_entries(client, project, alice, bob, admin_user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    changes_of_every_kind(project, alice, bob, admin_user)
+    client.force_login(admin_user)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert client.get("/audit/").status_code == 200
+        return len(seen)
+
+    few = queries()
+    box = project.instances.get()
+    for n in range(20):
+        record("instance.edited", f"edit {n}", actor=bob, instance=box, run=box.runs.first())
+    assert queries() == few <= 8
