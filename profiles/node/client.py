@@ -235,12 +235,16 @@ class RunNode(NodeClient):
         """The run's src/ is on the node already (shipped by an earlier attempt)."""
         return self.transport.stat(self.layout.src) is not None
 
+    def upload_bytes(self, data: bytes, path: str) -> None:
+        """data as the file at path on the node (the transports upload files: a private temporary one)."""
+        with tempfile.NamedTemporaryFile() as handle:
+            handle.write(data)
+            handle.flush()
+            self.transport.upload(Path(handle.name), path)
+
     def upload_source(self, tarball: bytes) -> None:
         """Upload a source tarball and unpack it into the run's src/ (the wrapper's `extract`)."""
-        with tempfile.NamedTemporaryFile(suffix=".tar") as handle:
-            handle.write(tarball)
-            handle.flush()
-            self.transport.upload(Path(handle.name), f"{self.layout.active}/src.tar")
+        self.upload_bytes(tarball, f"{self.layout.active}/src.tar")
         self.call("extract", self.write_spec("extract", self.spec(0)))
 
     def spec(self, attempt: int) -> dict:
@@ -277,10 +281,7 @@ class RunNode(NodeClient):
 
     def write_spec(self, name: str, spec: dict) -> str:
         path = self.layout.spec(name)
-        with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
-            json.dump(spec, handle)
-            handle.flush()
-            self.transport.upload(Path(handle.name), path)
+        self.upload_bytes(json.dumps(spec).encode(), path)
         return path
 
     def call(self, subcommand: str, spec_path: str, timeout: float | None = None) -> dict:
@@ -359,10 +360,8 @@ class RunNode(NodeClient):
         return f"{self.layout.active}/launch-{attempt}.json"
 
     def _write_launch_marker(self, attempt: int, detach: str, command: str) -> None:
-        with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
-            json.dump({"detach": detach, "command": command}, handle)
-            handle.flush()
-            self.transport.upload(Path(handle.name), self._launch_marker(attempt))
+        marker = {"detach": detach, "command": command}
+        self.upload_bytes(json.dumps(marker).encode(), self._launch_marker(attempt))
 
     def launched_as(self, attempt: int) -> tuple[str, str] | None:
         """(detach, command) of an attempt as its launch wrote them on the node; None when the marker is
