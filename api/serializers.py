@@ -55,6 +55,9 @@ class RunSerializer(serializers.ModelSerializer):
             "exited_at",
             "environment",
             "config_overrides",
+            "secrets",
+            "hooks",
+            "hooks_sha256",
             "failure_class",
             "failure_excerpt",
             "smoke_exit_code",
@@ -102,6 +105,8 @@ class RunCreateSerializer(serializers.Serializer):
     max_relaunches = serializers.IntegerField(min_value=0, max_value=100, default=3)
     # A mapping, or key=value lines (what the CLI's --config-override sends): typed as YAML reads them.
     config_overrides = serializers.JSONField(required=False, default=dict)
+    secrets = serializers.ListField(child=serializers.CharField(max_length=60), max_length=20, default=list)
+    secrets_in_smoke = serializers.BooleanField(default=False)
 
     validate_command = _rule(validation.check_command)
     validate_config_path = _rule(validation.check_config_path)
@@ -109,6 +114,7 @@ class RunCreateSerializer(serializers.Serializer):
     validate_manifest_path = _rule(validation.check_manifest_path)
     validate_gpus = _rule(validation.check_gpus)
     validate_environment = _rule(validation.check_environment)
+    validate_secrets = _rule(validation.check_secret_names)
 
     def validate(self, data):
         user = self.context["user"]

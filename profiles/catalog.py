@@ -49,6 +49,10 @@ class Profile:
         return self.data["network"]["ssh_user"]
 
     @property
+    def hooks(self) -> dict:
+        return self.data["hooks"]
+
+    @property
     def tiers(self) -> list[dict]:
         return self.data["storage"]["tiers"]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import paramiko
 
+from profiles.models import Credential, CredentialKind
 from profiles.node.transport import CredentialError
 
 ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]*)")
@@ -99,3 +100,54 @@ def api_key_of(credential) -> str:
     if not value:
         raise CredentialError(f"the API key of credential {credential.name} is not set on this worker")
     return value
+
+
+SECRET_MIN_LENGTH = 8  # a shorter value would mask ordinary words out of every log line
+
+
+def export_name(credential) -> str:
+    """The variable a run secret is given to the command as: its `export_as`, else env:NAME's NAME."""
+    match = ENV_REFERENCE.fullmatch(credential.reference.strip())
+    return credential.export_as or (match.group(1) if match else credential.name.upper().replace("-", "_"))
+
+
+def _run_secrets(run) -> list:
+    """The run's secrets as registered credentials, in its order; a name nobody registered stays a name."""
+    named = {c.name: c for c in Credential.objects.filter(kind=CredentialKind.RUN_SECRET, name__in=run.secrets)}
+    return [named.get(name) or name for name in run.secrets]
+
+
+def secret_names(run) -> list[str]:
+    """The variables the run's secrets are exported as (names only: what a spec may hold)."""
+    return sorted(export_name(c) for c in _run_secrets(run) if not isinstance(c, str))
+
+
+def secret_problems(run) -> list[str]:
+    """Why the run's secrets cannot be given to it now (unknown, not granted, not set on this worker)."""
+    problems = []
+    for credential in _run_secrets(run):
+        if isinstance(credential, str):
+            problems.append(f"no run secret named {credential} is registered")
+        elif not credential.granted_to(run.project_id):
+            problems.append(
+                f"run secret {credential.name} is not granted to this run's project (an administrator grants it)"
+            )
+        else:
+            value = os.environ.get(ENV_REFERENCE.fullmatch(credential.reference.strip()).group(1), "")
+            if not value:
+                problems.append(f"run secret {credential.name} is not set on this worker ({credential.reference})")
+            elif len(value) < SECRET_MIN_LENGTH or "\0" in value:
+                problems.append(f"run secret {credential.name} is shorter than {SECRET_MIN_LENGTH} characters")
+    return problems
+
+
+def run_secret_values(run) -> dict[str, str]:
+    """{exported name: value}, read from the worker's environment at the moment of use; CredentialError
+    naming the first secret that is unknown, no longer granted or unset. Never put in a message."""
+    problems = secret_problems(run)
+    if problems:
+        raise CredentialError(problems[0])
+    values = {}
+    for credential in _run_secrets(run):
+        values[export_name(credential)] = os.environ[ENV_REFERENCE.fullmatch(credential.reference.strip()).group(1)]
+    return values

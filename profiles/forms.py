@@ -1,6 +1,7 @@
 import re
 import shlex
 
+import yaml
 from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -9,6 +10,7 @@ from django.utils import timezone
 from profiles import catalog
 from profiles.actions import needs_acknowledgement
 from profiles.credentials import reference_problem
+from profiles.hooks import ENV_NAME, HOOK_LIMIT, HookError, check_overrides, parse_overrides
 from profiles.hosts import valid_host
 from profiles.models import Credential, CredentialKind, Instance, InstanceState
 from profiles.naming import name_problem, purpose_guess, suggest_name
@@ -20,6 +22,25 @@ USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./$~+-]+")
 
 
+class HooksField(forms.CharField):
+    """An instance's hook overrides as YAML in the form, a checked mapping in the model (profiles/hooks.py)."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "spellcheck": "false"})
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else ""
+        return value
+
+    def to_python(self, value):
+        if isinstance(value, dict):
+            return check_overrides(value)
+        try:
+            return parse_overrides(super().to_python(value) or "")
+        except HookError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
 class InstanceForm(forms.ModelForm):
     profile_key = forms.ChoiceField(label="Platform", choices=())
     port = forms.IntegerField(initial=22, validators=[MinValueValidator(1), MaxValueValidator(65535)])
@@ -28,6 +49,13 @@ class InstanceForm(forms.ModelForm):
     acknowledge = forms.BooleanField(
         required=False,
         label="I have read this platform's conveniences and danger clocks",
+    )
+    hooks = HooksField(
+        label="Hook overrides",
+        required=False,
+        max_length=HOOK_LIMIT,
+        help_text="YAML over the platform's hooks, e.g. interpreter: /opt/venv/bin/python, or env: {HF_ENDPOINT: "
+        "https://hf-mirror.com}, or proxy: {source: /etc/network_turbo, exports: {}, unset: [http_proxy], note: …}",
     )
 
     class Meta:
@@ -51,6 +79,7 @@ class InstanceForm(forms.ModelForm):
             "rate_running",
             "rate_stopped",
             "stops_at",
+            "hooks",
         ]
         widgets = {"stops_at": forms.DateTimeInput(attrs={"type": "datetime-local"})}
 
@@ -184,7 +213,7 @@ class CredentialForm(forms.ModelForm):
 
     class Meta:
         model = Credential
-        fields = ["name", "kind", "reference", "projects", "note"]
+        fields = ["name", "kind", "reference", "export_as", "projects", "note"]
 
     def clean_reference(self):
         reference = self.cleaned_data["reference"]
@@ -201,6 +230,14 @@ class CredentialForm(forms.ModelForm):
         reference = data.get("reference") or ""
         if data.get("kind") == CredentialKind.PROVIDER_KEY and reference and not reference.startswith("env:"):
             self.add_error("reference", "A provider API key is read from an environment variable: env:NAME.")
+        if data.get("kind") == CredentialKind.RUN_SECRET and reference and not reference.startswith("env:"):
+            self.add_error("reference", "A run secret is read from an environment variable on the workers: env:NAME.")
+        export_as = (data.get("export_as") or "").strip()
+        if export_as and data.get("kind") != CredentialKind.RUN_SECRET:
+            self.add_error("export_as", "Only a run secret is exported to a run's command.")
+        elif export_as and (not ENV_NAME.fullmatch(export_as) or export_as.startswith("REMOTEGPU_")):
+            self.add_error("export_as", "An environment variable name: letters, digits and _, not REMOTEGPU_*.")
+        data["export_as"] = export_as
         return data
 
 

@@ -49,6 +49,11 @@ class NodeLayout:
         return posixpath.join(self.quarantine_base, f"{self.run_id}--{attempt}")
 
     @property
+    def cache(self) -> str:
+        """The project's regenerable cache on this node (HF_HOME, pip, staged datasets): never evidence."""
+        return posixpath.join(self.run_root, "cache")
+
+    @property
     def tools(self) -> str:
         return posixpath.join(self.run_root, ".remotegpu")
 
@@ -59,7 +64,7 @@ class NodeLayout:
         return posixpath.normpath(posixpath.join(self.src, relative))
 
     def as_dict(self) -> dict:
-        keys = ["run_root", "active", "src", "ckpt", "output", "partial", "export", "quarantine_base"]
+        keys = ["run_root", "active", "src", "ckpt", "output", "partial", "export", "quarantine_base", "cache"]
         return {key: getattr(self, key) for key in keys}
 
 

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from core.states import Transitions
 from profiles.catalog import get_profile
+from profiles.hooks import effective as effective_hooks
 from profiles.node.transport import HostKey
 from profiles.resources import FACTS as RESOURCE_FACTS
 
@@ -38,6 +39,7 @@ INSTANCE_TRANSITIONS = Transitions(
 class CredentialKind(models.TextChoices):
     SSH_KEY = "ssh-key", "SSH private key"
     PROVIDER_KEY = "provider-key", "Provider API key"
+    RUN_SECRET = "run-secret", "Run secret"
 
 
 class CredentialQuerySet(models.QuerySet):
@@ -70,6 +72,13 @@ class Credential(models.Model):
         "workers. Never the secret itself.",
     )
     projects = models.ManyToManyField("projects.Project", blank=True, related_name="credentials")
+    export_as = models.CharField(
+        "exported as",
+        max_length=64,
+        blank=True,
+        help_text="Run secrets: the variable the training command sees (e.g. WANDB_API_KEY); empty: the "
+        "variable named by env:NAME.",
+    )
     note = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -174,6 +183,12 @@ class Instance(models.Model):
         blank=True,
         help_text="When a timer of the platform stops or ends this box: auto-shutdown, rental end, notebook cap.",
     )
+    hooks = models.JSONField(
+        "hook overrides",
+        default=dict,
+        blank=True,
+        help_text="Overrides of the platform's hooks for this box: proxy, env, interpreter (profiles/hooks.py).",
+    )
     state = models.CharField(max_length=16, choices=InstanceState.choices, default=InstanceState.UNKNOWN)
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -214,6 +229,11 @@ class Instance(models.Model):
     @property
     def data_root(self) -> str:
         return self.data_root_override or self.profile.data_root
+
+    @property
+    def effective_hooks(self) -> dict:
+        """The platform's hooks with this box's overrides over them."""
+        return effective_hooks(self.profile.hooks, self.hooks or {})
 
     @property
     def data_tier_info(self) -> dict:

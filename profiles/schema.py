@@ -38,6 +38,13 @@ VIA = Choice(("api", "ssh", "console", "none"))
 # a release: the composite meter-stop verb once told an operator to "shut down, then release").
 CONSEQUENCE = {"via": VIA, "irreversible": bool, "verb": str}
 
+# A platform's hooks (checked against ../shared/reference/profiles/ by tests/profiles/test_hooks.py):
+# the proxy hook sourced for the training child (its `unset` names leave the wrapper's environment), the
+# environment the child gets ($CACHE is the project's cache/ on the node, $HOME the box's home) and the
+# interpreter for the wrapper and for a run that names none. An instance may override any of them.
+PROXY_HOOK = {"source": Optional(str), "exports": MapOf(str), "unset": ListOf(str), "note": str}
+HOOKS = {"proxy": Optional(PROXY_HOOK), "env": MapOf(str), "interpreter": Optional(str)}
+
 # The eight sections of the seed's profile schema (plus free-form notes).
 PROFILE_SCHEMA = {
     "identity": {
@@ -79,7 +86,7 @@ PROFILE_SCHEMA = {
         "danger_clocks": ListOf({"what": str, "clock": str}, min_items=1),
     },
     "teardown": {"shutdown": CONSEQUENCE, "release": CONSEQUENCE, "destroy": CONSEQUENCE},
-    "script_overrides": MapOf(str),
+    "hooks": HOOKS,
     "notes": ListOf(str),
 }
 

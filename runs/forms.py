@@ -74,6 +74,13 @@ class RunForm(forms.ModelForm):
     gpus_text = forms.CharField(label="GPUs", required=False, help_text="Indices, e.g. 0 or 0,1; empty for CPU")
     checkpoint_mib = forms.IntegerField(label="Checkpoint size (MiB)", min_value=0, initial=100)
     scratch_mib = forms.IntegerField(label="Scratch (MiB)", min_value=0, initial=0)
+    secrets_text = forms.CharField(
+        label="Run secrets",
+        required=False,
+        max_length=1300,
+        help_text="Names of run secrets granted to the project (e.g. wandb-key), comma-separated: the command "
+        "gets each as an environment variable; values never leave the workers except to the box, for the attempt.",
+    )
     config_overrides_text = forms.CharField(
         label="Config overrides",
         required=False,
@@ -99,6 +106,7 @@ class RunForm(forms.ModelForm):
             "environment",
             "auto_relaunch",
             "max_relaunches",
+            "secrets_in_smoke",
         ]
 
     def __init__(self, *args, user=None, **kwargs):
@@ -135,13 +143,17 @@ class RunForm(forms.ModelForm):
     def clean_manifest_path(self):
         return validation.check_manifest_path(self.cleaned_data["manifest_path"])
 
+    def clean_secrets_text(self):
+        return validation.parse_secret_names(self.cleaned_data["secrets_text"])
+
     def clean_gpus_text(self):
         return validation.parse_gpus(self.cleaned_data["gpus_text"])
 
     def clean(self):
         data = super().clean()
+        data["secrets"] = data.get("secrets_text") or []
         for field, problem in validation.relation_problems(data, self.user).items():
-            self.add_error(field, problem)
+            self.add_error("secrets_text" if field == "secrets" else field, problem)
         if data.get("config_overrides_text") and not self.errors:
             try:
                 data["config_overrides"] = validation.check_config_overrides(
@@ -159,6 +171,7 @@ class RunForm(forms.ModelForm):
         "checkpoint_bytes",
         "scratch_bytes",
         "config_overrides",
+        "secrets",
     ]
 
     @classmethod
@@ -187,6 +200,7 @@ class RunForm(forms.ModelForm):
             "checkpoint_mib": run.checkpoint_bytes // MIB,
             "scratch_mib": run.scratch_bytes // MIB,
             "config_overrides_text": sweeps.overrides_text(run.config_overrides),
+            "secrets_text": ", ".join(run.secrets),
         }
 
     def save(self, commit=True):
@@ -198,6 +212,7 @@ class RunForm(forms.ModelForm):
         run.checkpoint_bytes = data["checkpoint_mib"] * MIB
         run.scratch_bytes = data["scratch_mib"] * MIB
         run.config_overrides = data.get("config_overrides") or {}
+        run.secrets = data.get("secrets") or []
         if commit:
             run.save()
         return run

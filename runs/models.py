@@ -155,6 +155,14 @@ class Run(models.Model):
         help_text="Interpreter path, venv directory or conda env name on the node; blank = the image's python3",
     )
     env_identity = models.JSONField(default=dict, blank=True, help_text="sys.executable, Python, torch, CUDA")
+    secrets = models.JSONField(
+        default=list, blank=True, help_text="Names of the run secrets its command gets (never their values)"
+    )
+    secrets_in_smoke = models.BooleanField(
+        "secrets in the smoke too", default=False, help_text="Give the secrets to the CPU smoke as well."
+    )
+    hooks = models.JSONField(default=dict, blank=True, help_text="The platform hooks as the node applied them")
+    hooks_sha256 = models.CharField(max_length=64, blank=True, help_text="The hooks' identity")
     sweep = models.ForeignKey("Sweep", null=True, blank=True, on_delete=models.PROTECT, related_name="cells")
     cell = models.PositiveSmallIntegerField(null=True, blank=True)
     config_overrides = models.JSONField(default=dict, blank=True, help_text="A sweep cell's changes to the config")

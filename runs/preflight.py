@@ -7,6 +7,7 @@ Binding the identities and taking the GPU locks is left to the action that recor
 
 from django.conf import settings
 
+from runs import hooks
 from runs.budget import storage_budget
 from runs.environment import environment_problems
 from runs.gpus import gpu_problems
@@ -24,4 +25,5 @@ def verdict(run, report: dict) -> tuple[dict, list[str]]:
     problems += gpu_problems(run.gpus, environment, report.get("gpu_holders"), waived)
     tier = declared_tier_problem(run.instance.data_tier, report.get("mounts") or {})
     problems += [tier] if tier else []
-    return {**report, "budget": budget.as_dict()}, problems
+    kept_hooks = hooks.record(run.instance.effective_hooks, report.get("hooks"))
+    return {**report, "budget": budget.as_dict(), "hooks": kept_hooks}, problems

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 
+from profiles.credentials import run_secret_values, secret_problems
 from profiles.layout import resolve_home
 from profiles.node.build import wrapper_name
 from profiles.node.client import RunNode
@@ -61,6 +62,8 @@ def preflight_run(run_pk: int) -> None:
         lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
         return
     report, problems = preflight.verdict(run, {**report, "commit": commit})
+    # Names only: whether each secret is known, granted and set here; its value is read at launch.
+    problems += [f"Secrets: {problem}" for problem in secret_problems(run)]
     lifecycle.do_finish_preflight(run_pk, report, problems)
 
 
@@ -72,8 +75,11 @@ def smoke_run(run_pk: int) -> None:
     if run is None:
         return
     try:
+        values = run_secret_values(run) if run.secrets_in_smoke else {}
         with RunNode(run) as node:
-            result = node.call("smoke", node.write_spec("smoke", node.spec(0)), timeout=settings.SMOKE_TIMEOUT + 30)
+            spec_path = node.write_spec("smoke", node.spec(0))
+            node.put_secrets(0, values)
+            result = node.call("smoke", spec_path, timeout=settings.SMOKE_TIMEOUT + 30)
     except TransportError as exc:
         lifecycle.do_finish_smoke(run_pk, -1, f"could not run the smoke: {exc}")
         return
@@ -108,6 +114,8 @@ def launch_run(run_pk: int, attempt: int) -> None:
             if detach_kind == "onstart":
                 node.install_start_hook(resolve_home(VAST_START_HOOK, node.home))
             use_tmux = detach_kind in ("tmux", "onstart") and run.preflight_report.get("tmux")
+            # Read now, at every (re)launch: a grant revoked since the last attempt stops this one.
+            node.put_secrets(attempt, run_secret_values(run))
             detach, command = node.launch(attempt, bool(use_tmux))
     except TransportError as exc:
         lifecycle.do_mark_launch_failed(run_pk, attempt, str(exc))

@@ -6,6 +6,7 @@ other and the world (the instance's project and host key, the source on the cont
 Adding a run field means the model and, if it has a rule, one function here.
 """
 
+import re
 import shlex
 from pathlib import PurePosixPath
 
@@ -13,6 +14,7 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from profiles.control_host import runs_here_problem
+from profiles.models import Credential, CredentialKind
 from runs import sources, sweeps
 from runs.models import SourceKind
 
@@ -100,6 +102,35 @@ def check_gpus(gpus: list[int]) -> list[int]:
     return gpus
 
 
+SECRET_NAME = re.compile(r"[-a-zA-Z0-9_]{1,60}")
+MAX_SECRETS = 20
+
+
+def parse_secret_names(text: str) -> list[str]:
+    """Run secrets as typed in the form: names separated by commas, spaces or lines."""
+    return check_secret_names([name for name in re.split(r"[\s,]+", text) if name])
+
+
+def check_secret_names(names: list[str]) -> list[str]:
+    bad = [name for name in names if not SECRET_NAME.fullmatch(name)]
+    if bad:
+        raise ValidationError(f"{bad[0][:60]!r} is not a credential name (letters, digits, '-' and '_').")
+    if len(names) > MAX_SECRETS or len(set(names)) != len(names):
+        raise ValidationError(f"At most {MAX_SECRETS} run secrets, each named once.")
+    return names
+
+
+def secret_problem(names: list[str], project) -> str | None:
+    """Each named run secret is registered and granted to the project (its value is read only at launch)."""
+    known = {c.name: c for c in Credential.objects.filter(kind=CredentialKind.RUN_SECRET, name__in=names)}
+    for name in names:
+        if name not in known:
+            return f"No run secret named {name} is registered (an administrator registers it on the Credentials page)."
+        if not known[name].granted_to(project.pk):
+            return f"Run secret {name} is not granted to {project.name}; an administrator grants it."
+    return None
+
+
 def relation_problems(data: dict, user) -> dict[str, str]:
     """Field -> problem for rules across fields (user: who makes the run); resolves a git source's commit."""
     problems = {}
@@ -110,6 +141,8 @@ def relation_problems(data: dict, user) -> dict[str, str]:
         problems["instance"] = refused
     elif instance and not instance.profile.is_local and instance.pinned_host_key is None:
         problems["instance"] = "Confirm this instance's host key first (test its connection)."
+    if project and data.get("secrets") and (refused := secret_problem(data["secrets"], project)):
+        problems["secrets"] = refused
     path = data.get("source_path", "")
     if kind in (SourceKind.LOCAL_DIR, SourceKind.GIT) and path:
         try:

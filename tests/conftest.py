@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
@@ -18,6 +19,11 @@ from tests.provider_stub import API_KEY, KEY_ENV, ProviderStub
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
 
+
+# A run secret's value for this session, set before any worker starts (each inherits this environment):
+# tests prove it reaches a training child and nothing else (tests/runs/test_run_secrets.py).
+RUN_SECRET_ENV = "RGPU_TEST_RUN_SECRET"
+RUN_SECRET_VALUE = os.environ.setdefault(RUN_SECRET_ENV, f"canary-{uuid.uuid4().hex}")
 
 WORKER_APPLICATION = "remotegpu-test-worker"  # how the session worker's PostgreSQL backends are named
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from django.conf import settings
 
 from profiles.control_host import local_node_problem
-from profiles.credentials import ssh_auth
+from profiles.credentials import secret_names, ssh_auth
 from profiles.layout import NodeLayout, resolve_home
 from profiles.node.build import wrapper_file, wrapper_name
 from profiles.node.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
@@ -29,6 +29,7 @@ from profiles.node.transport import (
     Transport,
     scan_host_key,
 )
+from profiles.node.transport.base import shell_path
 
 
 def transport_for(instance) -> Transport:
@@ -55,12 +56,15 @@ def first_contact_key(instance):
     return scan_host_key(instance.host, instance.port, settings.SSH_CONNECT_TIMEOUT)
 
 
-def wrapper_argv(tools: str, subcommand: str, *args: str, node_limit: int | None = None) -> list[str]:
-    """The wrapper's command line on the node; node_limit: seconds after which `timeout` ends it there too."""
+def wrapper_argv(
+    tools: str, subcommand: str, *args: str, node_limit: int | None = None, python: str | None = None
+) -> list[str]:
+    """The wrapper's command line on the node; node_limit: seconds after which `timeout` ends it there too;
+    python: the box's interpreter for the wrapper (its hooks'), NODE_PYTHON by default."""
     # -I: the box's PYTHON* variables and user site cannot reach the wrapper (a PYTHONPATH with a
     # json.py would shadow ours); -S: no site-packages, which the stdlib-only wrapper never needs and
     # whose .pth files cost each start tens of ms (a third of a probe's CPU on the benchmark box).
-    argv = [settings.NODE_PYTHON, "-I", "-S", f"{tools}/{wrapper_name()}", subcommand, *args]
+    argv = [python or settings.NODE_PYTHON, "-I", "-S", f"{tools}/{wrapper_name()}", subcommand, *args]
     return ["timeout", "-k", "1", str(node_limit), *argv] if node_limit is not None else argv
 
 
@@ -77,10 +81,21 @@ class NodeClient:
     def __init__(self, instance):
         self.instance = instance
         self.transport = transport_for(instance)
+        self.python = None  # the hooks' interpreter, once the box said it has it (__enter__)
 
     def __enter__(self):
         self.transport.__enter__()
-        self.home = self.transport.run_script('printf %s "$HOME"', timeout=settings.SSH_COMMAND_TIMEOUT).stdout
+        self.hooks = self.instance.effective_hooks
+        # $HOME, and whether the hooks' interpreter is there, in the one round-trip a connection starts with.
+        wanted = self.hooks["interpreter"]
+        script = 'printf "%s\\n" "$HOME"'
+        if wanted:
+            script += f"; if [ -x {shell_path(wanted)} ]; then printf yes; fi"
+        answer = self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT).stdout
+        self.home, _, found = answer.partition("\n")
+        # Measured, not declared: an interpreter the box does not have is never the wrapper's (the
+        # preflight reports it); the run's own default follows the same answer on the box.
+        self.python = resolve_home(wanted, self.home) if wanted and found.strip() == "yes" else None
         return self
 
     def __exit__(self, *exc):
@@ -117,7 +132,8 @@ class NodeClient:
         bound: a `timeout` on the node as well, so a call we stopped waiting for stops there too.
         """
         timeout = timeout or settings.SSH_COMMAND_TIMEOUT
-        argv = wrapper_argv(tools, subcommand, *args, node_limit=max(1, int(timeout) - 2) if bound else None)
+        limit = max(1, int(timeout) - 2) if bound else None
+        argv = wrapper_argv(tools, subcommand, *args, node_limit=limit, python=self.python)
         stdin = json.dumps(request).encode() if request is not None else None
         try:
             result = self.transport.run(argv, timeout=timeout, stdin=stdin)
@@ -153,7 +169,7 @@ class NodeClient:
         for item, run in zip(items, runs, strict=True):
             item["log_offset"] = offsets.get(run.run_id, run.log_offset)
         request = {"runs": items, "lifetime": lifetime, "poll": settings.WATCH_PUSH_POLL}
-        argv = wrapper_argv(tools, "follow", node_limit=int(lifetime) + 5)
+        argv = wrapper_argv(tools, "follow", node_limit=int(lifetime) + 5, python=self.python)
         return self.transport.follow(argv, json.dumps(request).encode())
 
     def _attempts(self, runs) -> tuple[str, list[dict]]:
@@ -261,6 +277,10 @@ class RunNode(NodeClient):
             "argv": run.command,
             "cwd": layout.src,
             "env": {},
+            # The names the command gets its run secrets under (the values travel only on put-secrets'
+            # stdin); the smoke gets them only when the run asks.
+            "secrets": secret_names(run) if attempt or run.secrets_in_smoke else [],
+            "hooks": self.hooks,
             "gpus": run.gpus,
             "environment": resolve_home(run.environment, self.home) if run.environment else "",
             "inputs": inputs,
@@ -274,6 +294,13 @@ class RunNode(NodeClient):
             # A declared tier is measured: preflight reports the mount of its path beside the data root's.
             "data_tier_path": self._declared_tier_path(),
         }
+
+    def put_secrets(self, attempt: int, values: dict[str, str]) -> None:
+        """The attempt's secrets to the node on the command's stdin: a 0600 file its wrapper reads once."""
+        if not values:
+            return
+        spec_path = self.attempt_spec(attempt) if attempt else self.layout.spec("smoke")
+        self.invoke(self.layout.tools, "put-secrets", spec_path, request={"values": values})
 
     def _declared_tier_path(self) -> str | None:
         tier = self.instance.profile.tier_named(self.instance.data_tier) if self.instance.data_tier else None
@@ -343,7 +370,7 @@ class RunNode(NodeClient):
         """Start the attempt detached; returns (detach primitive, the command as launched). Both are
         written on the node first, so a redelivered launch that adopts the attempt reads them back."""
         spec_path = self.attempt_spec(attempt)
-        inner = [settings.NODE_PYTHON, self.wrapper_path, "run", spec_path]
+        inner = [self.python or settings.NODE_PYTHON, self.wrapper_path, "run", spec_path]
         if use_tmux:
             session = f"rgpu-{self.run.run_id}-{attempt}"
             argv = ["tmux", "new-session", "-d", "-s", session, shlex.join(inner)]

@@ -28,6 +28,7 @@ ANSWERS = {
     "close-active": {"closed": bool},
     "abandon": {"abandoned": bool},
     "stop": {"stopped": bool},
+    "put-secrets": {"written": list},
     "idle": {"busy": list},
     "clean-caches": {"freed": int, "removed": list},
     "remove-copy": {"removed": bool, "bytes": int},
@@ -79,6 +80,7 @@ STORED_ANSWERS = {
         "environment": dict,
         "gpu_holders": (dict, type(None)),
         "mounts": dict,
+        "hooks": dict,
     },
     "smoke": {},
 }

@@ -10,7 +10,7 @@ from core.audit import record
 from core.models import AuditAction
 from core.states import IllegalTransition
 from profiles.actions import do_observe_running
-from runs import environment, rollups
+from runs import environment, hooks, rollups
 from runs.actions.base import (
     acquire_gpus,
     arm_watcher,
@@ -125,6 +125,10 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
                 problems = [holder]
         run.preflight_report = {**report, "problems": problems}
         run.write_bytes_per_second = report.get("write_bytes_per_second") or run.write_bytes_per_second
+        if report.get("hooks"):
+            run.hooks, run.hooks_sha256 = report["hooks"], hooks.sha256(report["hooks"])
+            for warning in hooks.warnings(report["hooks"]):
+                run_event(run, "alert", warning)
         if report.get("environment"):
             run.env_identity = environment.identity(report["environment"])
             persistent = run.instance.profile.data["identity"]["persistent"]

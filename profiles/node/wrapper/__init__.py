@@ -13,6 +13,7 @@ has the file it is executing changed under it. Subcommands (main.COMMANDS), most
   probe      status of many runs (request JSON on stdin): the watcher's tick -> JSON on stdout
   follow     push what the runs write as they write it, and answer probes asked on stdin (JSON lines)
   stop       a person's stop (request on stdin): SIGTERM, SIGKILL after the grace
+  put-secrets  the attempt's secrets (values on stdin) into a 0600 file the attempt reads once and deletes
   gpus       what nvidia-smi reports, and the GPU processes that are not ours
   abandon    quarantine an attempt that has no process and no exit marker
   roster     relative path, bytes and SHA-256 of every file of the sealed export -> JSON

@@ -2,6 +2,8 @@
 
 import os
 
+from .hooks import hook_env
+
 
 def attempt_dir(spec):
     return os.path.join(spec["active"], f"attempt-{spec['attempt']}")
@@ -11,9 +13,14 @@ def quarantine_dir(spec):
     return os.path.join(spec["quarantine_base"], f"{spec['run_id']}--{spec['attempt']}")
 
 
-def run_env(spec, smoke):
+def run_env(spec, smoke, secrets=None, hooks=None):
+    """The command's environment: the box's, the platform's hooks, the run's secrets, then ours.
+
+    Only the child gets this: the wrapper's own environment never holds a hook or a secret."""
     env = dict(os.environ)
     env.update(spec.get("env") or {})
+    env.update(hook_env(spec, env)[0] if hooks is None else hooks)
+    env.update(secrets or {})
     env.update(
         {
             "REMOTEGPU_RUN_ID": spec["run_id"],

@@ -8,6 +8,7 @@ import sys
 import time
 
 from .files import expand, read
+from .hooks import hook_interpreter
 
 
 def boot_identity(spec):
@@ -88,13 +89,14 @@ def known_venvs(spec):
 
 
 def interpreter_for(spec):
-    """The python a run uses: its named environment (interpreter, venv dir or conda env), else the image's."""
+    """The python a run uses: its named environment (interpreter, venv dir or conda env), else the
+    platform's interpreter (its hooks, when this box has it), else the image's."""
     wanted = (spec.get("environment") or "").strip()
     if not wanted:
         argv0 = (spec.get("argv") or [""])[0]
         if "/" in argv0 and os.path.basename(argv0).startswith("python"):
             return argv0  # the command names its interpreter outright
-        return shutil.which("python3") or sys.executable
+        return hook_interpreter(spec) or shutil.which("python3") or sys.executable
     path = expand(wanted)
     if os.path.isfile(path):
         return path

@@ -10,6 +10,7 @@ from .attempts import attempt_dir, quarantine_dir
 from .environment import argv_in_environment
 from .files import DISK_FULL, RESERVE, atomic_write, durable_write
 from .roster import roster_of, sealed_roster_path
+from .run_secrets import remove_secrets
 
 REQUIRED_EXPORT = ("run.json", "config.yaml", "train.csv", "best.pth")
 
@@ -80,6 +81,7 @@ def stage_export(spec, partial):
 
 
 def quarantine(spec, reason):
+    remove_secrets(spec)  # a quarantined attempt never starts again: its secrets go first
     target = quarantine_dir(spec)
     source = attempt_dir(spec)
     reserve = os.path.join(source, RESERVE)

@@ -18,6 +18,7 @@ from .rehash import cmd_rehash
 from .remove_copy import cmd_remove_copy
 from .roster import cmd_roster
 from .run import cmd_run
+from .run_secrets import cmd_put_secrets
 from .smoke import cmd_smoke
 from .status import cmd_status
 from .stop import cmd_stop
@@ -36,6 +37,7 @@ COMMANDS = {
     "roster": (cmd_roster, (SPEC,)),
     "gpus": (cmd_gpus, (SPEC,)),
     "stop": (cmd_stop, (SPEC, STDIN)),
+    "put-secrets": (cmd_put_secrets, (SPEC, STDIN)),
     "mirror": (cmd_mirror, (SPEC, ARG, ARG)),
     "idle": (cmd_idle, (ARG,)),
     "probe": (cmd_probe, (STDIN,)),

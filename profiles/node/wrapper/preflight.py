@@ -8,6 +8,7 @@ import sys
 from .environment import environment_report, write_speed
 from .files import expand, measure, mount_of, sha256_file, tree_hash
 from .gpus import gpu_holders
+from .hooks import hook_env
 
 
 def cmd_preflight(spec):
@@ -28,6 +29,7 @@ def cmd_preflight(spec):
     report["python"] = sys.version.split()[0]
     report["write_bytes_per_second"] = write_speed(spec["run_root"])
     report["environment"] = environment_report(spec)
+    report["hooks"] = hook_env(spec, dict(os.environ))[1]
     if spec.get("gpus"):
         report["gpu_holders"] = gpu_holders(spec)
     report["mounts"] = {"data": mount_of(spec["run_root"])}

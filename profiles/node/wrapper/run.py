@@ -13,6 +13,8 @@ from .attempts import attempt_dir, run_env
 from .environment import argv_in_environment, boot_identity
 from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
+from .hooks import drop_proxy_from_wrapper, hook_env, make_cache
+from .run_secrets import pump_masked, remove_secrets, take_secrets
 from .stop import stop_reason, terminate_gracefully
 
 
@@ -25,7 +27,22 @@ def heartbeat(path, interval, stop):
                 handle.write(f"{int(time.time())}\n")
 
 
+def start_child(spec, log, secrets, hooks):
+    """The command, started without a shell; with secrets its output is masked on its way to the log."""
+    argv = argv_in_environment(spec)
+    env = run_env(spec, False, secrets, hooks)
+    if not secrets:
+        return subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=log, stderr=log), None
+    child = subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pump = threading.Thread(target=pump_masked, args=(child.stdout, log, list(secrets.values())), daemon=True)
+    pump.start()
+    return child, pump
+
+
 def cmd_run(spec):
+    secrets = take_secrets(spec)  # read once, the file gone before anything else happens
+    drop_proxy_from_wrapper(spec)
+    make_cache(spec)
     attempt = attempt_dir(spec)
     os.makedirs(attempt, exist_ok=True)
     for directory in (spec["ckpt"], spec["output"], os.path.dirname(spec["partial"]), spec["quarantine_base"]):
@@ -38,21 +55,30 @@ def cmd_run(spec):
     beat = os.path.join(attempt, "heartbeat")
     atomic_write(beat, f"{int(time.time())}\n")
     threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
+    pump = None
     with open(log_path, "ab") as log:
         try:
             argv = argv_in_environment(spec)
-            child = subprocess.Popen(argv, cwd=spec["cwd"], env=run_env(spec, False), stdout=log, stderr=log)
-            # What actually ran, read back by the control side: the argv and the kernel's view of it.
+            hooks, hooks_ran = hook_env(spec, dict(os.environ))
+            child, pump = start_child(spec, log, secrets, hooks)
+            # What actually ran, read back by the control side: the argv, the kernel's view of it, the
+            # hooks applied (names of what the proxy exported, never values) and the secrets' names.
             exe = os.path.realpath(f"/proc/{child.pid}/exe") if os.path.exists(f"/proc/{child.pid}/exe") else ""
-            atomic_write(os.path.join(attempt, "ran.json"), json.dumps({"argv0": argv[0], "exe": exe}))
+            ran = {"argv0": argv[0], "exe": exe, "hooks": hooks_ran}
+            ran["secrets"] = sorted(secrets)
+            atomic_write(os.path.join(attempt, "ran.json"), json.dumps(ran))
         except OSError as exc:
             log.write((f"cannot start the command: {exc}\n").encode())
             child = None
+        secrets = None  # the child has them; this process needs them no longer
         atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")
         # A SIGTERM to the wrapper is passed on (then SIGKILL after the grace), so the exit marker is
         # still written; a person's stop (cmd_stop) is a SIGTERM with its marker.
         signal.signal(signal.SIGTERM, lambda signum, frame: child and terminate_gracefully(child, spec))
         code = child.wait() if child else 127
+        if pump is not None:
+            pump.join(timeout=30)  # the rest of the child's output, masked, before the exit marker
+    remove_secrets(spec)
     if code < 0:
         code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
     stop.set()

@@ -1,0 +1,121 @@
+"""A run's secrets on the box: one 0600 file per attempt, in memory-backed storage where the box has it,
+outside every data and durable root; read once by the attempt (or the smoke) and deleted.
+
+The values arrive on the SSH channel's stdin (`put-secrets`), never in a spec or a command line. The
+training child gets them in its environment; the wrapper's own environment never holds them. Whatever
+the child prints passes through `Masker` before it reaches the log file, so the log that is probed,
+pushed and kept holds a placeholder where a value was.
+"""
+
+import contextlib
+import json
+import os
+
+# Memory-backed first (tmpfs: nothing reaches a disk), then the user's runtime directory.
+SECRET_DIRS = ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR") or "/run/user/%d" % os.getuid())
+SECRETS_LIMIT = 1 << 20  # a run's secrets are tokens and keys: far less than this
+
+
+def secrets_dir():
+    for base in SECRET_DIRS:
+        if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            return os.path.join(base, f"remotegpu-{os.getuid()}")
+    return os.path.join(os.path.expanduser("~"), ".remotegpu-secrets")
+
+
+def secrets_path(spec):
+    """The attempt's secrets file: named by project root, run and attempt, so each call finds it."""
+    name = f"{os.path.basename(spec['run_root'])}--{spec['run_id']}--{spec['attempt']}.json"
+    return os.path.join(secrets_dir(), name)
+
+
+def cmd_put_secrets(spec, request):
+    """Write the values sent on stdin ({"values": {NAME: value}}) to the attempt's 0600 file."""
+    values = request.get("values") if isinstance(request, dict) else None
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        print(json.dumps({"error": 'put-secrets wants {"values": {NAME: text}}'}))
+        return 2
+    directory = secrets_dir()
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    path = secrets_path(spec)
+    staging = f"{path}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(staging)
+    handle = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(handle, "w") as out:
+        json.dump(values, out)
+    os.replace(staging, path)
+    # An earlier attempt's file that no attempt read (its launch failed): gone with this one's arrival.
+    prefix = os.path.basename(path).rsplit("--", 1)[0] + "--"
+    for name in os.listdir(directory):
+        if name.startswith(prefix) and name != os.path.basename(path):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(directory, name))
+    print(json.dumps({"written": sorted(values), "path": path}))
+    return 0
+
+
+def take_secrets(spec):
+    """The attempt's secrets, read once and the file deleted at once: {NAME: value}, {} when none."""
+    path = secrets_path(spec)
+    try:
+        with open(path) as handle:
+            values = json.loads(handle.read(SECRETS_LIMIT))
+    except (OSError, ValueError):
+        values = {}
+    finally:
+        remove_secrets(spec)
+    wanted = spec.get("secrets") or []
+    return {name: value for name, value in (values or {}).items() if name in wanted and isinstance(value, str)}
+
+
+def remove_secrets(spec):
+    with contextlib.suppress(OSError):
+        os.remove(secrets_path(spec))
+
+
+MASK = b"[secret masked]"
+
+
+class Masker:
+    """Replaces every secret value in a byte stream; a value split across two reads is still caught,
+    since the last len(longest)-1 bytes are held back until the next read (or the end)."""
+
+    def __init__(self, values):
+        self.values = sorted({v.encode() for v in values if v}, key=len, reverse=True)
+        self.keep = max((len(v) for v in self.values), default=1) - 1
+        # A value without a newline cannot run across one: a finished line is written at once.
+        self.lines = not any(b"\n" in v for v in self.values)
+        self.pending = b""
+
+    def mask(self, data):
+        for value in self.values:
+            data = data.replace(value, MASK)
+        return data
+
+    def feed(self, chunk):
+        text = self.mask(self.pending + chunk)
+        # A value that may still be completed by the next read starts within the last `keep` bytes.
+        cut = max(len(text) - self.keep, 0)
+        if self.lines:
+            cut = max(cut, text.rfind(b"\n") + 1)
+        self.pending = text[cut:]
+        return text[:cut]
+
+    def close(self):
+        rest, self.pending = self.mask(self.pending), b""
+        return rest
+
+
+def pump_masked(stream, log, values):
+    """Copy the child's output to the log, masked, until the child closes it."""
+    masker = Masker(values)
+    while True:
+        chunk = os.read(stream.fileno(), 65536)
+        if not chunk:
+            break
+        log.write(masker.feed(chunk))
+        log.flush()
+    log.write(masker.close())
+    log.flush()
