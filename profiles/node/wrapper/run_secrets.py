@@ -10,9 +10,11 @@ pushed and kept holds a placeholder where a value was.
 import contextlib
 import json
 import os
+import stat
 
-# Memory-backed first (tmpfs: nothing reaches a disk), then the user's runtime directory.
-SECRET_DIRS = ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR") or "/run/user/%d" % os.getuid())
+# Memory-backed first (tmpfs: nothing reaches a disk), then the user's runtime directory. Shared
+# directories: ours is a subdirectory checked to be our own 0700 directory before anything is written.
+SECRET_DIRS = ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}")  # noqa: S108
 SECRETS_LIMIT = 1 << 20  # a run's secrets are tokens and keys: far less than this
 
 
@@ -37,6 +39,10 @@ def cmd_put_secrets(spec, request):
         return 2
     directory = secrets_dir()
     os.makedirs(directory, mode=0o700, exist_ok=True)
+    mine = os.lstat(directory)
+    if not stat.S_ISDIR(mine.st_mode) or mine.st_uid != os.getuid():
+        print(json.dumps({"error": f"{directory} is not this user's own directory: refusing to write secrets"}))
+        return 2
     os.chmod(directory, 0o700)
     path = secrets_path(spec)
     staging = f"{path}.{os.getpid()}"
