@@ -98,6 +98,8 @@ SAME_RULES = [
     ("gpus", {"gpus": [1, 1]}, {"gpus_text": "1,1"}),
     ("manifest_path", {"manifest_path": "/data/../x"}, {"manifest_path": "/data/../x"}),
     ("command", {"command": ["python3", "a\nb"]}, {"command_line": "python3 'a\nb'"}),
+    ("secrets", {"secrets": ["no-such-secret"]}, {"secrets_text": "no-such-secret"}),
+    ("secrets", {"secrets": ["a;b"]}, {"secrets_text": "a;b"}),
 ]
 
 

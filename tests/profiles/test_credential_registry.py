@@ -96,6 +96,10 @@ def test_revoking_and_moving_a_credential_is_recorded_without_its_location(clien
         ({"reference": "env:REMOTEGPU_VAR_DIR"}, "one of RemoteGPU&#x27;s own settings"),
         ({"kind": CredentialKind.PROVIDER_KEY, "reference": "/srv/keys/api"}, "read from an environment variable"),
         ({"name": "has spaces"}, "Enter a valid"),
+        ({"kind": CredentialKind.RUN_SECRET, "reference": "/srv/keys/wandb"}, "A run secret is read from"),
+        ({"kind": CredentialKind.RUN_SECRET, "export_as": "REMOTEGPU_RUN_ID"}, "not REMOTEGPU_*"),
+        ({"kind": CredentialKind.RUN_SECRET, "export_as": "WANDB KEY"}, "An environment variable name"),
+        ({"export_as": "WANDB_API_KEY"}, "Only a run secret is exported"),
     ],
 )
 def test_bad_registrations_get_a_clear_error_and_save_nothing(client, admin_user, vision, overrides, error):

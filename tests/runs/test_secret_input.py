@@ -1,0 +1,72 @@
+"""A run names its secrets by credential name: an unknown one, or one not granted to the run's project,
+is a form error or a 4xx naming the field, and nothing is saved."""
+
+import pytest
+from django.urls import reverse
+
+from profiles.models import Credential, CredentialKind
+from projects.models import Project
+from runs.models import Run
+from tests.api.test_api import api, post
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def elsewhere_secret():
+    """A run secret granted to another project only."""
+    other = Project.objects.create(name="Other", slug="other-proj")
+    credential = Credential.objects.create(name="wandb-other", kind=CredentialKind.RUN_SECRET, reference="env:W_KEY")
+    credential.projects.add(other)
+    return credential
+
+
+@pytest.fixture
+def ssh_key_named(project):
+    """A credential of another kind granted to the project: not a run secret."""
+    credential = Credential.objects.create(name="lab-ssh", kind=CredentialKind.SSH_KEY, reference="env:LAB_KEY")
+    credential.projects.add(project)
+    return credential
+
+
+@pytest.mark.parametrize(
+    ("secret", "words"),
+    [
+        ("wandb-other", "is not granted to"),
+        ("lab-ssh", "No run secret named lab-ssh"),
+        ("nobody-registered-this", "No run secret named nobody-registered-this"),
+    ],
+)
+def test_a_secret_the_project_may_not_use_is_refused_by_name(
+    client, bob, project, instance, source, elsewhere_secret, ssh_key_named, secret, words
+):
+    body = {
+        "project": project.slug,
+        "instance": instance.name,
+        "source_kind": "local_dir",
+        "source_path": str(source),
+        "command": ["python3", "train.py"],
+        "config_path": "config.yaml",
+        "secrets": [secret],
+    }
+    api_client, _ = api(bob)
+    answer = post(api_client, "/api/runs/", body)
+    assert answer.status_code == 400 and words in " ".join(answer.json()["detail"]["secrets"])
+    client.force_login(bob)
+    form = {
+        "project": project.pk,
+        "instance": instance.pk,
+        "source_kind": "local_dir",
+        "source_path": str(source),
+        "command_line": "python3 train.py",
+        "config_path": "config.yaml",
+        "expected_minutes": 5,
+        "checkpoint_mib": 1,
+        "scratch_mib": 0,
+        "checkpoints_retained": 2,
+        "expected_files": 10,
+        "secrets_text": secret,
+    }
+    page = client.post(reverse("run-create"), form)
+    assert words in " ".join(page.context["form"].errors["secrets_text"])
+    assert not Run.objects.exists()
