@@ -107,6 +107,7 @@ class RunCreateSerializer(serializers.Serializer):
     config_overrides = serializers.JSONField(required=False, default=dict)
     secrets = serializers.ListField(child=serializers.CharField(max_length=60), max_length=20, default=list)
     secrets_in_smoke = serializers.BooleanField(default=False)
+    convert_crlf = serializers.BooleanField(default=False)
 
     validate_command = _rule(validation.check_command)
     validate_config_path = _rule(validation.check_config_path)

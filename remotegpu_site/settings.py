@@ -112,6 +112,8 @@ SOURCE_ROOTS = [Path(p) for p in os.environ.get("REMOTEGPU_SOURCE_ROOTS", DEFAUL
 STORAGE_MARGIN_FRACTION = env.envfloat("STORAGE_MARGIN_FRACTION", 0.10)
 STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
 SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
+# The most a run's shipped source may be (the tarball): code and configs, never data (register a dataset).
+SOURCE_MAX_BYTES = env.envint("SOURCE_MAX_BYTES", 256 * 1024**2)
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
 # A person's Stop: the command gets SIGTERM and this long to checkpoint before SIGKILL. A
 # stop the box could not be told of (unreachable) is re-sent by the reconciler until this deadline, then

@@ -107,6 +107,7 @@ class RunForm(forms.ModelForm):
             "auto_relaunch",
             "max_relaunches",
             "secrets_in_smoke",
+            "convert_crlf",
         ]
 
     def __init__(self, *args, user=None, **kwargs):

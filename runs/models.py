@@ -161,6 +161,11 @@ class Run(models.Model):
     secrets_in_smoke = models.BooleanField(
         "secrets in the smoke too", default=False, help_text="Give the secrets to the CPU smoke as well."
     )
+    convert_crlf = models.BooleanField(
+        "convert CRLF line endings",
+        default=False,
+        help_text="Ship shell scripts with Windows line endings converted to LF (else they are refused).",
+    )
     hooks = models.JSONField(default=dict, blank=True, help_text="The platform hooks as the node applied them")
     hooks_sha256 = models.CharField(max_length=64, blank=True, help_text="The hooks' identity")
     sweep = models.ForeignKey("Sweep", null=True, blank=True, on_delete=models.PROTECT, related_name="cells")

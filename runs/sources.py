@@ -72,3 +72,40 @@ def replace_member(tarball: bytes, name: str, content: bytes) -> bytes:
         info.size, info.mode = len(content), 0o644
         archive.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
+
+
+CRLF_SCAN_BYTES = 1 << 20  # a shell script's line endings show in its first MiB
+
+
+def crlf_scripts(tarball: bytes) -> list[str]:
+    """Members that a shell would misread: `.sh` files, or any file whose `#!` line ends in CR, with CRLF
+    line endings (bash reads the CR into every command: `$'\\r': command not found`)."""
+    found = []
+    with tarfile.open(fileobj=io.BytesIO(tarball)) as archive:
+        for member in archive.getmembers():
+            if not member.isfile():
+                continue
+            head = archive.extractfile(member).read(CRLF_SCAN_BYTES)
+            shebang = head.startswith(b"#!") and head.split(b"\n", 1)[0].endswith(b"\r")
+            if (member.name.endswith(".sh") and b"\r\n" in head) or shebang:
+                found.append(member.name)
+    return found
+
+
+def with_unix_line_endings(tarball: bytes, names: list[str]) -> bytes:
+    """The tarball with each named member's CRLF line endings made LF (what `dos2unix` does)."""
+    with tarfile.open(fileobj=io.BytesIO(tarball)) as archive:
+        contents = {name: archive.extractfile(name).read().replace(b"\r\n", b"\n") for name in names}
+    for name, content in contents.items():
+        tarball = replace_member(tarball, name, content)
+    return tarball
+
+
+def shipped_problem(tarball: bytes, limit: int) -> str | None:
+    if len(tarball) > limit:
+        return (
+            f"The source to ship is {len(tarball) / 1024**2:.1f} MiB, over the {limit / 1024**2:.1f} MiB a source "
+            "may be (SOURCE_MAX_BYTES): keep data and checkpoints out of the source directory, and register "
+            "datasets instead."
+        )
+    return None

@@ -4,6 +4,7 @@ directly, answer what profiles/protocol.ANSWERS says the control side reads — 
 import contextlib
 import io
 import json
+import os
 import shutil
 import sys
 import tarfile
@@ -141,6 +142,14 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
 
     checked["gpus"] = answer_of("gpus", wrapper.cmd_gpus, spec)
     assert checked["gpus"]["gpus"]["nvidia_smi"] is (shutil.which("nvidia-smi") is not None)
+
+    secret_spec = {**spec, "secrets": ["TOKEN"]}
+    request = {"values": {"TOKEN": "contract-secret-1"}}
+    checked["put-secrets"] = answer_of("put-secrets", wrapper.cmd_put_secrets, secret_spec, request)
+    assert checked["put-secrets"]["written"] == ["TOKEN"]
+    assert oct(os.stat(wrapper.secrets_path(secret_spec)).st_mode & 0o777) == "0o600"
+    assert wrapper.take_secrets(secret_spec) == {"TOKEN": "contract-secret-1"}  # read once, then gone
+    assert not os.path.exists(wrapper.secrets_path(secret_spec)) and wrapper.take_secrets(secret_spec) == {}
 
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised
 

@@ -14,11 +14,11 @@ from .idle import cmd_idle
 from .mirror import cmd_mirror
 from .preflight import cmd_preflight
 from .probe import cmd_probe
+from .put_secrets import cmd_put_secrets
 from .rehash import cmd_rehash
 from .remove_copy import cmd_remove_copy
 from .roster import cmd_roster
 from .run import cmd_run
-from .run_secrets import cmd_put_secrets
 from .smoke import cmd_smoke
 from .status import cmd_status
 from .stop import cmd_stop

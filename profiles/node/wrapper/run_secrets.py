@@ -1,7 +1,7 @@
 """A run's secrets on the box: one 0600 file per attempt, in memory-backed storage where the box has it,
 outside every data and durable root; read once by the attempt (or the smoke) and deleted.
 
-The values arrive on the SSH channel's stdin (`put-secrets`), never in a spec or a command line. The
+The values arrive on the SSH channel's stdin (`put-secrets`, put_secrets.py), never in a spec or a command line. The
 training child gets them in its environment; the wrapper's own environment never holds them. Whatever
 the child prints passes through `Masker` before it reaches the log file, so the log that is probed,
 pushed and kept holds a placeholder where a value was.
@@ -10,7 +10,6 @@ pushed and kept holds a placeholder where a value was.
 import contextlib
 import json
 import os
-import stat
 
 # Memory-backed first (tmpfs: nothing reaches a disk), then the user's runtime directory. Shared
 # directories: ours is a subdirectory checked to be our own 0700 directory before anything is written.
@@ -29,37 +28,6 @@ def secrets_path(spec):
     """The attempt's secrets file: named by project root, run and attempt, so each call finds it."""
     name = f"{os.path.basename(spec['run_root'])}--{spec['run_id']}--{spec['attempt']}.json"
     return os.path.join(secrets_dir(), name)
-
-
-def cmd_put_secrets(spec, request):
-    """Write the values sent on stdin ({"values": {NAME: value}}) to the attempt's 0600 file."""
-    values = request.get("values") if isinstance(request, dict) else None
-    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-        print(json.dumps({"error": 'put-secrets wants {"values": {NAME: text}}'}))
-        return 2
-    directory = secrets_dir()
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    mine = os.lstat(directory)
-    if not stat.S_ISDIR(mine.st_mode) or mine.st_uid != os.getuid():
-        print(json.dumps({"error": f"{directory} is not this user's own directory: refusing to write secrets"}))
-        return 2
-    os.chmod(directory, 0o700)
-    path = secrets_path(spec)
-    staging = f"{path}.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(staging)
-    handle = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(handle, "w") as out:
-        json.dump(values, out)
-    os.replace(staging, path)
-    # An earlier attempt's file that no attempt read (its launch failed): gone with this one's arrival.
-    prefix = os.path.basename(path).rsplit("--", 1)[0] + "--"
-    for name in os.listdir(directory):
-        if name.startswith(prefix) and name != os.path.basename(path):
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(directory, name))
-    print(json.dumps({"written": sorted(values), "path": path}))
-    return 0
 
 
 def take_secrets(spec):
