@@ -58,6 +58,8 @@ class RunSerializer(serializers.ModelSerializer):
             "secrets",
             "hooks",
             "hooks_sha256",
+            "datasets",
+            "data_sha256",
             "failure_class",
             "failure_excerpt",
             "smoke_exit_code",
@@ -108,6 +110,7 @@ class RunCreateSerializer(serializers.Serializer):
     secrets = serializers.ListField(child=serializers.CharField(max_length=60), max_length=20, default=list)
     secrets_in_smoke = serializers.BooleanField(default=False)
     convert_crlf = serializers.BooleanField(default=False)
+    datasets = serializers.ListField(child=serializers.CharField(max_length=60), max_length=20, default=list)
 
     validate_command = _rule(validation.check_command)
     validate_config_path = _rule(validation.check_config_path)
@@ -116,6 +119,7 @@ class RunCreateSerializer(serializers.Serializer):
     validate_gpus = _rule(validation.check_gpus)
     validate_environment = _rule(validation.check_environment)
     validate_secrets = _rule(validation.check_secret_names)
+    validate_datasets = _rule(validation.check_dataset_names)
 
     def validate(self, data):
         user = self.context["user"]

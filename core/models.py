@@ -52,6 +52,9 @@ class AuditAction(models.TextChoices):
     NEEDS_ATTENTION = "needs_attention", "teardown needs attention"
     DONE = "done", "teardown done"
     FAILED = "failed", "teardown failed"
+    # Evidence: what a run's data identity rests on.
+    DATASET_REGISTERED = "dataset.registered", "dataset registered"
+    DATASET_SCANNED = "dataset.scanned", "dataset hashed on its box"
     RETRIED = "retried", "teardown retried"
     HOLD_PLACED = "hold_placed", "hold placed"
     HOLD_RETIRED = "hold_retired", "hold retired"
@@ -63,7 +66,7 @@ class AuditAction(models.TextChoices):
         prefixes = {"access": ("password.", "member.", "role."), "credentials": ("credential.", "variable.")}
         prefixes["money"] = ("envelope.", "spend.", "run.", "instance.")
         grouped = {area: [a for a in cls.values if a.startswith(p)] for area, p in prefixes.items()}
-        grouped["evidence"] = [a for a in cls.values if "." not in a]
+        grouped["evidence"] = [a for a in cls.values if "." not in a or a.startswith("dataset.")]
         return grouped
 
 

@@ -2,6 +2,7 @@
 
 import posixpath
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 
 @dataclass(frozen=True)
@@ -81,3 +82,14 @@ def layout_for(run) -> NodeLayout:
     """The layout as configured (with $HOME unresolved): what the run page shows."""
     node_source = run.source_path if run.source_kind == "node_path" else ""
     return NodeLayout(run.instance.data_root, run.project.slug, run.run_id, node_source)
+
+
+def node_path_problem(path: str) -> str | None:
+    """Node paths are absolute (or $HOME/…), with no '..' and no control characters."""
+    if any(ord(char) < 32 for char in path):
+        return "Paths may not contain control characters or newlines."
+    if not (path.startswith("/") or path == "$HOME" or path.startswith(("$HOME/", "~/"))):
+        return f"{path!r}: node paths must be absolute or start with $HOME/."
+    if ".." in PurePosixPath(path).parts:
+        return f"{path!r}: '..' is not allowed in node paths."
+    return None

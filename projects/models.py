@@ -55,6 +55,10 @@ class Project(models.Model):
         default="month",
         db_default="month",  # rows written by code that predates the envelope (migrations, old workers)
     )
+    require_data_identity = models.BooleanField(
+        default=False,
+        help_text="Every run launches with a registered dataset bound (its data identity), or not at all.",
+    )
     run_cost_threshold = models.DecimalField(
         max_digits=10,
         decimal_places=2,

@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "notifications",
     "runs",
     "profiles",
+    "datasets",
     "custody",
     "console",
     "rest_framework",
@@ -114,6 +115,11 @@ STORAGE_MARGIN_MIN_BYTES = env.envint("STORAGE_MARGIN_MIN_MIB", 512) * 1024**2
 SMOKE_TIMEOUT = env.envint("SMOKE_TIMEOUT", 600)
 # The most a run's shipped source may be (the tarball): code and configs, never data (register a dataset).
 SOURCE_MAX_BYTES = env.envint("SOURCE_MAX_BYTES", 256 * 1024**2)
+# Staging a run's datasets onto its box (part of preflight): how long it may take, how fast it may go
+# (bytes/s, 0: as fast as the link), and the authorized_keys file a source box's sshd reads.
+STAGE_TIMEOUT = env.envint("STAGE_TIMEOUT", 3000)
+STAGE_BYTES_PER_SECOND = env.envint("STAGE_BYTES_PER_SECOND", 0)
+NODE_AUTHORIZED_KEYS = os.environ.get("NODE_AUTHORIZED_KEYS", "~/.ssh/authorized_keys")
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
 # A person's Stop: the command gets SIGTERM and this long to checkpoint before SIGKILL. A
 # stop the box could not be told of (unreachable) is re-sent by the reconciler until this deadline, then

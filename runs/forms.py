@@ -33,6 +33,7 @@ class ProjectForm(EnvelopeRules, forms.ModelForm):
             "slug",
             "description",
             "shutdown_needs_approval",
+            "require_data_identity",
             "budget",
             "budget_period",
             "run_cost_threshold",
@@ -80,6 +81,13 @@ class RunForm(forms.ModelForm):
         max_length=1300,
         help_text="Names of run secrets granted to the project (e.g. wandb-key), comma-separated: the command "
         "gets each as an environment variable; values never leave the workers except to the box, for the attempt.",
+    )
+    datasets_text = forms.CharField(
+        label="Datasets",
+        required=False,
+        max_length=1300,
+        help_text="Names of the project's registered datasets, comma-separated: preflight stages each into the "
+        "box's cache/data/ (hashed as it lands) and the command reads it from $REMOTEGPU_DATA_DIR.",
     )
     config_overrides_text = forms.CharField(
         label="Config overrides",
@@ -147,14 +155,18 @@ class RunForm(forms.ModelForm):
     def clean_secrets_text(self):
         return validation.parse_secret_names(self.cleaned_data["secrets_text"])
 
+    def clean_datasets_text(self):
+        return validation.parse_dataset_names(self.cleaned_data["datasets_text"])
+
     def clean_gpus_text(self):
         return validation.parse_gpus(self.cleaned_data["gpus_text"])
 
     def clean(self):
         data = super().clean()
         data["secrets"] = data.get("secrets_text") or []
+        data["datasets"] = data.get("datasets_text") or []
         for field, problem in validation.relation_problems(data, self.user).items():
-            self.add_error("secrets_text" if field == "secrets" else field, problem)
+            self.add_error({"secrets": "secrets_text", "datasets": "datasets_text"}.get(field, field), problem)
         if data.get("config_overrides_text") and not self.errors:
             try:
                 data["config_overrides"] = validation.check_config_overrides(
@@ -173,6 +185,7 @@ class RunForm(forms.ModelForm):
         "scratch_bytes",
         "config_overrides",
         "secrets",
+        "datasets",
     ]
 
     @classmethod
@@ -202,6 +215,7 @@ class RunForm(forms.ModelForm):
             "scratch_mib": run.scratch_bytes // MIB,
             "config_overrides_text": sweeps.overrides_text(run.config_overrides),
             "secrets_text": ", ".join(run.secrets),
+            "datasets_text": ", ".join(run.datasets),
         }
 
     def save(self, commit=True):
@@ -214,6 +228,7 @@ class RunForm(forms.ModelForm):
         run.scratch_bytes = data["scratch_mib"] * MIB
         run.config_overrides = data.get("config_overrides") or {}
         run.secrets = data.get("secrets") or []
+        run.datasets = data.get("datasets") or []
         if commit:
             run.save()
         return run

@@ -166,6 +166,13 @@ class Run(models.Model):
         default=False,
         help_text="Ship shell scripts with Windows line endings converted to LF (else they are refused).",
     )
+    datasets = models.JSONField(
+        default=list, blank=True, help_text="Names of the project's datasets it reads, staged at preflight"
+    )
+    data_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="The data identity: its dataset's roster hash (or of its datasets')"
+    )
+    staging = models.JSONField(default=dict, blank=True, help_text="Datasets being staged: progress, last at")
     hooks = models.JSONField(default=dict, blank=True, help_text="The platform hooks as the node applied them")
     hooks_sha256 = models.CharField(max_length=64, blank=True, help_text="The hooks' identity")
     sweep = models.ForeignKey("Sweep", null=True, blank=True, on_delete=models.PROTECT, related_name="cells")

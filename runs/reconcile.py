@@ -8,7 +8,7 @@ RECONCILE_MAX_REDRIVES times, then moved to the state's failure with the next st
 """
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -60,4 +60,7 @@ def overdue(run, now=None) -> Deadline | None:
     if deadline is None:
         return None
     since = run.state_changed_at or run.created
+    moved = (run.staging or {}).get("at") if run.state == RunState.PREFLIGHT else None
+    if isinstance(moved, int | float):  # a preflight still staging bytes is not stuck
+        since = max(since, datetime.fromtimestamp(moved, tz=UTC))
     return deadline if since + timedelta(seconds=deadline.seconds) <= (now or timezone.now()) else None

@@ -1,9 +1,14 @@
 """What a run ships to its node: its source (a directory or a git commit), with a sweep cell's config,
 checked before a byte moves: shell scripts with CRLF line endings are refused (or converted when the run
-says so), and the tarball is within SOURCE_MAX_BYTES."""
+says so), and the tarball is within SOURCE_MAX_BYTES; and its datasets, staged into the box's cache."""
+
+import time
 
 from django.conf import settings
 
+from datasets.models import Dataset
+from datasets.staging import stage
+from profiles.node.protocol import NodeError
 from runs import sources, sweeps
 from runs.models import SourceKind
 
@@ -49,3 +54,36 @@ def ship_source(node) -> str | None:
     tarball, commit = source_tarball(run)
     node.upload_source(tarball)
     return commit
+
+
+def stage_datasets(node, record_progress) -> tuple[list[dict], list[str]]:
+    """Stage each of the run's datasets onto its node (a RunNode): what each became there, and the problems.
+
+    record_progress(staging) is called at most once a second with the bytes moved so far."""
+    run = node.run
+    known = {d.name: d for d in Dataset.objects.filter(project_id=run.project_id, name__in=run.datasets)}
+    staged, problems = [], []
+    for name in run.datasets:
+        dataset = known.get(name)
+        if dataset is None or not dataset.roster_sha256:
+            problems.append(f"Dataset {name} is not registered and ready in this project")
+            continue
+        progress = _throttled(record_progress, name, dataset.total_bytes)
+        try:
+            done = stage(node, dataset, progress)
+        except NodeError as exc:
+            problems.append(f"Dataset {name}: {exc}")
+            continue
+        staged.append({"name": name, "roster_sha256": dataset.roster_sha256, **done})
+    return staged, problems
+
+
+def _throttled(record_progress, name: str, total: int):
+    last = [0.0]
+
+    def progress(moved: int, files: int) -> None:
+        if time.monotonic() - last[0] >= 1.0:
+            last[0] = time.monotonic()
+            record_progress({"dataset": name, "bytes_done": moved, "total_bytes": total, "files_done": files})
+
+    return progress

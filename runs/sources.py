@@ -8,6 +8,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.paths import OutsideRoots, confined_directory
+
 SKIP = {".git", "__pycache__", ".venv", "node_modules"}
 
 
@@ -17,14 +19,10 @@ class SourceError(Exception):
 
 def confined_source(path: str) -> Path:
     """The resolved directory, if it lies inside one of settings.SOURCE_ROOTS."""
-    resolved = Path(path).expanduser().resolve()
-    roots = [Path(root).resolve() for root in settings.SOURCE_ROOTS]
-    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
-        allowed = ", ".join(str(root) for root in roots)
-        raise SourceError(f"{resolved} is outside the allowed source roots ({allowed}).")
-    if not resolved.is_dir():
-        raise SourceError(f"{resolved} is not a directory on the control host.")
-    return resolved
+    try:
+        return confined_directory(path, settings.SOURCE_ROOTS)
+    except OutsideRoots as exc:
+        raise SourceError(str(exc).replace("allowed roots", "allowed source roots")) from None
 
 
 def resolve_commit(repo: Path, revision: str) -> str:

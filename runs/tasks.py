@@ -3,6 +3,7 @@
 import json
 import os
 import socket
+from functools import partial
 
 from celery import shared_task
 from celery.signals import worker_shutting_down
@@ -48,7 +49,10 @@ VAST_START_HOOK = "$HOME/onstart.sh"  # vast.ai saves its on-start script there 
 DB_RETRY = {"autoretry_for": (DatabaseError,), "retry_backoff": 2, "retry_backoff_max": 30, "max_retries": 5}
 
 
-@shared_task(acks_late=True, soft_time_limit=600, time_limit=660, **DB_RETRY)
+# Staging datasets is part of preflight: its time limit leaves STAGE_TIMEOUT for that.
+@shared_task(
+    acks_late=True, soft_time_limit=settings.STAGE_TIMEOUT + 600, time_limit=settings.STAGE_TIMEOUT + 660, **DB_RETRY
+)
 def preflight_run(run_pk: int) -> None:
     run = _run_in(run_pk, RunState.PREFLIGHT)
     if run is None:
@@ -57,11 +61,15 @@ def preflight_run(run_pk: int) -> None:
         with RunNode(run) as node:
             node.prepare()
             commit = shipping.ship_source(node)
+            staged, stage_problems = shipping.stage_datasets(node, partial(lifecycle.do_record_staging, run_pk))
+            run = lifecycle.do_record_staged(run_pk, staged)
+            node.run = run
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
     except (TransportError, SourceError) as exc:
         lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
         return
-    report, problems = preflight.verdict(run, {**report, "commit": commit})
+    report, problems = preflight.verdict(run, {**report, "commit": commit, "datasets": staged})
+    problems += stage_problems
     # Names only: whether each secret is known, granted and set here; its value is read at launch.
     problems += [f"Secrets: {problem}" for problem in secret_problems(run)]
     lifecycle.do_finish_preflight(run_pk, report, problems)

@@ -13,7 +13,9 @@ from pathlib import PurePosixPath
 import yaml
 from django.core.exceptions import ValidationError
 
+from datasets.models import Dataset, DatasetState
 from profiles.control_host import runs_here_problem
+from profiles.layout import node_path_problem
 from profiles.models import Credential, CredentialKind
 from runs import sources, sweeps
 from runs.models import SourceKind
@@ -24,17 +26,6 @@ MAX_GPU = 63
 
 def _has_control(text: str) -> bool:
     return any(char in CONTROL_CHARS for char in text)
-
-
-def node_path_problem(path: str) -> str | None:
-    """Node paths are absolute (or $HOME/…), with no '..' and no control characters."""
-    if _has_control(path):
-        return "Paths may not contain control characters or newlines."
-    if not (path.startswith("/") or path == "$HOME" or path.startswith(("$HOME/", "~/"))):
-        return f"{path!r}: node paths must be absolute or start with $HOME/."
-    if ".." in PurePosixPath(path).parts:
-        return f"{path!r}: '..' is not allowed in node paths."
-    return None
 
 
 def parse_command(text: str) -> list[str]:
@@ -112,11 +103,19 @@ def parse_secret_names(text: str) -> list[str]:
 
 
 def check_secret_names(names: list[str]) -> list[str]:
+    return _check_names(names, "run secret")
+
+
+def check_dataset_names(names: list[str]) -> list[str]:
+    return _check_names(names, "dataset")
+
+
+def _check_names(names: list[str], what: str) -> list[str]:
     bad = [name for name in names if not SECRET_NAME.fullmatch(name)]
     if bad:
-        raise ValidationError(f"{bad[0][:60]!r} is not a credential name (letters, digits, '-' and '_').")
+        raise ValidationError(f"{bad[0][:60]!r} is not a {what}'s name (letters, digits, '-' and '_').")
     if len(names) > MAX_SECRETS or len(set(names)) != len(names):
-        raise ValidationError(f"At most {MAX_SECRETS} run secrets, each named once.")
+        raise ValidationError(f"At most {MAX_SECRETS} {what}s, each named once.")
     return names
 
 
@@ -128,6 +127,22 @@ def secret_problem(names: list[str], project) -> str | None:
             return f"No run secret named {name} is registered (an administrator registers it on the Credentials page)."
         if not known[name].granted_to(project.pk):
             return f"Run secret {name} is not granted to {project.name}; an administrator grants it."
+    return None
+
+
+def parse_dataset_names(text: str) -> list[str]:
+    """Datasets as typed in the form: names separated by commas, spaces or lines."""
+    return check_dataset_names([name for name in re.split(r"[\s,]+", text) if name])
+
+
+def dataset_problem(names: list[str], project) -> str | None:
+    """Each named dataset is the project's and ready (hashed): its roster is what preflight stages."""
+    known = {d.name: d for d in Dataset.objects.filter(project=project, name__in=names)}
+    for name in names:
+        if name not in known:
+            return f"{project.name} has no dataset named {name} (register it on the project's Datasets page)."
+        if known[name].state != DatasetState.READY:
+            return f"Dataset {name} is {known[name].get_state_display()}: it can be bound once it is ready."
     return None
 
 
@@ -143,6 +158,8 @@ def relation_problems(data: dict, user) -> dict[str, str]:
         problems["instance"] = "Confirm this instance's host key first (test its connection)."
     if project and data.get("secrets") and (refused := secret_problem(data["secrets"], project)):
         problems["secrets"] = refused
+    if project and data.get("datasets") and (refused := dataset_problem(data["datasets"], project)):
+        problems["datasets"] = refused
     path = data.get("source_path", "")
     if kind in (SourceKind.LOCAL_DIR, SourceKind.GIT) and path:
         try:

@@ -26,8 +26,15 @@ def keygen(path: Path) -> Path:
 
 
 class Sshd:
-    def __init__(self, directory: Path, port: int | None = None, extra_config: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        extra_config: tuple[str, ...] = (),
+        granted_keys: Path | None = None,
+    ):
         self.extra_config = list(extra_config)
+        self.granted_keys = granted_keys  # a second authorized_keys file (staging's temporary keys)
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -49,7 +56,7 @@ class Sshd:
                     f"Port {self.port}",
                     "ListenAddress 127.0.0.1",
                     f"HostKey {self.dir / 'host_key'}",
-                    f"AuthorizedKeysFile {self.dir / 'authorized_keys'}",
+                    f"AuthorizedKeysFile {self.dir / 'authorized_keys'} {self.granted_keys or ''}".rstrip(),
                     f"PidFile {self.dir / 'sshd.pid'}",
                     "UsePAM no",
                     "StrictModes no",

@@ -8,6 +8,7 @@ the caller (runs/shipping.py); the client only moves it.
 
 import json
 import posixpath
+import re
 import shlex
 import tempfile
 import time
@@ -163,6 +164,17 @@ class NodeClient:
             statuses[run_id] = {"error": problem} if problem else known_status(status)
         return {**answer, "runs": statuses}
 
+    def streamed(self, tools: str, subcommand: str, chunks, timeout: float) -> dict:
+        """A wrapper subcommand fed a byte stream on stdin (chunks, sent while it answers): its answer."""
+        argv = wrapper_argv(tools, subcommand, node_limit=max(1, int(timeout) - 2), python=self.python)
+        result = self.transport.run(argv, timeout=timeout, stdin=chunks)
+        return parse_answer(subcommand, result.exit_code, result.stdout, result.stderr)
+
+    def lines_of(self, tools: str, subcommand: str, request: dict, lifetime: float):
+        """A wrapper subcommand that reports as it goes: a LineFeed of its lines, its request on stdin."""
+        argv = wrapper_argv(tools, subcommand, node_limit=int(lifetime), python=self.python)
+        return self.transport.follow(argv, json.dumps(request).encode())
+
     def follow(self, runs, offsets: dict[str, int], lifetime: float):
         """The push stream of these runs (one channel), each from its offset: a LineFeed of follow events."""
         tools, items = self._attempts(runs)
@@ -222,6 +234,14 @@ class NodeClient:
         return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"))
 
 
+def data_environment(staged: dict[str, str]) -> dict[str, str]:
+    """Where the command finds its staged datasets: $REMOTEGPU_DATA_DIR (the first) and one variable each."""
+    env = {f"REMOTEGPU_DATASET_{re.sub(r'[^A-Z0-9]', '_', name.upper())}": path for name, path in staged.items()}
+    if staged:
+        env["REMOTEGPU_DATA_DIR"] = next(iter(staged.values()))
+    return env
+
+
 LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is not one
 
 
@@ -267,6 +287,8 @@ class RunNode(NodeClient):
         run, layout = self.run, self.layout
         inputs = [["config", layout.under_src(run.config_path)]]
         inputs += [["data", resolve_home(path, self.home)] for path in run.data_paths]
+        staged = (run.staging or {}).get("dirs") or {}
+        inputs += [[f"dataset {name}", path] for name, path in staged.items()]
         manifest = resolve_home(run.manifest_path, self.home) if run.manifest_path else None
         if manifest:
             inputs.append(["manifest", manifest])
@@ -276,7 +298,7 @@ class RunNode(NodeClient):
             "attempt": attempt,
             "argv": run.command,
             "cwd": layout.src,
-            "env": {},
+            "env": data_environment(staged),
             # The names the command gets its run secrets under (the values travel only on put-secrets'
             # stdin); the smoke gets them only when the run asks.
             "secrets": secret_names(run) if attempt or run.secrets_in_smoke else [],

@@ -1,5 +1,6 @@
 """A run's life from draft to launch, retry and close: one function per verb, in a transaction."""
 
+import time
 from functools import partial
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -9,6 +10,7 @@ from django.utils import timezone
 from core.audit import record
 from core.models import AuditAction
 from core.states import IllegalTransition
+from datasets.roster import data_identity
 from profiles.actions import do_observe_running
 from runs import environment, hooks, rollups
 from runs.actions.base import (
@@ -24,6 +26,7 @@ from runs.actions.base import (
     user_by_pk,
 )
 from runs.actions.spending import SpendPending, cancel_unspent_approvals, spend_gate
+from runs.live import push_run_update
 from runs.models import (
     RETRYABLE_STATES,
     UNCLOSED_STATES,
@@ -50,6 +53,7 @@ BOUND = {
     "resolved_commit": "",
     "config_sha256": "",
     "manifest_sha256": "",
+    "data_sha256": "",
     "preflight_report": {},
     "smoke_exit_code": None,
     "smoke_output": "",
@@ -105,6 +109,22 @@ def do_start_preflight(run_pk: int, *, actor) -> Run:
     return run
 
 
+def do_record_staging(run_pk: int, progress: dict) -> None:
+    """Staging progress is not a state change: an UPDATE and a live push. Its time keeps the preflight's
+    deadline from passing while bytes still move (runs/reconcile.py)."""
+    staging = {**progress, "at": time.time()}
+    Run.objects.filter(pk=run_pk).update(staging=staging)
+    run = Run.objects.select_related("project").only("run_id", "project__slug").get(pk=run_pk)
+    push_run_update(run.run_id, {"type": "staging", **staging}, run.project.slug)
+
+
+def do_record_staged(run_pk: int, staged: list[dict]) -> Run:
+    """Where each dataset sits on the node now: the spec's data directories (the command's environment)."""
+    dirs = {item["name"]: item["target"] for item in staged}
+    Run.objects.filter(pk=run_pk).update(staging={"dirs": dirs, "at": time.time()})
+    return Run.objects.select_related("instance", "project").get(pk=run_pk)
+
+
 def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
     from runs.tasks import smoke_run
 
@@ -117,6 +137,10 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
         run.config_sha256 = hashes.get("config_sha256", "")
         run.manifest_sha256 = hashes.get("manifest_sha256", "")
         run.resolved_commit = report.get("commit") or run.resolved_commit
+        staged = report.get("datasets") or []
+        run.data_sha256 = data_identity([item["roster_sha256"] for item in staged]) if staged else ""
+        if run.project.require_data_identity and not run.data_sha256 and not problems:
+            problems = [f"{run.project.name} requires a data identity: bind a registered dataset to the run."]
         if not problems and not run.identities_bound:
             problems = ["Identities could not be bound (source and config hashes): refusing to launch."]
         if not problems:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-LAYERS = ["core", "accounts", "projects", "notifications", "profiles", "runs", "custody", "console", "api"]
+LAYERS = ["core", "accounts", "projects", "notifications", "profiles", "datasets", "runs", "custody", "console", "api"]
 
 
 def imports_of(path: Path) -> set[str]:

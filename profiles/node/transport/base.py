@@ -62,7 +62,8 @@ class PathStat:
 class Transport(Protocol):
     """Short-lived: open, do a few things, close (use as a context manager)."""
 
-    def run(self, argv: list[str], timeout: float, stdin: bytes | None = None) -> CommandResult: ...
+    def run(self, argv: list[str], timeout: float, stdin=None) -> CommandResult:
+        """argv on the node; stdin: bytes, or an iterable of bytes streamed while the answer is read."""
 
     def run_script(self, script: str, timeout: float, stdin: bytes | None = None) -> CommandResult: ...
 

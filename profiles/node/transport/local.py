@@ -64,9 +64,11 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _feed(pipe, data: bytes) -> None:
+def _feed(pipe, data) -> None:
+    """A child's stdin: bytes, or an iterable of bytes (a stream)."""
     try:
-        pipe.write(data)
+        for chunk in [data] if isinstance(data, bytes) else data:
+            pipe.write(chunk)
         pipe.close()
     except (BrokenPipeError, OSError):
         pass  # the child exited without reading all of its input

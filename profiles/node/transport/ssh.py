@@ -6,6 +6,7 @@ import select
 import shlex
 import socket
 import stat as statmod
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,6 +47,16 @@ class HostKey:
     @classmethod
     def of(cls, key: paramiko.PKey) -> "HostKey":
         return cls(key.get_name(), key.get_base64())
+
+
+def _send_all(channel, chunks) -> None:
+    """A command's stdin from an iterable; a command that exits early ends the sending quietly."""
+    try:
+        for chunk in chunks:
+            channel.sendall(chunk)
+        channel.shutdown_write()
+    except (paramiko.SSHException, EOFError, OSError):
+        pass
 
 
 def _open_socket(host: str, port: int, timeout: float) -> socket.socket:
@@ -155,14 +166,18 @@ class SSHTransport:
     def run_script(self, script: str, timeout: float, stdin: bytes | None = None) -> CommandResult:
         return self.run(script_command(script), timeout, stdin)
 
-    def _exec(self, command: str, timeout: float, stdin: bytes | None) -> CommandResult:
+    def _exec(self, command: str, timeout: float, stdin) -> CommandResult:
+        """stdin: bytes, or an iterable of bytes sent from a thread while the answer is read (a stream)."""
         started = time.monotonic()
         try:
             channel = self.connect().get_transport().open_session(timeout=self.connect_timeout)
             channel.exec_command(command)
-            if stdin:
-                channel.sendall(stdin)
-            channel.shutdown_write()
+            if isinstance(stdin, bytes | None):
+                if stdin:
+                    channel.sendall(stdin)
+                channel.shutdown_write()
+            else:
+                threading.Thread(target=_send_all, args=(channel, stdin), daemon=True).start()
         except (paramiko.SSHException, EOFError, OSError) as exc:
             self.close()
             raise Unreachable(f"{self.host}:{self.port}: session failed: {exc}") from None

@@ -24,6 +24,12 @@ has the file it is executing changed under it. Subcommands (main.COMMANDS), most
   idle ROOT  processes that work in or write under ROOT (the shutdown check)
   clean-caches  measure and remove the cache paths the control side names (stdin)
   remove-copy   delete one copy of a sealed export, strictly inside the root named (stdin)
+  dataset-roster  path, bytes, SHA-256 of every file under a dataset root (stdin)
+  stage-check   what of a dataset is already staged in its cache/data/<roster-sha>/ (stdin)
+  stage-receive a dataset's frames on stdin, each file hashed as it lands (control-host source)
+  stage-send ROOT  the frames a receiver asks for, strictly inside ROOT (a source box's forced command)
+  stage-pull    stage from this box's own directory or another box over one ssh stream (stdin)
+  stage-grant   add or remove the temporary key that may run stage-send only (stdin)
 
 Every subcommand prints one JSON object as its last line; profiles/node/protocol.py says what each holds.
 """

@@ -6,6 +6,7 @@ import sys
 from .abandon import cmd_abandon
 from .clean_caches import cmd_clean_caches
 from .close_active import cmd_close_active
+from .dataset_roster import cmd_dataset_roster
 from .extract import cmd_extract
 from .files import load_spec
 from .follow import follow_on_stdin
@@ -20,6 +21,11 @@ from .remove_copy import cmd_remove_copy
 from .roster import cmd_roster
 from .run import cmd_run
 from .smoke import cmd_smoke
+from .stage_check import cmd_stage_check
+from .stage_grant import cmd_stage_grant
+from .stage_pull import cmd_stage_pull
+from .stage_receive import cmd_stage_receive
+from .stage_send import cmd_stage_send
 from .status import cmd_status
 from .stop import cmd_stop
 
@@ -46,6 +52,13 @@ COMMANDS = {
     "clean-caches": (cmd_clean_caches, (STDIN,)),
     "remove-copy": (cmd_remove_copy, (STDIN,)),
     "follow": (follow_on_stdin, ()),  # reads its request and then probes from stdin, line by line
+    "dataset-roster": (cmd_dataset_roster, (STDIN,)),
+    "stage-check": (cmd_stage_check, (STDIN,)),
+    "stage-grant": (cmd_stage_grant, (STDIN,)),
+    # These read a request line and then a byte stream (or write one) on their own.
+    "stage-receive": (cmd_stage_receive, ()),
+    "stage-send": (cmd_stage_send, (ARG,)),
+    "stage-pull": (cmd_stage_pull, ()),
 }
 
 

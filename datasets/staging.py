@@ -1,0 +1,150 @@
+"""Staging a run's datasets onto its box (part of preflight): what is missing moves, hashed as it lands.
+
+Three sources, one frame format (the wrapper's staging.py: a JSON header line, then exactly its bytes):
+- a control-host directory: the frames are read here and sent over one SSH channel to `stage-receive`;
+- a directory on the run's own box: `stage-pull` copies it there, through a pipe on the box;
+- another box of the project: `stage-pull` on the run's box opens one ssh stream to the source box with a
+  temporary key that may run only `stage-send` of that one root (added with `stage-grant`, removed when the
+  stage ends, however it ends); the bytes go box to box and never through the control host.
+A file cut off halfway resumes at its size next time; the first file that does not match its roster
+ends the stage, named.
+"""
+
+import json
+import posixpath
+import shlex
+import time
+import uuid
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.conf import settings
+
+from core.paths import confined_directory
+from datasets.models import DatasetSource
+from profiles.layout import resolve_home
+from profiles.node.build import wrapper_name
+from profiles.node.client import NodeClient
+from profiles.node.protocol import NodeError, check_answer
+
+BLOCK = 1 << 20
+
+
+class StageFailed(NodeError):
+    """The stage did not finish; the message says where it stopped (a file, a cut, a refused key)."""
+
+
+def stage(node, dataset, progress=None) -> dict:
+    """Stage one dataset onto node (a RunNode, open): {"target", "moved", "complete"}; StageFailed else."""
+    target = posixpath.join(node.layout.run_root, dataset.staged_dir)
+    request = {"target": target, "roster_sha256": dataset.roster_sha256, "files": dataset.roster}
+    tools = node.layout.tools
+    check = node.invoke(tools, "stage-check", request=request, timeout=settings.STAGE_TIMEOUT, bound=True)
+    if check["complete"]:
+        return {"target": target, "moved": 0, "complete": True}
+    if dataset.source_kind == DatasetSource.CONTROL:
+        answer = _from_control(node, dataset, request, check["need"], progress)
+    elif dataset.source_instance_id == node.instance.pk:
+        answer = _pulled(node, {**request, "source": {"local_root": _node_path(dataset, node.home)}}, progress)
+    else:
+        answer = _from_box(node, dataset, request, progress)
+    if not answer["complete"]:
+        raise StageFailed(f"dataset {dataset.name}: the stage ended with files still missing")
+    return {"target": target, "moved": answer["received"], "complete": True}
+
+
+def _node_path(dataset, home: str) -> str:
+    return resolve_home(dataset.source_path, home)
+
+
+def _from_control(node, dataset, request: dict, need: list[dict], progress) -> dict:
+    root = confined_directory(dataset.source_path, settings.SOURCE_ROOTS)
+    frames = _frames(root, need, progress)
+    head = json.dumps(request).encode() + b"\n"
+    try:
+        return node.streamed(node.layout.tools, "stage-receive", _chain(head, frames), settings.STAGE_TIMEOUT)
+    except NodeError as exc:
+        raise StageFailed(f"dataset {dataset.name}: {exc}") from None
+
+
+def _chain(first: bytes, rest):
+    yield first
+    yield from rest
+
+
+def _frames(root: Path, need: list[dict], progress):
+    """The frames of what the box needs, read from the control host's directory (inside its root only)."""
+    sent = 0
+    for index, item in enumerate(need):
+        path = (root / item["path"]).resolve()
+        if not path.is_relative_to(root) or not path.is_file():
+            yield json.dumps({"path": item["path"], "missing": True}).encode() + b"\n"
+            continue
+        offset = int(item["offset"])
+        size = path.stat().st_size
+        yield json.dumps({"path": item["path"], "offset": offset, "bytes": max(size - offset, 0)}).encode() + b"\n"
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            for block in iter(lambda: handle.read(BLOCK), b""):
+                yield block
+                sent += len(block)
+                if progress:
+                    progress(sent, index)
+    yield json.dumps({"sent": sent, "files": len(need)}).encode() + b"\n"
+
+
+def _pulled(node, request: dict, progress) -> dict:
+    """stage-pull on the run's box, read as it reports: its progress lines, then its answer."""
+    request = {**request, "rate": settings.STAGE_BYTES_PER_SECOND}
+    feed = node.lines_of(node.layout.tools, "stage-pull", request, settings.STAGE_TIMEOUT)
+    deadline = time.monotonic() + settings.STAGE_TIMEOUT
+    try:
+        while not feed.ended and time.monotonic() < deadline:
+            for line in feed.lines(1.0):
+                try:
+                    said = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(said, dict) and isinstance(said.get("progress"), dict):
+                    if progress:
+                        progress(int(said["progress"].get("bytes") or 0), int(said["progress"].get("files") or 0))
+                    continue
+                return check_answer("stage-pull", said)
+    finally:
+        feed.close()
+    raise StageFailed("the stage gave no answer (the box's stage-pull ended or ran past STAGE_TIMEOUT)")
+
+
+def _from_box(node, dataset, request: dict, progress) -> dict:
+    """Box to box: a key good for `stage-send` of this root only, on the source, for as long as this takes."""
+    source = dataset.source_instance
+    if source.profile.is_local:
+        raise StageFailed(
+            f"dataset {dataset.name} is on the control host's own node: register it as a control-host dataset"
+        )
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    marker = f"remotegpu-stage-{uuid.uuid4().hex[:16]}"
+    with NodeClient(source) as box:
+        box.install_wrapper(box.tools)
+        python = box.python or settings.NODE_PYTHON
+        command = shlex.join(
+            [python, "-I", "-S", f"{box.tools}/{wrapper_name()}", "stage-send", _node_path(dataset, box.home)]
+        )
+        if '"' in command or "\n" in command:
+            raise StageFailed(f"dataset {dataset.name}: its path cannot be written into a restricted key")
+        grant = {"file": settings.NODE_AUTHORIZED_KEYS, "marker": marker}
+        line = f'restrict,command="{command}" {public.decode()} {marker}'
+        box.invoke(box.tools, "stage-grant", request={**grant, "action": "add", "line": line})
+        try:
+            pinned = source.pinned_host_key
+            host = source.host if source.port == 22 else f"[{source.host}]:{source.port}"
+            where = {"host": source.host, "port": source.port, "user": source.user, "key": private}
+            where["known_host"] = f"{host} {pinned.key_type} {pinned.key_base64}"
+            return _pulled(node, {**request, "source": where}, progress)
+        finally:
+            box.invoke(box.tools, "stage-grant", request={**grant, "action": "remove"})
