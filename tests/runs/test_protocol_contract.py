@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
 import time
@@ -64,6 +65,57 @@ def answer_of(subcommand: str, function, *args) -> dict:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = function(*args)
     return parse_answer(subcommand, code or 0, out.getvalue(), err.getvalue())
+
+
+def run_wrapper(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """The built wrapper file, as a box runs it: the byte-stream subcommands read and write real pipes."""
+    command = [sys.executable, "-I", "-S", str(wrapper_file()), *args]
+    return subprocess.run(command, input=stdin, capture_output=True, timeout=60)
+
+
+def last_answer(subcommand: str, done: subprocess.CompletedProcess) -> dict:
+    return parse_answer(subcommand, done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode())
+
+
+def staging_answers(wrapper, tmp_path) -> dict:
+    """dataset-roster, stage-check, stage-send piped into stage-receive, stage-pull and stage-grant."""
+    root = tmp_path / "dataset"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "one.bin").write_bytes(b"1" * 3000)
+    (root / "two.txt").write_text("two\n")
+    checked = {"dataset-roster": answer_of("dataset-roster", wrapper.cmd_dataset_roster, {"root": str(root)})}
+    files = checked["dataset-roster"]["files"]
+    assert [item["path"] for item in files] == ["a/one.bin", "two.txt"] and files[0]["bytes"] == 3000
+    target = tmp_path / "data" / "vision" / "cache" / "data" / "roster"
+    request = {"target": str(target), "roster_sha256": "r" * 64, "files": files}
+    checked["stage-check"] = answer_of("stage-check", wrapper.cmd_stage_check, request)
+    assert checked["stage-check"]["need"] == [{"path": "a/one.bin", "offset": 0}, {"path": "two.txt", "offset": 0}]
+    need = json.dumps({"need": checked["stage-check"]["need"]}).encode() + b"\n"
+    frames = run_wrapper("stage-send", str(root), stdin=need).stdout
+    checked["stage-send"] = parse_answer("stage-send", 0, frames.decode(errors="replace"), "")
+    assert checked["stage-send"] == {"sent": 3004, "files": 2}
+    received = run_wrapper("stage-receive", stdin=json.dumps(request).encode() + b"\n" + frames)
+    checked["stage-receive"] = last_answer("stage-receive", received)
+    assert checked["stage-receive"] == {"received": 3004, "files": 2, "complete": True}
+    assert (target / "a" / "one.bin").read_bytes() == b"1" * 3000
+    again = {**request, "target": str(tmp_path / "second"), "source": {"local_root": str(root)}}
+    checked["stage-pull"] = last_answer(
+        "stage-pull", run_wrapper("stage-pull", stdin=json.dumps(again).encode() + b"\n")
+    )
+    assert checked["stage-pull"]["complete"] is True and (tmp_path / "second" / "two.txt").read_text() == "two\n"
+    keys = tmp_path / "authorized_keys"
+    keys.write_text("ssh-ed25519 AAAAkept person@laptop\n")
+    grant = {"file": str(keys), "marker": "remotegpu-stage-1234", "action": "add"}
+    grant["line"] = 'restrict,command="python3 w.py stage-send /d" ssh-ed25519 AAAAtemp remotegpu-stage-1234'
+    checked["stage-grant"] = answer_of("stage-grant", wrapper.cmd_stage_grant, grant)
+    assert keys.read_text().splitlines()[-1] == grant["line"]
+    assert answer_of("stage-grant", wrapper.cmd_stage_grant, {**grant, "action": "remove"}) == {"granted": False}
+    assert keys.read_text() == "ssh-ed25519 AAAAkept person@laptop\n"  # only the temporary key went
+    refused = io.StringIO()
+    with contextlib.redirect_stdout(refused):
+        assert wrapper.cmd_stage_grant({**grant, "line": "ssh-ed25519 AAAAopen remotegpu-stage-1234"}) == 1
+    assert "refusing" in refused.getvalue()
+    return checked
 
 
 def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp_path):
@@ -150,6 +202,8 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     assert oct(os.stat(wrapper.secrets_path(secret_spec)).st_mode & 0o777) == "0o600"
     assert wrapper.take_secrets(secret_spec) == {"TOKEN": "contract-secret-1"}  # read once, then gone
     assert not os.path.exists(wrapper.secrets_path(secret_spec)) and wrapper.take_secrets(secret_spec) == {}
+
+    checked.update(staging_answers(wrapper, tmp_path))
 
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised
 
