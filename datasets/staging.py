@@ -128,7 +128,7 @@ def _from_box(node, dataset, request: dict, progress) -> dict:
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
     ).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    marker = f"remotegpu-stage-{uuid.uuid4().hex[:16]}"
+    marker = f"remotegpu-stage-{int(time.time())}-{uuid.uuid4().hex[:16]}"
     with NodeClient(source) as box:
         box.install_wrapper(box.tools)
         python = box.python or settings.NODE_PYTHON
@@ -137,7 +137,9 @@ def _from_box(node, dataset, request: dict, progress) -> dict:
         )
         if '"' in command or "\n" in command:
             raise StageFailed(f"dataset {dataset.name}: its path cannot be written into a restricted key")
+        # Keys older than two stages' time are a dead worker's: removed with this grant.
         grant = {"file": settings.NODE_AUTHORIZED_KEYS, "marker": marker}
+        grant["expire_before"] = time.time() - 2 * settings.STAGE_TIMEOUT
         line = f'restrict,command="{command}" {public.decode()} {marker}'
         box.invoke(box.tools, "stage-grant", request={**grant, "action": "add", "line": line})
         try:

@@ -104,11 +104,12 @@ def staging_answers(wrapper, tmp_path) -> dict:
     )
     assert checked["stage-pull"]["complete"] is True and (tmp_path / "second" / "two.txt").read_text() == "two\n"
     keys = tmp_path / "authorized_keys"
-    keys.write_text("ssh-ed25519 AAAAkept person@laptop\n")
-    grant = {"file": str(keys), "marker": "remotegpu-stage-1234", "action": "add"}
+    stale = 'restrict,command="x" ssh-ed25519 AAAAold remotegpu-stage-1000-dead'
+    keys.write_text(f"ssh-ed25519 AAAAkept person@laptop\n{stale}\n")
+    grant = {"file": str(keys), "marker": "remotegpu-stage-1234", "action": "add", "expire_before": 2000}
     grant["line"] = 'restrict,command="python3 w.py stage-send /d" ssh-ed25519 AAAAtemp remotegpu-stage-1234'
     checked["stage-grant"] = answer_of("stage-grant", wrapper.cmd_stage_grant, grant)
-    assert keys.read_text().splitlines()[-1] == grant["line"]
+    assert keys.read_text().splitlines()[1:] == [grant["line"]]  # a dead worker's stale key went with it
     assert answer_of("stage-grant", wrapper.cmd_stage_grant, {**grant, "action": "remove"}) == {"granted": False}
     assert keys.read_text() == "ssh-ed25519 AAAAkept person@laptop\n"  # only the temporary key went
     refused = io.StringIO()

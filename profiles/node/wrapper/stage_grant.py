@@ -1,7 +1,8 @@
 """`stage-grant`: add or remove the temporary staging key in this box's authorized_keys (stdin).
 
 The key is written with `restrict` and `command=` so that it can run nothing but `stage-send` of one
-dataset root; it is removed by its marker when the stage ends. The file is locked while it changes."""
+dataset root; it is removed by its marker when the stage ends. A key a dead worker left behind is removed
+at the next grant, once its marker's time is before `expire_before`. The file is locked while it changes."""
 
 import contextlib
 import fcntl
@@ -9,6 +10,15 @@ import json
 import os
 
 from .files import expand
+
+
+def expired(line, before):
+    """A staging key's line whose marker (remotegpu-stage-<epoch>-<nonce>) is older than before."""
+    marker = line.rsplit(" ", 1)[-1]
+    if not marker.startswith("remotegpu-stage-"):
+        return False
+    stamp = marker[len("remotegpu-stage-") :].split("-", 1)[0]
+    return stamp.isdigit() and int(stamp) < before
 
 
 def cmd_stage_grant(request):
@@ -23,7 +33,8 @@ def cmd_stage_grant(request):
         lines = []
         with contextlib.suppress(FileNotFoundError), open(path) as handle:
             lines = handle.read().splitlines()
-        lines = [line for line in lines if not line.endswith(" " + marker)]
+        expire_before = float(request.get("expire_before") or 0)
+        lines = [line for line in lines if not line.endswith(" " + marker) and not expired(line, expire_before)]
         if request.get("action") == "add":
             line = str(request["line"])
             if "\n" in line or not line.startswith("restrict,command=") or not line.endswith(" " + marker):
