@@ -35,8 +35,9 @@ def handle(exc, context):
     elif isinstance(exc, SpendPending):  # not an error of the request: the run waits for an approver
         detail = exc.messages
         return Response({"error": "needs_approval", "detail": detail, "spend_request": exc.request.pk}, status=409)
-    elif isinstance(exc, ValidationError):
-        return Response({"error": "invalid", "detail": exc.messages}, status=400)
+    elif isinstance(exc, ValidationError):  # field errors stay under their fields, as a serializer's do
+        detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        return Response({"error": "invalid", "detail": detail}, status=400)
     elif isinstance(exc, PermissionDenied):
         return Response({"error": "forbidden", "detail": str(exc)}, status=403)
     response = exception_handler(exc, context)

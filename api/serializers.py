@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from custody.models import CustodyRecord, TeardownKind, TeardownRequest
+from datasets.models import Dataset, DatasetSource
 from profiles.models import Instance
 from projects.models import Project
 from runs import validation
@@ -259,3 +260,50 @@ class SweepCreateSerializer(serializers.Serializer):
     instances = serializers.ListField(child=serializers.CharField(max_length=100), min_length=1, max_length=50)
     gpus_per_box = serializers.IntegerField(min_value=1, max_value=16, default=1)
     independent = serializers.BooleanField(default=True)
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    source_instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Dataset
+        fields = [
+            "id",
+            "project",
+            "name",
+            "source_kind",
+            "source_path",
+            "source_instance",
+            "state",
+            "refusal",
+            "roster_sha256",
+            "file_count",
+            "total_bytes",
+            "created",
+        ]
+        read_only_fields = fields
+
+
+class DatasetCreateSerializer(serializers.Serializer):
+    """A roster, if given, is checked entry by entry (datasets/roster.py) and against the files."""
+
+    project = serializers.SlugField(max_length=40)
+    name = serializers.SlugField(max_length=60)
+    source_kind = serializers.ChoiceField(choices=DatasetSource.choices)
+    source_path = serializers.CharField(max_length=500)
+    source_instance = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)
+    roster = serializers.JSONField(required=False, default=None)
+
+    def validate(self, data):
+        user = self.context["user"]
+        project = Project.objects.visible_to(user).filter(slug=data["project"]).first()
+        if project is None:
+            raise serializers.ValidationError({"project": [f"no project {data['project']!r} that you can see"]})
+        data["project"] = project
+        name = data["source_instance"]
+        instance = Instance.objects.visible_to(user).filter(name=name).first() if name else None
+        if name and instance is None:
+            raise serializers.ValidationError({"source_instance": [f"no instance {name!r} that you can see"]})
+        data["source_instance"] = instance
+        return data

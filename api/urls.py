@@ -7,6 +7,7 @@ from api import errors, views
 router = DefaultRouter(trailing_slash=True)
 router.register("projects", views.ProjectViewSet, basename="api-project")
 router.register("instances", views.InstanceViewSet, basename="api-instance")
+router.register("datasets", views.DatasetViewSet, basename="api-dataset")
 router.register("runs", views.RunViewSet, basename="api-run")
 router.register("sweeps", views.SweepViewSet, basename="api-sweep")
 router.register("custody", views.CustodyViewSet, basename="api-custody")

@@ -17,6 +17,8 @@ from console import history
 from custody.actions import do_start_verification
 from custody.models import CustodyRecord, TeardownRequest
 from custody.teardown import do_file_teardown
+from datasets.actions import do_register_dataset
+from datasets.models import Dataset
 from profiles.models import Instance
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
@@ -63,6 +65,26 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return Instance.objects.visible_to(self.request.user).select_related("project").order_by("name")
+
+
+class DatasetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = s.DatasetSerializer
+
+    def get_queryset(self):
+        return Dataset.objects.visible_to(self.request.user).select_related("project", "source_instance")
+
+    def get_serializer_class(self):
+        return s.DatasetCreateSerializer if self.action == "create" else s.DatasetSerializer
+
+    def create(self, request, *args, **kwargs):
+        require(request.user, OPERATE)
+        typed = s.DatasetCreateSerializer(data=request.data, context={"user": request.user})
+        typed.is_valid(raise_exception=True)
+        data = typed.validated_data
+        require(request.user, OPERATE, data["project"])
+        fields = ("project", "name", "source_kind", "source_path", "source_instance", "roster")
+        dataset = do_register_dataset(*(data[field] for field in fields), actor=request.user)
+        return Response(s.DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
 
 
 class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):

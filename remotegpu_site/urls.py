@@ -14,6 +14,7 @@ urlpatterns = [
     path("", include("console.urls")),
     path("", include("projects.urls")),
     path("", include("profiles.urls")),
+    path("", include("datasets.urls")),
     path("", include("runs.urls")),
     path("", include("custody.urls")),
     path("", include("notifications.urls")),
