@@ -83,6 +83,18 @@
       `${message.files_done}/${message.file_count} files · ${formatBytes(message.rate)}/s${eta}`;
   }
 
+  function showStagingProgress(message) {
+    const box = document.getElementById("staging-progress");
+    if (!box) return;
+    box.hidden = false;
+    document.getElementById("staging-name").textContent = message.dataset;
+    const bar = document.getElementById("staging-bar");
+    bar.max = Math.max(message.total_bytes, 1);
+    bar.value = message.bytes_done;
+    document.getElementById("staging-text").textContent =
+      `${formatBytes(message.bytes_done)} of ${formatBytes(message.total_bytes)} · ${message.files_done} files`;
+  }
+
   let pending = null;
   function reloadSoon() {
     // Several events arrive together at a transition: one re-read of the DB (and of the page's
@@ -107,6 +119,8 @@
         charts.append(0, message.rows);
       } else if (message.type === "custody") {
         showCustodyProgress(message);
+      } else if (message.type === "staging") {
+        showStagingProgress(message);
       } else if (message.type === "status") {
         const live = LIVE.has(message.state);
         setHealth(live ? message.health : "");
