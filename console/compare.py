@@ -14,6 +14,8 @@ IDENTITY_FIELDS = [
     ("source_tree_sha256", "source tree"),
     ("config_sha256", "config"),
     ("manifest_sha256", "data manifest"),
+    ("data_sha256", "dataset"),
+    ("hooks_sha256", "platform hooks"),
 ]
 SEED_KEYS = ("seed", "random_seed", "deterministic")
 
@@ -89,7 +91,8 @@ def compare(runs: list) -> dict:
     metrics = [{"name": name, "values": [metrics_of(run).get(name) for run in runs]} for name in metric_names]
     # The config hash changes with any key, so config keys count one by one; other identities count once.
     variables = [row["key"] for row in diff]
-    variables += [row["label"] for row in identities if row["differs"] and row["label"] in ("commit", "data manifest")]
+    counted = ("commit", "data manifest", "dataset", "platform hooks")
+    variables += [row["label"] for row in identities if row["differs"] and row["label"] in counted]
     seeds = [
         {key: (config or {}).get(key) for key in SEED_KEYS if (config or {}).get(key) is not None} for config in configs
     ]

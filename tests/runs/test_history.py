@@ -202,3 +202,14 @@ def test_compare_counts_an_unverified_runs_overrides(client, bob, make_run):
     page = client.get(reverse("run-compare"), {"run": [first.run_id, second.run_id]}).content.decode()
     row = page.split('data-key="lr"', 1)[1].split("</tr>", 1)[0]
     assert "0.01" in row and "0.003" in row
+
+
+def test_compare_counts_a_different_dataset_as_a_changed_variable(client, bob, make_run):
+    first = make_run(title="imagenet-mini", data_sha256="a" * 64, datasets=["imagenet-mini"])
+    second = make_run(title="imagenet-mini, relabelled", data_sha256="b" * 64, datasets=["imagenet-relabelled"])
+    client.force_login(bob)
+    context = client.get(reverse("run-compare"), {"run": [first.run_id, second.run_id]}).context
+    assert context["variables"] == ["dataset"]
+    same = make_run(title="same data", data_sha256="a" * 64, datasets=["imagenet-mini"], config_overrides={"lr": 0.5})
+    context = client.get(reverse("run-compare"), {"run": [first.run_id, same.run_id]}).context
+    assert "dataset" not in context["variables"] and "lr" in context["variables"]
