@@ -1,6 +1,7 @@
 """In the browser: a run on a box reached over SSH (the loopback sshd), from the form to a sealed export,
 watched on its page. A team's operator never runs on the control host itself."""
 
+import hashlib
 import shutil
 import sys
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 from django.utils import timezone
 
 from tests.browser.test_dashboard import choose_own_password, sign_in
-from tests.conftest import ARTIFACTS, REPO
+from tests.conftest import ARTIFACTS, REPO, RUN_SECRET_ENV, RUN_SECRET_VALUE
 
 
 def create_project_and_ssh_box(page, stack, slug, sshd):
@@ -43,8 +44,8 @@ def create_project_and_ssh_box(page, stack, slug, sshd):
     page.wait_for_selector("text=Host key pinned")
 
 
-def new_run(page, stack, slug, source, command: str, title: str = "") -> None:
-    """Fill and submit the new-run form: the project's box, a local directory, config.yaml."""
+def new_run(page, stack, slug, source, command: str, title: str = "", extra: dict | None = None) -> None:
+    """Fill and submit the new-run form: the project's box, a local directory, config.yaml (and extra fields)."""
     page.goto(stack.url + "/runs/new/")
     page.select_option("#id_project", label=slug.title())
     page.select_option("#id_instance", index=1)
@@ -54,6 +55,8 @@ def new_run(page, stack, slug, source, command: str, title: str = "") -> None:
     page.fill("#id_source_path", str(source))
     page.fill("#id_command_line", f"{sys.executable} {command}")
     page.fill("#id_config_path", "config.yaml")
+    for selector, value in (extra or {}).items():
+        page.fill(selector, value)
     page.click("button:has-text('Create run')")
 
 
@@ -210,4 +213,63 @@ def test_log_line_with_markup_is_shown_as_text(page, stack, sshd):
     assert "<script>window.pwned = 1</script> <b>bold</b>" in page.inner_text("#log-tail")
     assert page.locator("#log-tail script, #log-tail b").count() == 0
     assert page.evaluate("window.pwned") is None and dialogs == []
+    shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
+
+
+def test_a_real_job_gets_its_dataset_secret_and_hooks_in_the_browser(page, stack, sshd):
+    """The second example end to end: an administrator registers a run secret and the example's dataset,
+    the run binds both; preflight stages the dataset on the box (its roster hash the run's data identity),
+    the command gets the secret (it logs only its hash) and HF_HOME from the platform hooks; it verifies.
+    No page opened on the way shows the secret's value."""
+    slug = "browserdata"
+    shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
+    sign_in(page, stack, stack.password)
+    create_project_and_ssh_box(page, stack, slug, sshd)
+    seen = []
+    page.on(
+        "response",
+        lambda response: seen.append(response) if "html" in response.headers.get("content-type", "") else None,
+    )
+    page.goto(stack.url + "/credentials/new/")
+    page.fill("#id_name", f"{slug}-token")
+    page.select_option("#id_kind", "run-secret")
+    page.fill("#id_reference", f"env:{RUN_SECRET_ENV}")
+    page.fill("#id_export_as", "DATAFIT_TOKEN")
+    page.locator("label", has_text=slug.title()).locator("input[name=projects]").check()
+    page.click("main button:has-text('Save')")
+    page.wait_for_selector(f"text=Credential {slug}-token saved")
+
+    page.goto(stack.url + "/datasets/new/")
+    page.select_option("#id_project", label=slug.title())
+    page.fill("#id_name", "datafit-points")
+    page.select_option("#id_source_kind", "control")
+    page.fill("#id_source_path", str(REPO / "examples" / "datafit-data"))
+    page.click("main button:has-text('Register')")
+    page.wait_for_selector("dd.keeps:has-text('ready')")
+    roster_sha = page.inner_text("code.identity")
+    assert len(roster_sha) == 64
+
+    extra = {"#id_datasets_text": "datafit-points", "#id_secrets_text": f"{slug}-token"}
+    new_run(page, stack, slug, REPO / "examples" / "datafit", "train.py --config config.yaml", "datafit", extra)
+    page.wait_for_selector("#run-state:has-text('Draft')")
+    run_to_export(page)
+    page.reload()  # the identities are bound at preflight: the draft's page showed none yet
+    assert page.inner_text("[data-field=data_sha256]") == roster_sha  # the dataset's identity is the run's
+    hooks = page.inner_text("#hooks")
+    assert "HF_HOME=$CACHE/huggingface" in hooks
+    secret_hash = hashlib.sha256(RUN_SECRET_VALUE.encode()).hexdigest()
+    log = page.inner_text("pre.log-tail")
+    # The smoke parsed the dataset into HF_HOME (the project's cache/); the run found it there.
+    assert f"secret DATAFIT_TOKEN sha256={secret_hash}" in log and "cached=True" in log
+    page.click("button:has-text('Verify custody')")
+    page.wait_for_selector("#custody h2 .keeps", timeout=120_000)
+    page.screenshot(path=str(ARTIFACTS / "run-datafit.png"), full_page=True)
+    page.click("#full-log-link")
+    assert f"sha256={secret_hash}" in page.inner_text("#full-log")
+    # Every page this walk opened, opened again: none holds the value.
+    urls = sorted({response.url for response in seen if response.request.method == "GET"})
+    assert len(urls) >= 6
+    run_url = page.url.split("/log/")[0]
+    for url in [*urls, f"{run_url}/live.json", f"{stack.url}/audit/", f"{stack.url}/datasets/", f"{stack.url}/runs/"]:
+        assert RUN_SECRET_VALUE not in page.goto(url).text(), url
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
