@@ -4,8 +4,8 @@ same run, so a regression shows as a ratio.
 
 Each benchmark runs in its own process and prints its own report as it goes; the JSON lines it
 prints are collected here. Baselines: the same page at 1,000 runs (history), a raw `ssh cat` /
-`ssh tar` stream and `scp` (custody), tick-bound polling without push (watch), a worker that loads
-the verifier at start (worker memory).
+`ssh tar` stream and `scp` (custody), that raw stream between two boxes (dataset staging),
+tick-bound polling without push (watch), a worker that loads the verifier at start (worker memory).
 
     .venv/bin/python bench/all.py [--quick]      # --quick: smaller sizes, for a check that it runs
 """
@@ -89,6 +89,17 @@ def watch_rows(results: list[dict]) -> list[tuple]:
     return rows
 
 
+def staging_rows(report: dict) -> list[tuple]:
+    rows = []
+    for result in report["results"]:
+        large = result["dataset"] == "large"
+        what = f"{result['bytes'] / 2**20:,.0f} MiB file" if large else f"{result['files']:,} files"
+        ours, raw = result["ours_stage_s"], result["raw_ssh_stream_s"]
+        floor = "ssh cat" if large else "ssh tar | tar x"
+        rows.append((f"dataset stage box to box s, {what}", ours, f"{raw} (raw {floor})", ours / raw, "≤ 1.15x"))
+    return rows
+
+
 def memory_rows(report: dict) -> list[tuple]:
     ours, baseline = report["idle_worker_rss_mib"], report["baseline_rss_mib"]
     return [("idle worker RSS MiB", ours, f"{baseline} (verifier loaded at start)", ours / baseline, "≤ 150 MiB")]
@@ -103,6 +114,7 @@ def main() -> None:
     watch = ["10"] if args.quick else ["10", "100", "500"]
     rows = history_rows(run("history_bench.py", *history))
     rows += custody_rows(run("custody_bench.py", *custody)[0])
+    rows += staging_rows(run("staging_bench.py", *custody)[0])
     rows += watch_rows(run("watch_bench.py", *watch))
     rows += memory_rows(run("worker_memory_bench.py")[0])
     width = max(len(row[0]) for row in rows)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import paramiko
 
-from profiles.models import Credential, CredentialKind
 from profiles.node.transport import CredentialError
 
 ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]*)")
@@ -113,6 +112,9 @@ def export_name(credential) -> str:
 
 def _run_secrets(run) -> list:
     """The run's secrets as registered credentials, in its order; a name nobody registered stays a name."""
+    # Here, not at the top: the SSH side of this module is used where no Django is set up (bench/).
+    from profiles.models import Credential, CredentialKind
+
     named = {c.name: c for c in Credential.objects.filter(kind=CredentialKind.RUN_SECRET, name__in=run.secrets)}
     return [named.get(name) or name for name in run.secrets]
 

@@ -17,7 +17,7 @@ import threading
 import time
 
 from .run_secrets import secrets_dir
-from .staging import StageError, finish, needed, receive_frames, send_frames
+from .staging import FrameStream, StageError, finish, needed, receive_frames, send_frames
 
 
 def private_file(name, text):
@@ -45,7 +45,7 @@ def reporter():
 def from_local(root, need, rate, receive):
     """This box's own directory as the source: a sender thread and the receiver, joined by a pipe."""
     read_end, write_end = os.pipe()
-    with os.fdopen(read_end, "rb") as reader, os.fdopen(write_end, "wb") as writer:
+    with os.fdopen(read_end, "rb", buffering=0) as reader, os.fdopen(write_end, "wb") as writer:
 
         def send():
             with contextlib.suppress(BrokenPipeError, OSError):
@@ -55,7 +55,7 @@ def from_local(root, need, rate, receive):
         sender = threading.Thread(target=send, daemon=True)
         sender.start()
         try:
-            return receive(reader)
+            return receive(FrameStream(reader.fileno()))
         finally:
             reader.close()
             sender.join(timeout=5)
@@ -72,12 +72,12 @@ def from_box(source, need, rate, receive):
     argv += ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}"]
     argv += ["-o", "GlobalKnownHostsFile=/dev/null", "-o", "ConnectTimeout=20", "-o", "ServerAliveInterval=15"]
     argv += ["-o", "LogLevel=ERROR", f"{source['user']}@{source['host']}", "stage-send"]
-    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     try:
         child.stdin.write(json.dumps({"need": need, "rate": rate}).encode() + b"\n")
         child.stdin.close()
         try:
-            return receive(child.stdout)
+            return receive(FrameStream(child.stdout.fileno()))
         except StageError as exc:
             child.kill()
             said = child.stderr.read(2000).decode(errors="replace").strip()

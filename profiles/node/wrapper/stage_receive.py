@@ -3,11 +3,11 @@
 import json
 import sys
 
-from .staging import StageError, finish, receive_frames
+from .staging import FrameStream, StageError, finish, receive_frames
 
 
 def cmd_stage_receive():
-    stream = sys.stdin.buffer
+    stream = FrameStream(sys.stdin.fileno())
     request = json.loads(stream.readline(1 << 26) or b"{}")
     target, files = request["target"], request["files"]
     try:

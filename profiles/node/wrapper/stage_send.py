@@ -16,5 +16,6 @@ def cmd_stage_send(root):
     if not os.path.isdir(root):
         sys.stdout.buffer.write(json.dumps({"error": f"{root} is not a directory on the source box"}).encode() + b"\n")
         return 1
-    send_frames(root, request.get("need") or [], sys.stdout.buffer, int(request.get("rate") or 0))
+    out = open(sys.stdout.fileno(), "wb", buffering=1 << 20, closefd=False)  # noqa: SIM115 (stdout stays open)
+    send_frames(root, request.get("need") or [], out, int(request.get("rate") or 0))
     return 0
