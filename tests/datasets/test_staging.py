@@ -167,3 +167,27 @@ def test_a_byte_flipped_on_the_source_fails_naming_the_file(bob, project, make_r
     assert "train/shard-2.bin does not match its roster" in problems[0], problems
     target = Path(run.instance.data_root.replace("$HOME", os.path.expanduser("~"))) / project.slug / "cache"
     assert not (target / "data" / dataset.roster_sha256 / "train" / "shard-2.bin").exists()
+
+
+def test_a_box_dataset_whose_files_differ_from_its_roster_is_refused_naming_the_file(
+    bob, project, source_box, files, no_worker
+):
+    declared = [{"path": "labels/00.txt", "bytes": 8, "sha256": "0" * 64}]  # the right size, not its hash
+    dataset = do_register_dataset(project, "declared", DatasetSource.BOX, str(files), source_box, declared, actor=bob)
+    scan_dataset(dataset.pk)
+    dataset.refresh_from_db()
+    assert dataset.state == DatasetState.REFUSED
+    assert "labels/00.txt has SHA-256" in dataset.refusal and dataset.roster_sha256 == ""
+
+
+def test_a_project_that_requires_a_data_identity_refuses_a_run_without_one(project, make_run):
+    from runs.actions.lifecycle import do_finish_preflight
+    from runs.models import RunState
+
+    project.require_data_identity = True
+    project.save()
+    run = make_run(state=RunState.PREFLIGHT)
+    hashes = {"source_tree_sha256": "a" * 64, "config_sha256": "b" * 64}
+    run = do_finish_preflight(run.pk, {"hashes": hashes, "missing": []}, [])
+    assert run.state == RunState.FAILED_PREFLIGHT
+    assert "requires a data identity: bind a registered dataset" in run.events.get(to_state="failed_preflight").message
