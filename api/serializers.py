@@ -12,6 +12,15 @@ from runs.forms import MIB
 from runs.models import Run, RunEvent, SourceKind, Sweep
 
 
+def seen(queryset, field: str, noun: str = "", **lookup):
+    """The one object of queryset (what the user may see) matching lookup, else a 400 naming field."""
+    found = queryset.filter(**lookup).first()
+    if found is None:
+        value = next(iter(lookup.values()))
+        raise serializers.ValidationError({field: [f"no {noun or field} {value!r} that you can see"]})
+    return found
+
+
 class ProjectSerializer(serializers.ModelSerializer):
     class Meta:
         model = Project
@@ -124,13 +133,8 @@ class RunCreateSerializer(serializers.Serializer):
 
     def validate(self, data):
         user = self.context["user"]
-        project = Project.objects.visible_to(user).filter(slug=data["project"]).first()
-        instance = Instance.objects.visible_to(user).billing().filter(name=data["instance"]).first()
-        if project is None:
-            raise serializers.ValidationError({"project": [f"no project {data['project']!r} that you can see"]})
-        if instance is None:
-            raise serializers.ValidationError({"instance": [f"no instance {data['instance']!r} that you can see"]})
-        data["project"], data["instance"] = project, instance
+        data["project"] = seen(Project.objects.visible_to(user), "project", slug=data["project"])
+        data["instance"] = seen(Instance.objects.visible_to(user).billing(), "instance", name=data["instance"])
         problems = validation.relation_problems(data, user)
         if problems:
             raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
@@ -297,13 +301,8 @@ class DatasetCreateSerializer(serializers.Serializer):
 
     def validate(self, data):
         user = self.context["user"]
-        project = Project.objects.visible_to(user).filter(slug=data["project"]).first()
-        if project is None:
-            raise serializers.ValidationError({"project": [f"no project {data['project']!r} that you can see"]})
-        data["project"] = project
+        data["project"] = seen(Project.objects.visible_to(user), "project", slug=data["project"])
         name = data["source_instance"]
-        instance = Instance.objects.visible_to(user).filter(name=name).first() if name else None
-        if name and instance is None:
-            raise serializers.ValidationError({"source_instance": [f"no instance {name!r} that you can see"]})
-        data["source_instance"] = instance
+        boxes = Instance.objects.visible_to(user)
+        data["source_instance"] = seen(boxes, "source_instance", "instance", name=name) if name else None
         return data

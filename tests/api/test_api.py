@@ -103,12 +103,9 @@ SAME_RULES = [
 ]
 
 
-@pytest.mark.parametrize(("field", "api_body", "form_body"), SAME_RULES)
-def test_the_api_and_the_form_refuse_with_the_same_rule_and_words(
-    client, bob, project, instance, source, field, api_body, form_body
-):
-    """One set of validators (runs/validation.py): the API no longer turns its JSON back into form text."""
-    base_api = {
+def run_bodies(project, instance, source) -> tuple[dict, dict]:
+    """A valid new run, as the API takes it and as the form posts it."""
+    api_body = {
         "project": project.slug,
         "instance": instance.name,
         "source_kind": "local_dir",
@@ -116,7 +113,7 @@ def test_the_api_and_the_form_refuse_with_the_same_rule_and_words(
         "command": ["python3", "train.py"],
         "config_path": "config.yaml",
     }
-    base_form = {
+    form_body = {
         "project": project.pk,
         "instance": instance.pk,
         "source_kind": "local_dir",
@@ -129,6 +126,15 @@ def test_the_api_and_the_form_refuse_with_the_same_rule_and_words(
         "checkpoints_retained": 2,
         "expected_files": 10,
     }
+    return api_body, form_body
+
+
+@pytest.mark.parametrize(("field", "api_body", "form_body"), SAME_RULES)
+def test_the_api_and_the_form_refuse_with_the_same_rule_and_words(
+    client, bob, project, instance, source, field, api_body, form_body
+):
+    """One set of validators (runs/validation.py): the API no longer turns its JSON back into form text."""
+    base_api, base_form = run_bodies(project, instance, source)
     api_client, _ = api(bob)
     answer = post(api_client, "/api/runs/", {**base_api, **api_body})
     assert answer.status_code == 400, answer.content

@@ -7,7 +7,7 @@ from django.urls import reverse
 from profiles.models import Credential, CredentialKind
 from projects.models import Project
 from runs.models import Run
-from tests.api.test_api import api, post
+from tests.api.test_api import api, post, run_bodies
 
 pytestmark = pytest.mark.django_db
 
@@ -40,33 +40,13 @@ def ssh_key_named(project):
 def test_a_secret_the_project_may_not_use_is_refused_by_name(
     client, bob, project, instance, source, elsewhere_secret, ssh_key_named, secret, words
 ):
-    body = {
-        "project": project.slug,
-        "instance": instance.name,
-        "source_kind": "local_dir",
-        "source_path": str(source),
-        "command": ["python3", "train.py"],
-        "config_path": "config.yaml",
-        "secrets": [secret],
-    }
+    api_body, form = run_bodies(project, instance, source)
+    body = {**api_body, "secrets": [secret]}
     api_client, _ = api(bob)
     answer = post(api_client, "/api/runs/", body)
     assert answer.status_code == 400 and words in " ".join(answer.json()["detail"]["secrets"])
     client.force_login(bob)
-    form = {
-        "project": project.pk,
-        "instance": instance.pk,
-        "source_kind": "local_dir",
-        "source_path": str(source),
-        "command_line": "python3 train.py",
-        "config_path": "config.yaml",
-        "expected_minutes": 5,
-        "checkpoint_mib": 1,
-        "scratch_mib": 0,
-        "checkpoints_retained": 2,
-        "expected_files": 10,
-        "secrets_text": secret,
-    }
+    form["secrets_text"] = secret
     page = client.post(reverse("run-create"), form)
     assert words in " ".join(page.context["form"].errors["secrets_text"])
     assert not Run.objects.exists()
