@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
 
+from core.models import AuditEntry
 from core.states import IllegalTransition
 from profiles.actions import do_change_instance_state
 from profiles.models import Credential, CredentialKind, Instance, InstanceEvent, PlatformAcknowledgement
@@ -259,3 +260,25 @@ def test_an_operator_cannot_edit_the_control_host_box(client, bob, admin_user, p
     assert "only an administrator edits it" in html.unescape(client.get(response["Location"]).content.decode())
     client.force_login(admin_user)
     assert client.get(f"/instances/{box.pk}/edit/").status_code == 200
+
+
+def test_an_operator_overrides_a_boxs_hooks_and_the_change_is_audited(client, bob, project, runpod_key):
+    client.force_login(bob)
+    post(client, form_data(project))
+    instance = Instance.objects.get()
+    edit = {**form_data(project), "hooks": "interpreter: /workspace/venv/bin/python\nenv: {HF_HOME: null}\n"}
+    for field in ("project", "name", "profile_key", "acknowledge"):
+        edit.pop(field)
+    assert client.post(f"/instances/{instance.pk}/edit/", edit).status_code == 302
+    instance.refresh_from_db()
+    assert instance.hooks == {"interpreter": "/workspace/venv/bin/python", "env": {"HF_HOME": None}}
+    hooks = instance.effective_hooks
+    assert hooks["interpreter"] == "/workspace/venv/bin/python" and "HF_HOME" not in hooks["env"]
+    assert hooks["env"]["PIP_CACHE_DIR"] == "$CACHE/pip"  # the platform's others stay
+    entry = AuditEntry.objects.filter(action="instance.edited").latest("at")
+    assert "hooks" in entry.data["fields"] and entry.actor == bob
+    page = client.get(f"/instances/{instance.pk}/edit/").content.decode()
+    assert "interpreter: /workspace/venv/bin/python" in page  # shown back as YAML
+    bad = client.post(f"/instances/{instance.pk}/edit/", {**edit, "hooks": "interpreter: python3"})
+    assert bad.status_code == 200 and "interpreter: an absolute path" in bad.content.decode()
+    assert Instance.objects.get(pk=instance.pk).hooks == instance.hooks  # nothing half-written
