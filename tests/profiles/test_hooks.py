@@ -11,7 +11,32 @@ from profiles.hooks import HookError, effective, identity, parse_overrides
 from tests.runs.conftest import load_wrapper
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "profiles"
-# The seed's reference file of each profile (the China rentals share one).
+# The facts the hooks rest on, as the seed's reference profiles write them (file: lines quoted from it).
+# The profiles are checked against these here; where the reference itself is at hand (a checkout beside
+# ../shared), test_the_quoted_facts_are_the_references checks that each quote is still in it.
+FACTS = {
+    "autodl.md": [
+        "china_mirror_needed: true",
+        "PROXY_HOOK='source /etc/network_turbo 2>/dev/null || true'",
+        "HF_ENDPOINT=https://hf-mirror.com",
+        "HF_HUB_DISABLE_XET=1",
+        "HF_HOME=$CACHE_ROOT/huggingface",
+    ],
+    "china.md": [
+        "china_mirror_needed: true",
+        "HF_ENDPOINT=https://hf-mirror.com",
+        "export https_proxy=http://turbo.gpushare.com:<PORT> http_proxy=http://turbo.gpushare.com:<PORT>",
+        "`unset http_proxy https_proxy`",
+        "(interpreter at\n  `/root/miniconda3/envs/myconda/bin/python`)",
+    ],
+    "runpod.md": ["china_mirror_needed: false", "`PROXY_HOOK=` none.", "PIP_CACHE_DIR=/workspace/.cache/pip"],
+    "vastai.md": ["china_mirror_needed: false", "PROXY_HOOK=''", "HF_HOME=/workspace/.cache/huggingface"],
+    "lambda.md": ["china_mirror_needed: false", "PROXY_HOOK=     (none — direct egress; no network_turbo)"],
+    "paperspace.md": ["china_mirror_needed: false", "PROXY_HOOK=                      # none"],
+    "generic-ssh.md": ["china_mirror_needed: host-dependent", "PROXY_HOOK=        (none by default"],
+    "local.md": ["china_mirror_needed: host-dependent", "PROXY_HOOK=                 (none;"],
+}
+# Each profile's reference file (the China rentals share one).
 REFERENCE_OF = {
     "autodl": "autodl.md",
     "matpool": "china.md",
@@ -27,41 +52,45 @@ REFERENCE_OF = {
 }
 
 
-def reference(key: str) -> str:
-    return (REFERENCE / REFERENCE_OF[key]).read_text()
+def facts(key: str) -> list[str]:
+    return FACTS[REFERENCE_OF[key]]
 
 
 @pytest.mark.parametrize("key", sorted(REFERENCE_OF))
 def test_each_profiles_hooks_follow_its_reference(key):
-    hooks, text = catalog.get_profile(key).hooks, reference(key)
-    behind_the_wall = re.search(r"^china_mirror_needed: true", text, re.M) is not None
-    # Behind the GFW: the mirror and the LFS path it serves (AD2); elsewhere no mirror is forced.
+    hooks = catalog.get_profile(key).hooks
+    behind_the_wall = "china_mirror_needed: true" in facts(key)
+    # Behind the GFW: the mirror and the LFS path it serves (AD2, shared by the China family);
+    # elsewhere no mirror is forced on a box.
     assert (hooks["env"].get("HF_ENDPOINT") == "https://hf-mirror.com") == behind_the_wall
     assert (hooks["env"].get("HF_HUB_DISABLE_XET") == "1") == behind_the_wall
-    if behind_the_wall:  # the mirror's LFS-only path is told in AutoDL's profile, shared by the China family
-        assert "HF_ENDPOINT=https://hf-mirror.com" in text and "HF_HUB_DISABLE_XET=1" in reference("autodl")
-    # Every cache the reference redirects lands in the project's cache/ on the node.
-    assert hooks["env"]["HF_HOME"] == "$CACHE/huggingface" and "HF_HOME" in text
+    # Every cache the reference redirects off the small disk lands in the project's cache/ on the node.
+    assert hooks["env"]["HF_HOME"] == "$CACHE/huggingface"
     assert hooks["env"]["PIP_CACHE_DIR"] == "$CACHE/pip"
+    has_proxy_hook = any(fact.startswith("PROXY_HOOK='source") or "turbo.gpushare.com" in fact for fact in facts(key))
+    assert (hooks["proxy"] is not None) == (has_proxy_hook and key in ("autodl", "gpushare")), key
 
 
 def test_the_proxy_hooks_are_the_references():
     autodl = catalog.get_profile("autodl").hooks["proxy"]
-    assert "PROXY_HOOK='source /etc/network_turbo" in reference("autodl") and autodl["source"] == "/etc/network_turbo"
-    assert {"http_proxy", "https_proxy"} <= set(autodl["unset"])
+    assert autodl["source"] == "/etc/network_turbo" and {"http_proxy", "https_proxy"} <= set(autodl["unset"])
     gpushare = catalog.get_profile("gpushare").hooks["proxy"]
-    assert "turbo.gpushare.com" in reference("gpushare") and "turbo.gpushare.com" in gpushare["note"]
-    assert "unset http_proxy https_proxy" in reference("gpushare")
-    assert gpushare["unset"] == ["http_proxy", "https_proxy"]
-    for key in ("runpod", "vastai", "lambda", "paperspace", "generic-ssh", "local", "matpool", "featurize", "lanrui"):
-        assert catalog.get_profile(key).hooks["proxy"] is None, key
+    assert "turbo.gpushare.com" in gpushare["note"] and gpushare["unset"] == ["http_proxy", "https_proxy"]
 
 
 def test_the_interpreters_are_the_references():
     assert catalog.get_profile("autodl").hooks["interpreter"] == "/root/miniconda3/bin/python"
     matpool = catalog.get_profile("matpool").hooks["interpreter"]
-    assert matpool == "/root/miniconda3/envs/myconda/bin/python" and matpool in reference("matpool")
+    assert matpool == "/root/miniconda3/envs/myconda/bin/python" and any(matpool in fact for fact in FACTS["china.md"])
     assert catalog.get_profile("runpod").hooks["interpreter"] is None  # the image is the environment
+
+
+@pytest.mark.skipif(not REFERENCE.is_dir(), reason="the seed's reference is not beside this checkout")
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_the_quoted_facts_are_the_references(name):
+    text = (REFERENCE / name).read_text()
+    for fact in FACTS[name]:
+        assert fact in text, f"{name} no longer says {fact!r}"
 
 
 def test_an_instance_overrides_any_hook():
