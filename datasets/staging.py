@@ -40,9 +40,14 @@ def stage(node, dataset, progress=None) -> dict:
     target = posixpath.join(node.layout.run_root, dataset.staged_dir)
     request = {"target": target, "roster_sha256": dataset.roster_sha256, "files": dataset.roster}
     tools = node.layout.tools
-    check = node.invoke(tools, "stage-check", request=request, timeout=settings.STAGE_TIMEOUT, bound=True)
+    # Staged before: hashed again whole where that is cheap, so a file changed on the box is caught.
+    rehash = dataset.total_bytes <= settings.STAGE_REHASH_MAX_BYTES
+    check = node.invoke(
+        tools, "stage-check", request={**request, "rehash": rehash}, timeout=settings.STAGE_TIMEOUT, bound=True
+    )
     if check["complete"]:
-        return {"target": target, "moved": 0, "complete": True}
+        return {"target": target, "moved": 0, "complete": True, "damaged": []}
+    damaged = [str(path)[:300] for path in check.get("damaged") or []][:50]
     if dataset.source_kind == DatasetSource.CONTROL:
         answer = _from_control(node, dataset, request, check["need"], progress)
     elif dataset.source_instance_id == node.instance.pk:
@@ -51,7 +56,7 @@ def stage(node, dataset, progress=None) -> dict:
         answer = _from_box(node, dataset, request, progress)
     if not answer["complete"]:
         raise StageFailed(f"dataset {dataset.name}: the stage ended with files still missing")
-    return {"target": target, "moved": answer["received"], "complete": True}
+    return {"target": target, "moved": answer["received"], "complete": True, "damaged": damaged}
 
 
 def _node_path(dataset, home: str) -> str:

@@ -119,6 +119,8 @@ SOURCE_MAX_BYTES = env.envint("SOURCE_MAX_BYTES", 256 * 1024**2)
 # (bytes/s, 0: as fast as the link), and the authorized_keys file a source box's sshd reads.
 STAGE_TIMEOUT = env.envint("STAGE_TIMEOUT", 3000)
 STAGE_BYTES_PER_SECOND = env.envint("STAGE_BYTES_PER_SECOND", 0)
+# A dataset staged before is hashed again whole at each preflight up to this size (a size check above it).
+STAGE_REHASH_MAX_BYTES = env.envint("STAGE_REHASH_MAX_MIB", 4096) * 1024**2
 NODE_AUTHORIZED_KEYS = os.environ.get("NODE_AUTHORIZED_KEYS", "~/.ssh/authorized_keys")
 RUN_HEARTBEAT_SECONDS = env.envint("RUN_HEARTBEAT_SECONDS", 10)
 # A person's Stop: the command gets SIGTERM and this long to checkpoint before SIGKILL. A

@@ -138,6 +138,14 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
         run.manifest_sha256 = hashes.get("manifest_sha256", "")
         run.resolved_commit = report.get("commit") or run.resolved_commit
         staged = report.get("datasets") or []
+        for item in staged:
+            if item.get("damaged"):
+                run_event(
+                    run,
+                    "alert",
+                    f"Dataset {item['name']}: changed on the box since it was staged, staged again: "
+                    + ", ".join(item["damaged"][:5]),
+                )
         run.data_sha256 = data_identity([item["roster_sha256"] for item in staged]) if staged else ""
         if run.project.require_data_identity and not run.data_sha256 and not problems:
             problems = [f"{run.project.name} requires a data identity: bind a registered dataset to the run."]

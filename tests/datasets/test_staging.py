@@ -191,3 +191,39 @@ def test_a_project_that_requires_a_data_identity_refuses_a_run_without_one(proje
     run = do_finish_preflight(run.pk, {"hashes": hashes, "missing": []}, [])
     assert run.state == RunState.FAILED_PREFLIGHT
     assert "requires a data identity: bind a registered dataset" in run.events.get(to_state="failed_preflight").message
+
+
+def test_a_staged_file_changed_on_the_box_is_caught_and_staged_again(
+    bob, project, make_run, source_box, files, settings, no_worker
+):
+    dataset = box_dataset(project, source_box, files, bob)
+    run = make_run(datasets=[dataset.name])
+    staged, problems, _ = stage(run)
+    target = Path(staged[0]["target"])
+    shard = target / "train" / "shard-1.bin"
+    data = bytearray(shard.read_bytes())
+    data[77] ^= 0x01  # the same size, the same name: only its hash tells
+    shard.write_bytes(bytes(data))
+    staged, problems, _ = stage(run)
+    assert problems == [] and staged[0]["damaged"] == ["train/shard-1.bin"]
+    assert staged[0]["moved"] == 4 * MIB and shard.read_bytes() == (files / "train" / "shard-1.bin").read_bytes()
+    settings.STAGE_REHASH_MAX_BYTES = 0  # above the size: sizes only, nothing re-read
+    shard.write_bytes(bytes(data))
+    staged, problems, _ = stage(run)
+    assert staged[0]["damaged"] == [] and staged[0]["moved"] == 0
+
+
+def test_a_preflight_fails_closed_naming_the_file_that_does_not_match(
+    bob, project, make_run, source_box, files, no_worker
+):
+    from runs.models import RunState
+    from runs.tasks import preflight_run
+
+    dataset = box_dataset(project, source_box, files, bob)
+    (files / "labels" / "07.txt").write_text("label 8\n")  # changed at the source after it was hashed
+    run = make_run(datasets=[dataset.name], state=RunState.PREFLIGHT)
+    preflight_run(run.pk)
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED_PREFLIGHT and run.data_sha256 == ""
+    message = run.events.get(to_state="failed_preflight").message
+    assert f"Dataset {dataset.name}: " in message and "labels/07.txt does not match its roster" in message
