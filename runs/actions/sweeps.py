@@ -36,6 +36,10 @@ CELL_FIELDS = [
     "auto_relaunch",
     "max_relaunches",
     "stall_seconds",
+    "secrets",  # each cell runs the base run's job: its secrets, datasets and source checks too
+    "secrets_in_smoke",
+    "datasets",
+    "convert_crlf",
 ]
 
 

@@ -133,3 +133,14 @@ def test_a_cpu_sweep_runs_its_cells_on_cpu_slots_and_a_gpu_sweep_on_gpus(bob, ma
     gpu = do_create_sweep(make_run(gpus=[0]), "gpu", [{"lr": n} for n in range(3)], [instance], 2, True, actor=bob)
     do_advance_sweep(gpu.pk)
     assert sorted(cell.gpus for cell in gpu.cells.filter(state=RunState.PREFLIGHT)) == [[0], [1]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_cell_runs_the_base_runs_job_with_its_secrets_and_datasets(bob, make_run, instance, no_worker):
+    from runs.actions.sweeps import do_create_sweep
+
+    base = make_run(secrets=["wandb-key"], datasets=["imagenet-mini"], secrets_in_smoke=True, convert_crlf=True)
+    sweep = do_create_sweep(base, "job", [{"lr": 0.1}, {"lr": 0.2}], [instance], 1, True, actor=bob)
+    for cell in sweep.cells.all():
+        assert (cell.secrets, cell.datasets) == (["wandb-key"], ["imagenet-mini"])
+        assert cell.secrets_in_smoke and cell.convert_crlf
