@@ -15,6 +15,15 @@ class Cadence:
     mtbi_hours: float
 
 
+def checkpoint_environment(run) -> dict[str, str]:
+    """What the command is told of its cadence: REMOTEGPU_CHECKPOINT_EVERY_S, whole seconds, when the
+    platform interrupts (nothing where it does not: a checkpoint per epoch, as the examples do)."""
+    cadence = cadence_for(run)
+    if cadence is None:
+        return {}
+    return {"REMOTEGPU_CHECKPOINT_EVERY_S": str(max(1, int(cadence.interval_minutes * 60)))}
+
+
 def cadence_for(run) -> Cadence | None:
     spot = run.instance.profile.data["billing"]["spot"]
     mtbi = spot.get("mtbi_hours")

@@ -19,6 +19,7 @@ from profiles.node.transport import TransportError
 from projects.models import Project
 from runs import preflight, shipping, watch
 from runs.actions import base, lifecycle, redrive, spending, sweeps
+from runs.cadence import checkpoint_environment
 from runs.gpus import gone_problem
 from runs.models import Run, RunState
 from runs.sources import SourceError
@@ -100,7 +101,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
     if run is None or run.attempt != attempt:
         return
     try:
-        with RunNode(run) as node:
+        with RunNode(run, env=checkpoint_environment(run)) as node:
             node.prepare()
             status = node.call("status", node.attempt_spec(attempt))
             if status["launched"]:

@@ -5,7 +5,9 @@ What RemoteGPU expects from a training script (copy these habits):
   * REMOTEGPU_SMOKE=1: do 1–2 batches on CPU with tiny shapes, write nothing durable, exit 0.
   * Checkpoints go to $REMOTEGPU_CHECKPOINT_DIR, atomically (tmp -> fsync -> rename), with model,
     optimizer, epoch and RNG state; on start, resume from the latest one unconditionally, so the
-    identical command after a crash or preemption continues instead of restarting.
+    identical command after a crash or preemption continues instead of restarting. Where the platform
+    interrupts, $REMOTEGPU_CHECKPOINT_EVERY_S is the cadence RemoteGPU advises (Young's W = √(2·μ·C)):
+    the latest checkpoint is written once that long has passed (and after the last epoch).
   * Results go to $REMOTEGPU_OUTPUT_DIR in the sealed-export layout: run.json, config.yaml,
     train.csv, best.pth (state dict only), last.pth, test/<test-id>/metrics.json + results.parquet.
     Never write latest.pth there: the wrapper refuses to seal an export that holds one.
@@ -154,6 +156,8 @@ def train(config, config_path, smoke):
         with open(train_csv) as handle:
             rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= start_epoch]
 
+    every = float(os.environ.get("REMOTEGPU_CHECKPOINT_EVERY_S") or 0)  # 0: after every epoch
+    saved_at = time.monotonic()
     train_ids = split["train"]
     batches = math.ceil(len(train_ids) / config["batch_size"])
     for epoch in range(start_epoch + 1, config["epochs"] + 1):
@@ -199,7 +203,9 @@ def train(config, config_path, smoke):
             "best_val": best_val,
             "rng": rng_state(),
         }
-        atomic_save(state, latest)
+        if not every or time.monotonic() - saved_at >= every or epoch == config["epochs"]:
+            atomic_save(state, latest)
+            saved_at = time.monotonic()
         with open(train_csv + ".tmp", "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()

@@ -248,9 +248,10 @@ LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is n
 class RunNode(NodeClient):
     """One short connection to a run's node: open, do a few things, close."""
 
-    def __init__(self, run):
+    def __init__(self, run, env: dict[str, str] | None = None):
         super().__init__(run.instance)
         self.run = run
+        self.env = env or {}  # what the caller adds to the command's environment (its checkpoint cadence)
 
     def __enter__(self):
         super().__enter__()
@@ -298,7 +299,7 @@ class RunNode(NodeClient):
             "attempt": attempt,
             "argv": run.command,
             "cwd": layout.src,
-            "env": data_environment(staged),
+            "env": {**data_environment(staged), **self.env},
             # The names the command gets its run secrets under (the values travel only on put-secrets'
             # stdin); the smoke gets them only when the run asks.
             "secrets": secret_names(run) if attempt or run.secrets_in_smoke else [],
