@@ -3,9 +3,8 @@
 import contextlib
 import json
 import os
-import stat
 
-from .run_secrets import secrets_dir, secrets_path
+from .run_secrets import NotPrivate, private_dir, secrets_path, write_private
 
 
 def cmd_put_secrets(spec, request):
@@ -14,21 +13,12 @@ def cmd_put_secrets(spec, request):
     if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
         print(json.dumps({"error": 'put-secrets wants {"values": {NAME: text}}'}))
         return 2
-    directory = secrets_dir()
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    mine = os.lstat(directory)
-    if not stat.S_ISDIR(mine.st_mode) or mine.st_uid != os.getuid():
-        print(json.dumps({"error": f"{directory} is not this user's own directory: refusing to write secrets"}))
+    try:
+        directory = private_dir()
+    except NotPrivate as exc:
+        print(json.dumps({"error": str(exc)}))
         return 2
-    os.chmod(directory, 0o700)
-    path = secrets_path(spec)
-    staging = f"{path}.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(staging)
-    handle = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(handle, "w") as out:
-        json.dump(values, out)
-    os.replace(staging, path)
+    path = write_private(secrets_path(spec), json.dumps(values))
     # An earlier attempt's file that no attempt read (its launch failed): gone with this one's arrival.
     prefix = os.path.basename(path).rsplit("--", 1)[0] + "--"
     for name in os.listdir(directory):

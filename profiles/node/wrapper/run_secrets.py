@@ -10,6 +10,7 @@ pushed and kept holds a placeholder where a value was.
 import contextlib
 import json
 import os
+import stat
 
 # Memory-backed first (tmpfs: nothing reaches a disk), then the user's runtime directory. Shared
 # directories: ours is a subdirectory checked to be our own 0700 directory before anything is written.
@@ -22,6 +23,32 @@ def secrets_dir():
         if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
             return os.path.join(base, f"remotegpu-{os.getuid()}")
     return os.path.join(os.path.expanduser("~"), ".remotegpu-secrets")
+
+
+class NotPrivate(Exception):
+    """The secrets directory is a link or another user's: nothing secret is written there."""
+
+
+def private_dir():
+    """The secrets directory, made 0700 and checked to be this user's own directory (not a link)."""
+    directory = secrets_dir()
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    mine = os.lstat(directory)
+    if not stat.S_ISDIR(mine.st_mode) or mine.st_uid != os.getuid():
+        raise NotPrivate(f"{directory} is not this user's own directory: refusing to write secrets")
+    os.chmod(directory, 0o700)
+    return directory
+
+
+def write_private(path, text):
+    """text as a new 0600 file at path (inside private_dir), staged under this process's name first."""
+    staging = f"{path}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(staging)
+    with os.fdopen(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(text)
+    os.replace(staging, path)
+    return path
 
 
 def secrets_path(spec):

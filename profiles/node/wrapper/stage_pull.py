@@ -16,19 +16,15 @@ import sys
 import threading
 import time
 
-from .run_secrets import secrets_dir
+from .run_secrets import NotPrivate, private_dir, write_private
 from .staging import FrameStream, StageError, finish, needed, receive_frames, send_frames
 
 
 def private_file(name, text):
-    directory = secrets_dir()
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    path = os.path.join(directory, f"{name}-{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-        handle.write(text)
-    return path
+    try:
+        return write_private(os.path.join(private_dir(), f"{name}-{os.getpid()}"), text)
+    except NotPrivate as exc:
+        raise StageError(str(exc)) from None
 
 
 def reporter():

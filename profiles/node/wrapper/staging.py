@@ -33,15 +33,6 @@ def relative_ok(rel):
     return bool(rel) and not rel.startswith("/") and ".." not in parts and "" not in parts and "\0" not in rel
 
 
-def inside(root, rel):
-    """root/rel when rel stays strictly inside root (no '..', no link out of it), else None."""
-    if not relative_ok(rel):
-        return None
-    path = os.path.join(root, rel)
-    real_root = os.path.realpath(root).rstrip("/") + "/"
-    return path if os.path.realpath(path).startswith(real_root) else None
-
-
 def roster_of_dir(root):
     """[{path, bytes, sha256}] of every regular file under root, sorted; links are never followed."""
     files = []
