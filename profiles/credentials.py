@@ -110,46 +110,61 @@ def export_name(credential) -> str:
     return credential.export_as or (match.group(1) if match else credential.name.upper().replace("-", "_"))
 
 
-def _run_secrets(run) -> list:
-    """The run's secrets as registered credentials, in its order; a name nobody registered stays a name."""
+def secrets_named(names: list[str]) -> list:
+    """The run secrets of these names as registered credentials, in order; a name nobody registered stays a name."""
     # Here, not at the top: the SSH side of this module is used where no Django is set up (bench/).
     from profiles.models import Credential, CredentialKind
 
-    named = {c.name: c for c in Credential.objects.filter(kind=CredentialKind.RUN_SECRET, name__in=run.secrets)}
-    return [named.get(name) or name for name in run.secrets]
+    named = {c.name: c for c in Credential.objects.filter(kind=CredentialKind.RUN_SECRET, name__in=names)}
+    return [named.get(name) or name for name in names]
 
 
 def secret_names(run) -> list[str]:
     """The variables the run's secrets are exported as (names only: what a spec may hold)."""
-    return sorted(export_name(c) for c in _run_secrets(run) if not isinstance(c, str))
+    return sorted(export_name(c) for c in secrets_named(run.secrets) if not isinstance(c, str))
+
+
+def grant_problems(credentials: list, project) -> list[str]:
+    """Why these secrets may not be named by a run of project: not registered, or not granted to it."""
+    problems = []
+    for credential in credentials:
+        if isinstance(credential, str):
+            problems.append(
+                f"No run secret named {credential} is registered (an administrator registers it on the "
+                "Credentials page)."
+            )
+        elif not credential.granted_to(project.pk):
+            problems.append(
+                f"Run secret {credential.name} is not granted to {project.name}; an administrator grants it."
+            )
+    return problems
+
+
+def _value(credential) -> str:
+    return os.environ.get(ENV_REFERENCE.fullmatch(credential.reference.strip()).group(1), "")
+
+
+def _problems(credentials: list, project) -> list[str]:
+    problems = grant_problems(credentials, project)
+    for credential in credentials if not problems else []:
+        value = _value(credential)
+        if not value:
+            problems.append(f"run secret {credential.name} is not set on this worker ({credential.reference})")
+        elif len(value) < SECRET_MIN_LENGTH:
+            problems.append(f"run secret {credential.name} is shorter than {SECRET_MIN_LENGTH} characters")
+    return problems
 
 
 def secret_problems(run) -> list[str]:
     """Why the run's secrets cannot be given to it now (unknown, not granted, not set on this worker)."""
-    problems = []
-    for credential in _run_secrets(run):
-        if isinstance(credential, str):
-            problems.append(f"no run secret named {credential} is registered")
-        elif not credential.granted_to(run.project_id):
-            problems.append(
-                f"run secret {credential.name} is not granted to this run's project (an administrator grants it)"
-            )
-        else:
-            value = os.environ.get(ENV_REFERENCE.fullmatch(credential.reference.strip()).group(1), "")
-            if not value:
-                problems.append(f"run secret {credential.name} is not set on this worker ({credential.reference})")
-            elif len(value) < SECRET_MIN_LENGTH or "\0" in value:
-                problems.append(f"run secret {credential.name} is shorter than {SECRET_MIN_LENGTH} characters")
-    return problems
+    return _problems(secrets_named(run.secrets), run.project)
 
 
 def run_secret_values(run) -> dict[str, str]:
     """{exported name: value}, read from the worker's environment at the moment of use; CredentialError
     naming the first secret that is unknown, no longer granted or unset. Never put in a message."""
-    problems = secret_problems(run)
+    credentials = secrets_named(run.secrets)
+    problems = _problems(credentials, run.project)
     if problems:
         raise CredentialError(problems[0])
-    values = {}
-    for credential in _run_secrets(run):
-        values[export_name(credential)] = os.environ[ENV_REFERENCE.fullmatch(credential.reference.strip()).group(1)]
-    return values
+    return {export_name(credential): _value(credential) for credential in credentials}

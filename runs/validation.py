@@ -15,8 +15,8 @@ from django.core.exceptions import ValidationError
 
 from datasets.models import Dataset, DatasetState
 from profiles.control_host import runs_here_problem
+from profiles.credentials import grant_problems, secrets_named
 from profiles.layout import node_path_problem
-from profiles.models import Credential, CredentialKind
 from runs import sources, sweeps
 from runs.models import SourceKind
 
@@ -121,13 +121,8 @@ def _check_names(names: list[str], what: str) -> list[str]:
 
 def secret_problem(names: list[str], project) -> str | None:
     """Each named run secret is registered and granted to the project (its value is read only at launch)."""
-    known = {c.name: c for c in Credential.objects.filter(kind=CredentialKind.RUN_SECRET, name__in=names)}
-    for name in names:
-        if name not in known:
-            return f"No run secret named {name} is registered (an administrator registers it on the Credentials page)."
-        if not known[name].granted_to(project.pk):
-            return f"Run secret {name} is not granted to {project.name}; an administrator grants it."
-    return None
+    problems = grant_problems(secrets_named(names), project)
+    return problems[0] if problems else None
 
 
 def parse_dataset_names(text: str) -> list[str]:
