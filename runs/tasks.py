@@ -87,7 +87,7 @@ def smoke_run(run_pk: int) -> None:
         values = run_secret_values(run) if run.secrets_in_smoke else {}
         with RunNode(run) as node:
             spec_path = node.write_spec("smoke", node.spec(0))
-            node.put_secrets(0, values)
+            node.put_secrets(spec_path, values)
             result = node.call("smoke", spec_path, timeout=settings.SMOKE_TIMEOUT + 30)
     except TransportError as exc:
         lifecycle.do_finish_smoke(run_pk, -1, f"could not run the smoke: {exc}")
@@ -124,7 +124,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
                 node.install_start_hook(resolve_home(VAST_START_HOOK, node.home))
             use_tmux = detach_kind in ("tmux", "onstart") and run.preflight_report.get("tmux")
             # Read now, at every (re)launch: a grant revoked since the last attempt stops this one.
-            node.put_secrets(attempt, run_secret_values(run))
+            node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))  # uploaded above
             detach, command = node.launch(attempt, bool(use_tmux))
     except TransportError as exc:
         lifecycle.do_mark_launch_failed(run_pk, attempt, str(exc))

@@ -312,18 +312,17 @@ class RunNode(NodeClient):
             "heartbeat_seconds": settings.RUN_HEARTBEAT_SECONDS,
             "stop_grace_seconds": settings.RUN_STOP_GRACE_SECONDS,
             # Rewritten by the platform's start hook, so a container restart is seen as one.
-            "boot_marker": posixpath.join(posixpath.dirname(layout.run_root), ".remotegpu-boot"),
+            "boot_marker": self.boot_marker(),
             "smoke_timeout": settings.SMOKE_TIMEOUT,
             # A declared tier is measured: preflight reports the mount of its path beside the data root's.
             "data_tier_path": self._declared_tier_path(),
         }
 
-    def put_secrets(self, attempt: int, values: dict[str, str]) -> None:
-        """The attempt's secrets to the node on the command's stdin: a 0600 file its wrapper reads once."""
-        if not values:
-            return
-        spec_path = self.attempt_spec(attempt) if attempt else self.layout.spec("smoke")
-        self.invoke(self.layout.tools, "put-secrets", spec_path, request={"values": values})
+    def put_secrets(self, spec_path: str, values: dict[str, str]) -> None:
+        """The secrets of the attempt (or smoke) whose spec is at spec_path, on the command's stdin: a 0600
+        file its wrapper reads once."""
+        if values:
+            self.invoke(self.layout.tools, "put-secrets", spec_path, request={"values": values})
 
     def _declared_tier_path(self) -> str | None:
         tier = self.instance.profile.tier_named(self.instance.data_tier) if self.instance.data_tier else None
@@ -343,7 +342,7 @@ class RunNode(NodeClient):
         return self.call("roster", spec_path, timeout=settings.AUDIT_TIMEOUT)
 
     def boot_marker(self) -> str:
-        return self.spec(0)["boot_marker"]
+        return posixpath.join(posixpath.dirname(self.layout.run_root), ".remotegpu-boot")
 
     def install_start_hook(self, hook: str) -> None:
         """vast.ai runs its on-start script at every container start: make it rewrite our boot
