@@ -5,7 +5,7 @@ from functools import partial
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from core.audit import record
 from core.models import AuditAction
@@ -58,6 +58,8 @@ def do_register_dataset(project, name, source_kind, source_path, source_instance
     declared = rosters.check(roster) if roster is not None else None
     dataset = Dataset(project=project, name=name, source_kind=source_kind, source_instance=source_instance)
     dataset.source_path, dataset.created_by = source_path, actor
+    if declared is not None:
+        dataset.roster = declared  # a box's: what its scan must match
     if source_kind == DatasetSource.CONTROL:
         root = confined_directory(source_path, settings.SOURCE_ROOTS)
         try:
@@ -69,27 +71,25 @@ def do_register_dataset(project, name, source_kind, source_path, source_instance
             raise ValidationError({"roster": f"The roster does not match the files: {difference}."})
         dataset.source_path = str(root)
         _set_roster(dataset, found)
-    with transaction.atomic(durable=True):
-        dataset.save()
-        if declared is not None and source_kind == DatasetSource.BOX:
-            dataset.roster = declared  # what the box's scan must match
-            dataset.save(update_fields=["roster"])
-        what = (
-            f"{dataset.file_count} files, {dataset.roster_sha256[:12]}"
-            if dataset.roster_sha256
-            else "hashing on its box"
-        )
-        record(
-            AuditAction.DATASET_REGISTERED,
-            f"Dataset {dataset} registered ({what})",
-            actor=actor,
-            project=project,
-            instance=source_instance,
-            dataset=name,
-            roster_sha256=dataset.roster_sha256,
-        )
-        if dataset.state == DatasetState.SCANNING:
-            transaction.on_commit(partial(scan_dataset.delay, dataset.pk))
+    what = (
+        f"{dataset.file_count} files, {dataset.roster_sha256[:12]}" if dataset.roster_sha256 else "hashing on its box"
+    )
+    try:
+        with transaction.atomic(durable=True):
+            dataset.save()
+            record(
+                AuditAction.DATASET_REGISTERED,
+                f"Dataset {dataset} registered ({what})",
+                actor=actor,
+                project=project,
+                instance=source_instance,
+                dataset=name,
+                roster_sha256=dataset.roster_sha256,
+            )
+            if dataset.state == DatasetState.SCANNING:
+                transaction.on_commit(partial(scan_dataset.delay, dataset.pk))
+    except IntegrityError:  # the same name, registered by another request since the check above
+        raise ValidationError({"name": f"{project.name} already has a dataset named {name}."}) from None
     return dataset
 
 

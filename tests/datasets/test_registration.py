@@ -102,3 +102,16 @@ def test_an_outsider_or_reader_cannot_register(carol, charlie, project, data_dir
         answer = post(api(person)[0], "/api/datasets/", body)
         assert answer.status_code in (400, 403), answer.content
     assert not Dataset.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_registrations_of_one_name_at_once_make_one_dataset(bob, project, data_dir):
+    from datasets.actions import do_register_dataset
+    from tests.racing import at_once
+
+    def register():
+        return do_register_dataset(project, "mnist", "control", str(data_dir), actor=bob).name
+
+    outcomes = at_once(register, register)
+    assert sorted(outcomes) == sorted(["mnist", f"{project.name} already has a dataset named mnist."]), outcomes
+    assert Dataset.objects.count() == 1 and AuditEntry.objects.filter(action="dataset.registered").count() == 1
