@@ -6,9 +6,10 @@ relative, inside its root, named once; each size a non-negative integer; each ha
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path, PurePosixPath
+
+from profiles.node.wrapper.staging import StageError, roster_of_dir
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_FILES = 200_000
@@ -82,23 +83,12 @@ def first_difference(declared: list[dict], found: list[dict]) -> str | None:
 
 
 def of_directory(root: Path) -> list[dict]:
-    """The roster of a control-host directory: every regular file, links never followed."""
-    files = []
-    for directory, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(directory, d)))
-        for name in sorted(names):
-            full = Path(directory) / name
-            if full.is_symlink() or not full.is_file():
-                continue
-            digest = hashlib.sha256()
-            with full.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            files.append(
-                {"path": str(full.relative_to(root)), "bytes": full.stat().st_size, "sha256": digest.hexdigest()}
-            )
-            if len(files) > MAX_FILES:
-                raise RosterError(f"{root} holds more than {MAX_FILES:,} files.")
+    """The roster of a control-host directory, by the same walk a box makes of its own (the wrapper's
+    roster_of_dir: every regular file, links never followed)."""
+    try:
+        files = roster_of_dir(str(root))
+    except StageError as exc:
+        raise RosterError(f"{exc}.") from None
     if not files:
         raise RosterError(f"{root} holds no files.")
-    return sorted(files, key=lambda item: item["path"])
+    return files
