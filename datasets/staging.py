@@ -49,7 +49,7 @@ def stage(node, dataset, progress=None) -> dict:
         return {"target": target, "moved": 0, "complete": True, "damaged": []}
     damaged = [str(path)[:300] for path in check.get("damaged") or []][:50]
     if dataset.source_kind == DatasetSource.CONTROL:
-        answer = _from_control(node, dataset, request, check["need"], progress)
+        answer = _from_control(node, dataset, request, checked_need(check["need"], dataset.roster), progress)
     elif dataset.source_instance_id == node.instance.pk:
         answer = _pulled(node, {**request, "source": {"local_root": _node_path(dataset, node.home)}}, progress)
     else:
@@ -61,6 +61,21 @@ def stage(node, dataset, progress=None) -> dict:
 
 def _node_path(dataset, home: str) -> str:
     return resolve_home(dataset.source_path, home)
+
+
+def checked_need(need, roster: list[dict]) -> list[dict]:
+    """What the box says it still needs, as the control side will read it: each a roster path once, with a
+    whole-number offset within its size; StageFailed on anything else (the box is untrusted)."""
+    sizes = {item["path"]: item["bytes"] for item in roster}
+    kept, seen = [], set()
+    for item in need:
+        path = item.get("path") if isinstance(item, dict) else None
+        offset = item.get("offset") if isinstance(item, dict) else None
+        if path not in sizes or path in seen or type(offset) is not int or not 0 <= offset <= sizes[path]:
+            raise StageFailed(f"the box answered a need that is not one of this dataset's files: {str(item)[:200]}")
+        seen.add(path)
+        kept.append({"path": path, "offset": offset})
+    return kept
 
 
 def _from_control(node, dataset, request: dict, need: list[dict], progress) -> dict:

@@ -115,3 +115,24 @@ def test_two_registrations_of_one_name_at_once_make_one_dataset(bob, project, da
     outcomes = at_once(register, register)
     assert sorted(outcomes) == sorted(["mnist", f"{project.name} already has a dataset named mnist."]), outcomes
     assert Dataset.objects.count() == 1 and AuditEntry.objects.filter(action="dataset.registered").count() == 1
+
+
+@pytest.mark.parametrize(
+    "need",
+    [
+        [{"path": "../../etc/passwd", "offset": 0}],
+        [{"path": "b.txt"}],
+        [{"path": "b.txt", "offset": -1}],
+        [{"path": "b.txt", "offset": 10**9}],
+        [{"path": "b.txt", "offset": "0"}],
+        [{"path": "b.txt", "offset": 0}, {"path": "b.txt", "offset": 0}],
+        ["b.txt"],
+    ],
+)
+def test_a_box_that_answers_a_garbage_need_stops_the_stage_by_name(need):
+    """What the control host reads and sends is what the roster says, whatever the box claims to need."""
+    from datasets.staging import StageFailed, checked_need
+
+    with pytest.raises(StageFailed, match="not one of this dataset's files"):
+        checked_need(need, GOOD_ROSTER)
+    assert checked_need([{"path": "b.txt", "offset": 1}], GOOD_ROSTER) == [{"path": "b.txt", "offset": 1}]

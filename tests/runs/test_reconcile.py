@@ -143,3 +143,22 @@ def test_a_sweep_whose_advance_was_lost_starts_its_queued_cells(alice, make_run,
     outcomes = reconcile_runs()
     started = Run.objects.filter(sweep=sweep, state=RunState.PREFLIGHT)
     assert started.count() == 1 and outcomes == {started.get().run_id: "sweep cell started"}
+
+
+def test_a_preflight_still_staging_bytes_is_not_overdue_until_its_progress_stops(settings):
+    """Staging a large dataset is part of preflight: its deadline counts from the last bytes moved."""
+    import time as clock
+    from datetime import timedelta as delta
+
+    from django.utils import timezone as tz
+
+    from runs.models import Run, RunState
+    from runs.reconcile import overdue
+
+    settings.RECONCILE_PREFLIGHT_SECONDS = 900
+    long_ago = tz.now() - delta(hours=2)
+    moving = Run(state=RunState.PREFLIGHT, state_changed_at=long_ago, staging={"at": clock.time() - 30})
+    stuck = Run(state=RunState.PREFLIGHT, state_changed_at=long_ago, staging={"at": clock.time() - 1000})
+    assert overdue(moving) is None
+    assert overdue(stuck).failure == RunState.FAILED_PREFLIGHT
+    assert overdue(Run(state=RunState.PREFLIGHT, state_changed_at=long_ago, staging={"at": "garbage"})) is not None
