@@ -30,6 +30,7 @@ class AuditAction(models.TextChoices):
     RUN_LAUNCH_ASKED = "run.launch_asked", "launch asked"
     RUN_STOP_ASKED = "run.stop_asked", "stop asked"
     RUN_RETRIED = "run.retried", "run retried"
+    RUN_CONTINUED = "run.continued", "run continued on another box"
     RUN_GPU_WAIVED = "run.gpu_waived", "GPU held by another process: waived"
     INSTANCE_CREATED = "instance.created", "box registered"
     INSTANCE_EDITED = "instance.edited", "box edited"

@@ -22,6 +22,7 @@ class Event(models.TextChoices):
     RUN_STALLED = "run.stalled", "Run stalled"
     RUN_UNREACHABLE = "run.unreachable", "Run's box unreachable"
     RUN_INTERRUPTED = "run.interrupted", "Run interrupted"
+    RUN_CHECKPOINT = "run.checkpoint", "Run's durable checkpoint lags, or its resume is broken"
     TEARDOWN_REQUESTED = "teardown.requested", "Teardown requested"
     TEARDOWN_APPROVED = "teardown.approved", "Teardown approved"
     TEARDOWN_DONE = "teardown.done", "Teardown done"

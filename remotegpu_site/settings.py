@@ -130,6 +130,10 @@ RUN_STOP_GRACE_SECONDS = env.envint("RUN_STOP_GRACE_SECONDS", 30)
 RUN_STOP_DEADLINE_SECONDS = env.envint("RUN_STOP_DEADLINE_SECONDS", 1800)
 if not 0 <= RUN_STOP_GRACE_SECONDS <= 3600:
     raise ImproperlyConfigured("RUN_STOP_GRACE_SECONDS must be between 0 and 3600")
+# Checkpoints mirrored during the run (the wrapper's ckpt_mirror): how often it looks at ckpt/, and how
+# long a newer checkpoint may wait uncopied before the lag alert where the run has no cadence of its own.
+CKPT_MIRROR_POLL_SECONDS = env.envfloat("CKPT_MIRROR_POLL_SECONDS", 5)
+CKPT_LAG_SECONDS = env.envint("CKPT_LAG_SECONDS", 900)
 LOG_KEEP_BYTES = env.envint("LOG_KEEP_MIB", 64) * 1024**2  # per attempt; the rest stays on the node
 NODE_PYTHON = os.environ.get("NODE_PYTHON", "python3")
 # Custody: where canonical copies of sealed exports live on the control side.

@@ -22,7 +22,8 @@ class RunState(models.TextChoices):
     QUARANTINED = "quarantined", "Closed: quarantined"
 
 
-# The only legal moves. Retrying (an identical new attempt) re-enters LAUNCHING from a failure.
+# The only legal moves. Retrying (an identical new attempt) re-enters LAUNCHING from a failure;
+# continuing on another box (runs/actions/moves.py) re-enters PREFLIGHT, on the new box.
 RUN_TRANSITIONS = Transitions(
     RunState,
     {
@@ -32,11 +33,11 @@ RUN_TRANSITIONS = Transitions(
         RunState.SMOKE: {RunState.LAUNCHING, RunState.FAILED_SMOKE},
         RunState.FAILED_SMOKE: {RunState.PREFLIGHT},
         RunState.LAUNCHING: {RunState.RUNNING, RunState.FAILED_LAUNCH},
-        RunState.FAILED_LAUNCH: {RunState.LAUNCHING},
+        RunState.FAILED_LAUNCH: {RunState.LAUNCHING, RunState.PREFLIGHT},
         RunState.RUNNING: {RunState.EXITED},
         RunState.EXITED: {RunState.EXPORTED, RunState.QUARANTINED},
         RunState.EXPORTED: set(),
-        RunState.QUARANTINED: {RunState.LAUNCHING},
+        RunState.QUARANTINED: {RunState.LAUNCHING, RunState.PREFLIGHT},
     },
     "A run",
 )
@@ -179,6 +180,19 @@ class Run(models.Model):
     cell = models.PositiveSmallIntegerField(null=True, blank=True)
     config_overrides = models.JSONField(default=dict, blank=True, help_text="A sweep cell's changes to the config")
     write_bytes_per_second = models.BigIntegerField(null=True, blank=True, help_text="Measured at preflight")
+    ckpt_mirror = models.JSONField(
+        default=dict, blank=True, help_text="The current attempt's checkpoint mirror, as its node last said"
+    )
+    durable_ckpt = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The newest durable copy of each checkpoint (where, which box, SHA-256, step): what a move restores",
+    )
+    resume_floor = models.IntegerField(
+        null=True, blank=True, help_text="The step the current attempt must resume from (set at relaunch)"
+    )
+    resume_broken = models.TextField(blank=True, help_text="Why an attempt did not resume; stops automatic relaunches")
+    moves = models.JSONField(default=list, blank=True, help_text="Each continuation on another box")
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
 

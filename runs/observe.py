@@ -68,6 +68,19 @@ class Observation:
     quarantine_reason: str = ""
 
 
+def continued(curve: list[dict], rows: list[dict]) -> list[dict]:
+    """The curve with rows appended. A row at a step (or epoch) the curve already has replaces that
+    point and what follows it: a relaunched attempt logs again from where it resumed (its train.csv is
+    read from the start), and the curve stays one line across attempts and boxes."""
+    curve = list(curve)
+    for row in rows:
+        key = "step" if "step" in row else "epoch" if "epoch" in row else None
+        while key and curve and key in curve[-1] and curve[-1][key] >= row[key]:
+            curve.pop()
+        curve.append(row)
+    return curve
+
+
 def _log_start(snapshot: Snapshot, status: dict) -> int:
     """Where the chunk starts: the node says (0 after a replaced file), or where we asked from."""
     start = status.get("log_start")

@@ -28,6 +28,8 @@ SIGNAL_MESSAGES = {
     "disk_pressure": "Disk pressure on the run root",
     "inode_pressure": "Inode pressure on the run root",
     "fast_finish": "Fast finish: under half the expected duration",
+    "ckpt_lag": "Durable checkpoint lags",
+    "resume_broken": "Resume broken",
 }
 
 

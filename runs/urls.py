@@ -19,6 +19,7 @@ urlpatterns = [
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),
     path("runs/<slug:run_id>/waive-gpu/", views.run_waive_gpu, name="run-waive-gpu"),
     path("runs/<slug:run_id>/retry/", views.run_retry, name="run-retry"),
+    path("runs/<slug:run_id>/continue/", views.run_continue, name="run-continue"),
     path("runs/<slug:run_id>/stop/", views.run_stop, name="run-stop"),
     path("runs/<slug:run_id>/close-active/", views.run_close_active, name="run-close-active"),
     path("runs/<slug:run_id>/refresh/", views.run_refresh, name="run-refresh"),

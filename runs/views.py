@@ -1,3 +1,5 @@
+import time
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
@@ -11,6 +13,7 @@ from django.views.generic import CreateView
 from core.flash import perform
 from core.models import AuditAction, AuditEntry
 from profiles.layout import layout_for
+from profiles.models import Instance
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
 from projects.roles import require
@@ -22,6 +25,7 @@ from runs.actions.lifecycle import (
     do_start_preflight,
     do_waive_gpu_holders,
 )
+from runs.actions.moves import MOVABLE_STATES, do_continue_elsewhere
 from runs.actions.spending import do_decide_spend
 from runs.actions.stops import do_stop_run
 from runs.budgets import do_set_envelope, may_change_envelope
@@ -168,10 +172,36 @@ def run_detail(request, run_id):
         "preflight_summary": preflight_summary(run),
         "smoke_summary": smoke_summary(run),
         "cadence": cadence_for(run),
+        "checkpoints": checkpoint_summary(run),
+        "other_boxes": other_boxes(run) if run.state in MOVABLE_STATES and run.durable_ckpt.get("files") else [],
         "lease": getattr(run.instance, "watch_lease", None),
         "run_states": {"live": sorted(LIVE_STATES)},
     }
     return render(request, "runs/run_detail.html", context)
+
+
+def other_boxes(run) -> list:
+    """The boxes of the run's project it could continue on (not its own, not released)."""
+    return list(
+        Instance.objects.filter(project_id=run.project_id).exclude(pk=run.instance_id).exclude(state="released")
+    )
+
+
+def checkpoint_summary(run) -> dict | None:
+    """The newest durable checkpoint and its age, what the mirror last said, the resume proof."""
+    mirror, durable = run.ckpt_mirror or {}, run.durable_ckpt.get("files") or {}
+    if not mirror and not durable:
+        return None
+    newest = max(durable.values(), key=lambda entry: entry["seq"], default=None)
+    rate = mirror.get("bytes", 0) / mirror["seconds"] if mirror.get("seconds") else None
+    age = time.time() - newest["at"] if newest else None
+    return {
+        "mirror": mirror,
+        "newest": newest,
+        "age": age,
+        "rate": rate,
+        "files": sorted(durable.values(), key=lambda e: e["seq"]),
+    }
 
 
 def preflight_summary(run) -> str:
@@ -247,6 +277,22 @@ def run_waive_gpu(request, run_id):
         "Override recorded: the next preflight starts beside the other process on the GPU.",
         perm="projects.approve_cost",
     )
+
+
+@require_POST
+@permission_required("projects.operate", raise_exception=True)
+def run_continue(request, run_id):
+    """Continue on another box (the run page's form): the box, whether the old one is gone, and
+    whether a different environment there is confirmed."""
+    instance = request.POST.get("instance", "")
+
+    def go(pk, actor):
+        if not instance.isdigit():
+            raise ValidationError("Choose a box to continue on.")
+        flags = {name: request.POST.get(name) == "on" for name in ("box_gone", "confirm_difference")}
+        do_continue_elsewhere(pk, int(instance), actor=actor, **flags)
+
+    return run_action(request, run_id, go, "Continuing on the other box: preflight there first.")
 
 
 @require_POST

@@ -4,8 +4,12 @@
 What RemoteGPU expects from a training script (copy these habits):
   * REMOTEGPU_SMOKE=1: do 1–2 batches on CPU with tiny shapes, write nothing durable, exit 0.
   * Checkpoints go to $REMOTEGPU_CHECKPOINT_DIR, atomically (tmp -> fsync -> rename), with model,
-    optimizer, epoch and RNG state; on start, resume from the latest one unconditionally, so the
-    identical command after a crash or preemption continues instead of restarting. Where the platform
+    optimizer, epoch (or step) and RNG state at the top level; on start, resume from the latest one
+    unconditionally, so the identical command after a crash or preemption continues instead of
+    restarting. RemoteGPU copies each completed checkpoint to the box's durable tier while the run
+    goes on, reads its `epoch`/`step`, and proves a relaunch resumed: its first checkpoint must be
+    beyond the step it was given (else "resume broken"). Keep what the run needs to go on (here, the
+    logged rows) in the checkpoint: on another box only the checkpoint is restored. Where the platform
     interrupts, $REMOTEGPU_CHECKPOINT_EVERY_S is the cadence RemoteGPU advises (Young's W = √(2·μ·C)):
     the latest checkpoint is written once that long has passed (and after the last epoch).
   * Results go to $REMOTEGPU_OUTPUT_DIR in the sealed-export layout: run.json, config.yaml,
@@ -141,7 +145,7 @@ def train(config, config_path, smoke):
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=0.9)
 
     latest = os.path.join(ckpt_dir, "latest.pth")
-    start_epoch, best_val = 0, math.inf
+    start_epoch, best_val, state = 0, math.inf, {}
     if os.path.exists(latest) and not smoke:
         state = torch.load(latest, map_location=device, weights_only=True)
         model.load_state_dict(state["model"])
@@ -151,8 +155,10 @@ def train(config, config_path, smoke):
         print(f"resumed from epoch {start_epoch}", flush=True)
 
     train_csv = os.path.join(out_dir, "train.csv")
-    rows = []
-    if start_epoch and os.path.exists(train_csv):
+    # The rows logged so far travel in the checkpoint: a run continued on another box (its checkpoint
+    # restored from the durable tier, its output/ empty) still exports its whole train.csv.
+    rows = list(state.get("rows") or []) if start_epoch else []
+    if start_epoch and not rows and os.path.exists(train_csv):
         with open(train_csv) as handle:
             rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= start_epoch]
 
@@ -202,6 +208,7 @@ def train(config, config_path, smoke):
             "epoch": epoch,
             "best_val": best_val,
             "rng": rng_state(),
+            "rows": rows,
         }
         if not every or time.monotonic() - saved_at >= every or epoch == config["epochs"]:
             atomic_save(state, latest)

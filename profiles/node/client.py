@@ -293,6 +293,9 @@ class RunNode(NodeClient):
         manifest = resolve_home(run.manifest_path, self.home) if run.manifest_path else None
         if manifest:
             inputs.append(["manifest", manifest])
+        restore = self.restore_for(attempt)
+        for item in restore["files"]:
+            inputs.append([f"durable checkpoint {item['name']}", f"{restore['from']}/{item['file']}"])
         return {
             **layout.as_dict(),
             "run_id": run.run_id,
@@ -316,7 +319,26 @@ class RunNode(NodeClient):
             "smoke_timeout": settings.SMOKE_TIMEOUT,
             # A declared tier is measured: preflight reports the mount of its path beside the data root's.
             "data_tier_path": self._declared_tier_path(),
+            # Checkpoints copied to the durable tier as they land (none where the box has no durable root).
+            "ckpt_mirror": {
+                "root": self.durable_root(),
+                "target": self.ckpt_target(),
+                "keep": self.run.checkpoints_retained,
+                "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
+            },
+            "restore": restore if restore["files"] else None,
         }
+
+    def ckpt_target(self) -> str | None:
+        """Where this run's checkpoints are mirrored on the box's durable tier, if it has one."""
+        root = self.durable_root()
+        return posixpath.join(root, "remotegpu-ckpt", self.run.project.slug, self.run.run_id, "ckpt") if root else None
+
+    def restore_for(self, attempt: int) -> dict:
+        """The durable checkpoints an attempt continued on this box starts from: {"from", "files"}."""
+        restore = (self.run.durable_ckpt or {}).get("restore") or {}
+        files = restore.get("files") if restore.get("attempt") == attempt and attempt else None
+        return {"from": self.ckpt_target() or "", "files": files or []}
 
     def put_secrets(self, spec_path: str, values: dict[str, str]) -> None:
         """The secrets of the attempt (or smoke) whose spec is at spec_path, on the command's stdin: a 0600

@@ -25,7 +25,9 @@ from runs.actions.base import (
     run_event,
     user_by_pk,
 )
+from runs.actions.moves import move_problems, pending_move
 from runs.actions.spending import SpendPending, cancel_unspent_approvals, spend_gate
+from runs.checkpoints import resume_floor
 from runs.live import push_run_update
 from runs.models import (
     RETRYABLE_STATES,
@@ -151,6 +153,7 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
             problems = [f"{run.project.name} requires a data identity: bind a registered dataset to the run."]
         if not problems and not run.identities_bound:
             problems = ["Identities could not be bound (source and config hashes): refusing to launch."]
+
         if not problems:
             holder = acquire_gpus(run)
             if holder:
@@ -166,6 +169,9 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
             persistent = run.instance.profile.data["identity"]["persistent"]
             for warning in environment.environment_warnings(report["environment"], persistent):
                 run_event(run, "alert", warning)
+        if not problems and move_problems(run):  # a continuation binds what the run bound on its last box
+            problems = move_problems(run)
+            release_gpus(run)
         if problems:
             move_run(run, RunState.FAILED_PREFLIGHT, "Preflight failed: " + "; ".join(problems))
         else:
@@ -182,7 +188,9 @@ def do_finish_smoke(run_pk: int, exit_code: int, output: str) -> Run:
         if run.state != RunState.SMOKE:
             return run
         run.smoke_exit_code, run.smoke_output = exit_code, output
-        if exit_code == 0 and "Traceback" not in output:
+        if exit_code == 0 and "Traceback" not in output and pending_move(run):
+            relaunch_run(run, None, f"CPU smoke passed; continued on {run.instance.name}", moved=True)
+        elif exit_code == 0 and "Traceback" not in output:
             run.attempt = 1
             move_run(run, RunState.LAUNCHING, "CPU smoke passed")
             transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
@@ -280,15 +288,21 @@ def do_mark_active_closed(run_pk: int, actor_id: int | None, reason: str, answer
     return run
 
 
-def relaunch_run(run: Run, actor, why: str) -> None:
+def relaunch_run(run: Run, actor, why: str, moved: bool = False) -> None:
     """A new attempt of the identical command; it resumes from the run's latest checkpoint."""
     from runs.tasks import launch_run
 
     holder = acquire_gpus(run)
     if holder:
         raise ValidationError(holder)
+    # The step the new attempt must start from, proved from its checkpoints (runs/checkpoints.py); a
+    # continuation on another box has set it already from the durable copy alone.
+    if not moved:
+        run.resume_floor = resume_floor(run.ckpt_mirror or None, same_box=True)
+    run.ckpt_mirror = {}
     run.attempt += 1
     run.exit_code, run.active_closed_at = None, None  # the new attempt opens active/ again
+    run.csv_offset = 0  # its train.csv is read from the start: the curve replaces what it logs again
     # A new attempt starts a new log and re-arms every signal; the curve keeps its history.
     run.log_offset, run.log_kept_bytes, run.alerts, run.failure_class, run.failure_excerpt = 0, 0, [], "", ""
     run.health, run.health_since = "", None

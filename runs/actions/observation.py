@@ -7,6 +7,7 @@ from django.utils import timezone
 from notifications.models import Event
 from runs import logs, notices, rollups, signals
 from runs.actions.base import lock_run, move_run, push_update, release_gpus, run_event
+from runs.actions.checkpoints import apply_mirror
 from runs.actions.lifecycle import relaunch_run
 from runs.actions.spending import ask_again_when_overrunning, spend_gate
 from runs.models import (
@@ -14,7 +15,7 @@ from runs.models import (
     RunState,
     SpendRequest,
 )
-from runs.observe import CURVE_LIMIT, Observation, Snapshot, observe
+from runs.observe import CURVE_LIMIT, Observation, Snapshot, continued, observe
 
 
 def _exit(run: Run, exit_code: int | None, message: str) -> None:
@@ -44,6 +45,9 @@ def _classify_failure(run: Run, status: dict, dead: bool) -> None:
 def _maybe_relaunch(run: Run) -> None:
     """An interruption of a run that opted in is relaunched, a bounded number of times."""
     if run.failure_class != "interrupted" or not run.auto_relaunch:
+        return
+    if run.resume_broken:
+        run_event(run, "failure", f"Interrupted; not relaunched automatically: resume broken ({run.resume_broken})")
         return
     if run.relaunches >= run.max_relaunches:
         run_event(run, "failure", f"Interrupted again; {run.relaunches} automatic relaunches used: relaunch by hand")
@@ -89,7 +93,7 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: in
         logs.keep(run, seen.log_start, seen.log_offset, seen.log_chunk)
         run.log_offset, run.csv_offset = seen.log_offset, seen.csv_offset
         if seen.rows:
-            run.curve = (run.curve + seen.rows)[-CURVE_LIMIT:]
+            run.curve = continued(run.curve, seen.rows)[-CURVE_LIMIT:]
             run.last_metrics = run.curve[-1]
         if seen.ran is not None:
             run.env_identity = {**run.env_identity, "ran": seen.ran}  # read back from the node
@@ -101,6 +105,7 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: in
         for name in seen.new_alerts:
             _alert(run, name)
         _set_health(run, seen.health, now)
+        apply_mirror(run, status)  # before the outcome: a broken resume stops the relaunch it may lead to
         _apply_outcome(run, seen, status)
         if run.state == RunState.RUNNING:
             ask_again_when_overrunning(run, now)

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .attempts import attempt_dir, run_env
+from .ckpt_mirror import CheckpointMirror, restore_checkpoints
 from .environment import argv_in_environment, boot_identity
 from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
@@ -51,7 +52,14 @@ def cmd_run(spec):
     reserve = reserve_markers(attempt)
     atomic_write(os.path.join(attempt, "started_at"), f"{int(time.time())}\n")
     atomic_write(os.path.join(attempt, "boot_identity"), boot_identity(spec) + "\n")
+    problem = restore_checkpoints(spec)  # a fresh attempt on another box continues from the durable copy
+    if problem:
+        remove_secrets(spec)
+        quarantine(spec, "restore failed: " + problem)
+        return 1
     stop = threading.Event()
+    mirror = threading.Thread(target=CheckpointMirror(spec, attempt).loop, args=(stop,), daemon=True)
+    mirror.start()
     beat = os.path.join(attempt, "heartbeat")
     atomic_write(beat, f"{int(time.time())}\n")
     threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
@@ -82,6 +90,7 @@ def cmd_run(spec):
     if code < 0:
         code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
     stop.set()
+    mirror.join(timeout=600)  # the last checkpoint copied before the attempt closes
     durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
     stopped = stop_reason(spec, code)
     problem = stopped or (f"command exited with code {code}" if code != 0 else closeout(spec))

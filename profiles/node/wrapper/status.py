@@ -50,6 +50,7 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
         "rebooted": rebooted(spec, base),
         "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),
+        "ckpt_mirror": mirror_state(base),
         "log_mtime": newest_mtime(base) if os.path.isdir(base) else None,
         "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
         "log_from": requested_log,
@@ -66,6 +67,15 @@ def run_status(spec, log_offset=0, csv_offset=0):
         cache = os.path.join(spec["run_root"], "cache")
         status["regenerable"] = largest_items([cache, os.path.join(spec["active"], "smoke")])
     return status
+
+
+def mirror_state(base):
+    """What the attempt's checkpoint mirror last said (ckpt_mirror.STATE), or None."""
+    try:
+        state = json.loads(read(os.path.join(base, "ckpt-mirror.json")) or "null")
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def rebooted(spec, base):

@@ -1,0 +1,194 @@
+"""Checkpoints mirrored during the run, and restored into a fresh attempt.
+
+A thread of the attempt's wrapper looks at the run's ckpt/ every few seconds. Each checkpoint that
+landed complete (checkpoints.incomplete) is copied, hashed as it is copied, to the run's directory on
+the measured durable tier (`<durable>/remotegpu-ckpt/<project>/<run>/ckpt/`), staged and renamed, and
+listed in its manifest; the newest K of each run plus the newest `best*` are kept. A copy that fails
+(a full mirror disk) is said in the state file and never stops the run: the control side raises the
+lag alert from it. Without a durable tier the thread still reads each checkpoint's step, which is
+what a relaunch's resume is proved against.
+
+The state file (`<attempt>/ckpt-mirror.json`) is what `status` reports: the newest durable copy, the
+newest local checkpoint, the step the attempt started from and the step of its first own checkpoint.
+"""
+
+import contextlib
+import json
+import os
+import time
+
+from .checkpoints import candidates, checkpoint_step, incomplete
+from .files import atomic_write, read
+from .mirror import copy_hashing, durable_problem
+
+MANIFEST = "manifest.json"
+STATE = "ckpt-mirror.json"
+
+
+def load_manifest(target):
+    try:
+        manifest = json.loads(read(os.path.join(target, MANIFEST)) or "null")
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("entries"), list):
+        return {"seq": 0, "entries": []}
+    return manifest
+
+
+def kept(entries, keep):
+    """The newest `keep` copies of the run's checkpoints, plus the newest copy of each best* file."""
+    ordered = sorted(entries, key=lambda entry: entry["seq"], reverse=True)
+    plain = [entry for entry in ordered if not entry["name"].startswith("best")][: max(1, keep)]
+    best = {}
+    for entry in ordered:
+        if entry["name"].startswith("best"):
+            best.setdefault(entry["name"], entry)
+    return sorted(plain + list(best.values()), key=lambda entry: entry["seq"])
+
+
+def newest_by_name(entries):
+    """The copy a restore takes of each checkpoint name: its newest."""
+    newest = {}
+    for entry in sorted(entries, key=lambda entry: entry["seq"]):
+        newest[entry["name"]] = entry
+    return list(newest.values())
+
+
+class CheckpointMirror:
+    def __init__(self, spec, attempt_path):
+        config = spec.get("ckpt_mirror") or {}
+        self.spec, self.ckpt = spec, spec["ckpt"]
+        self.state_path = os.path.join(attempt_path, STATE)
+        self.root, self.target = config.get("root"), config.get("target")
+        self.keep = int(config.get("keep") or 2)
+        self.poll = float(config.get("poll_seconds") or 5)
+        self.looked = {}  # name -> fingerprint at the previous look (a checkpoint must hold still)
+        self.done = {}  # name -> fingerprint already handled (copied, or its step read)
+        self.state = {"target": self.target, "mirrored": 0, "bytes": 0, "seconds": 0.0, "error": None}
+        self.at_start = candidates(self.ckpt)
+
+    def begin(self):
+        """Measure the durable tier (a missing or shared disk mirrors nothing, said why) and record
+        the checkpoint the attempt starts from (the newest one present, restored or left here)."""
+        start = self._newest_local(self.at_start)
+        self.state["start"] = start
+        if self.target:
+            problem = durable_problem(self.spec, self.root, self.target)
+            if problem:
+                self.state["error"], self.state["error_at"], self.target = problem, time.time(), None
+            else:
+                try:
+                    os.makedirs(self.target, exist_ok=True)
+                    self.state["newest"] = (load_manifest(self.target)["entries"] or [None])[-1]
+                except OSError as exc:
+                    self.state["error"], self.state["error_at"], self.target = str(exc), time.time(), None
+        self.state["durable"] = bool(self.target)
+        # What was there at the start was copied by the attempt that wrote it (or restored from a copy):
+        # only checkpoints this attempt writes are copied, and the first of them proves its resume.
+        self.looked.update(self.at_start)
+        self.done.update(self.at_start)
+        self._save()
+
+    def _newest_local(self, found):
+        if not found:
+            return None
+        name = max((n for n in found if not n.startswith("best")), key=lambda n: found[n][2], default=None)
+        if name is None:
+            return None
+        path = os.path.join(self.ckpt, name)
+        return {"name": name, "step": checkpoint_step(path), "bytes": found[name][1], "at": found[name][2] / 1e9}
+
+    def loop(self, stop):
+        self.begin()
+        while not stop.wait(self.poll):
+            self.look()
+        self.look()  # the last checkpoint before the command ended
+        self.look()
+
+    def look(self):
+        found = candidates(self.ckpt)
+        for name, fingerprint in sorted(found.items(), key=lambda item: item[1][2]):
+            steady = self.looked.get(name) == fingerprint
+            self.looked[name] = fingerprint
+            if not steady or self.done.get(name) == fingerprint:
+                continue
+            path = os.path.join(self.ckpt, name)
+            if incomplete(path):
+                continue
+            self.done[name] = fingerprint
+            self._seen_new(name, path, fingerprint)
+        self._save()
+
+    def _seen_new(self, name, path, fingerprint):
+        step = checkpoint_step(path)
+        local = {"name": name, "step": step, "bytes": fingerprint[1], "at": fingerprint[2] / 1e9}
+        if not name.startswith("best"):
+            self.state["local"] = local
+            if self.state.get("first_written") is None:
+                self.state["first_written"] = local
+        if self.target:
+            self._copy(name, path, fingerprint)
+
+    def _copy(self, name, path, fingerprint):
+        manifest = load_manifest(self.target)
+        seq = int(manifest.get("seq") or 0) + 1
+        stored = f"{seq:06d}-{name}"
+        staging = os.path.join(self.target, ".partial-" + stored)
+        began = time.monotonic()
+        try:
+            sha = copy_hashing(path, staging)
+            info = os.stat(path)
+            if (info.st_ino, info.st_size, info.st_mtime_ns) != fingerprint:
+                os.remove(staging)  # replaced while copied: the next look takes the new one
+                self.done.pop(name, None)
+                return
+            os.rename(staging, os.path.join(self.target, stored))
+            entry = {"file": stored, "name": name, "sha256": sha, "bytes": fingerprint[1], "seq": seq}
+            entry.update(step=checkpoint_step(os.path.join(self.target, stored)), at=time.time())
+            entry["attempt"] = self.spec["attempt"]
+            manifest["seq"], manifest["entries"] = seq, kept(manifest["entries"] + [entry], self.keep)
+            self._prune(manifest["entries"])
+            atomic_write(os.path.join(self.target, MANIFEST), json.dumps(manifest))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(staging)
+            self.state["error"], self.state["error_at"] = f"copy of {name}: {exc}", time.time()
+            return
+        self.state["newest"], self.state["error"] = entry, None
+        self.state["mirrored"] += 1
+        self.state["bytes"] += fingerprint[1]
+        self.state["seconds"] += time.monotonic() - began
+
+    def _prune(self, entries):
+        keep = {entry["file"] for entry in entries} | {MANIFEST}
+        for name in os.listdir(self.target):
+            if name not in keep and not name.startswith("."):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.target, name))
+
+    def _save(self):
+        with contextlib.suppress(OSError):  # a full data disk: the next look writes it again
+            atomic_write(self.state_path, json.dumps(self.state))
+
+
+def restore_checkpoints(spec):
+    """The checkpoints a fresh attempt continues from, copied into ckpt/ from where the control side
+    says (this box's durable tier, or a copy it uploaded), each hashed against the SHA-256 recorded
+    when it was mirrored: the problem, or None. Nothing mismatched is ever put in place."""
+    wanted = spec.get("restore") or {}
+    source = wanted.get("from")
+    for item in wanted.get("files") or []:
+        name = os.path.basename(str(item.get("name", "")))
+        stored = os.path.join(source, os.path.basename(str(item.get("file", ""))))
+        if not name or not os.path.isfile(stored):
+            return "the durable checkpoint {} is not at {} on this box".format(item.get("file"), source)
+        staging = os.path.join(spec["ckpt"], ".restore-" + name)
+        try:
+            sha = copy_hashing(stored, staging)
+        except OSError as exc:
+            return f"restoring {name}: {exc}"
+        if sha != item.get("sha256"):
+            os.remove(staging)
+            return "the durable checkpoint {} does not match its recorded SHA-256".format(item.get("file"))
+        os.replace(staging, os.path.join(spec["ckpt"], name))
+    return None

@@ -1,0 +1,139 @@
+"""Continue a run on another box: a fresh attempt there restores the newest durable checkpoints, with
+the same identities (checked at its preflight), spend-gated like a launch; the run keeps one history."""
+
+from functools import partial
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from core.audit import record
+from core.models import AuditAction
+from core.states import IllegalTransition
+from profiles.models import Instance
+from runs import rollups
+from runs.actions.base import lock_run, may_run_on, move_run, release_gpus
+from runs.actions.spending import SpendPending, spend_gate
+from runs.models import RETRYABLE_STATES, Run, RunState, SpendRequest
+
+# Where a continuation may start from: a closed attempt, or a run whose box a person says is gone.
+MOVABLE_STATES = RETRYABLE_STATES | {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}
+
+
+def pending_move(run: Run) -> dict | None:
+    """The continuation whose preflight and smoke are under way (its attempt not launched yet)."""
+    last = run.moves[-1] if run.moves else None
+    return last if last and last.get("attempt") == run.attempt + 1 else None
+
+
+def restorable(run: Run) -> list[dict]:
+    """The newest durable copy of each of the run's checkpoints, as its boxes reported them."""
+    return sorted((run.durable_ckpt.get("files") or {}).values(), key=lambda entry: entry["seq"])
+
+
+def do_continue_elsewhere(
+    run_pk: int, instance_pk: int, *, actor, box_gone: bool = False, confirm_difference: bool = False
+) -> Run:
+    """A fresh attempt of the run on another box of its project, from its newest durable checkpoints."""
+    from runs.tasks import preflight_run
+
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        may_run_on(run, actor)
+        target = _target(run, instance_pk)
+        if run.state not in MOVABLE_STATES:
+            raise IllegalTransition(f"A run that is {run.get_state_display().lower()} cannot be continued elsewhere.")
+        if run.state in (RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE) and not pending_move(run):
+            raise IllegalTransition("Only a run that ran can be continued elsewhere: start its preflight instead.")
+        if run.state == RunState.RUNNING and not box_gone:
+            raise ValidationError("The run is running: say its box is gone (preempted, terminated) to continue it.")
+        files = restorable(run)
+        if not files:
+            raise ValidationError("No durable checkpoint of this run is known: it can only be retried on its box.")
+        if not (target.mirror_root or target.profile.durable_root):
+            raise ValidationError(f"{target.name} has no durable root: it cannot read the run's durable checkpoints.")
+        waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)
+        if waiting is None:
+            _continue(run, target, files, actor, box_gone, confirm_difference)
+            transaction.on_commit(partial(preflight_run.delay, run.pk))
+    if waiting is not None:
+        raise SpendPending(waiting)
+    return run
+
+
+def _target(run: Run, instance_pk: int) -> Instance:
+    target = Instance.objects.filter(pk=instance_pk, project_id=run.project_id).first()
+    if target is None:
+        raise ValidationError("Choose a box of the run's project.")
+    if target.pk == run.instance_id:
+        raise ValidationError("That is the run's own box: retry it there instead.")
+    if target.state == "released":
+        raise ValidationError(f"{target.name} is released.")
+    return target
+
+
+def _continue(run: Run, target: Instance, files: list[dict], actor, box_gone: bool, confirm: bool) -> None:
+    source = run.instance
+    if run.state == RunState.RUNNING:  # the box is gone by a person's word: the attempt ends here
+        run.exit_code, run.exited_at = None, timezone.now()
+        run.close_reason = f"interrupted: the box {source.name} is gone (said by {actor})"
+        move_run(run, RunState.EXITED, f"Attempt {run.attempt}: its box is gone (said by {actor})", actor)
+        move_run(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {run.close_reason}", actor)
+        run.failure_class = "interrupted"
+    release_gpus(run)
+    plain = [entry for entry in files if not entry["name"].startswith("best")]
+    steps = [entry["step"] for entry in plain if entry["step"] is not None]
+    move = {
+        "attempt": run.attempt + 1,
+        "from": source.name,
+        "to": target.name,
+        "at": timezone.now().isoformat(),
+        "by": str(actor),
+        "files": [{key: entry[key] for key in ("name", "file", "sha256", "bytes", "step")} for entry in files],
+        "confirm_difference": confirm,
+        "identities": {
+            "source_tree_sha256": run.source_tree_sha256,
+            "config_sha256": run.config_sha256,
+            "data_sha256": run.data_sha256,
+            "environment": {key: run.env_identity.get(key) for key in ("python", "torch", "cuda")},
+        },
+    }
+    run.moves = [*run.moves, move]
+    run.durable_ckpt = {**run.durable_ckpt, "restore": {"attempt": move["attempt"], "files": move["files"]}}
+    run.resume_floor = max(steps) if steps else None
+    was_on = run.instance_id
+    run.instance = target
+    rollups.move(run, was_on, verified=False)
+    newest = max(plain or files, key=lambda entry: entry["seq"])
+    message = (
+        f"Continuing on {target.name} (from {source.name}) from the durable checkpoint {newest['name']}"
+        f" of step {newest['step']}: preflight on the new box"
+    )
+    move_run(run, RunState.PREFLIGHT, message, actor, files=[entry["file"] for entry in files])
+    record(
+        AuditAction.RUN_CONTINUED, f"{run.run_id}: continued on {target.name} from {source.name}", actor=actor, run=run
+    )
+
+
+def move_problems(run: Run) -> list[str]:
+    """At the continuation's preflight: the new box must bind what the run bound before (source, config,
+    data) and, unless a person confirmed the difference, have the same Python, torch and CUDA."""
+    move = pending_move(run)
+    if move is None:
+        return []
+    problems = []
+    before = move["identities"]
+    for field in ("source_tree_sha256", "config_sha256", "data_sha256"):
+        if before.get(field) and getattr(run, field) != before[field]:
+            problems.append(f"{field} differs from the run's on {move['from']}: {getattr(run, field)[:12] or 'none'}")
+    now = {key: run.env_identity.get(key) for key in ("python", "torch", "cuda")}
+    changed = [
+        f"{key} {before['environment'].get(key)} → {now[key]}"
+        for key in now
+        if before["environment"].get(key) != now[key]
+    ]
+    if changed and not move.get("confirm_difference"):
+        problems.append(
+            f"the environment differs from {move['from']}'s ({', '.join(changed)}): confirm the difference to go on"
+        )
+    return problems

@@ -1,0 +1,113 @@
+"""What a run's checkpoints say, from its node's status: the newest durable copy and its lag, and
+whether a relaunched attempt really resumed. Pure: no database, no clock.
+
+The box is untrusted: its mirror state (`status["ckpt_mirror"]`) is read field by field, typed and
+bounded, and whatever does not fit is dropped, never stored or shown.
+"""
+
+import re
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+NAME = re.compile(r"^[^/\x00-\x1f]{1,200}$")
+TEXT_LIMIT = 500
+
+
+def _number(value) -> float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _count(value) -> int | None:
+    number = _int(value)
+    return number if number is not None and number >= 0 else None
+
+
+def _text(value) -> str | None:
+    return value[:TEXT_LIMIT] if isinstance(value, str) and value else None
+
+
+def _checkpoint(item, durable: bool) -> dict | None:
+    """One checkpoint as the node described it: name, step, bytes, time (and for a durable copy its
+    stored file, SHA-256 and sequence number), or None when it is not one."""
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not NAME.match(item["name"]):
+        return None
+    at, size = _number(item.get("at")), _count(item.get("bytes"))
+    if at is None or size is None:
+        return None
+    found = {"name": item["name"], "step": _int(item.get("step")), "bytes": size, "at": at}
+    if not durable:
+        return found
+    sha, stored, seq = item.get("sha256"), item.get("file"), _count(item.get("seq"))
+    if not (isinstance(sha, str) and SHA256.match(sha) and isinstance(stored, str) and NAME.match(stored) and seq):
+        return None
+    return {**found, "sha256": sha, "file": stored, "seq": seq, "attempt": _int(item.get("attempt"))}
+
+
+def parse_mirror(state) -> dict | None:
+    """The node's checkpoint-mirror state, validated; None when it sent none (or not an object)."""
+    if not isinstance(state, dict):
+        return None
+    return {
+        "durable": state.get("durable") is True,
+        "target": _text(state.get("target")),
+        "error": _text(state.get("error")),
+        "error_at": _number(state.get("error_at")),
+        "newest": _checkpoint(state.get("newest"), durable=True),
+        "local": _checkpoint(state.get("local"), durable=False),
+        "start": _checkpoint(state.get("start"), durable=False),
+        "first_written": _checkpoint(state.get("first_written"), durable=False),
+        "mirrored": _count(state.get("mirrored")) or 0,
+        "bytes": _count(state.get("bytes")) or 0,
+        "seconds": _number(state.get("seconds")) or 0.0,
+    }
+
+
+def lag_problem(mirror: dict, node_now: float, allowance: float) -> str | None:
+    """Why the durable copy is behind: a copy that failed, or a newer checkpoint on the box left
+    uncopied for longer than the allowance (the run's cadence). None while it keeps up."""
+    if not mirror["durable"]:
+        return None
+    if mirror["error"]:
+        return f"the checkpoint mirror failed: {mirror['error']}"
+    local, newest = mirror["local"], mirror["newest"]
+    if local is None or (newest is not None and newest["at"] >= local["at"]):
+        return None
+    behind = node_now - local["at"]
+    if behind <= allowance:
+        return None
+    had = f"the newest durable copy is of step {newest['step']}" if newest else "nothing is mirrored yet"
+    return f"a checkpoint written {behind:.0f} s ago is not on the durable tier ({had}; allowed {allowance:.0f} s)"
+
+
+def resume_floor(mirror: dict | None, same_box: bool) -> int | None:
+    """The step a relaunch must not start below: the newest durable copy's, and on the same box also
+    the newest checkpoint left there (its ckpt/ stays for the next attempt)."""
+    if not mirror:
+        return None
+    steps = [mirror["newest"]["step"]] if mirror["newest"] else []
+    if same_box and mirror["local"]:
+        steps.append(mirror["local"]["step"])
+    steps = [step for step in steps if step is not None]
+    return max(steps) if steps else None
+
+
+def resume_problem(mirror: dict, floor: int | None) -> str | None:
+    """Why this attempt did not resume from the floor: it had no checkpoint at its start, or one below
+    the floor, or its own first checkpoint is not beyond the floor (it started again from the beginning).
+    None when it resumed, or when nothing can be told yet."""
+    if floor is None:
+        return None
+    start, first = mirror["start"], mirror["first_written"]
+    if start is None:
+        return f"the attempt started with no checkpoint; the last durable one is at step {floor}"
+    if start["step"] is not None and start["step"] < floor:
+        return f"the attempt started from step {start['step']}, below the last durable checkpoint's step {floor}"
+    if first is not None and first["step"] is not None and first["step"] <= floor:
+        return (
+            f"its first checkpoint is at step {first['step']}, not beyond the step {floor} it was given: "
+            "the command started again instead of resuming"
+        )
+    return None

@@ -1,0 +1,211 @@
+"""The wrapper's checkpoint mirror on real disks: a tmpfs mounted as the durable tier, real torch
+checkpoints written atomically or in place, a mirror disk that fills up. What it leaves is read the
+way the control side reads it (runs/checkpoints.py)."""
+
+import hashlib
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from runs.checkpoints import lag_problem, parse_mirror, resume_floor, resume_problem
+from tests.runs.conftest import load_wrapper
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+WRAPPER = load_wrapper()
+
+
+@pytest.fixture
+def disks(tmp_path):
+    """A data root on this disk and a durable root that is a tmpfs of its own (size in KiB asked)."""
+    mounts = []
+
+    def make(durable_kib: int = 65536):
+        durable = tmp_path / f"durable-{uuid.uuid4().hex[:6]}"
+        durable.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={durable_kib}k", "tmpfs", str(durable)], check=True)
+        mounts.append(durable)
+        data = tmp_path / "data"
+        active = data / "proj" / "active" / "r1"
+        (active / "ckpt").mkdir(parents=True, exist_ok=True)
+        (active / "attempt-1").mkdir(exist_ok=True)
+        spec = {
+            "run_root": str(data / "proj"),
+            "ckpt": str(active / "ckpt"),
+            "attempt": 1,
+            "ckpt_mirror": {"root": str(durable), "target": str(durable / "remotegpu-ckpt/proj/r1/ckpt"), "keep": 2},
+        }
+        return spec, active / "attempt-1"
+
+    yield make
+    for durable in mounts:
+        subprocess.run(["umount", "-l", str(durable)], check=False)
+
+
+def save(path: Path, epoch: int, size: int = 64) -> bytes:
+    """A real torch checkpoint, written atomically (tmp, fsync, rename) as the examples do."""
+    state = {"model": torch.nn.Linear(size, size).state_dict(), "epoch": epoch}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return path.read_bytes()
+
+
+def looked_twice(mirror) -> dict:
+    mirror.look()
+    mirror.look()
+    return parse_mirror(mirror.state)
+
+
+def test_each_complete_checkpoint_is_mirrored_hashed_with_its_step_keeping_the_newest_and_the_best(disks):
+    spec, attempt = disks()
+    ckpt = Path(spec["ckpt"])
+    mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
+    mirror.begin()
+    for epoch in range(1, 5):
+        latest = save(ckpt / "latest.pth", epoch)
+        if epoch == 2:
+            best = save(ckpt / "best.pth", epoch)
+        state = looked_twice(mirror)
+    assert state["durable"] and state["error"] is None
+    assert state["newest"]["step"] == 4 and state["newest"]["sha256"] == hashlib.sha256(latest).hexdigest()
+    manifest = json.loads((Path(spec["ckpt_mirror"]["target"]) / "manifest.json").read_text())
+    kept = [(entry["name"], entry["step"]) for entry in manifest["entries"]]
+    assert kept == [("best.pth", 2), ("latest.pth", 3), ("latest.pth", 4)]  # K = 2 plus the best
+    target = Path(spec["ckpt_mirror"]["target"])
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        [*(e["file"] for e in manifest["entries"]), "manifest.json"]
+    )
+    best_copy = next(entry for entry in manifest["entries"] if entry["name"] == "best.pth")
+    assert (target / best_copy["file"]).read_bytes() == best
+    # What the state file says is what `status` sends and the control side reads.
+    on_disk = parse_mirror(json.loads((attempt / "ckpt-mirror.json").read_text()))
+    assert on_disk["newest"] == state["newest"] and on_disk["first_written"]["step"] == 1
+
+
+def test_a_checkpoint_written_in_place_or_still_open_is_never_mirrored(disks):
+    spec, attempt = disks()
+    ckpt = Path(spec["ckpt"])
+    mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
+    mirror.begin()
+    whole = save(ckpt / "whole.pth", 1)
+    (ckpt / "latest.pth").write_bytes(whole[: len(whole) // 2])  # half a file, at its final name
+    writer = open(ckpt / "open.pth", "wb")  # noqa: SIM115 (held open while the mirror looks)
+    writer.write(whole)
+    writer.flush()
+    (ckpt / "next.pth.tmp").write_bytes(whole)  # a temporary name
+    try:
+        for _ in range(3):
+            state = looked_twice(mirror)
+    finally:
+        writer.close()
+    manifest = json.loads((Path(spec["ckpt_mirror"]["target"]) / "manifest.json").read_text())
+    assert [entry["name"] for entry in manifest["entries"]] == ["whole.pth"]
+    assert state["newest"]["name"] == "whole.pth"
+    looked_twice(mirror)  # closed now: it is whole, and taken
+    manifest = json.loads((Path(spec["ckpt_mirror"]["target"]) / "manifest.json").read_text())
+    assert sorted(entry["name"] for entry in manifest["entries"]) == ["open.pth", "whole.pth"]
+
+
+def test_a_mirror_disk_that_fills_up_raises_the_lag_and_never_breaks_the_run(disks):
+    spec, attempt = disks(durable_kib=512)
+    ckpt = Path(spec["ckpt"])
+    mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
+    stop = threading.Event()
+    looking = threading.Thread(target=mirror.loop, args=(stop,))
+    mirror.poll = 0.05
+    looking.start()
+    try:
+        save(ckpt / "latest.pth", 1, size=64)  # about 17 KiB: fits
+        deadline = time.monotonic() + 10
+        while (mirror.state.get("newest") or {}).get("step") != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mirror.state["newest"]["step"] == 1
+        save(ckpt / "latest.pth", 2, size=400)  # about 640 KiB: the 512 KiB disk fills
+        deadline = time.monotonic() + 10
+        while not mirror.state.get("error") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        looking.join(10)
+    assert not looking.is_alive()  # the loop ended as asked: the failure did not kill it
+    state = parse_mirror(mirror.state)
+    assert "No space left on device" in state["error"]
+    assert state["newest"]["step"] == 1 and state["local"]["step"] == 2
+    target = Path(spec["ckpt_mirror"]["target"])
+    assert not [p for p in target.iterdir() if p.name.startswith(".partial")]  # nothing half-copied left
+    assert lag_problem(state, time.time(), allowance=3600).startswith(
+        "the checkpoint mirror failed: copy of latest.pth"
+    )
+
+
+def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
+    data = tmp_path / "data" / "proj"
+    (data / "active" / "r1" / "ckpt").mkdir(parents=True)
+    (data / "plain").mkdir()
+    spec = {
+        "run_root": str(data),
+        "ckpt": str(data / "active" / "r1" / "ckpt"),
+        "attempt": 1,
+        "ckpt_mirror": {"root": str(data / "plain"), "target": str(data / "plain" / "x" / "ckpt"), "keep": 2},
+    }
+    mirror = WRAPPER.CheckpointMirror(spec, str(tmp_path))
+    mirror.begin()
+    save(Path(spec["ckpt"]) / "latest.pth", 3)
+    state = looked_twice(mirror)
+    assert not state["durable"] and "on the data root's disk" in state["error"]
+    assert not (data / "plain" / "x").exists()
+    assert state["local"]["step"] == 3  # the step is still read: a relaunch is proved against it
+    assert lag_problem(state, time.time(), 0) is None  # no durable tier: nothing to lag behind
+
+
+def test_a_relaunch_is_proved_against_the_step_it_was_given():
+    def mirror(start, first):
+        as_checkpoint = lambda step: step is not None and {"name": "latest.pth", "step": step, "bytes": 1, "at": 1.0}  # noqa: E731
+        return parse_mirror({"start": as_checkpoint(start) or None, "first_written": as_checkpoint(first) or None})
+
+    assert resume_problem(mirror(5, 6), floor=5) is None
+    assert resume_problem(mirror(5, None), floor=5) is None  # not told yet
+    assert "started again instead of resuming" in resume_problem(mirror(5, 1), floor=5)
+    assert "below the last durable checkpoint's step 5" in resume_problem(mirror(3, 4), floor=5)
+    assert "started with no checkpoint" in resume_problem(mirror(None, 1), floor=5)
+    assert resume_problem(mirror(None, 1), floor=None) is None
+    durable = parse_mirror(
+        {
+            "durable": True,
+            "newest": {
+                "name": "latest.pth",
+                "file": "000003-latest.pth",
+                "seq": 3,
+                "sha256": "a" * 64,
+                "bytes": 1,
+                "at": 1,
+                "step": 4,
+            },
+            "local": {"name": "latest.pth", "step": 6, "bytes": 1, "at": 2},
+        }
+    )
+    assert resume_floor(durable, same_box=True) == 6 and resume_floor(durable, same_box=False) == 4
+
+
+def test_a_lying_box_mirror_state_is_dropped_field_by_field():
+    state = parse_mirror(
+        {
+            "durable": "yes",
+            "error": 7,
+            "newest": {"name": "../../etc/passwd", "file": "x", "seq": 1, "sha256": "a" * 64, "bytes": 1, "at": 1},
+            "local": {"name": "latest.pth", "step": True, "bytes": -1, "at": 1},
+            "start": {"name": "latest.pth", "step": "9", "bytes": 1, "at": 1},
+            "mirrored": "many",
+        }
+    )
+    assert state["durable"] is False and state["error"] is None and state["newest"] is None and state["local"] is None
+    assert state["start"]["step"] is None and state["mirrored"] == 0
+    assert parse_mirror(["not", "an", "object"]) is None

@@ -1,0 +1,220 @@
+"""Checkpoints that outlive the box, on two loopback boxes (two sshd, two data roots) sharing a real
+tmpfs as their durable tier: tinyfit's checkpoints are mirrored while it trains; box 1 is lost (its
+processes killed, its active/ removed, as a reclaimed pod's disk is); the run continues on box 2 from
+the durable copy and seals an export that verifies. A variant that ignores its checkpoint is caught
+as a broken resume and is not relaunched again."""
+
+import contextlib
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from core.states import IllegalTransition
+from custody.actions import do_start_verification
+from custody.models import CustodyStatus
+from notifications.models import Event, Notification
+from profiles.models import Instance
+from runs import rollups
+from runs.actions.lifecycle import do_start_preflight
+from runs.actions.moves import do_continue_elsewhere
+from runs.models import RunState
+from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
+from tests.runs.test_interruptions import interrupt
+from tests.sshd import Sshd
+from tests.waiting import wait_until
+from tests.worker_env import NODE_ROOT, WORKER
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root"),
+]
+
+DURABLE = f"$HOME/ckpt-durable-{WORKER or 'main'}"
+SECOND_ROOT = f"{NODE_ROOT}-box2"
+
+
+def on_this_machine(path: str) -> Path:
+    return Path(path.replace("$HOME", os.path.expanduser("~"), 1))
+
+
+@pytest.fixture(scope="module")
+def durable_disk():
+    """One tmpfs both boxes mount as their durable tier (a RunPod network volume, a shared NFS)."""
+    root = on_this_machine(DURABLE)
+    root.mkdir(parents=True, exist_ok=True)
+    if not os.path.ismount(root):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", str(root)], check=True)
+    yield root
+    subprocess.run(["umount", "-l", str(root)], check=False)
+
+
+@pytest.fixture(scope="module")
+def second_sshd(tmp_path_factory):
+    server = Sshd(tmp_path_factory.mktemp("box2-sshd"))
+    yield server.start()
+    server.stop()
+
+
+@pytest.fixture
+def boxes(project, instance, second_sshd, durable_disk):
+    instance.mirror_root = DURABLE
+    instance.save()
+    fields = {**second_sshd.instance_fields(project), "data_root_override": SECOND_ROOT, "mirror_root": DURABLE}
+    box2 = Instance.objects.create(name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}", project=project, **fields)
+    yield instance, box2
+    root = on_this_machine(SECOND_ROOT) / project.slug
+    from tests.runs.conftest import stop_processes_under
+
+    if root.exists():
+        stop_processes_under(root)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(durable_disk / "remotegpu-ckpt" / project.slug, ignore_errors=True)
+    shutil.rmtree(durable_disk / "remotegpu-custody" / project.slug, ignore_errors=True)
+
+
+def durable_step(run) -> int | None:
+    run.refresh_from_db()
+    latest = (run.durable_ckpt.get("files") or {}).get("latest.pth")
+    return latest["step"] if latest else None
+
+
+def wait_durable(run, step: int) -> None:
+    """Until the watcher reports a durable copy of at least this step (arming watchers as beat would)."""
+    from runs.tasks import arm_watchers
+
+    wait_until(lambda: (durable_step(run) or 0) >= step, 90, 0.5, what=f"step {step} durable", between=arm_watchers)
+
+
+def lose_box(node, run) -> None:
+    """The pod is reclaimed: every process of the attempt dies and its disk (active/) is gone."""
+    wrapper_pid, child_pid = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
+    for pid in (child_pid, wrapper_pid):
+        with contextlib.suppress(ProcessLookupError):
+            group = os.getpgid(pid)
+            assert group != os.getpgrp()
+            os.killpg(group, signal.SIGKILL)
+    shutil.rmtree(node.active(run))
+
+
+def continue_on(run, box, bob):
+    """What the person does on the run page: continue on box 2, its box gone (retried while the watcher
+    is mid-way closing the lost attempt: an exited run is neither running nor closed yet)."""
+
+    def accepted():
+        try:
+            return do_continue_elsewhere(run.pk, box.pk, actor=bob, box_gone=True)
+        except IllegalTransition:
+            return None
+
+    return wait_until(accepted, 60, 0.5, what="the continuation accepted")
+
+
+def test_a_run_continues_on_another_box_from_its_durable_checkpoint_and_verifies(
+    bob, make_run, node, source, boxes, celery_worker_process
+):
+    box1, box2 = boxes
+    set_config(source, epochs=12, epoch_pause=0.7)
+    run = make_run()
+    rollups.add(run, runs=1)  # as do_create_run counts it: the move carries it to box 2
+    do_start_preflight(run.pk, actor=bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING
+    wait_durable(run, 3)
+    assert (run.ckpt_mirror.get("newest") or {}).get("sha256")
+    seen_before_loss = durable_step(run)
+    lost_at = time.monotonic()
+    lose_box(node, run)
+
+    continue_on(run, box2, bob)
+    run = wait_state(run, {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}, refresh=True)
+    training_again = time.monotonic() - lost_at
+    assert run.state == RunState.RUNNING and run.instance_id == box2.pk and run.attempt == 2
+    floor = run.resume_floor
+    assert floor >= seen_before_loss
+    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=240, refresh=True)
+    assert run.state == RunState.EXPORTED, run.close_reason
+    box2_active = on_this_machine(SECOND_ROOT) / run.project.slug / "active" / run.run_id
+    log = (box2_active / "attempt-2" / "log.txt").read_text()
+    assert f"resumed from epoch {floor}" in log and f"epoch {floor + 1}/12" in log and "epoch 1/12" not in log
+    assert run.resume_broken == "" and "resume_broken" not in run.alerts
+    assert [int(row["epoch"]) for row in run.curve] == list(range(1, 13))  # one line across both boxes
+    export = on_this_machine(SECOND_ROOT) / run.project.slug / "export" / run.run_id
+    with open(export / "train.csv") as handle:
+        assert [int(row["epoch"]) for row in csv.DictReader(handle)] == list(range(1, 13))
+    assert [move["to"] for move in run.moves] == [box2.name]
+    messages = list(run.events.values_list("message", flat=True))
+    assert any(f"Continuing on {box2.name} (from {box1.name})" in m for m in messages)
+
+    record = do_start_verification(run.pk, actor=bob)
+    wait_until(lambda: record.refresh_from_db() or record.status in ("verified", "failed"), 120, 0.3, what="custody")
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    print(f"\nbox lost -> training again on box 2: {training_again:.1f} s")
+
+
+def test_a_continuation_is_refused_before_anything_moves_when_it_cannot_restore(
+    bob, make_run, project, boxes, second_sshd
+):
+    box1, box2 = boxes
+    run = make_run(state=RunState.QUARANTINED, attempt=1)
+    with pytest.raises(ValidationError, match="No durable checkpoint of this run is known"):
+        do_continue_elsewhere(run.pk, box2.pk, actor=bob)
+    entry = {"name": "latest.pth", "file": "000001-latest.pth", "sha256": "a" * 64, "bytes": 1, "step": 2, "seq": 1}
+    run.durable_ckpt = {"files": {"latest.pth": entry}, "seq": 1}
+    run.save()
+    with pytest.raises(ValidationError, match="the run's own box"):
+        do_continue_elsewhere(run.pk, box1.pk, actor=bob)
+    box2.mirror_root = ""
+    box2.save()
+    with pytest.raises(ValidationError, match="has no durable root"):
+        do_continue_elsewhere(run.pk, box2.pk, actor=bob)
+    other = Instance.objects.exclude(project=project).first()
+    if other is not None:
+        with pytest.raises(ValidationError, match="Choose a box of the run's project"):
+            do_continue_elsewhere(run.pk, other.pk, actor=bob)
+    run.refresh_from_db()
+    assert run.state == RunState.QUARANTINED and run.instance_id == box1.pk and run.moves == []
+
+
+@pytest.fixture
+def boot_marker(node):
+    yield node.root.parent / ".remotegpu-boot"
+    (node.root.parent / ".remotegpu-boot").unlink(missing_ok=True)
+
+
+def test_a_command_that_ignores_its_checkpoint_is_a_broken_resume_and_is_not_relaunched_again(
+    bob, make_run, node, source, boxes, boot_marker, celery_worker_process
+):
+    set_config(source, epochs=30, epoch_pause=0.5)
+    edit_train(source, "if os.path.exists(latest) and not smoke:", "if False:  # this variant never resumes")
+    run = make_run(auto_relaunch=True, max_relaunches=3)
+    do_start_preflight(run.pk, actor=bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING
+    wait_durable(run, 3)
+    interrupt(node, run)
+
+    from runs.tasks import arm_watchers
+
+    wait_until(lambda: run.refresh_from_db() or run.resume_broken, 120, 0.5, what="resume broken", between=arm_watchers)
+    assert run.attempt == 2 and run.resume_floor >= 3
+    assert "started again instead of resuming" in run.resume_broken
+    assert Notification.objects.filter(project=run.project, event=Event.RUN_CHECKPOINT).exists()
+    wait_file(node.active(run) / "attempt-2" / "pid")
+    (node.root.parent / ".remotegpu-boot").write_text(uuid.uuid4().hex)
+    pids = map(int, (node.active(run) / "attempt-2" / "pid").read_text().split())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=120, refresh=True)
+    time.sleep(3)  # a watcher tick or two later: still not relaunched
+    run.refresh_from_db()
+    assert run.state == RunState.QUARANTINED and run.attempt == 2 and run.relaunches == 1
+    messages = list(run.events.values_list("message", flat=True))
+    assert any("not relaunched automatically: resume broken" in m for m in messages)
