@@ -16,7 +16,7 @@ from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
 from .hooks import drop_proxy_from_wrapper, hook_env, make_cache
 from .run_secrets import pump_masked, remove_secrets, take_secrets
-from .stop import stop_reason, terminate_gracefully
+from .stop import on_sigterm, preempted_reason, stop_reason
 
 
 def heartbeat(path, interval, stop):
@@ -81,8 +81,8 @@ def cmd_run(spec):
         secrets = None  # the child has them; this process needs them no longer
         atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")
         # A SIGTERM to the wrapper is passed on (then SIGKILL after the grace), so the exit marker is
-        # still written; a person's stop (cmd_stop) is a SIGTERM with its marker.
-        signal.signal(signal.SIGTERM, lambda signum, frame: child and terminate_gracefully(child, spec))
+        # still written; a person's stop (cmd_stop) is a SIGTERM with its marker, any other a preemption.
+        signal.signal(signal.SIGTERM, lambda signum, frame: on_sigterm(spec, child))
         code = child.wait() if child else 127
         if pump is not None:
             pump.join(timeout=30)  # the rest of the child's output, masked, before the exit marker
@@ -92,7 +92,7 @@ def cmd_run(spec):
     stop.set()
     mirror.join(timeout=600)  # the last checkpoint copied before the attempt closes
     durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
-    stopped = stop_reason(spec, code)
+    stopped = stop_reason(spec, code) or preempted_reason(spec, code)
     problem = stopped or (f"command exited with code {code}" if code != 0 else closeout(spec))
     if problem:
         quarantine(spec, problem)

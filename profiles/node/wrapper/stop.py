@@ -1,5 +1,6 @@
 """`stop`: a person's stop of an attempt: SIGTERM, then SIGKILL after the grace."""
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ from .attempts import attempt_dir
 from .files import alive, atomic_write, read
 
 STOP_MARKER = "stop.json"
+PREEMPTED_MARKER = "preempted"  # a SIGTERM that was not a person's stop: the platform's notice
 
 
 TERMINATING = []  # the grace timer, armed once per wrapper
@@ -55,6 +57,27 @@ def stop_reason(spec, code):
         return None
     how = "after SIGTERM" if code != 137 else f"by SIGKILL when the {grace_of(spec)} s grace ran out"
     return "stopped by {}: the command ended {} (exit code {})".format(asked.get("by") or "a person", how, code)
+
+
+def on_sigterm(spec, child):
+    """The wrapper's SIGTERM: a person's stop (its marker was written first), or else the platform's
+    preemption notice (a container stop, Slurm's --signal, a spot reclaim), marked as such. Either way
+    the command gets SIGTERM and its grace to save; resume never rests on that last save."""
+    if stop_request(spec) is None:
+        with contextlib.suppress(OSError):
+            atomic_write(os.path.join(attempt_dir(spec), PREEMPTED_MARKER), f"{int(time.time())}\n")
+    if child:
+        terminate_gracefully(child, spec)
+
+
+def preempted_reason(spec, code):
+    """The quarantine reason of an attempt whose wrapper was told to go by the platform, else None."""
+    if code == 0 or read(os.path.join(attempt_dir(spec), PREEMPTED_MARKER)) is None:
+        return None
+    return (
+        f"interrupted: SIGTERM to the wrapper (a preemption notice or the container stopping); the command had"
+        f" {grace_of(spec)} s to save and ended with exit code {code}"
+    )
 
 
 def cmd_stop(spec, request):
