@@ -31,6 +31,7 @@ class AuditAction(models.TextChoices):
     RUN_STOP_ASKED = "run.stop_asked", "stop asked"
     RUN_RETRIED = "run.retried", "run retried"
     RUN_CONTINUED = "run.continued", "run continued on another box"
+    RUN_START_HOOK = "run.start_hook", "start hook installed on a box (relaunches with no control plane)"
     RUN_GPU_WAIVED = "run.gpu_waived", "GPU held by another process: waived"
     INSTANCE_CREATED = "instance.created", "box registered"
     INSTANCE_EDITED = "instance.edited", "box edited"

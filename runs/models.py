@@ -150,6 +150,9 @@ class Run(models.Model):
     )
     max_relaunches = models.PositiveSmallIntegerField(default=3)
     relaunches = models.PositiveSmallIntegerField(default=0)
+    boot_relaunches = models.PositiveSmallIntegerField(
+        default=0, help_text="Relaunches the box's start hook made with no control plane, as last read back"
+    )
     environment = models.CharField(
         max_length=300,
         blank=True,

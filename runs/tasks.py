@@ -125,11 +125,15 @@ def launch_run(run_pk: int, attempt: int) -> None:
             use_tmux = detach_kind in ("tmux", "onstart") and run.preflight_report.get("tmux")
             # Read now, at every (re)launch: a grant revoked since the last attempt stops this one.
             node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))  # uploaded above
+            hook = ""
+            if run.auto_relaunch and not run.secrets:  # opted in: the box relaunches it after a restart
+                onstart = resolve_home(VAST_START_HOOK, node.home) if detach_kind == "onstart" else None
+                hook = node.install_boot_hook(onstart)
             detach, command = node.launch(attempt, bool(use_tmux))
     except TransportError as exc:
         lifecycle.do_mark_launch_failed(run_pk, attempt, str(exc))
         return
-    lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
+    lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), hook)
 
 
 @shared_task(

@@ -327,6 +327,11 @@ class RunNode(NodeClient):
                 "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
             },
             "restore": restore if restore["files"] else None,
+            # The box's start hook may start this attempt again after a restart, with no control plane
+            # (boot-resume): only where the run opted in to relaunches, and never with secrets (read once).
+            "boot_relaunch": {"max": self.run.max_relaunches - self.run.relaunches}
+            if self.run.auto_relaunch and not self.run.secrets and attempt
+            else None,
         }
 
     def ckpt_target(self) -> str | None:
@@ -376,6 +381,43 @@ class RunNode(NodeClient):
             f"(grep -qxF {quoted_line} {quoted_hook} || printf '%s\\n' {quoted_line} >> {quoted_hook})"
         )
         self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "install start hook")
+
+    def install_boot_hook(self, onstart: str | None) -> str:
+        """The start hook that relaunches cut-off attempts after a reboot or container restart with no
+        control plane (the wrapper's boot-resume): a script in tools/, run from the platform's on-start
+        file where it has one (vast.ai), else from the user's crontab (@reboot). Where it is hooked in."""
+        layout = self.layout
+        script = f"{layout.tools}/start-hook.sh"
+        python = self.python or settings.NODE_PYTHON
+        body = (
+            "#!/bin/sh\n# remotegpu: after a restart, relaunch this project's cut-off attempts (boot-resume)\n"
+            f'echo "$(date +%s%N)" > {shlex.quote(self.boot_marker())}\n'
+            f"exec {shlex.quote(python)} -I -S {shlex.quote(self.wrapper_path)} boot-resume "
+            f"{shlex.quote(layout.run_root)} >> {shlex.quote(layout.tools + '/boot-resume.log')} 2>&1\n"
+        )
+        staging = f"{script}.upload-{uuid.uuid4().hex}"
+        self.upload_bytes(body.encode(), staging)
+        line = f"sh {shlex.quote(script)}  # remotegpu start hook"
+        if onstart:
+            hook, quoted = shlex.quote(onstart), shlex.quote(line)
+            hooked = (
+                f"touch {hook} && chmod +x {hook} && (grep -qxF {quoted} {hook} || printf '%s\\n' {quoted} >> {hook})"
+            )
+            where = f"the platform's on-start script {onstart}"
+        else:
+            cron = shlex.quote(f"@reboot {line}")
+            hooked = (
+                "command -v crontab >/dev/null && "
+                f"( crontab -l 2>/dev/null | grep -vF {shlex.quote(script)}; echo {cron} ) | crontab -"
+            )
+            where = "the user's crontab (@reboot)"
+        result = self.transport.run_script(
+            f"chmod +x {shlex.quote(staging)} && mv -f {shlex.quote(staging)} {shlex.quote(script)} && {hooked}",
+            timeout=settings.SSH_COMMAND_TIMEOUT,
+        )
+        if result.exit_code != 0:
+            return f"{script}, not hooked in (no crontab on the box): run it at boot"
+        return f"{script}, run from {where}"
 
     def durable_root(self) -> str | None:
         """This box's durable root as the node spells it, if it has one (the operator's, or the platform's)."""

@@ -36,6 +36,7 @@ ANSWERS = {
     "stage-pull": {"received": int, "files": int, "complete": bool},
     "stage-grant": {"granted": bool},
     "idle": {"busy": list},
+    "boot-resume": {"relaunched": list, "skipped": list},
     "clean-caches": {"freed": int, "removed": list},
     "remove-copy": {"removed": bool, "bytes": int},
     "gpus": {"gpus": dict},  # {"nvidia_smi": false} where the box has none
@@ -69,6 +70,7 @@ STATUS_OPTIONAL = {
     "quarantine_reason": (str, type(None)),
     "ran": (dict, type(None)),
     "ckpt_mirror": (dict, type(None)),
+    "boot_relaunches": int,
     "log_from": int,
     "csv_from": int,
     "space": dict,

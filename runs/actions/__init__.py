@@ -1,2 +1,3 @@
 """Every state change of a run, by noun (as Zulip's zerver/actions/): base (locks, events, state moves),
-lifecycle, spending, observation, sweeps, redrive, stops. Import from the module that holds the verb."""
+lifecycle, spending, observation, sweeps, redrive, stops, checkpoints (a probe's mirror state), moves
+(continue on another box). Import from the module that holds the verb."""

@@ -1,5 +1,6 @@
 """What a probe's checkpoint-mirror state changes on a locked run: the newest durable copies, the lag
-alert, and the resume proof of a relaunched attempt (which stops automatic relaunches when broken)."""
+alert, the resume proof of a relaunched attempt (which stops automatic relaunches when broken), and the
+relaunches the box's start hook made while no control plane watched."""
 
 from django.conf import settings
 
@@ -34,6 +35,21 @@ def apply_mirror(run: Run, status: dict) -> None:
         run.durable_ckpt = {**run.durable_ckpt, **where, "seq": newest["seq"], "files": files}
     _lag(run, mirror, status["now"])
     _resume(run, mirror)
+
+
+def apply_boot_relaunches(run: Run, status: dict) -> None:
+    """The box's start hook relaunched the attempt after a restart (boot-resume): each is an interruption,
+    counted once, against the run's relaunches."""
+    count = status.get("boot_relaunches")
+    if not isinstance(count, int) or isinstance(count, bool) or count <= run.boot_relaunches:
+        return
+    new, run.boot_relaunches = count - run.boot_relaunches, count
+    run.relaunches += new
+    message = f"Interrupted (the box restarted); relaunched on the box by its start hook with no control plane: {count}"
+    run_event(run, "failure", message, boot_relaunches=count)
+    notices.announce(
+        run, Event.RUN_INTERRUPTED, "its box restarted; its start hook relaunched it", failure_class="interrupted"
+    )
 
 
 def _lag(run: Run, mirror: dict, node_now: float) -> None:

@@ -201,11 +201,15 @@ def do_finish_smoke(run_pk: int, exit_code: int, output: str) -> Run:
     return run
 
 
-def do_mark_launched(run_pk: int, attempt: int, detach: str, command: str, wrapper: str) -> Run:
+def do_mark_launched(run_pk: int, attempt: int, detach: str, command: str, wrapper: str, hook: str = "") -> Run:
+    """The attempt runs detached; hook: where the box's start hook that relaunches it was installed."""
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
         if run.state != RunState.LAUNCHING or run.attempt != attempt:
             return run
+        if hook:
+            run_event(run, "note", f"Start hook on the box: {hook}")
+            record(AuditAction.RUN_START_HOOK, f"{run.run_id}: start hook {hook}", run=run)
         run.detach, run.launched_command, run.wrapper_name = detach, command, wrapper
         run.launched_at = timezone.now()
         move_run(run, RunState.RUNNING, f"Attempt {attempt} launched detached ({detach})")

@@ -101,6 +101,7 @@ def _continue(run: Run, target: Instance, files: list[dict], actor, box_gone: bo
     run.moves = [*run.moves, move]
     run.durable_ckpt = {**run.durable_ckpt, "restore": {"attempt": move["attempt"], "files": move["files"]}}
     run.resume_floor = max(steps) if steps else None
+    run.boot_relaunches = 0  # what the new box's start hook counts starts from nothing
     was_on = run.instance_id
     run.instance = target
     rollups.move(run, was_on, verified=False)

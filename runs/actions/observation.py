@@ -7,7 +7,7 @@ from django.utils import timezone
 from notifications.models import Event
 from runs import logs, notices, rollups, signals
 from runs.actions.base import lock_run, move_run, push_update, release_gpus, run_event
-from runs.actions.checkpoints import apply_mirror
+from runs.actions.checkpoints import apply_boot_relaunches, apply_mirror
 from runs.actions.lifecycle import relaunch_run
 from runs.actions.spending import ask_again_when_overrunning, spend_gate
 from runs.models import (
@@ -105,6 +105,7 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: in
         for name in seen.new_alerts:
             _alert(run, name)
         _set_health(run, seen.health, now)
+        apply_boot_relaunches(run, status)
         apply_mirror(run, status)  # before the outcome: a broken resume stops the relaunch it may lead to
         _apply_outcome(run, seen, status)
         if run.state == RunState.RUNNING:

@@ -205,6 +205,8 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     assert not os.path.exists(wrapper.secrets_path(secret_spec)) and wrapper.take_secrets(secret_spec) == {}
 
     checked.update(staging_answers(wrapper, tmp_path))
+    checked["boot-resume"] = answer_of("boot-resume", wrapper.cmd_boot_resume, str(tmp_path / "data" / "vision"))
+    assert checked["boot-resume"]["relaunched"] == []  # nothing there opted in to relaunches on the box
 
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised
 

@@ -22,6 +22,7 @@ has the file it is executing changed under it. Subcommands (main.COMMANDS), most
   rehash     re-hash copies against a roster the control side sends (stdin)
   close-active  move a failed run's active/ into quarantine/ with a reason (stdin)
   idle ROOT  processes that work in or write under ROOT (the shutdown check)
+  boot-resume ROOT  the start hook's: relaunch in place each opted-in attempt under ROOT a restart cut off
   clean-caches  measure and remove the cache paths the control side names (stdin)
   remove-copy   delete one copy of a sealed export, strictly inside the root named (stdin)
   dataset-roster  path, bytes, SHA-256 of every file under a dataset root (stdin)

@@ -4,6 +4,7 @@ import json
 import sys
 
 from .abandon import cmd_abandon
+from .boot_resume import cmd_boot_resume
 from .clean_caches import cmd_clean_caches
 from .close_active import cmd_close_active
 from .dataset_roster import cmd_dataset_roster
@@ -46,6 +47,7 @@ COMMANDS = {
     "put-secrets": (cmd_put_secrets, (SPEC, STDIN)),
     "mirror": (cmd_mirror, (SPEC, ARG, ARG)),
     "idle": (cmd_idle, (ARG,)),
+    "boot-resume": (cmd_boot_resume, (ARG,)),
     "probe": (cmd_probe, (STDIN,)),
     "rehash": (cmd_rehash, (STDIN,)),
     "close-active": (cmd_close_active, (STDIN,)),

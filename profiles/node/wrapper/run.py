@@ -50,9 +50,12 @@ def cmd_run(spec):
         os.makedirs(directory, exist_ok=True)
     log_path = os.path.join(attempt, "log.txt")
     reserve = reserve_markers(attempt)
+    in_place = os.path.exists(os.path.join(attempt, "started_at"))  # the start hook's relaunch after a restart
     atomic_write(os.path.join(attempt, "started_at"), f"{int(time.time())}\n")
     atomic_write(os.path.join(attempt, "boot_identity"), boot_identity(spec) + "\n")
-    problem = restore_checkpoints(spec)  # a fresh attempt on another box continues from the durable copy
+    # A fresh attempt on another box continues from the durable copy; one started again in place keeps
+    # the newer checkpoints it wrote since.
+    problem = None if in_place else restore_checkpoints(spec)
     if problem:
         remove_secrets(spec)
         quarantine(spec, "restore failed: " + problem)
