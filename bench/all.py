@@ -5,7 +5,8 @@ same run, so a regression shows as a ratio.
 Each benchmark runs in its own process and prints its own report as it goes; the JSON lines it
 prints are collected here. Baselines: the same page at 1,000 runs (history), a raw `ssh cat` /
 `ssh tar` stream and `scp` (custody), that raw stream between two boxes (dataset staging),
-tick-bound polling without push (watch), a worker that loads the verifier at start (worker memory).
+tick-bound polling without push (watch), a worker that loads the verifier at start (worker memory),
+a raw `cp` between the same mounts (checkpoint mirror).
 
     .venv/bin/python bench/all.py [--quick]      # --quick: smaller sizes, for a check that it runs
 """
@@ -100,6 +101,12 @@ def staging_rows(report: dict) -> list[tuple]:
     return rows
 
 
+def mirror_rows(report: dict) -> list[tuple]:
+    ours, raw = report["mirror_s"], report["raw_cp_s"]
+    what = f"checkpoint mirror s, {report['mib']} MiB to a tmpfs"
+    return [(what, ours, f"{raw:.3g} (raw cp)", ours / raw, "≤ 1.5x (it hashes every byte)")]
+
+
 def memory_rows(report: dict) -> list[tuple]:
     ours, baseline = report["idle_worker_rss_mib"], report["baseline_rss_mib"]
     return [("idle worker RSS MiB", ours, f"{baseline} (verifier loaded at start)", ours / baseline, "≤ 150 MiB")]
@@ -117,6 +124,7 @@ def main() -> None:
     rows += staging_rows(run("staging_bench.py", *custody)[0])
     rows += watch_rows(run("watch_bench.py", *watch))
     rows += memory_rows(run("worker_memory_bench.py")[0])
+    rows += mirror_rows(run("ckpt_mirror_bench.py", *(["--mib", "128"] if args.quick else []))[0])
     width = max(len(row[0]) for row in rows)
     print(f"\n{'figure'.ljust(width)} | {'measured':>9} | baseline (same run)               | ratio  | goal")
     for figure, measured, baseline, ratio, goal in rows:

@@ -61,4 +61,5 @@ def test_the_start_hook_relaunches_a_cut_off_run_that_seals_with_no_control_plan
     # A second "boot" finds nothing cut off: the sealed run is left alone.
     answer = subprocess.run(["sh", str(hook)], check=True, timeout=30)
     assert answer.returncode == 0
-    assert "sealed" in (node.root / ".remotegpu" / "boot-resume.log").read_text().splitlines()[-1]
+    last = (node.root / ".remotegpu" / "boot-resume.log").read_text().splitlines()[-1]
+    assert '"relaunched": []' in last and '"why": "closed"' in last
