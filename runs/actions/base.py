@@ -134,10 +134,10 @@ def release_gpus(run: Run) -> None:
         run_event(run, "gpu", f"Released {released} GPU lock(s)")
 
 
-def may_run_on(run: Run, actor) -> None:
-    """A person starts work on the run's box: on the control host only an administrator does (the
-    forms and the API refuse it first; this is the rule every start goes through)."""
-    if run.instance.profile.is_local and actor is not None:
+def may_run_on(run: Run, actor, instance: Instance | None = None) -> None:
+    """A person starts work on the run's box (or the box it is to continue on): on the control host only
+    an administrator does (the forms and the API refuse it first; this is the rule every start goes through)."""
+    if (instance or run.instance).profile.is_local and actor is not None:
         problem = runs_here_problem(actor)
         if problem:
             raise PermissionDenied(problem)

@@ -41,6 +41,7 @@ def do_continue_elsewhere(
         run = lock_run(run_pk)
         may_run_on(run, actor)
         target = _target(run, instance_pk)
+        may_run_on(run, actor, target)
         if run.state not in MOVABLE_STATES:
             raise IllegalTransition(f"A run that is {run.get_state_display().lower()} cannot be continued elsewhere.")
         if run.state in (RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE) and not pending_move(run):

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from core.states import IllegalTransition
@@ -175,6 +175,10 @@ def test_a_continuation_is_refused_before_anything_moves_when_it_cannot_restore(
     box2.save()
     with pytest.raises(ValidationError, match="has no durable root"):
         do_continue_elsewhere(run.pk, box2.pk, actor=bob)
+    # An operator never reaches the control host by continuing a run onto a box that is the control host.
+    here = Instance.objects.create(name=f"{project.slug}-local-20261202", project=project, profile_key="local")
+    with pytest.raises(PermissionDenied, match="only an administrator"):
+        do_continue_elsewhere(run.pk, here.pk, actor=bob)
     other = Instance.objects.exclude(project=project).first()
     if other is not None:
         with pytest.raises(ValidationError, match="Choose a box of the run's project"):
