@@ -195,13 +195,7 @@ def checkpoint_summary(run) -> dict | None:
     newest = max(durable.values(), key=lambda entry: entry["seq"], default=None)
     rate = mirror.get("bytes", 0) / mirror["seconds"] if mirror.get("seconds") else None
     age = time.time() - newest["at"] if newest else None
-    return {
-        "mirror": mirror,
-        "newest": newest,
-        "age": age,
-        "rate": rate,
-        "files": sorted(durable.values(), key=lambda e: e["seq"]),
-    }
+    return {"mirror": mirror, "newest": newest, "age": age, "rate": rate}
 
 
 def preflight_summary(run) -> str:

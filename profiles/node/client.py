@@ -242,6 +242,15 @@ def data_environment(staged: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def appended_once(script: str, line: str) -> str:
+    """A shell command that makes script executable and appends line to it unless it is there."""
+    quoted_script, quoted_line = shlex.quote(script), shlex.quote(line)
+    return (
+        f"touch {quoted_script} && chmod +x {quoted_script} && "
+        f"(grep -qxF {quoted_line} {quoted_script} || printf '%s\\n' {quoted_line} >> {quoted_script})"
+    )
+
+
 LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is not one
 
 
@@ -375,11 +384,7 @@ class RunNode(NodeClient):
         """vast.ai runs its on-start script at every container start: make it rewrite our boot
         marker, so the watcher can tell a restarted container from a crashed run (idempotent)."""
         line = f'echo "$(date +%s%N)" > {shlex.quote(self.boot_marker())}  # remotegpu: container started'
-        quoted_hook, quoted_line = shlex.quote(hook), shlex.quote(line)
-        script = (
-            f"touch {quoted_hook} && chmod +x {quoted_hook} && "
-            f"(grep -qxF {quoted_line} {quoted_hook} || printf '%s\\n' {quoted_line} >> {quoted_hook})"
-        )
+        script = appended_once(hook, line)
         self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "install start hook")
 
     def install_boot_hook(self, onstart: str | None) -> str:
@@ -399,10 +404,7 @@ class RunNode(NodeClient):
         self.upload_bytes(body.encode(), staging)
         line = f"sh {shlex.quote(script)}  # remotegpu start hook"
         if onstart:
-            hook, quoted = shlex.quote(onstart), shlex.quote(line)
-            hooked = (
-                f"touch {hook} && chmod +x {hook} && (grep -qxF {quoted} {hook} || printf '%s\\n' {quoted} >> {hook})"
-            )
+            hooked = appended_once(onstart, line)
             where = f"the platform's on-start script {onstart}"
         else:
             cron = shlex.quote(f"@reboot {line}")

@@ -169,8 +169,8 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
             persistent = run.instance.profile.data["identity"]["persistent"]
             for warning in environment.environment_warnings(report["environment"], persistent):
                 run_event(run, "alert", warning)
-        if not problems and move_problems(run):  # a continuation binds what the run bound on its last box
-            problems = move_problems(run)
+        if not problems and (moved := move_problems(run)):  # a continuation binds what it bound on its last box
+            problems = moved
             release_gpus(run)
         if problems:
             move_run(run, RunState.FAILED_PREFLIGHT, "Preflight failed: " + "; ".join(problems))

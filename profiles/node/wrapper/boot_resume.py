@@ -16,7 +16,7 @@ import sys
 import time
 
 from .files import alive, atomic_write, load_spec, read
-from .status import rebooted
+from .status import counted, rebooted
 
 COUNTER = "boot-relaunches"
 SPEC_NAME = re.compile(r"^spec-attempt-(\d+)\.json$")
@@ -44,8 +44,7 @@ def why_not(spec, active):
     pids = [int(pid) for pid in (read(os.path.join(attempt, "pid")) or "").split() if pid.isdigit()]
     if not rebooted(spec, attempt) and any(running(pid) for pid in pids if pid > 0):
         return "running"
-    used = int(read(os.path.join(active, COUNTER)) or 0)
-    if used >= allowed:
+    if counted(os.path.join(active, COUNTER)) >= allowed:
         return f"its {allowed} relaunches on the box are used"
     return None
 
@@ -74,7 +73,7 @@ def cmd_boot_resume(root):
         if reason:
             skipped.append({"run_id": run_id, "why": reason})
             continue
-        used = int(read(os.path.join(active, COUNTER)) or 0) + 1
+        used = counted(os.path.join(active, COUNTER)) + 1
         atomic_write(os.path.join(active, COUNTER), f"{used}\n")
         attempt = os.path.join(active, f"attempt-{spec['attempt']}")
         allowed = spec["boot_relaunch"]["max"]

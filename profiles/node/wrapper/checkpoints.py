@@ -13,6 +13,8 @@ import pickle
 import stat
 import zipfile
 
+from .idle import open_files
+
 TEMPORARY = (".tmp", ".partial", ".part", ".incomplete", ".swp")
 STEP_KEYS = ("step", "global_step", "epoch")
 PICKLE_LIMIT = 64 << 20  # data.pkl holds the structure only (tensors are separate members)
@@ -38,17 +40,12 @@ def candidates(ckpt):
 
 
 def open_for_writing(path):
-    """Whether any process this user can see holds path open for writing (scans /proc)."""
+    """Whether any process this user can see holds path open for writing (idle.open_files)."""
     real = os.path.realpath(path)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            for fd in os.listdir("/proc/" + pid + "/fd"):
-                if os.readlink("/proc/" + pid + "/fd/" + fd) != real:
-                    continue
-                with open("/proc/" + pid + "/fdinfo/" + fd) as info:
-                    fields = dict(line.split(":", 1) for line in info.read().splitlines() if ":" in line)
-                if int(fields["flags"].strip(), 8) & 3:
-                    return True
+            if any(target == real and writing for target, writing in open_files(pid)):
+                return True
         except (OSError, ValueError, KeyError):
             continue
     return False

@@ -90,13 +90,16 @@ class CheckpointMirror:
         self._save()
 
     def _newest_local(self, found):
-        if not found:
+        plain = [name for name in found if not name.startswith("best")]
+        if not plain:
             return None
-        name = max((n for n in found if not n.startswith("best")), key=lambda n: found[n][2], default=None)
-        if name is None:
-            return None
-        path = os.path.join(self.ckpt, name)
-        return {"name": name, "step": checkpoint_step(path), "bytes": found[name][1], "at": found[name][2] / 1e9}
+        name = max(plain, key=lambda n: found[n][2])
+        return self._described(name, found[name])
+
+    def _described(self, name, fingerprint):
+        """A checkpoint in ckpt/ as the state file tells of it: name, step (read from it), bytes, time."""
+        step = checkpoint_step(os.path.join(self.ckpt, name))
+        return {"name": name, "step": step, "bytes": fingerprint[1], "at": fingerprint[2] / 1e9}
 
     def loop(self, stop):
         self.begin()
@@ -120,8 +123,7 @@ class CheckpointMirror:
         self._save()
 
     def _seen_new(self, name, path, fingerprint):
-        step = checkpoint_step(path)
-        local = {"name": name, "step": step, "bytes": fingerprint[1], "at": fingerprint[2] / 1e9}
+        local = self._described(name, fingerprint)
         if not name.startswith("best"):
             self.state["local"] = local
             if self.state.get("first_written") is None:

@@ -10,6 +10,16 @@ def cmd_idle(root):
     return 0
 
 
+def open_files(pid):
+    """(target, for writing) of each file the process pid holds open; OSError when it cannot be read."""
+    for fd in os.listdir("/proc/" + pid + "/fd"):
+        target = os.readlink("/proc/" + pid + "/fd/" + fd)
+        with open("/proc/" + pid + "/fdinfo/" + fd) as info:
+            # "pos:" comes first; the open flags are on their own line, in octal.
+            fields = dict(line.split(":", 1) for line in info.read().splitlines() if ":" in line)
+        yield target, bool(int(fields["flags"].strip(), 8) & 3)
+
+
 def busy_under(root, writers_only=True):
     """[{pid, why}] of processes working in root or holding a file under it open (for writing)."""
     root = os.path.realpath(root) + os.sep
@@ -20,15 +30,8 @@ def busy_under(root, writers_only=True):
             if (cwd + os.sep).startswith(root):
                 busy.append({"pid": int(pid), "why": "works in " + cwd})
                 continue
-            for fd in os.listdir("/proc/" + pid + "/fd"):
-                target = os.readlink("/proc/" + pid + "/fd/" + fd)
-                if not target.startswith(root):
-                    continue
-                with open("/proc/" + pid + "/fdinfo/" + fd) as info:
-                    # "pos:" comes first; the open flags are on their own line, in octal.
-                    fields = dict(line.split(":", 1) for line in info.read().splitlines() if ":" in line)
-                flags = int(fields["flags"].strip(), 8)
-                if flags & 3 or not writers_only:
+            for target, writing in open_files(pid):
+                if target.startswith(root) and (writing or not writers_only):
                     busy.append({"pid": int(pid), "why": "writes " + target})
                     break
         except (OSError, ValueError, KeyError):

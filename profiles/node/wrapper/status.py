@@ -51,7 +51,7 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "rebooted": rebooted(spec, base),
         "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),
         "ckpt_mirror": mirror_state(base),
-        "boot_relaunches": counted(os.path.join(spec["active"], "boot-relaunches")),
+        "boot_relaunches": counted(os.path.join(spec["active"], "boot-relaunches")),  # boot_resume.COUNTER
         "log_mtime": newest_mtime(base) if os.path.isdir(base) else None,
         "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
         "log_from": requested_log,
