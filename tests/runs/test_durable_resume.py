@@ -222,3 +222,20 @@ def test_a_command_that_ignores_its_checkpoint_is_a_broken_resume_and_is_not_rel
     assert run.state == RunState.QUARANTINED and run.attempt == 2 and run.relaunches == 1
     messages = list(run.events.values_list("message", flat=True))
     assert any("not relaunched automatically: resume broken" in m for m in messages)
+
+
+def test_the_run_page_offers_the_move_and_bad_input_changes_nothing(client, bob, make_run, boxes):
+    box1, box2 = boxes
+    entry = {"name": "latest.pth", "file": "000004-latest.pth", "sha256": "b" * 64, "bytes": 9, "step": 4, "seq": 4}
+    run = make_run(state=RunState.QUARANTINED, attempt=1, durable_ckpt={"files": {"latest.pth": {**entry, "at": 1.0}}})
+    client.force_login(bob)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "Continue on another box" in page and f'value="{box2.pk}"' in page and f'value="{box1.pk}"' not in page
+    assert "000004-latest.pth" not in page and "of step <strong>4</strong>" in page
+    url = f"/runs/{run.run_id}/continue/"
+    for instance in ("", "x", str(box1.pk), "999999"):
+        answer = client.post(url, {"instance": instance}, follow=True)
+        assert answer.status_code == 200
+        assert any(word in answer.content.decode() for word in ("Choose a box", "own box"))
+    run.refresh_from_db()
+    assert run.state == RunState.QUARANTINED and run.instance_id == box1.pk and run.moves == []
