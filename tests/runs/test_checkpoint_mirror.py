@@ -209,3 +209,20 @@ def test_a_lying_box_mirror_state_is_dropped_field_by_field():
     assert state["durable"] is False and state["error"] is None and state["newest"] is None and state["local"] is None
     assert state["start"]["step"] is None and state["mirrored"] == 0
     assert parse_mirror(["not", "an", "object"]) is None
+
+
+def test_the_wrapper_s_own_markers_never_count_as_the_command_writing(tmp_path):
+    """Stalled means the command wrote nothing: the heartbeat and the mirror's state file, rewritten
+    every few seconds by the wrapper itself, kept a silent run from ever reading stalled."""
+    active = tmp_path / "proj" / "active" / "r1"
+    attempt, output = active / "attempt-1", active / "output"
+    attempt.mkdir(parents=True)
+    output.mkdir()
+    (attempt / "log.txt").write_text("started\n")
+    os.utime(attempt / "log.txt", (1000, 1000))
+    for marker in ("heartbeat", "ckpt-mirror.json", "pid"):
+        (attempt / marker).write_text("fresh")
+    spec = {"output": str(output)}
+    assert WRAPPER.written_at(spec, str(attempt)) == 1000
+    (output / "train.csv").write_text("epoch\n1\n")
+    assert WRAPPER.written_at(spec, str(attempt)) > time.time() - 60

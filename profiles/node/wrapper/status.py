@@ -1,5 +1,6 @@
 """`status`: what is true on the node right now for one run."""
 
+import contextlib
 import json
 import os
 import time
@@ -52,7 +53,7 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),
         "ckpt_mirror": mirror_state(base),
         "boot_relaunches": counted(os.path.join(spec["active"], "boot-relaunches")),  # boot_resume.COUNTER
-        "log_mtime": newest_mtime(base) if os.path.isdir(base) else None,
+        "log_mtime": written_at(spec, base),
         "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
         "log_from": requested_log,
         "log_chunk": log_chunk,
@@ -68,6 +69,15 @@ def run_status(spec, log_offset=0, csv_offset=0):
         cache = os.path.join(spec["run_root"], "cache")
         status["regenerable"] = largest_items([cache, os.path.join(spec["active"], "smoke")])
     return status
+
+
+def written_at(spec, base):
+    """When the command last wrote: its log or its output, never the wrapper's own markers (the
+    heartbeat, the checkpoint mirror's state), which would keep a silent run from ever reading stalled."""
+    times = [newest_mtime(spec["output"]) if os.path.isdir(spec["output"]) else None]
+    with contextlib.suppress(OSError):
+        times.append(os.stat(os.path.join(base, "log.txt")).st_mtime)
+    return max(filter(None, times), default=None)
 
 
 def counted(path):
