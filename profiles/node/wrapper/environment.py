@@ -23,7 +23,8 @@ def boot_identity(spec):
 def write_speed(root, size=32 << 20):
     """Measured sequential write of `size` bytes with fsync under root, in bytes per second."""
     os.makedirs(root, exist_ok=True)
-    path = os.path.join(root, ".remotegpu-write-probe")
+    # One file per preflight: two runs of a project preflighting at once removed each other's probe.
+    path = os.path.join(root, f".remotegpu-write-probe-{os.getpid()}")
     block = os.urandom(1 << 20)
     started = time.time()
     with open(path, "wb") as handle:
