@@ -8,13 +8,13 @@ from pathlib import Path
 from django.conf import settings
 
 from custody import actions
-from custody.pull import HashMismatch, pull_export
 from custody.readback import read_back
 from custody.roster import RosterError, parse_roster
 from custody.store import custody_dir
 from profiles import catalog
 from profiles.layout import resolve_home
 from profiles.node.client import RunNode
+from profiles.node.pull import HashMismatch, Pace, pull_export
 from profiles.node.transport import TransportError
 
 
@@ -42,17 +42,14 @@ class ProgressMeter:
 
     def __init__(self, record, total_bytes: int, total_files: int, max_rate: int = 0):
         self.record, self.total_bytes, self.total_files = record, total_bytes, total_files
-        self.max_rate = max_rate
+        self.pace = Pace(max_rate)
         self.bytes = self.files = 0
-        self.started = self.last = time.monotonic()
+        self.started = self.last = self.pace.started
 
     def advance(self, moved: int, files: int) -> None:
         self.bytes += moved
         self.files += files
-        if self.max_rate:
-            ahead = self.bytes / self.max_rate - (time.monotonic() - self.started)
-            if ahead > 0:
-                time.sleep(ahead)
+        self.pace.advance(moved)
         if time.monotonic() - self.last >= 0.5:
             self.report()
 

@@ -31,6 +31,16 @@ class NodeLayout:
         return posixpath.join(self.active, "ckpt")
 
     @property
+    def ckpt_outbox(self) -> str:
+        """Where the wrapper holds the newest checkpoint for the control host to pull (no durable tier)."""
+        return posixpath.join(self.active, "ckpt-outbox")
+
+    @property
+    def ckpt_inbox(self) -> str:
+        """Where the control host uploads its checkpoint copies for a continued attempt to restore."""
+        return posixpath.join(self.active, "ckpt-inbox")
+
+    @property
     def output(self) -> str:
         return posixpath.join(self.active, "output")
 

@@ -134,6 +134,12 @@ if not 0 <= RUN_STOP_GRACE_SECONDS <= 3600:
 # long a newer checkpoint may wait uncopied before the lag alert where the run has no cadence of its own.
 CKPT_MIRROR_POLL_SECONDS = env.envfloat("CKPT_MIRROR_POLL_SECONDS", 5)
 CKPT_LAG_SECONDS = env.envint("CKPT_LAG_SECONDS", 900)
+# Where a box has no durable tier, the newest checkpoint is pulled to the control host instead (at most
+# CUSTODY_PULL_MAX_RATE); a pull asked for and not done by the deadline is asked for again, a failed one
+# after the retry wait.
+CKPT_CONTROL_ROOT = Path(os.environ.get("REMOTEGPU_CKPT_ROOT", VAR_DIR / "checkpoints"))
+CKPT_PULL_DEADLINE_SECONDS = env.envint("CKPT_PULL_DEADLINE_SECONDS", 1800)
+CKPT_PULL_RETRY_SECONDS = env.envint("CKPT_PULL_RETRY_SECONDS", 60)
 LOG_KEEP_BYTES = env.envint("LOG_KEEP_MIB", 64) * 1024**2  # per attempt; the rest stays on the node
 NODE_PYTHON = os.environ.get("NODE_PYTHON", "python3")
 # Custody: where canonical copies of sealed exports live on the control side.

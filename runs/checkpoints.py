@@ -46,6 +46,13 @@ def _checkpoint(item, durable: bool) -> dict | None:
     return {**found, "sha256": sha, "file": stored, "seq": seq, "attempt": _int(item.get("attempt"))}
 
 
+def _held(item) -> dict | None:
+    """The checkpoint the box holds for the control host to pull (no durable tier): with its SHA-256."""
+    found = _checkpoint(item, durable=False)
+    sha = item.get("sha256") if found else None
+    return {**found, "sha256": sha} if isinstance(sha, str) and SHA256.match(sha) else None
+
+
 def parse_mirror(state) -> dict | None:
     """The node's checkpoint-mirror state, validated; None when it sent none (or not an object)."""
     if not isinstance(state, dict):
@@ -54,32 +61,37 @@ def parse_mirror(state) -> dict | None:
         "durable": state.get("durable") is True,
         "target": _text(state.get("target")),
         "error": _text(state.get("error")),
+        "unusable": _text(state.get("unusable")),  # why the box's durable root does not count
         "error_at": _number(state.get("error_at")),
         "newest": _checkpoint(state.get("newest"), durable=True),
         "local": _checkpoint(state.get("local"), durable=False),
         "start": _checkpoint(state.get("start"), durable=False),
         "first_written": _checkpoint(state.get("first_written"), durable=False),
+        "outbox": _held(state.get("outbox")),
         "mirrored": _count(state.get("mirrored")) or 0,
         "bytes": _count(state.get("bytes")) or 0,
         "seconds": _number(state.get("seconds")) or 0.0,
     }
 
 
-def lag_problem(mirror: dict, node_now: float, allowance: float) -> str | None:
+def lag_problem(mirror: dict, node_now: float, allowance: float, pulled: dict | None = None) -> str | None:
     """Why the durable copy is behind: a copy that failed, or a newer checkpoint on the box left
-    uncopied for longer than the allowance (the run's cadence). None while it keeps up."""
-    if not mirror["durable"]:
-        return None
+    uncopied for longer than the allowance (the run's cadence). Without a durable tier the copy is the
+    control host's (pulled: the newest checkpoint it holds, as the box described it). None while it
+    keeps up."""
     if mirror["error"]:
         return f"the checkpoint mirror failed: {mirror['error']}"
-    local, newest = mirror["local"], mirror["newest"]
+    if not mirror["durable"] and not mirror.get("outbox"):
+        return None  # a wrapper that holds nothing for the control host: nothing to lag behind
+    local, newest = mirror["local"], mirror["newest"] if mirror["durable"] else pulled
+    where = "on the durable tier" if mirror["durable"] else "on the control host"
     if local is None or (newest is not None and newest["at"] >= local["at"]):
         return None
     behind = node_now - local["at"]
     if behind <= allowance:
         return None
-    had = f"the newest durable copy is of step {newest['step']}" if newest else "nothing is mirrored yet"
-    return f"a checkpoint written {behind:.0f} s ago is not on the durable tier ({had}; allowed {allowance:.0f} s)"
+    had = f"the newest copy is of step {newest['step']}" if newest else "nothing is copied yet"
+    return f"a checkpoint written {behind:.0f} s ago is not {where} ({had}; allowed {allowance:.0f} s)"
 
 
 def resume_floor(mirror: dict | None, same_box: bool) -> int | None:

@@ -3,6 +3,7 @@
 import json
 import os
 import socket
+import time
 from functools import partial
 
 from celery import shared_task
@@ -15,10 +16,11 @@ from profiles.credentials import run_secret_values, secret_problems
 from profiles.layout import resolve_home
 from profiles.node.build import wrapper_name
 from profiles.node.client import RunNode
+from profiles.node.pull import HashMismatch
 from profiles.node.transport import TransportError
 from projects.models import Project
-from runs import preflight, shipping, watch
-from runs.actions import base, lifecycle, redrive, spending, sweeps
+from runs import ckpt_pull, preflight, shipping, watch
+from runs.actions import base, checkpoints, lifecycle, redrive, spending, sweeps
 from runs.cadence import checkpoint_environment
 from runs.gpus import gone_problem
 from runs.models import Run, RunState
@@ -62,11 +64,12 @@ def preflight_run(run_pk: int) -> None:
         with RunNode(run) as node:
             node.prepare()
             commit = shipping.ship_source(node)
+            node.upload_restore(run.attempt + 1, ckpt_pull.control_dir(run))
             staged, stage_problems = shipping.stage_datasets(node, partial(lifecycle.do_record_staging, run_pk))
             run = lifecycle.do_record_staged(run_pk, staged)
             node.run = run
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
-    except (TransportError, SourceError) as exc:
+    except (TransportError, SourceError, OSError) as exc:  # OSError: a control-host checkpoint copy unreadable
         lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
         return
     report, problems = preflight.verdict(run, {**report, "commit": commit, "datasets": staged})
@@ -74,6 +77,33 @@ def preflight_run(run_pk: int) -> None:
     # Names only: whether each secret is known, granted and set here; its value is read at launch.
     problems += [f"Secrets: {problem}" for problem in secret_problems(run)]
     lifecycle.do_finish_preflight(run_pk, report, problems)
+
+
+@shared_task(
+    acks_late=True,
+    soft_time_limit=settings.CKPT_PULL_DEADLINE_SECONDS,
+    time_limit=settings.CKPT_PULL_DEADLINE_SECONDS + 60,
+    **DB_RETRY,
+)
+def pull_checkpoint(run_pk: int, sha256: str) -> str:
+    """The checkpoint a box with no durable tier holds, pulled to the control host (ckpt_pull)."""
+    run = Run.objects.select_related("instance", "project").filter(pk=run_pk).first()
+    asked = (run.durable_ckpt.get("pull") or {}) if run else {}
+    if asked.get("sha256") != sha256 or asked.get("error"):
+        return "not asked"
+    directory = ckpt_pull.control_dir(run)
+    began = time.monotonic()
+    with ckpt_pull.pull_lock(directory) as held:
+        if not held:
+            return "another pull of the run runs"  # the watcher asks again past the deadline
+        try:
+            with RunNode(run) as node:
+                arrived = ckpt_pull.pull_held(node, asked, directory)
+        except (TransportError, HashMismatch, OSError) as exc:
+            checkpoints.do_fail_checkpoint_pull(run_pk, sha256, f"{type(exc).__name__}: {exc}")
+            return "failed"
+        kept = checkpoints.do_record_pulled_checkpoint(run_pk, sha256, arrived, time.monotonic() - began)
+    return "pulled" if kept else "superseded"
 
 
 @shared_task(

@@ -30,6 +30,7 @@ from runs.actions.spending import do_decide_spend
 from runs.actions.stops import do_stop_run
 from runs.budgets import do_set_envelope, may_change_envelope
 from runs.cadence import cadence_for
+from runs.ckpt_pull import CONTROL
 from runs.forms import EnvelopeForm, ProjectForm, RunForm, SweepForm
 from runs.models import (
     LIVE_STATES,
@@ -195,7 +196,9 @@ def checkpoint_summary(run) -> dict | None:
     newest = max(durable.values(), key=lambda entry: entry["seq"], default=None)
     rate = mirror.get("bytes", 0) / mirror["seconds"] if mirror.get("seconds") else None
     age = time.time() - newest["at"] if newest else None
-    return {"mirror": mirror, "newest": newest, "age": age, "rate": rate}
+    on_control = run.durable_ckpt.get("target") == CONTROL
+    pull = run.durable_ckpt.get("pull")
+    return {"mirror": mirror, "newest": newest, "age": age, "rate": rate, "on_control": on_control, "pull": pull}
 
 
 def preflight_summary(run) -> str:

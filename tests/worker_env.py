@@ -27,6 +27,7 @@ if WORKER:
     var = Path(os.environ.get("REMOTEGPU_VAR_DIR") or Path(__file__).resolve().parent.parent / "var")
     os.environ["REMOTEGPU_VAR_DIR"] = str(var / f"test-{WORKER}")
     os.environ.pop("REMOTEGPU_CUSTODY_ROOT", None)
+    os.environ.pop("REMOTEGPU_CKPT_ROOT", None)
 
 # The data root of every run on the loopback box (as the box spells it, and as this machine sees it).
 NODE_ROOT = f"$HOME/proj-{WORKER}" if WORKER else "$HOME/proj"

@@ -349,10 +349,27 @@ class RunNode(NodeClient):
         return posixpath.join(root, "remotegpu-ckpt", self.run.project.slug, self.run.run_id, "ckpt") if root else None
 
     def restore_for(self, attempt: int) -> dict:
-        """The durable checkpoints an attempt continued on this box starts from: {"from", "files"}."""
+        """The durable checkpoints an attempt continued on this box starts from: {"from", "files"}: the
+        box's durable tier, or the inbox the control host uploads its own copies to (consumed there)."""
         restore = (self.run.durable_ckpt or {}).get("restore") or {}
         files = restore.get("files") if restore.get("attempt") == attempt and attempt else None
+        if restore.get("from_control"):
+            return {"from": self.layout.ckpt_inbox, "files": files or [], "consume": True}
         return {"from": self.ckpt_target() or "", "files": files or []}
+
+    def upload_restore(self, attempt: int, local_dir: Path) -> int:
+        """The control host's checkpoint copies an attempt restores, uploaded into the box's inbox (the
+        wrapper hashes each against its recorded SHA-256 at the restore): bytes sent."""
+        restore = self.restore_for(attempt)
+        if not restore.get("consume") or not restore["files"]:
+            return 0
+        mkdir = self.transport.run(["mkdir", "-p", restore["from"]], timeout=settings.SSH_COMMAND_TIMEOUT)
+        self.check(mkdir, "mkdir")
+        sent = 0
+        for item in restore["files"]:
+            self.transport.upload(local_dir / item["file"], f"{restore['from']}/{item['file']}")
+            sent += int(item["bytes"])
+        return sent
 
     def put_secrets(self, spec_path: str, values: dict[str, str]) -> None:
         """The secrets of the attempt (or smoke) whose spec is at spec_path, on the command's stdin: a 0600

@@ -1,14 +1,21 @@
-"""What a probe's checkpoint-mirror state changes on a locked run: the newest durable copies, the lag
-alert, the resume proof of a relaunched attempt (which stops automatic relaunches when broken), and the
-relaunches the box's start hook made while no control plane watched."""
+"""What a probe's checkpoint-mirror state changes on a locked run: the newest durable copies (or, with
+no durable tier, the pull of the box's held checkpoint to the control host), the lag alert, the resume
+proof of a relaunched attempt (which stops automatic relaunches when broken), and the relaunches the
+box's start hook made while no control plane watched."""
+
+import time
+from functools import partial
+from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 
 from notifications.models import Event
-from runs import notices, signals
-from runs.actions.base import run_event
+from runs import ckpt_pull, notices, signals
+from runs.actions.base import lock_run, push_update, run_event
 from runs.cadence import checkpoint_environment
 from runs.checkpoints import lag_problem, parse_mirror, resume_problem
+from runs.ckpt_pull import CONTROL
 from runs.models import Run
 
 
@@ -33,8 +40,80 @@ def apply_mirror(run: Run, status: dict) -> None:
         files = {**(run.durable_ckpt.get("files", {}) if same_tier else {}), newest["name"]: newest}
         where = {"target": mirror["target"], "instance_id": run.instance_id}
         run.durable_ckpt = {**run.durable_ckpt, **where, "seq": newest["seq"], "files": files}
+        push_update(run, {"type": "checkpoint", "step": newest["step"]})  # the run page's section anew
+    if not mirror["durable"] and mirror["outbox"]:
+        _ask_pull(run, mirror["outbox"])
     _lag(run, mirror, status["now"])
     _resume(run, mirror)
+
+
+def _pulled(run: Run) -> dict | None:
+    """The newest checkpoint the control host holds of the run, as its box described it."""
+    if run.durable_ckpt.get("target") != CONTROL:
+        return None
+    files = [entry for entry in (run.durable_ckpt.get("files") or {}).values() if not entry["name"].startswith("best")]
+    return max(files, key=lambda entry: entry["seq"], default=None)
+
+
+def _ask_pull(run: Run, held: dict) -> None:
+    """Ask a worker for the box's held checkpoint unless the control host has it, or a pull of it is
+    under way (asked again past the deadline: its worker was lost), or failed moments ago."""
+    from runs.tasks import pull_checkpoint
+
+    if (_pulled(run) or {}).get("sha256") == held["sha256"]:
+        return
+    asked, now = run.durable_ckpt.get("pull") or {}, time.time()
+    if asked.get("sha256") == held["sha256"]:
+        wait = settings.CKPT_PULL_RETRY_SECONDS if asked.get("error") else settings.CKPT_PULL_DEADLINE_SECONDS
+        if now - asked.get("asked", 0) < wait:
+            return
+    run.durable_ckpt = {**run.durable_ckpt, "pull": {**held, "asked": now, "attempt": run.attempt}}
+    transaction.on_commit(partial(pull_checkpoint.delay, run.pk, held["sha256"]))
+
+
+def do_record_pulled_checkpoint(run_pk: int, sha256: str, arrived: Path, seconds: float) -> bool:
+    """The box's held checkpoint arrived on the control host, its SHA-256 checked: it is the run's
+    durable copy now. False when the watcher has asked for another since (the arrival is dropped)."""
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk, run_only=True)
+        asked = run.durable_ckpt.get("pull") or {}
+        if asked.get("sha256") != sha256:
+            arrived.unlink(missing_ok=True)
+            return False
+        before = run.durable_ckpt if run.durable_ckpt.get("target") == CONTROL else {}
+        seq = (before.get("seq") or 0) + 1
+        entry = {key: asked[key] for key in ("name", "sha256", "bytes", "step", "at", "attempt")}
+        entry.update(file=f"{seq:06d}-{asked['name']}", seq=seq)
+        directory = ckpt_pull.control_dir(run)
+        ckpt_pull.store(arrived, directory, entry["file"])
+        files = {**(before.get("files") or {}), entry["name"]: entry}
+        pulled = {"sha256": sha256, "bytes": entry["bytes"], "seconds": round(seconds, 3), "at": time.time()}
+        where = {"target": CONTROL, "instance_id": run.instance_id, "seq": seq, "files": files}
+        run.durable_ckpt = {**run.durable_ckpt, **where, "pull": None, "pulled": pulled}
+        run.save(update_fields=["durable_ckpt"])
+        size = entry["bytes"] / 2**20
+        message = (
+            f"Checkpoint {entry['name']} of step {entry['step']} copied to the control host"
+            f" ({size:.1f} MiB in {seconds:.1f} s, SHA-256 checked): its box has no durable tier"
+        )
+        run_event(run, "note", message, sha256=sha256, step=entry["step"])
+        restoring = (run.durable_ckpt.get("restore") or {}).get("files") or []
+        keep = {item["file"] for item in files.values()} | {item["file"] for item in restoring}
+        transaction.on_commit(partial(ckpt_pull.prune, directory, keep))
+    return True
+
+
+def do_fail_checkpoint_pull(run_pk: int, sha256: str, reason: str) -> None:
+    """A pull that failed (the box went away, the bytes did not match): said on the run; the watcher
+    asks again after CKPT_PULL_RETRY_SECONDS while the box still holds it."""
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk, run_only=True)
+        asked = run.durable_ckpt.get("pull") or {}
+        if asked.get("sha256") != sha256:
+            return
+        run.durable_ckpt = {**run.durable_ckpt, "pull": {**asked, "error": reason[:300], "asked": time.time()}}
+        run.save(update_fields=["durable_ckpt"])
+        run_event(run, "failure", f"Copying checkpoint {asked['name']} to the control host failed: {reason[:300]}")
 
 
 def apply_boot_relaunches(run: Run, status: dict) -> None:
@@ -53,7 +132,7 @@ def apply_boot_relaunches(run: Run, status: dict) -> None:
 
 
 def _lag(run: Run, mirror: dict, node_now: float) -> None:
-    problem = lag_problem(mirror, node_now, lag_allowance(run))
+    problem = lag_problem(mirror, node_now, lag_allowance(run), _pulled(run))
     if problem is None:
         run.alerts = [name for name in run.alerts if name != "ckpt_lag"]  # caught up: a new lag is news again
         return

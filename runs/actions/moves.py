@@ -11,9 +11,10 @@ from core.audit import record
 from core.models import AuditAction
 from core.states import IllegalTransition
 from profiles.models import Instance
-from runs import rollups
+from runs import ckpt_pull, rollups
 from runs.actions.base import lock_run, may_run_on, move_run, release_gpus
 from runs.actions.spending import SpendPending, spend_gate
+from runs.ckpt_pull import CONTROL
 from runs.models import RETRYABLE_STATES, Run, RunState, SpendRequest
 
 # Where a continuation may start from: a closed attempt, or a run whose box a person says is gone.
@@ -51,11 +52,14 @@ def do_continue_elsewhere(
         files = restorable(run)
         if not files:
             raise ValidationError("No durable checkpoint of this run is known: it can only be retried on its box.")
-        if not (target.mirror_root or target.profile.durable_root):
+        from_control = run.durable_ckpt.get("target") == CONTROL
+        if not from_control and not (target.mirror_root or target.profile.durable_root):
             raise ValidationError(f"{target.name} has no durable root: it cannot read the run's durable checkpoints.")
+        if from_control and (missing := _not_on_control(run, files)):
+            raise ValidationError(f"The control host's copy {missing} is gone: the run can only be retried on its box.")
         waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)
         if waiting is None:
-            _continue(run, target, files, actor, box_gone, confirm_difference)
+            _continue(run, target, files, actor, box_gone, confirm_difference, from_control)
             transaction.on_commit(partial(preflight_run.delay, run.pk))
     if waiting is not None:
         raise SpendPending(waiting)
@@ -73,7 +77,14 @@ def _target(run: Run, instance_pk: int) -> Instance:
     return target
 
 
-def _continue(run: Run, target: Instance, files: list[dict], actor, box_gone: bool, confirm: bool) -> None:
+def _not_on_control(run: Run, files: list[dict]) -> str | None:
+    directory = ckpt_pull.control_dir(run)
+    return next((entry["name"] for entry in files if not (directory / entry["file"]).is_file()), None)
+
+
+def _continue(
+    run: Run, target: Instance, files: list[dict], actor, box_gone: bool, confirm: bool, from_control: bool
+) -> None:
     source = run.instance
     if run.state == RunState.RUNNING:  # the box is gone by a person's word: the attempt ends here
         run.exit_code, run.exited_at = None, timezone.now()
@@ -100,7 +111,8 @@ def _continue(run: Run, target: Instance, files: list[dict], actor, box_gone: bo
         },
     }
     run.moves = [*run.moves, move]
-    run.durable_ckpt = {**run.durable_ckpt, "restore": {"attempt": move["attempt"], "files": move["files"]}}
+    restore = {"attempt": move["attempt"], "files": move["files"], "from_control": from_control}
+    run.durable_ckpt = {**run.durable_ckpt, "restore": restore}
     run.resume_floor = max(steps) if steps else None
     run.boot_relaunches = 0  # what the new box's start hook counts starts from nothing
     was_on = run.instance_id
@@ -108,7 +120,8 @@ def _continue(run: Run, target: Instance, files: list[dict], actor, box_gone: bo
     rollups.move(run, was_on, verified=False)
     newest = max(plain or files, key=lambda entry: entry["seq"])
     message = (
-        f"Continuing on {target.name} (from {source.name}) from the durable checkpoint {newest['name']}"
+        f"Continuing on {target.name} (from {source.name}) from the"
+        f" {'control host’s copy of the' if from_control else 'durable'} checkpoint {newest['name']}"
         f" of step {newest['step']}: preflight on the new box"
     )
     move_run(run, RunState.PREFLIGHT, message, actor, files=[entry["file"] for entry in files])

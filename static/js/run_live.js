@@ -106,6 +106,13 @@
     }, 300);
   }
 
+  // The newest durable copy's age goes on counting between the watcher's news.
+  setInterval(() => {
+    const age = document.getElementById("durable-age");
+    const at = age ? Number(age.dataset.at) : NaN;
+    if (!Number.isNaN(at)) age.textContent = `${Math.max(0, Math.round(Date.now() / 1000 - at))} s old`;
+  }, 1000);
+
   window.liveSocket(`/ws/runs/${runId}/`, {
     onOpen: reload,
     onMessage(message) {
@@ -119,6 +126,8 @@
         charts.append(0, message.rows);
       } else if (message.type === "custody") {
         showCustodyProgress(message);
+      } else if (message.type === "checkpoint") {
+        reloadSoon();
       } else if (message.type === "staging") {
         showStagingProgress(message);
       } else if (message.type === "status") {

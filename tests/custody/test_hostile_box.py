@@ -13,8 +13,8 @@ import zipfile
 import pytest
 
 from custody.checkpoint import safe_load
-from custody.pull import HashMismatch, pull_batch, pull_one
 from custody.roster import RosterEntry
+from profiles.node.pull import HashMismatch, pull_batch, pull_one
 from profiles.node.transport import LocalTransport
 
 

@@ -38,6 +38,7 @@ def disks(tmp_path):
         (active / "attempt-1").mkdir(exist_ok=True)
         spec = {
             "run_root": str(data / "proj"),
+            "active": str(active),
             "ckpt": str(active / "ckpt"),
             "attempt": 1,
             "ckpt_mirror": {"root": str(durable), "target": str(durable / "remotegpu-ckpt/proj/r1/ckpt"), "keep": 2},
@@ -152,6 +153,7 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     (data / "plain").mkdir()
     spec = {
         "run_root": str(data),
+        "active": str(data / "active" / "r1"),
         "ckpt": str(data / "active" / "r1" / "ckpt"),
         "attempt": 1,
         "ckpt_mirror": {"root": str(data / "plain"), "target": str(data / "plain" / "x" / "ckpt"), "keep": 2},
@@ -160,10 +162,21 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     mirror.begin()
     save(Path(spec["ckpt"]) / "latest.pth", 3)
     state = looked_twice(mirror)
-    assert not state["durable"] and "on the data root's disk" in state["error"]
+    assert not state["durable"] and "on the data root's disk" in state["unusable"] and state["error"] is None
     assert not (data / "plain" / "x").exists()
     assert state["local"]["step"] == 3  # the step is still read: a relaunch is proved against it
-    assert lag_problem(state, time.time(), 0) is None  # no durable tier: nothing to lag behind
+    # No durable tier: the newest checkpoint is held (hashed, hard-linked) for the control host's pull,
+    # and lags once the control host has not taken it within the allowance.
+    held = Path(spec["active"]) / "ckpt-outbox" / "latest.pth"
+    assert state["outbox"]["sha256"] == hashlib.sha256(held.read_bytes()).hexdigest()
+    assert held.stat().st_ino == (Path(spec["ckpt"]) / "latest.pth").stat().st_ino
+    assert lag_problem(state, time.time(), 60) is None
+    assert "is not on the control host (nothing is copied yet" in lag_problem(state, time.time() + 120, 60)
+    hashed = held.read_bytes()
+    save(Path(spec["ckpt"]) / "latest.pth", 4)  # saved by rename: the held link keeps the bytes it was hashed with
+    assert held.read_bytes() == hashed != (Path(spec["ckpt"]) / "latest.pth").read_bytes()
+    state = looked_twice(mirror)
+    assert state["outbox"]["step"] == 4 and sorted(os.listdir(held.parent)) == ["latest.pth"]
 
 
 def test_a_relaunch_is_proved_against_the_step_it_was_given():

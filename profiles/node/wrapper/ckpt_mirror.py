@@ -6,7 +6,8 @@ the measured durable tier (`<durable>/remotegpu-ckpt/<project>/<run>/ckpt/`), st
 listed in its manifest; the newest K of each run plus the newest `best*` are kept. A copy that fails
 (a full mirror disk) is said in the state file and never stops the run: the control side raises the
 lag alert from it. Without a durable tier the thread still reads each checkpoint's step, which is
-what a relaunch's resume is proved against.
+what a relaunch's resume is proved against, and holds the newest one for the control side to pull
+(`<active>/ckpt-outbox/`, hashed here): the custody store is then the checkpoint's durable copy.
 
 The state file (`<attempt>/ckpt-mirror.json`) is what `status` reports: the newest durable copy, the
 newest local checkpoint, the step the attempt started from and the step of its first own checkpoint.
@@ -18,11 +19,12 @@ import os
 import time
 
 from .checkpoints import candidates, checkpoint_step, incomplete
-from .files import atomic_write, read
+from .files import atomic_write, read, sha256_file
 from .mirror import copy_hashing, durable_problem
 
 MANIFEST = "manifest.json"
 STATE = "ckpt-mirror.json"
+OUTBOX = "ckpt-outbox"
 
 
 def load_manifest(target):
@@ -75,13 +77,13 @@ class CheckpointMirror:
         if self.target:
             problem = durable_problem(self.spec, self.root, self.target)
             if problem:
-                self.state["error"], self.state["error_at"], self.target = problem, time.time(), None
+                self.state["unusable"], self.target = problem, None
             else:
                 try:
                     os.makedirs(self.target, exist_ok=True)
                     self.state["newest"] = (load_manifest(self.target)["entries"] or [None])[-1]
                 except OSError as exc:
-                    self.state["error"], self.state["error_at"], self.target = str(exc), time.time(), None
+                    self.state["unusable"], self.target = str(exc), None
         self.state["durable"] = bool(self.target)
         # What was there at the start was copied by the attempt that wrote it (or restored from a copy):
         # only checkpoints this attempt writes are copied, and the first of them proves its resume.
@@ -130,6 +132,40 @@ class CheckpointMirror:
                 self.state["first_written"] = local
         if self.target:
             self._copy(name, path, fingerprint)
+        elif not name.startswith("best"):
+            self._hold(name, path, fingerprint, local)
+
+    def _hold(self, name, path, fingerprint, local):
+        """No durable tier: the newest checkpoint waits in the outbox for the control side's pull, under
+        a hard link (a trainer that saves by rename leaves the held bytes as they were hashed; where a
+        link is refused, a copy), hashed here so the pull is checked against what the box wrote."""
+        outbox = os.path.join(self.spec["active"], OUTBOX)
+        staging = os.path.join(outbox, ".hold-" + name)
+        try:
+            os.makedirs(outbox, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(staging)
+            try:
+                os.link(path, staging)
+                sha = sha256_file(staging)
+            except OSError:
+                sha = copy_hashing(path, staging)
+            info = os.stat(path)
+            if (info.st_ino, info.st_size, info.st_mtime_ns) != fingerprint:
+                os.remove(staging)  # rewritten meanwhile: the next look holds the new one
+                self.done.pop(name, None)
+                return
+            os.replace(staging, os.path.join(outbox, name))
+            for other in os.listdir(outbox):
+                if other != name:
+                    with contextlib.suppress(OSError):
+                        os.remove(os.path.join(outbox, other))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(staging)
+            self.state["error"], self.state["error_at"] = f"holding {name} for the control host: {exc}", time.time()
+            return
+        self.state["outbox"], self.state["error"] = {**local, "sha256": sha}, None
 
     def _copy(self, name, path, fingerprint):
         manifest = load_manifest(self.target)
@@ -193,4 +229,7 @@ def restore_checkpoints(spec):
             os.remove(staging)
             return "the durable checkpoint {} does not match its recorded SHA-256".format(item.get("file"))
         os.replace(staging, os.path.join(spec["ckpt"], name))
+        if wanted.get("consume"):  # an upload from the control host: its copy here has served
+            with contextlib.suppress(OSError):
+                os.remove(stored)
     return None

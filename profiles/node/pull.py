@@ -9,6 +9,7 @@ and hash match the roster: no partially written file is ever visible under its f
 import hashlib
 import os
 import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,21 @@ BATCH_LIMIT = 4 << 20  # files below this size share one tar stream
 
 class HashMismatch(Exception):
     pass
+
+
+class Pace:
+    """Keeps a pull at or under max_rate bytes a second (0: unbounded), so it can share a box's uplink:
+    advance() is a pull's progress callback and sleeps while the pull is ahead of the rate."""
+
+    def __init__(self, max_rate: int = 0):
+        self.max_rate, self.moved, self.started = max_rate, 0, time.monotonic()
+
+    def advance(self, moved: int, files: int = 0) -> None:
+        self.moved += moved
+        if self.max_rate:
+            ahead = self.moved / self.max_rate - (time.monotonic() - self.started)
+            if ahead > 0:
+                time.sleep(ahead)
 
 
 @dataclass
