@@ -121,6 +121,7 @@ class RunCreateSerializer(serializers.Serializer):
     secrets_in_smoke = serializers.BooleanField(default=False)
     convert_crlf = serializers.BooleanField(default=False)
     datasets = serializers.ListField(child=serializers.CharField(max_length=60), max_length=20, default=list)
+    move_candidates = serializers.ListField(child=serializers.CharField(max_length=100), max_length=20, default=list)
 
     validate_command = _rule(validation.check_command)
     validate_config_path = _rule(validation.check_config_path)
@@ -130,6 +131,7 @@ class RunCreateSerializer(serializers.Serializer):
     validate_environment = _rule(validation.check_environment)
     validate_secrets = _rule(validation.check_secret_names)
     validate_datasets = _rule(validation.check_dataset_names)
+    validate_move_candidates = _rule(validation.check_box_names)
 
     def validate(self, data):
         user = self.context["user"]

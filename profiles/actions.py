@@ -143,7 +143,24 @@ def do_observe_provider_state(instance_id: int, provider_state: str, platform: s
             _observe_running(instance, evidence)
         elif provider_state == InstanceState.STOPPED and instance.state in MAY_BE_ON:
             change_state_locked(instance, InstanceState.STOPPED, f"observed ({evidence})", actor=None)
+        _provider_down(instance, provider_state, evidence)
     return instance
+
+
+def _provider_down(instance: Instance, provider_state: str, evidence: str) -> None:
+    """Remember that the provider says the box is not running (a preempted spot box, a terminated pod):
+    a run the watcher still believes running there has lost its box. A box's own probe answering proves
+    nothing here (a stopped container's host may still answer); only the provider clears it."""
+    if provider_state == InstanceState.RUNNING:
+        if instance.provider_down:
+            instance.provider_down = {}
+            instance.save(update_fields=["provider_down"])
+        return
+    if instance.state == InstanceState.RELEASED or instance.provider_down.get("state") == provider_state:
+        return
+    instance.provider_down = {"state": provider_state, "since": timezone.now().isoformat(), "evidence": evidence}
+    instance.save(update_fields=["provider_down"])
+    _event(instance, InstanceEvent.Kind.NOTE, f"The provider says the box is not running: {evidence}", None)
 
 
 def do_observe_endpoint(instance_id: int, host: str, port: int, platform: str) -> bool:

@@ -15,7 +15,7 @@ from notifications.models import Event
 from profiles.actions import do_observe_endpoint, do_observe_provider_state
 from profiles.models import Credential, DriftKind, Instance, InstanceState, ProviderDrift
 from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED
-from profiles.providers.calls import ProviderError, list_boxes
+from profiles.providers.calls import ProviderError, list_boxes, provider_state
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,12 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
             row.resolved_at = now
             row.save(update_fields=["resolved_at"])
     for instance in instances:  # observed state: how the provider bills it now (after drift was recorded)
-        if instance.provider_id and inventory.get(instance.provider_id) in (RUNNING, STOPPED):
-            do_observe_provider_state(instance.pk, inventory[instance.provider_id], profile_key)
+        said = inventory.get(instance.provider_id) if instance.provider_id else None
+        if said is None and instance.provider_id and instance.state != InstanceState.RELEASED:
+            # Not listed: gone only if its own status call says so too (a short page is not a termination).
+            said = GONE if provider_state(instance) == GONE else None
+        if said in (RUNNING, STOPPED, GONE):
+            do_observe_provider_state(instance.pk, said, profile_key)
         if instance.provider_id in endpoints:  # where it answers SSH now (a reset moves RunPod's port)
             do_observe_endpoint(instance.pk, *endpoints[instance.provider_id], profile_key)
     return new

@@ -190,6 +190,12 @@ class Instance(models.Model):
         help_text="Overrides of the platform's hooks for this box: proxy, env, interpreter (profiles/hooks.py).",
     )
     state = models.CharField(max_length=16, choices=InstanceState.choices, default=InstanceState.UNKNOWN)
+    provider_down = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What the provider last said when it said the box is not running (stopped, gone) and since "
+        "when: a run still running there lost its box; cleared when the provider says it runs",
+    )
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     # The pinned host key; empty until a person confirms the fingerprint seen on first contact.

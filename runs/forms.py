@@ -89,6 +89,13 @@ class RunForm(forms.ModelForm):
         help_text="Names of the project's registered datasets, comma-separated: preflight stages each into the "
         "box's cache/data/ (hashed as it lands) and the command reads it from $REMOTEGPU_DATA_DIR.",
     )
+    move_candidates_text = forms.CharField(
+        label="Continue by itself on",
+        required=False,
+        max_length=2100,
+        help_text="Box names of the project, comma-separated, in order: when the provider says this run's box is "
+        "gone (preempted, terminated) and it relaunches by itself, it continues on the first free one.",
+    )
     config_overrides_text = forms.CharField(
         label="Config overrides",
         required=False,
@@ -158,6 +165,9 @@ class RunForm(forms.ModelForm):
     def clean_datasets_text(self):
         return validation.parse_dataset_names(self.cleaned_data["datasets_text"])
 
+    def clean_move_candidates_text(self):
+        return validation.parse_box_names(self.cleaned_data["move_candidates_text"])
+
     def clean_gpus_text(self):
         return validation.parse_gpus(self.cleaned_data["gpus_text"])
 
@@ -165,8 +175,10 @@ class RunForm(forms.ModelForm):
         data = super().clean()
         data["secrets"] = data.get("secrets_text") or []
         data["datasets"] = data.get("datasets_text") or []
+        data["move_candidates"] = data.get("move_candidates_text") or []
+        texts = {"secrets": "secrets_text", "datasets": "datasets_text", "move_candidates": "move_candidates_text"}
         for field, problem in validation.relation_problems(data, self.user).items():
-            self.add_error({"secrets": "secrets_text", "datasets": "datasets_text"}.get(field, field), problem)
+            self.add_error(texts.get(field, field), problem)
         if data.get("config_overrides_text") and not self.errors:
             try:
                 data["config_overrides"] = validation.check_config_overrides(
@@ -186,6 +198,7 @@ class RunForm(forms.ModelForm):
         "config_overrides",
         "secrets",
         "datasets",
+        "move_candidates",
     ]
 
     @classmethod
@@ -216,6 +229,7 @@ class RunForm(forms.ModelForm):
             "config_overrides_text": sweeps.overrides_text(run.config_overrides),
             "secrets_text": ", ".join(run.secrets),
             "datasets_text": ", ".join(run.datasets),
+            "move_candidates_text": ", ".join(run.move_candidates),
         }
 
     def save(self, commit=True):
@@ -229,6 +243,7 @@ class RunForm(forms.ModelForm):
         run.config_overrides = data.get("config_overrides") or {}
         run.secrets = data.get("secrets") or []
         run.datasets = data.get("datasets") or []
+        run.move_candidates = data.get("move_candidates") or []
         if commit:
             run.save()
         return run

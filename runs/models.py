@@ -196,6 +196,12 @@ class Run(models.Model):
     )
     resume_broken = models.TextField(blank=True, help_text="Why an attempt did not resume; stops automatic relaunches")
     moves = models.JSONField(default=list, blank=True, help_text="Each continuation on another box")
+    move_candidates = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Boxes (names, in order) a run that relaunches by itself continues on when its provider says "
+        "its box is gone: the first free one, from the newest durable checkpoint",
+    )
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
 

@@ -30,6 +30,7 @@ SIGNAL_MESSAGES = {
     "fast_finish": "Fast finish: under half the expected duration",
     "ckpt_lag": "Durable checkpoint lags",
     "resume_broken": "Resume broken",
+    "box_lost": "The provider says the run's box is not running",
 }
 
 

@@ -259,6 +259,11 @@ def reconcile_runs() -> dict:
         else:
             deliver_stop.delay(run_pk, attempt)
             outcomes[f"stop {run_pk}"] = "sent again"
+    # A running run whose provider says its box is gone or stopped: moved by itself, or offered the move.
+    from runs.actions import moves
+
+    for run_pk in moves.lost_box_runs():
+        outcomes[f"lost box {run_pk}"] = moves.do_handle_lost_box(run_pk)
     # A sweep's advance is enqueued when a cell ends; if that message died with its worker, the
     # queued cells would wait forever. Advancing is idempotent (planned from the rows), so re-plan.
     for sweep_pk in (

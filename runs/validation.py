@@ -17,6 +17,7 @@ from datasets.models import Dataset, DatasetState
 from profiles.control_host import runs_here_problem
 from profiles.credentials import grant_problems, secrets_named
 from profiles.layout import node_path_problem
+from profiles.models import Instance
 from runs import sources, sweeps
 from runs.models import SourceKind
 
@@ -141,6 +142,36 @@ def dataset_problem(names: list[str], project) -> str | None:
     return None
 
 
+def parse_box_names(value: str) -> list[str]:
+    """Box names, comma-separated, in the order given, each once."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    check_box_names(names)
+    return list(dict.fromkeys(names))
+
+
+def check_box_names(names: list[str]) -> list[str]:
+    if len(names) > 20 or any(len(name) > 100 for name in names):
+        raise ValidationError("At most 20 boxes, each name at most 100 characters.")
+    return names
+
+
+def candidate_problem(names: list[str], project, instance) -> str | None:
+    """Boxes a run may continue on by itself: the project's own, live, none of them the run's box or the
+    control host (no person is there to be an administrator when it happens)."""
+    boxes = {box.name: box for box in Instance.objects.filter(project=project, name__in=names)}
+    unknown = [name for name in names if name not in boxes]
+    if unknown:
+        return f"Not a box of {project.name}: {', '.join(unknown)}."
+    for box in boxes.values():
+        if instance is not None and box.pk == instance.pk:
+            return f"{box.name} is the run's own box: list the boxes it may continue on instead."
+        if box.profile.is_local:
+            return f"{box.name} is the control host: a run never moves there by itself."
+        if box.state == "released":
+            return f"{box.name} is released."
+    return None
+
+
 def relation_problems(data: dict, user) -> dict[str, str]:
     """Field -> problem for rules across fields (user: who makes the run); resolves a git source's commit."""
     problems = {}
@@ -155,6 +186,12 @@ def relation_problems(data: dict, user) -> dict[str, str]:
         problems["secrets"] = refused
     if project and data.get("datasets") and (refused := dataset_problem(data["datasets"], project)):
         problems["datasets"] = refused
+    if (
+        project
+        and data.get("move_candidates")
+        and (refused := candidate_problem(data["move_candidates"], project, instance))
+    ):
+        problems["move_candidates"] = refused
     path = data.get("source_path", "")
     if kind in (SourceKind.LOCAL_DIR, SourceKind.GIT) and path:
         try:

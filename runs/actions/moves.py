@@ -10,12 +10,13 @@ from django.utils import timezone
 from core.audit import record
 from core.models import AuditAction
 from core.states import IllegalTransition
+from notifications.models import Event
 from profiles.models import Instance
-from runs import ckpt_pull, rollups
-from runs.actions.base import lock_run, may_run_on, move_run, release_gpus
+from runs import ckpt_pull, notices, rollups, signals
+from runs.actions.base import lock_run, may_run_on, move_run, release_gpus, run_event
 from runs.actions.spending import SpendPending, spend_gate
 from runs.ckpt_pull import CONTROL
-from runs.models import RETRYABLE_STATES, Run, RunState, SpendRequest
+from runs.models import LIVE_STATES, RETRYABLE_STATES, Run, RunState, SpendRequest
 
 # Where a continuation may start from: a closed attempt, or a run whose box a person says is gone.
 MOVABLE_STATES = RETRYABLE_STATES | {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}
@@ -33,9 +34,16 @@ def restorable(run: Run) -> list[dict]:
 
 
 def do_continue_elsewhere(
-    run_pk: int, instance_pk: int, *, actor, box_gone: bool = False, confirm_difference: bool = False
+    run_pk: int,
+    instance_pk: int,
+    *,
+    actor,
+    box_gone: bool = False,
+    confirm_difference: bool = False,
+    automatic: str = "",
 ) -> Run:
-    """A fresh attempt of the run on another box of its project, from its newest durable checkpoints."""
+    """A fresh attempt of the run on another box of its project, from its newest durable checkpoints.
+    automatic: why RemoteGPU moves it by itself (actor None): it counts against the run's relaunches."""
     from runs.tasks import preflight_run
 
     with transaction.atomic(durable=True):
@@ -43,6 +51,9 @@ def do_continue_elsewhere(
         may_run_on(run, actor)
         target = _target(run, instance_pk)
         may_run_on(run, actor, target)
+        if automatic:
+            _may_move_by_itself(run, target)
+            run.relaunches += 1
         if run.state not in MOVABLE_STATES:
             raise IllegalTransition(f"A run that is {run.get_state_display().lower()} cannot be continued elsewhere.")
         if run.state in (RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE) and not pending_move(run):
@@ -60,6 +71,12 @@ def do_continue_elsewhere(
         waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)
         if waiting is None:
             _continue(run, target, files, actor, box_gone, confirm_difference, from_control)
+            if automatic:
+                message = (
+                    f"Moved by itself to {target.name} ({automatic}): relaunch {run.relaunches} of {run.max_relaunches}"
+                )
+                run_event(run, "failure", message)
+                notices.announce(run, Event.RUN_INTERRUPTED, message, failure_class="interrupted")
             transaction.on_commit(partial(preflight_run.delay, run.pk))
     if waiting is not None:
         raise SpendPending(waiting)
@@ -77,6 +94,83 @@ def _target(run: Run, instance_pk: int) -> Instance:
     return target
 
 
+def _may_move_by_itself(run: Run, target: Instance) -> None:
+    if not run.auto_relaunch:
+        raise ValidationError("The run does not relaunch by itself.")
+    if run.relaunches >= run.max_relaunches:
+        raise ValidationError(f"its {run.max_relaunches} relaunches are used")
+    if run.resume_broken:
+        raise ValidationError("its resume is broken")
+    if target.profile.is_local:
+        raise ValidationError("a run never moves to the control host by itself")
+
+
+def free_candidate(run: Run) -> Instance | None:
+    """The first box of the run's list that is free now: live, its provider not saying it is down, not
+    the control host, and no other run live on it."""
+    names = [name for name in run.move_candidates if isinstance(name, str)]
+    boxes = Instance.objects.filter(project_id=run.project_id, name__in=names).exclude(pk=run.instance_id)
+    busy = set(Run.objects.filter(state__in=LIVE_STATES).exclude(pk=run.pk).values_list("instance_id", flat=True))
+    by_name = {box.name: box for box in boxes}
+    for name in names:
+        box = by_name.get(name)
+        if (
+            box
+            and box.state != "released"
+            and not box.provider_down
+            and not box.profile.is_local
+            and box.pk not in busy
+        ):
+            return box
+    return None
+
+
+def lost_box_runs() -> list[int]:
+    """Runs the watcher believes running on a box its provider says is not running, not yet handled."""
+    running = Run.objects.filter(state=RunState.RUNNING).exclude(instance__provider_down={})
+    return [run.pk for run in running.only("pk", "alerts") if "box_lost" not in run.alerts]
+
+
+def do_handle_lost_box(run_pk: int) -> str:
+    """The provider says a running run's box is gone or stopped (a preempted spot box): a run that
+    relaunches by itself continues on the first free box of its list, from its newest durable
+    checkpoints; otherwise (or when it cannot) a material alert offers the move to a person."""
+    run = Run.objects.select_related("instance").get(pk=run_pk)
+    down = run.instance.provider_down
+    if run.state != RunState.RUNNING or not down or "box_lost" in run.alerts:
+        return "nothing to do"
+    why = f"{down.get('evidence', 'the provider says it is down')} since {down.get('since', '?')[:19]}"
+    refusal = "it does not relaunch by itself or lists no box to continue on"
+    if run.auto_relaunch and run.move_candidates:
+        target = free_candidate(run)
+        refusal = "no box of its list is free"
+        if target is not None:
+            try:
+                do_continue_elsewhere(run_pk, target.pk, actor=None, box_gone=True, automatic=why)
+                return f"continued on {target.name}"
+            except SpendPending:
+                return f"continuing on {target.name} once the spend is approved"
+            except (ValidationError, IllegalTransition) as exc:
+                refusal = " ".join(getattr(exc, "messages", [str(exc)]))
+    return _offer_move(run_pk, why, refusal)
+
+
+def _offer_move(run_pk: int, why: str, refusal: str) -> str:
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk, run_only=True)
+        if run.state != RunState.RUNNING or "box_lost" in run.alerts:
+            return "handled meanwhile"
+        run.alerts = [*run.alerts, "box_lost"]
+        run.save(update_fields=["alerts"])
+        message = (
+            f"{signals.SIGNAL_MESSAGES['box_lost']} ({why}); not moved by itself: {refusal}."
+            " Continue it on another box from its newest durable checkpoint (its box is gone)."
+        )
+        run_event(run, "alert", message, signal="box_lost")
+        notices.announce(run, Event.RUN_INTERRUPTED, message, failure_class="interrupted")
+    return "offered"
+
+
 def _not_on_control(run: Run, files: list[dict]) -> str | None:
     directory = ckpt_pull.control_dir(run)
     return next((entry["name"] for entry in files if not (directory / entry["file"]).is_file()), None)
@@ -88,11 +182,13 @@ def _continue(
     source = run.instance
     if run.state == RunState.RUNNING:  # the box is gone by a person's word: the attempt ends here
         run.exit_code, run.exited_at = None, timezone.now()
-        run.close_reason = f"interrupted: the box {source.name} is gone (said by {actor})"
-        move_run(run, RunState.EXITED, f"Attempt {run.attempt}: its box is gone (said by {actor})", actor)
+        said = actor or "its provider"
+        run.close_reason = f"interrupted: the box {source.name} is gone (said by {said})"
+        move_run(run, RunState.EXITED, f"Attempt {run.attempt}: its box is gone (said by {said})", actor)
         move_run(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {run.close_reason}", actor)
         run.failure_class = "interrupted"
     release_gpus(run)
+    run.alerts = [name for name in run.alerts if name != "box_lost"]  # the new box's loss is news again
     plain = [entry for entry in files if not entry["name"].startswith("best")]
     steps = [entry["step"] for entry in plain if entry["step"] is not None]
     move = {
@@ -100,7 +196,7 @@ def _continue(
         "from": source.name,
         "to": target.name,
         "at": timezone.now().isoformat(),
-        "by": str(actor),
+        "by": str(actor) if actor else "RemoteGPU by itself",
         "files": [{key: entry[key] for key in ("name", "file", "sha256", "bytes", "step")} for entry in files],
         "confirm_difference": confirm,
         "identities": {
