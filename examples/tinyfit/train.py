@@ -11,7 +11,9 @@ What RemoteGPU expects from a training script (copy these habits):
     beyond the step it was given (else "resume broken"). Keep what the run needs to go on (here, the
     logged rows) in the checkpoint: on another box only the checkpoint is restored. Where the platform
     interrupts, $REMOTEGPU_CHECKPOINT_EVERY_S is the cadence RemoteGPU advises (Young's W = √(2·μ·C)):
-    the latest checkpoint is written once that long has passed (and after the last epoch).
+    the latest checkpoint is written once that long has passed (and after the last epoch); where it
+    also gives $REMOTEGPU_CHECKPOINT_EVERY_STEPS (the cadence in whole logged steps, here epochs),
+    every that many epochs instead.
   * Results go to $REMOTEGPU_OUTPUT_DIR in the sealed-export layout: run.json, config.yaml,
     train.csv, best.pth (state dict only), last.pth, test/<test-id>/metrics.json + results.parquet.
     Never write latest.pth there: the wrapper refuses to seal an export that holds one.
@@ -163,7 +165,8 @@ def train(config, config_path, smoke):
             rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= start_epoch]
 
     every = float(os.environ.get("REMOTEGPU_CHECKPOINT_EVERY_S") or 0)  # 0: after every epoch
-    saved_at = time.monotonic()
+    every_steps = int(os.environ.get("REMOTEGPU_CHECKPOINT_EVERY_STEPS") or 0)  # an epoch is a logged step
+    saved_at, saved_epoch = time.monotonic(), start_epoch
     train_ids = split["train"]
     batches = math.ceil(len(train_ids) / config["batch_size"])
     for epoch in range(start_epoch + 1, config["epochs"] + 1):
@@ -210,9 +213,11 @@ def train(config, config_path, smoke):
             "rng": rng_state(),
             "rows": rows,
         }
-        if not every or time.monotonic() - saved_at >= every or epoch == config["epochs"]:
+        by_time = not every or time.monotonic() - saved_at >= every
+        due = epoch - saved_epoch >= every_steps if every_steps else by_time
+        if due or epoch == config["epochs"]:
             atomic_save(state, latest)
-            saved_at = time.monotonic()
+            saved_at, saved_epoch = time.monotonic(), epoch
         with open(train_csv + ".tmp", "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()

@@ -1,16 +1,18 @@
 """The checkpoint cadence is given to the run: REMOTEGPU_CHECKPOINT_EVERY_S from Young's W = √(2·μ·C)
 where the platform interrupts, and tinyfit honours it (a real training process, stopped mid-run)."""
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from profiles.models import Instance
-from runs.cadence import checkpoint_environment
+from runs.cadence import cadence_for, checkpoint_environment
 from runs.models import Run
 from tests.runs.conftest import TINYFIT
 
@@ -28,13 +30,44 @@ def test_an_interruptible_platform_gives_the_run_its_cadence():
     assert checkpoint_environment(run_on("vastai", write_bytes_per_second=None)) == {}  # C not measured yet
 
 
-def train_until_epoch(tmp_path, stop_after: int, every: str | None) -> tuple[bool, str]:
+def test_the_cadence_takes_the_first_real_checkpoint_and_rounds_down_to_whole_steps():
+    # The first checkpoint the run wrote is 128 MiB, not the declared 512: C = 0.5 s, W = √(2 · 28,800 · 0.5) = 169.7 s.
+    first = {"first_written": {"name": "latest.pth", "bytes": 128 * 1024**2, "step": 1, "at": 1.0}}
+    run = run_on("vastai", ckpt_mirror=first)
+    assert checkpoint_environment(run) == {"REMOTEGPU_CHECKPOINT_EVERY_S": "169"}
+    assert cadence_for(run).measured_size and cadence_for(run).checkpoint_bytes == 128 * 1024**2
+    # Its logged steps take 40 s (the median: one slow step and garbage do not move it): 4 whole steps, 160 s.
+    run.curve = [{"epoch": i, "seconds": s} for i, s in enumerate(["40.0", "39", "41", "40", "400", "x", None, "-3"])]
+    assert checkpoint_environment(run) == {
+        "REMOTEGPU_CHECKPOINT_EVERY_S": "160",
+        "REMOTEGPU_CHECKPOINT_EVERY_STEPS": "4",
+    }
+    run.curve = [{"epoch": 1, "seconds": "900"}]  # a step longer than W: every step
+    assert checkpoint_environment(run)["REMOTEGPU_CHECKPOINT_EVERY_STEPS"] == "1"
+
+
+def test_the_launched_command_gets_its_cadence(make_run, node, settings):
+    """What launch_run hands the node: the spec's environment, read back from the node's spec file."""
+    from profiles.node.client import RunNode
+
+    run = make_run(checkpoint_bytes=512 * 1024**2, write_bytes_per_second=256 * 1024**2)
+    run.instance.profile_key = "vastai"
+    with RunNode(run, env=checkpoint_environment(run)) as box:
+        box.prepare()
+        spec_path = box.write_spec("launch", box.spec(1))
+    written = json.loads((node.active(run) / Path(spec_path).name).read_text())
+    assert written["env"]["REMOTEGPU_CHECKPOINT_EVERY_S"] == "339"
+
+
+def train_until_epoch(tmp_path, stop_after: int, every: str | None, steps: str | None = None) -> tuple[bool, str]:
     """tinyfit with a pause per epoch, killed once it logged epoch stop_after: whether a checkpoint exists."""
     config = tmp_path / "config.yaml"
     config.write_text((TINYFIT / "config.yaml").read_text().replace("epoch_pause: 0", "epoch_pause: 0.5"))
     env = dict(os.environ, REMOTEGPU_CHECKPOINT_DIR=str(tmp_path / "ckpt"), REMOTEGPU_OUTPUT_DIR=str(tmp_path / "out"))
     if every:
         env["REMOTEGPU_CHECKPOINT_EVERY_S"] = every
+    if steps:
+        env["REMOTEGPU_CHECKPOINT_EVERY_STEPS"] = steps
     child = subprocess.Popen(
         [sys.executable, str(TINYFIT / "train.py"), "--config", str(config)], env=env, stdout=subprocess.PIPE, text=True
     )
@@ -50,9 +83,13 @@ def train_until_epoch(tmp_path, stop_after: int, every: str | None) -> tuple[boo
     return (tmp_path / "ckpt" / "latest.pth").exists(), "".join(lines)
 
 
-@pytest.mark.parametrize(("every", "checkpointed"), [(None, True), ("3600", False), ("1", True)])
-def test_tinyfit_checkpoints_at_the_cadence_it_is_given(tmp_path, every, checkpointed):
-    exists, log = train_until_epoch(tmp_path, 3, every)
+@pytest.mark.parametrize(
+    ("every", "steps", "checkpointed"),
+    [(None, None, True), ("3600", None, False), ("1", None, True), ("3600", "2", True), ("1", "5", False)],
+)
+def test_tinyfit_checkpoints_at_the_cadence_it_is_given(tmp_path, every, steps, checkpointed):
+    exists, log = train_until_epoch(tmp_path, 3, every, steps)
     assert "epoch 3/" in log
     # Without a cadence: after every epoch. An hour's cadence: not yet after 3 short epochs. A second's: yes.
+    # In whole steps, the steps decide: every 2 epochs (saved at 2), every 5 (not yet at 3).
     assert exists is checkpointed
