@@ -191,7 +191,7 @@ def other_boxes(run) -> list:
 def checkpoint_summary(run) -> dict | None:
     """The newest durable checkpoint and its age, what the mirror last said, the resume proof."""
     mirror, durable = run.ckpt_mirror or {}, run.durable_ckpt.get("files") or {}
-    if not mirror and not durable:
+    if not mirror and not durable and not run.durable_ckpt.get("pull"):
         return None
     newest = max(durable.values(), key=lambda entry: entry["seq"], default=None)
     rate = mirror.get("bytes", 0) / mirror["seconds"] if mirror.get("seconds") else None

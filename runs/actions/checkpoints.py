@@ -41,7 +41,8 @@ def apply_mirror(run: Run, status: dict) -> None:
         where = {"target": mirror["target"], "instance_id": run.instance_id}
         run.durable_ckpt = {**run.durable_ckpt, **where, "seq": newest["seq"], "files": files}
         push_update(run, {"type": "checkpoint", "step": newest["step"]})  # the run page's section anew
-    if not mirror["durable"] and mirror["outbox"]:
+    sealing = status.get("exported") or status.get("exit_code") == 0  # its export is the copy that counts
+    if not mirror["durable"] and mirror["outbox"] and not sealing:
         _ask_pull(run, mirror["outbox"])
     _lag(run, mirror, status["now"])
     _resume(run, mirror)

@@ -94,7 +94,7 @@ def test_a_box_without_a_durable_tier_has_its_checkpoint_pulled_and_the_run_cont
     print(f"\nbox lost -> training again on box 2 from the control host's copy: {training_again:.1f} s")
 
 
-def test_a_box_lying_about_its_held_checkpoint_leaves_nothing_on_the_control_host(make_run, node):
+def test_a_box_lying_about_its_held_checkpoint_leaves_nothing_on_the_control_host(client, bob, make_run, node):
     run = make_run(state=RunState.RUNNING, attempt=1)
     outbox = node.active(run) / "ckpt-outbox"
     outbox.mkdir(parents=True)
@@ -112,6 +112,9 @@ def test_a_box_lying_about_its_held_checkpoint_leaves_nothing_on_the_control_hos
         assert match in run.durable_ckpt["pull"]["error"] and run.durable_ckpt.get("files") is None
         assert not [path for path in directory.rglob("*") if path.is_file() and not path.name.startswith(".")]
         assert pull_checkpoint(run.pk, lie["sha256"]) == "not asked"  # failed: asked again only by the watcher
+    client.force_login(bob)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert 'id="control-pull"' in page and "to the control host failed: HashMismatch" in page
     run.durable_ckpt = {"pull": {**held, "sha256": right, "bytes": len(data)}}
     run.save()
     assert pull_checkpoint(run.pk, right) == "pulled"
@@ -119,3 +122,5 @@ def test_a_box_lying_about_its_held_checkpoint_leaves_nothing_on_the_control_hos
     entry = run.durable_ckpt["files"]["latest.pth"]
     assert run.durable_ckpt["target"] == ckpt_pull.CONTROL and run.durable_ckpt["pull"] is None
     assert (directory / entry["file"]).read_bytes() == data and entry["step"] == 4
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "Newest copy on the control host" in page and right in page and 'id="control-pull"' not in page
