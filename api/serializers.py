@@ -265,6 +265,7 @@ class SweepCreateSerializer(serializers.Serializer):
     cells = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=500)
     instances = serializers.ListField(child=serializers.CharField(max_length=100), min_length=1, max_length=50)
     gpus_per_box = serializers.IntegerField(min_value=1, max_value=16, default=1)
+    seeds = serializers.IntegerField(min_value=1, max_value=20, default=1)
     independent = serializers.BooleanField(default=True)
 
 

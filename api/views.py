@@ -286,6 +286,7 @@ class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 "instances": [box.pk for box in boxes],
                 "gpus_per_box": data["gpus_per_box"],
                 "independent": data["independent"],
+                "seeds": data["seeds"],
             },
             user=request.user,
         )

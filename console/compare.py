@@ -1,10 +1,16 @@
-"""Compare runs: identities, resolved configs, recomputed metrics, curves, and what the comparison can claim."""
+"""Compare runs: identities, resolved configs, recomputed metrics, curves, and what the comparison can claim.
+
+Runs that differ in nothing but the seed are replicates of one configuration (a group); each group's
+recomputed metrics are summarised over its seeds, and each pair of groups is labelled effect, noise or
+unknown by the rule in console/stats.py. Every variable that differs between groups is listed.
+"""
 
 from pathlib import Path
 
 import yaml
 from django.utils import timezone
 
+from console import stats
 from console.history import duration_text, metric_columns, seconds_run
 from custody.evidence import latest_verified
 from runs.models import SourceKind
@@ -17,7 +23,7 @@ IDENTITY_FIELDS = [
     ("data_sha256", "dataset"),
     ("hooks_sha256", "platform hooks"),
 ]
-SEED_KEYS = ("seed", "random_seed", "deterministic")
+SEED_KEYS = ("seed", "random_seed", "seeds")
 
 
 def resolved_config(run) -> dict | None:
@@ -67,6 +73,81 @@ def metrics_of(run) -> dict:
     return {f"{m['test']}/{m['name']}": m for m in record.evidence.get("metrics", [])}
 
 
+def seed_of(run, config: dict | None) -> str:
+    """The seed(s) the run used: as custody read them from its run.json, else its config's."""
+    record = latest_verified(run)
+    recorded = (record.evidence.get("reproducibility") or {}).get("seeds") if record else None
+    if recorded:
+        return ", ".join(f"{key}={value}" for key, value in sorted(recorded.items()))
+    found = {key: (config or {}).get(key) for key in SEED_KEYS if (config or {}).get(key) is not None}
+    return ", ".join(f"{key}={value}" for key, value in sorted(found.items())) or "—"
+
+
+def variables_of(run, config: dict | None) -> dict[str, str]:
+    """Everything a result may depend on, but the seed: config keys, code, data, box, GPU, environment."""
+    found = {f"config {key}": repr(value) for key, value in _flat(config or {}).items() if key not in SEED_KEYS}
+    if config is None:
+        found["config"] = f"unreadable ({run.run_id})"  # unknown: never grouped with another
+    for field, label in IDENTITY_FIELDS:
+        if field != "config_sha256":  # the config hash changes with the seed: its keys count instead
+            found[label] = getattr(run, field) or "—"
+    env = run.env_identity or {}
+    found["box"] = run.instance.name
+    found["GPU model"] = ", ".join(env.get("gpu_names") or []) or run.instance.gpu_description or "CPU"
+    for key, label in (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA")):
+        found[label] = str(env.get(key) or "—")
+    found["epochs logged"] = str(len(run.curve))
+    return found
+
+
+def groups_of(runs: list, configs: list) -> list[dict]:
+    """Runs that differ in nothing but the seed form one group (replicates), in the order first seen."""
+    groups: dict[tuple, dict] = {}
+    for run, config in zip(runs, configs, strict=True):
+        variables = variables_of(run, config)
+        key = tuple(sorted(variables.items()))
+        group = groups.setdefault(key, {"runs": [], "members": [], "variables": variables})
+        group["runs"].append(run)
+        group["members"].append({"run": run, "seed": seed_of(run, config)})
+    ordered = list(groups.values())
+    for index, group in enumerate(ordered):
+        group["label"] = chr(ord("A") + index) if index < 26 else f"G{index + 1}"
+    return ordered
+
+
+def differing(groups: list[dict]) -> list[dict]:
+    """The variables whose values differ between groups, with each group's value."""
+    names = sorted(set().union(*(group["variables"] for group in groups)))
+    rows = []
+    for name in names:
+        values = [group["variables"].get(name, "—") for group in groups]
+        if len(set(values)) > 1:
+            rows.append({"name": name, "values": values})
+    return rows
+
+
+def replicate_stats(groups: list[dict]) -> list[dict]:
+    """Per recomputed metric: each group's mean ± spread and 95% interval over its seeds, and what each
+    pair of groups can claim (stats.RULE)."""
+    per_run = {run.pk: metrics_of(run) for group in groups for run in group["runs"]}
+    names = sorted(set().union(*per_run.values())) if per_run else []
+    rows = []
+    for name in names:
+        direction = next((m[name].get("direction") for m in per_run.values() if name in m), None)
+        summaries = [
+            stats.summary([per_run[run.pk][name]["recomputed"] for run in group["runs"] if name in per_run[run.pk]])
+            for group in groups
+        ]
+        pairs = [
+            {"a": groups[i]["label"], "b": groups[j]["label"], "verdict": stats.verdict(a, b, direction)}
+            for i, a in enumerate(summaries)
+            for j, b in enumerate(summaries)
+            if i < j and a is not None and b is not None
+        ]
+        rows.append({"name": name, "direction": direction, "summaries": summaries, "pairs": pairs})
+    return rows
+
+
 def training(runs: list) -> list[dict]:
     """How long each run trained, how far it got, and where its logged metrics ended (unverified)."""
     now = timezone.now()
@@ -89,13 +170,10 @@ def compare(runs: list) -> dict:
         identities.append({"label": label, "values": values, "differs": len(set(values)) > 1})
     metric_names = sorted(set().union(*(metrics_of(run) for run in runs)))
     metrics = [{"name": name, "values": [metrics_of(run).get(name) for run in runs]} for name in metric_names]
-    # The config hash changes with any key, so config keys count one by one; other identities count once.
-    variables = [row["key"] for row in diff]
-    counted = ("commit", "data manifest", "dataset", "platform hooks")
-    variables += [row["label"] for row in identities if row["differs"] and row["label"] in counted]
-    seeds = [
-        {key: (config or {}).get(key) for key in SEED_KEYS if (config or {}).get(key) is not None} for config in configs
-    ]
+    groups = groups_of(runs, configs)
+    varying = differing(groups)
+    variables = [row["name"].removeprefix("config ") for row in varying]
+    seeds = [seed_of(run, config) for run, config in zip(runs, configs, strict=True)]
     notes = [
         f"The config of {run.run_id} could not be read: its differences are unknown."
         for run, config in zip(runs, configs, strict=True)
@@ -103,18 +181,25 @@ def compare(runs: list) -> dict:
     ]
     if len(variables) > 1:
         notes.append(
-            f"This comparison changes {len(variables)} variables ({', '.join(variables[:6])}); "
-            "an ablation should change exactly one."
+            f"Not a one-variable comparison: besides the seed, {len(variables)} variables differ "
+            f"({', '.join(variables[:6])}); an ablation should change exactly one."
         )
-    if not all(seed.get("seed") is not None or seed.get("random_seed") is not None for seed in seeds):
-        notes.append("Some runs record no seed: a difference in metrics may be noise.")
-    elif len({repr(seed) for seed in seeds}) == 1 and len(runs) > 1 and not variables:
-        notes.append("Same seed and config: any difference is nondeterminism.")
+    if "—" in seeds:
+        notes.append("Some runs record no seed: their replicates cannot be told apart from noise.")
+    if all(len(group["runs"]) < 2 for group in groups) and len(groups) > 1:
+        notes.append(
+            "One seed per configuration: every difference is unknown (run replicates to tell effect from noise)."
+        )
     return {
         "runs": runs,
         "identities": identities,
         "diff": diff,
         "metrics": metrics,
+        "groups": groups,
+        "varying": varying,
+        "stats": replicate_stats(groups),
+        "rule": stats.RULE,
+        "seeds": seeds,
         "training": training(runs),
         "variables": variables,
         "notes": notes,

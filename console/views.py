@@ -13,6 +13,7 @@ from console.dashboard import clock_alarms, idle_billing, open_drift, orphan_res
 from core.audit import export_audit, filter_audit
 from core.health import system_health
 from core.models import AuditAction, AuditEntry
+from custody.facts import verified_first
 from custody.models import CustodyStatus, TeardownRequest, TeardownStatus
 from custody.panel import teardown_panel
 from custody.queue import waiting
@@ -73,9 +74,13 @@ def totals_with_cost(user, params) -> dict:
     return {"by_project": by_project, "by_instance": by_instance}
 
 
+COMPARE_LIMIT = 24  # runs on one compare page: a sweep of a few cells × seeds
+
+
 def run_compare(request):
-    ids = [run_id for run_id in request.GET.getlist("run") if run_id][:6]
-    runs = {r.run_id: r for r in Run.objects.visible_to(request.user).filter(run_id__in=ids).select_related("instance")}
+    ids = [run_id for run_id in request.GET.getlist("run") if run_id][:COMPARE_LIMIT]
+    visible = Run.objects.visible_to(request.user).filter(run_id__in=ids)
+    runs = {r.run_id: r for r in verified_first(visible)}  # one query for every run's verified records
     chosen = [runs[run_id] for run_id in dict.fromkeys(ids) if run_id in runs]
     if len(chosen) < 2:
         messages.error(request, "Pick at least two runs you can see to compare.")

@@ -16,6 +16,7 @@ import yaml
 from custody.architecture import check_architecture
 from custody.checkpoint import safe_load
 from custody.metrics import load_columns, recompute
+from custody.reproducibility import reproducibility
 
 
 def _sha256(path: Path) -> str:
@@ -26,12 +27,23 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _split_gates(consumer: Path, failures: list, warnings: list) -> None:
+def _split_gates(consumer: Path, failures: list, warnings: list) -> dict | None:
+    """The split gates; what run.json says of the seeds and determinism (reproducibility.py)."""
     run_json = consumer / "run.json"
     if not run_json.exists():
         failures.append("run.json is missing: the export has no scientific identity")
-        return
+        return None
     run = json.loads(run_json.read_text())
+    if not isinstance(run, dict):
+        failures.append("run.json is not an object: the export has no scientific identity")
+        return None
+    identity, said = reproducibility(run)
+    warnings += said
+    _overlap_gates(consumer, run, failures, warnings)
+    return identity
+
+
+def _overlap_gates(consumer: Path, run: dict, failures: list, warnings: list) -> None:
     selection = (run.get("selection") or {}).get("split")
     if selection == "test":
         failures.append("run.json declares model selection on the test split")
@@ -79,7 +91,7 @@ def _architecture_gate(consumer: Path, state, failures: list, warnings: list) ->
 
 def read_back(canonical: Path, entries, tolerance: float) -> dict:
     consumer = Path(tempfile.mkdtemp(prefix="remotegpu-readback-"))
-    failures, warnings, loaded, metrics = [], [], [], []
+    failures, warnings, loaded, metrics, identity = [], [], [], [], None
     try:
         for entry in entries:
             target = consumer / entry.path
@@ -116,7 +128,7 @@ def read_back(canonical: Path, entries, tolerance: float) -> dict:
                         f"metric drift in test/{test.name}: {row.name} claimed {row.claimed:.6g}, "
                         f"recomputed {row.recomputed:.6g} (delta {row.delta:+.6g})"
                     )
-        _split_gates(consumer, failures, warnings)
+        identity = _split_gates(consumer, failures, warnings)
     finally:
         shutil.rmtree(consumer, ignore_errors=True)
     return {
@@ -124,6 +136,7 @@ def read_back(canonical: Path, entries, tolerance: float) -> dict:
         "loaded": loaded,
         "metrics": metrics,
         "architecture": architecture,
+        "reproducibility": identity,
         "failures": failures,
         "warnings": warnings,
     }

@@ -36,4 +36,9 @@ def environment_warnings(report: dict, persistent: bool) -> list[str]:
 
 def identity(report: dict) -> dict:
     keys = ("requested", "interpreter", "sys_executable", "python", "torch", "cuda", "conda_base")
-    return {key: report.get(key) for key in keys}
+    found = {key: report.get(key) for key in keys}
+    # The GPU models torch sees (a comparison lists a different model as a variable), bounded: box input.
+    names = report.get("gpu_names")
+    if isinstance(names, list):
+        found["gpu_names"] = [str(name)[:100] for name in names[:64] if isinstance(name, str)]
+    return found

@@ -259,6 +259,15 @@ class SweepForm(forms.Form):
     instances = forms.ModelMultipleChoiceField(queryset=None, help_text="Boxes to spread independent cells over")
     gpus_per_box = forms.IntegerField(min_value=1, max_value=16, initial=1)
     independent = forms.BooleanField(required=False, initial=True, help_text="Cells may run at the same time")
+    seeds = forms.IntegerField(
+        label="Seeds per cell",
+        min_value=1,
+        max_value=20,
+        initial=1,
+        required=False,
+        help_text="Replicates: each cell runs with this many seeds (the base config's, then the next ones), "
+        "so a comparison can tell an effect from seed noise",
+    )
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -288,7 +297,9 @@ class SweepForm(forms.Form):
             self.add_error("base_run", "The base run's config is not a mapping of keys to values.")
             return data
         try:
-            data["cells"] = sweeps.parse_cells(data["overrides"], config)
+            data["cells"] = sweeps.replicate(
+                sweeps.parse_cells(data["overrides"], config), data.get("seeds") or 1, config
+            )
         except sweeps.SweepError as exc:
             self.add_error("overrides", str(exc))
         return data

@@ -35,6 +35,28 @@ def parse_cells(text: str, base_config: dict) -> list[dict]:
     return cells
 
 
+SEED_KEYS = ("seed", "random_seed")
+MAX_SEEDS = 20
+
+
+def replicate(cells: list[dict], seeds: int, base_config: dict) -> list[dict]:
+    """Each cell run with `seeds` seeds: the base config's seed, then the next ones (base + 1, …), each
+    replicate its own run. Replicates vary the seed only: a cell that sets the seed itself is refused."""
+    if seeds == 1:
+        return cells
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise SweepError(f"Between 1 and {MAX_SEEDS} seeds per cell.")
+    key = next((key for key in SEED_KEYS if isinstance(base_config.get(key), int)), None)
+    if key is None:
+        raise SweepError("Replicates need an integer seed in the base config (seed or random_seed).")
+    for index, cell in enumerate(cells, start=1):
+        if key in cell:
+            raise SweepError(f"Cell {index} sets {key}: replicates choose the seeds.")
+    if len(cells) * seeds > MAX_CELLS:
+        raise SweepError(f"At most {MAX_CELLS} runs per sweep ({len(cells)} cells × {seeds} seeds).")
+    return [{**cell, key: base_config[key] + offset} for cell in cells for offset in range(seeds)]
+
+
 def _check_overrides(what: str, overrides, base_config: dict) -> None:
     if not isinstance(overrides, dict) or not overrides:
         raise SweepError(f"{what}: not a mapping of config keys to values (write key=value).")

@@ -56,9 +56,24 @@ def read_config(path):
     return config
 
 
+def deterministic() -> dict:
+    """The same numbers on a re-run: deterministic kernels, no autotuning; what was set, for run.json."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts (CUDA ≥ 10.2)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    return {
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "use_deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cublas_workspace_config": os.environ["CUBLAS_WORKSPACE_CONFIG"],
+    }
+
+
 def make_data(config):
-    """Synthetic, fully determined by the seed: a random linear teacher labels Gaussian points."""
-    generator = torch.Generator().manual_seed(config["seed"])
+    """Synthetic, fully determined by the data seed (the seed unless `data_seed` is set): a random linear
+    teacher labels Gaussian points. Replicates vary `seed` only and share their data and test set."""
+    generator = torch.Generator().manual_seed(config.get("data_seed", config["seed"]))
     n, d, k = config["samples"], config["features"], config["classes"]
     inputs = torch.randn(n, d, generator=generator)
     teacher = torch.randn(d, k, generator=generator)
@@ -142,6 +157,7 @@ def train(config, config_path, smoke):
         config = dict(config, samples=256, hidden=8, epochs=1, epoch_pause=0)
     torch.manual_seed(config["seed"])
     random.seed(config["seed"])
+    determinism = deterministic()
     inputs, targets, split = make_data(config)
     model = build_model(config).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=0.9)
@@ -225,11 +241,11 @@ def train(config, config_path, smoke):
         os.replace(train_csv + ".tmp", train_csv)
         time.sleep(float(config.get("epoch_pause", 0)))
 
-    finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device)
+    finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device, determinism)
     return 0
 
 
-def finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device):
+def finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device, determinism):
     """Write the sealed-export layout: the wrapper validates it and renames it into export/."""
     best = torch.load(os.path.join(ckpt_dir, "best.pth"), map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
@@ -249,7 +265,8 @@ def finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir
         "model": "mlp",
         "architecture": ARCHITECTURE,
         "seed": config["seed"],
-        "deterministic": True,
+        "seeds": {"torch": config["seed"], "data": config.get("data_seed", config["seed"])},
+        "determinism": determinism,
         "selection": {"split": "val", "metric": "val_loss", "direction": "min", "epoch": best["epoch"]},
         "epochs": config["epochs"],
         "tests": [str(config["test_id"])],

@@ -138,7 +138,8 @@ def test_comparison_flags_many_variables_and_shows_the_config_diff(client, bob, 
     second = make_run(title="b", source_path=str(other))
     client.force_login(bob)
     page = client.get(reverse("run-compare"), {"run": [first.run_id, second.run_id]}).content.decode()
-    assert "This comparison changes 2 variables (hidden, lr); an ablation should change exactly one." in page
+    expected = "Not a one-variable comparison: besides the seed, 2 variables differ (hidden, lr); an ablation"
+    assert expected in page
     assert 'data-key="lr"' in page and 'data-key="hidden"' in page and 'data-key="epochs"' not in page
     single = client.get(reverse("run-compare"), {"run": [first.run_id]})
     assert single.status_code == 302  # two or more runs, else back to history with a message

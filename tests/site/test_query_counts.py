@@ -34,7 +34,7 @@ PINNED = {
     "sweep": 7,
     "approvals": 13,
     "audit": 3,
-    "compare": 7,
+    "compare": 4,
 }
 
 

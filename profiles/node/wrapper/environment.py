@@ -44,6 +44,7 @@ IDENTITY_SCRIPT = (
     "    import torch\n"
     "    info.update(torch=torch.__version__, cuda=torch.version.cuda, cuda_available=torch.cuda.is_available())\n"
     "    info.update(cuda_device_count=torch.cuda.device_count() if info['cuda_available'] else 0)\n"
+    "    info.update(gpu_names=[torch.cuda.get_device_name(i) for i in range(info['cuda_device_count'])])\n"
     "except Exception as exc:\n"
     "    info.update(torch=None, torch_error=type(exc).__name__)\n"
     "print(json.dumps(info))\n"
