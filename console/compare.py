@@ -24,6 +24,8 @@ IDENTITY_FIELDS = [
     ("hooks_sha256", "platform hooks"),
 ]
 SEED_KEYS = ("seed", "random_seed", "seeds")
+# What two results must share before a difference between them may be called an effect.
+FAIRNESS = ("test population", "selection", "evaluation code", "budget")
 
 
 def resolved_config(run) -> dict | None:
@@ -97,6 +99,9 @@ def variables_of(run, config: dict | None) -> dict[str, str]:
     for key, label in (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA")):
         found[label] = str(env.get(key) or "—")
     found["epochs logged"] = str(len(run.curve))
+    record = latest_verified(run)
+    for name in FAIRNESS:  # what custody read from its run.json (population.fairness)
+        found[name] = str(((record.evidence.get("fairness") or {}) if record else {}).get(name, "unverified"))
     return found
 
 
@@ -139,13 +144,20 @@ def replicate_stats(groups: list[dict]) -> list[dict]:
             for group in groups
         ]
         pairs = [
-            {"a": groups[i]["label"], "b": groups[j]["label"], "verdict": stats.verdict(a, b, direction)}
+            _pair(groups[i], groups[j], stats.verdict(a, b, direction))
             for i, a in enumerate(summaries)
             for j, b in enumerate(summaries)
             if i < j and a is not None and b is not None
         ]
         rows.append({"name": name, "direction": direction, "summaries": summaries, "pairs": pairs})
     return rows
+
+
+def _pair(a: dict, b: dict, verdict) -> dict:
+    """A pair's label: the verdict, unless the two differ in what a fair comparison holds equal."""
+    unfair = [name for name in FAIRNESS if a["variables"].get(name) != b["variables"].get(name)]
+    label = "unfair" if unfair else verdict.label
+    return {"a": a["label"], "b": b["label"], "verdict": verdict, "label": label, "unfair": unfair}
 
 
 def training(runs: list) -> list[dict]:

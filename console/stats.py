@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 RULE = (
     "effect: the 95% interval of the difference of means (Welch's t) excludes 0; noise: it includes 0; "
-    "unknown: a side has fewer than two seeds, so its spread is not known"
+    "unknown: a side has fewer than two seeds, so its spread is not known; unfair: the two differ in test "
+    "population, selection rule, evaluation code or training budget, so no difference between them is an effect"
 )
 
 # Student's t, two-sided 95% (the 0.975 quantile), for 1..30 degrees of freedom; beyond, the normal's.

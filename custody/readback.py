@@ -16,6 +16,7 @@ import yaml
 from custody.architecture import check_architecture
 from custody.checkpoint import safe_load
 from custody.metrics import load_columns, recompute
+from custody.population import content_overlap, coverage, declared, fairness
 from custody.reproducibility import reproducibility
 
 
@@ -27,20 +28,39 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _split_gates(consumer: Path, failures: list, warnings: list) -> dict | None:
-    """The split gates; what run.json says of the seeds and determinism (reproducibility.py)."""
+def _split_gates(consumer: Path, failures: list, warnings: list) -> dict:
+    """The split and population gates; what run.json says of the seeds and determinism
+    (reproducibility.py), each test's population and the result's fairness facts (population.py)."""
     run_json = consumer / "run.json"
     if not run_json.exists():
         failures.append("run.json is missing: the export has no scientific identity")
-        return None
+        return {}
     run = json.loads(run_json.read_text())
     if not isinstance(run, dict):
         failures.append("run.json is not an object: the export has no scientific identity")
-        return None
+        return {}
     identity, said = reproducibility(run)
     warnings += said
     _overlap_gates(consumer, run, failures, warnings)
-    return identity
+    populations = _population_gates(consumer, run, failures, warnings)
+    return {"reproducibility": identity, "population": populations, "fairness": fairness(run, populations)}
+
+
+def _population_gates(consumer: Path, run: dict, failures: list, warnings: list) -> dict:
+    """Each test's results cover its declared population exactly; no test sample has a training
+    sample's bytes."""
+    populations = {}
+    for results in sorted(consumer.glob("test/*/results.parquet")):
+        test_id = results.parent.name
+        columns = load_columns(results)
+        rows = len(next(iter(columns.values()))) if columns else 0
+        facts, failed, said = coverage(test_id, declared(run, test_id), columns.get("sample_id"), rows)
+        populations[test_id] = facts
+        failures += failed
+        warnings += said
+    if leak := content_overlap(run):
+        failures.append(leak)
+    return populations
 
 
 def _overlap_gates(consumer: Path, run: dict, failures: list, warnings: list) -> None:
@@ -91,7 +111,7 @@ def _architecture_gate(consumer: Path, state, failures: list, warnings: list) ->
 
 def read_back(canonical: Path, entries, tolerance: float) -> dict:
     consumer = Path(tempfile.mkdtemp(prefix="remotegpu-readback-"))
-    failures, warnings, loaded, metrics, identity = [], [], [], [], None
+    failures, warnings, loaded, metrics, facts = [], [], [], [], {}
     try:
         for entry in entries:
             target = consumer / entry.path
@@ -128,7 +148,7 @@ def read_back(canonical: Path, entries, tolerance: float) -> dict:
                         f"metric drift in test/{test.name}: {row.name} claimed {row.claimed:.6g}, "
                         f"recomputed {row.recomputed:.6g} (delta {row.delta:+.6g})"
                     )
-        identity = _split_gates(consumer, failures, warnings)
+        facts = _split_gates(consumer, failures, warnings)
     finally:
         shutil.rmtree(consumer, ignore_errors=True)
     return {
@@ -136,7 +156,7 @@ def read_back(canonical: Path, entries, tolerance: float) -> dict:
         "loaded": loaded,
         "metrics": metrics,
         "architecture": architecture,
-        "reproducibility": identity,
+        **facts,
         "failures": failures,
         "warnings": warnings,
     }

@@ -91,13 +91,17 @@ def test_run_json_says_its_seeds_and_determinism_or_a_warning_says_it_does_not()
     )
 
 
-def verified(run, tmp_path, accuracy: float, config: dict) -> None:
+FAIR = {"test population": "synthetic:ab12", "selection": "cd34", "evaluation code": "undeclared", "budget": "12"}
+
+
+def verified(run, tmp_path, accuracy: float, config: dict, fairness: dict | None = None) -> None:
     """A verified custody record as the readback leaves one: its config copy and recomputed metric."""
     copy = tmp_path / run.run_id
     copy.mkdir()
     (copy / "config.yaml").write_text("".join(f"{key}: {value}\n" for key, value in config.items()))
     metric = {"test": "synthetic", "name": "accuracy", "recomputed": accuracy, "direction": "↑"}
     evidence = {"metrics": [metric], "reproducibility": {"seeds": {"seed": config["seed"]}, "determinism": {}}}
+    evidence["fairness"] = fairness or FAIR
     CustodyRecord.objects.create(
         run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri=str(copy), evidence=evidence
     )
@@ -120,7 +124,7 @@ def test_compare_groups_seeds_and_labels_each_pair(client, bob, make_run, tmp_pa
     assert not any("Not a one-variable comparison" in note for note in result["notes"])
     row = result["stats"][0]
     assert row["name"] == "synthetic/accuracy" and row["summaries"][0].mean == pytest.approx(0.91)
-    labels = {(pair["a"], pair["b"]): pair["verdict"].label for pair in row["pairs"]}
+    labels = {(pair["a"], pair["b"]): pair["label"] for pair in row["pairs"]}
     assert labels == {("A", "B"): "effect", ("A", "C"): "unknown", ("B", "C"): "unknown"}
 
     client.force_login(bob)
@@ -145,3 +149,19 @@ def test_two_runs_on_different_boxes_list_the_box_and_gpu_as_variables(make_run,
     assert set(varying) == {"box", "GPU model", "CUDA"}
     assert varying["GPU model"] == ["NVIDIA H100", "1× A100 80GB"]
     assert any("Not a one-variable comparison: besides the seed, 3 variables differ" in n for n in result["notes"])
+
+
+@pytest.mark.django_db
+def test_a_pair_that_differs_in_its_selection_or_test_set_is_unfair_and_says_which(make_run, tmp_path):
+    runs = []
+    for lr, accuracies, fairness in [
+        (0.01, [0.90, 0.91, 0.92], FAIR),
+        (0.1, [0.95, 0.96, 0.97], {**FAIR, "selection": "ee99", "test population": "synthetic:0000"}),
+    ]:
+        for offset, accuracy in enumerate(accuracies):
+            run = make_run()
+            verified(run, tmp_path, accuracy, {"seed": 7 + offset, "lr": lr}, fairness)
+            runs.append(run)
+    pair = compare(runs)["stats"][0]["pairs"][0]
+    assert pair["verdict"].label == "effect" and pair["label"] == "unfair"
+    assert pair["unfair"] == ["test population", "selection"]
