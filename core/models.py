@@ -61,6 +61,7 @@ class AuditAction(models.TextChoices):
     HOLD_PLACED = "hold_placed", "hold placed"
     HOLD_RETIRED = "hold_retired", "hold retired"
     CACHE_CLEANUP = "cache_cleanup", "cache cleanup"
+    METRIC_REGISTERED = "metric_registered", "project metric registered"
 
     @classmethod
     def areas(cls) -> dict[str, list[str]]:

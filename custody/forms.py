@@ -1,5 +1,6 @@
 from django import forms
 
+from custody.expressions import REDUCERS
 from custody.models import EvidenceLocation, TeardownKind
 from profiles.models import Resource
 from runs.models import Run, RunState
@@ -29,3 +30,14 @@ class TeardownRequestForm(forms.Form):
         if data.get("kind") != TeardownKind.DELETE_RESOURCE:
             data["resource"] = None
         return data
+
+
+class ProjectMetricForm(forms.Form):
+    name = forms.SlugField(max_length=40, help_text="As run's metrics.json names it, e.g. rel_error")
+    direction = forms.ChoiceField(choices=[("↑", "↑ higher is better"), ("↓", "↓ lower is better")])
+    expression = forms.CharField(
+        max_length=300,
+        help_text="Over results.parquet's columns: numbers, + - * / ** %, comparisons, "
+        "abs sqrt log log10 exp square minimum maximum; e.g. abs(prediction - target) / abs(target)",
+    )
+    reducer = forms.ChoiceField(choices=[(name, name) for name in REDUCERS], initial="mean")

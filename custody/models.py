@@ -238,3 +238,26 @@ class ReleaseHold(models.Model):
 
     def __str__(self):
         return f"hold on {self.instance_id}"
+
+
+class ProjectMetric(models.Model):
+    """A project's own metric, registered without code: an expression over results.parquet's columns
+    (custody/expressions.py), reduced to one number, with its direction. The readback recomputes it
+    wherever a run claims it in metrics.json."""
+
+    DIRECTIONS = [("↑", "higher is better"), ("↓", "lower is better")]
+
+    project = models.ForeignKey("projects.Project", on_delete=models.CASCADE, related_name="metrics")
+    name = models.SlugField(max_length=40)
+    direction = models.CharField(max_length=1, choices=DIRECTIONS)
+    expression = models.CharField(max_length=300, help_text="e.g. abs(prediction - target) / abs(target)")
+    reducer = models.CharField(max_length=8, default="mean")
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_metric_name_per_project")]
+
+    def __str__(self):
+        return f"{self.name} {self.direction}"

@@ -109,7 +109,8 @@ def _architecture_gate(consumer: Path, state, failures: list, warnings: list) ->
     return check.__dict__
 
 
-def read_back(canonical: Path, entries, tolerance: float) -> dict:
+def read_back(canonical: Path, entries, tolerance: float, extra: dict | None = None) -> dict:
+    """extra: the project's own metrics by name (project_metrics.extra_metrics)."""
     consumer = Path(tempfile.mkdtemp(prefix="remotegpu-readback-"))
     failures, warnings, loaded, metrics, facts = [], [], [], [], {}
     try:
@@ -139,7 +140,7 @@ def read_back(canonical: Path, entries, tolerance: float) -> dict:
                 continue
             if not (test / "vis").is_dir():
                 warnings.append(f"test/{test.name}: no vis/ (visuals are paperwork, not evidence)")
-            rows, metric_warnings = recompute(results_path, json.loads(claimed_path.read_text()), tolerance)
+            rows, metric_warnings = recompute(results_path, json.loads(claimed_path.read_text()), tolerance, extra)
             warnings += [f"test/{test.name}: {warning}" for warning in metric_warnings]
             for row in rows:
                 metrics.append({"test": test.name, **row.__dict__})

@@ -14,4 +14,5 @@ urlpatterns = [
     path("teardown/<int:pk>/cancel/", views.teardown_cancel, name="teardown-cancel"),
     path("teardown/<int:pk>/settle/", views.teardown_settle, name="teardown-settle"),
     path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),
+    path("projects/<slug:slug>/metrics/", views.project_metrics, name="project-metrics"),
 ]

@@ -8,6 +8,7 @@ from pathlib import Path
 from django.conf import settings
 
 from custody import actions
+from custody.project_metrics import extra_metrics
 from custody.readback import read_back
 from custody.roster import RosterError, parse_roster
 from custody.store import custody_dir
@@ -123,7 +124,8 @@ def verify(record) -> None:
             actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}"[:2000])
             return
         try:
-            evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE)
+            extra = extra_metrics(record.run.project)
+            evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE, extra)
         except Exception as exc:  # noqa: BLE001 — whatever a hostile export makes the reader raise, fail closed
             actions.do_finish_verification(record.pk, None, f"read-back failed ({type(exc).__name__}): {exc}"[:2000])
             return

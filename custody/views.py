@@ -11,11 +11,13 @@ from custody import teardown
 from custody.actions import do_start_verification
 from custody.caches import do_request_cache_cleanup
 from custody.export import record_as_dict
-from custody.forms import TeardownRequestForm
+from custody.forms import ProjectMetricForm, TeardownRequestForm
 from custody.levels import consequence_of
-from custody.models import CustodyRecord, TeardownRequest, TeardownStatus
+from custody.models import CustodyRecord, ProjectMetric, TeardownRequest, TeardownStatus
+from custody.project_metrics import do_register_metric
 from custody.queue import waiting
 from profiles.views import operated_instance
+from projects.models import Project
 from projects.roles import require
 from runs.models import Run
 from runs.views import run_action
@@ -165,3 +167,18 @@ def instance_cache_cleanup(request, pk):
 def run_verify(request, run_id):
     """The run page's Verify custody: an operator of the run's project queues the verification."""
     return run_action(request, run_id, do_start_verification, "Custody verification queued.")
+
+
+def project_metrics(request, slug):
+    """A project's own metrics: every member sees them; an operator registers one (checked, audited)."""
+    project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+    form = ProjectMetricForm(request.POST or None)
+    if request.method == "POST":
+        require(request.user, "projects.operate", project)
+        if form.is_valid():
+            data = form.cleaned_data
+            register = lambda: do_register_metric(project, **data, actor=request.user)  # noqa: E731
+            if perform(request, register, f"Metric {data['name']} registered: runs that claim it are recomputed."):
+                return redirect("project-metrics", slug=slug)
+    metrics = ProjectMetric.objects.filter(project=project)
+    return render(request, "custody/project_metrics.html", {"project": project, "metrics": metrics, "form": form})
