@@ -56,6 +56,21 @@ def ship_source(node) -> str | None:
     return commit
 
 
+DATASET_FILES_LIMIT = 200_000  # entries handed to the box's sealing check (about 16 MB of spec at most)
+
+
+def dataset_files(run) -> dict[str, int]:
+    """SHA-256 → bytes of every file of the run's datasets: an export holding one holds dataset bytes."""
+    if not run.datasets:
+        return {}
+    found = {}
+    for dataset in Dataset.objects.filter(project_id=run.project_id, name__in=run.datasets).only("roster"):
+        for entry in dataset.roster:
+            if len(found) < DATASET_FILES_LIMIT and entry.get("bytes"):  # an empty file is in every export
+                found[entry["sha256"]] = entry["bytes"]
+    return found
+
+
 def stage_datasets(node, record_progress) -> tuple[list[dict], list[str]]:
     """Stage each of the run's datasets onto its node (a RunNode): what each became there, and the problems.
 

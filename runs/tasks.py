@@ -131,7 +131,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
     if run is None or run.attempt != attempt:
         return
     try:
-        with RunNode(run, env=checkpoint_environment(run)) as node:
+        with RunNode(run, env=checkpoint_environment(run), dataset_files=shipping.dataset_files(run)) as node:
             node.prepare()
             status = node.call("status", node.attempt_spec(attempt))
             if status["launched"]:

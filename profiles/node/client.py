@@ -257,10 +257,12 @@ LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is n
 class RunNode(NodeClient):
     """One short connection to a run's node: open, do a few things, close."""
 
-    def __init__(self, run, env: dict[str, str] | None = None):
+    def __init__(self, run, env: dict[str, str] | None = None, dataset_files: dict[str, int] | None = None):
         super().__init__(run.instance)
         self.run = run
         self.env = env or {}  # what the caller adds to the command's environment (its checkpoint cadence)
+        # SHA-256 → bytes of every file of the run's datasets: sealing refuses an export holding one.
+        self.dataset_files = dataset_files or {}
 
     def __enter__(self):
         super().__enter__()
@@ -336,6 +338,7 @@ class RunNode(NodeClient):
                 "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
             },
             "restore": restore if restore["files"] else None,
+            "dataset_files": self.dataset_files,
             # The box's start hook may start this attempt again after a restart, with no control plane
             # (boot-resume): only where the run opted in to relaunches, and never with secrets (read once).
             "boot_relaunch": {"max": self.run.max_relaunches - self.run.relaunches}

@@ -8,7 +8,7 @@ import sys
 
 from .attempts import attempt_dir, quarantine_dir
 from .environment import argv_in_environment
-from .files import DISK_FULL, RESERVE, atomic_write, durable_write
+from .files import DISK_FULL, RESERVE, atomic_write, durable_write, sha256_file
 from .roster import roster_of, sealed_roster_path
 from .run_secrets import remove_secrets
 
@@ -16,6 +16,11 @@ REQUIRED_EXPORT = ("run.json", "config.yaml", "train.csv", "best.pth")
 
 
 FORBIDDEN_EXPORT = ("latest.pth",)
+
+
+# The canonical tree (artifact-layout.md): no top-level config/, data/, results/ or vis/ (they belong
+# under test/<id>/ or in run.json's bindings), and no status sentinels: the atomic rename is the signal.
+FORBIDDEN_TOP = ("config", "data", "results", "vis", "COMPLETE.json", "MANIFEST.json")
 
 
 # One interpreter start (torch's import is seconds of CPU): exit 3 when this python has no torch.
@@ -38,6 +43,12 @@ def validate_export(spec, partial):
     for name in REQUIRED_EXPORT:
         if not os.path.isfile(os.path.join(partial, name)):
             return f"required file {name} is missing"
+    for name in FORBIDDEN_TOP:
+        if os.path.lexists(os.path.join(partial, name)):
+            return f"{name} is not allowed at the top of an export (the canonical layout has none)"
+    problem = dataset_bytes_problem(spec, partial)
+    if problem:
+        return problem
     for directory, _dirs, files in os.walk(partial):
         for name in files:
             if name in FORBIDDEN_EXPORT:
@@ -49,6 +60,31 @@ def validate_export(spec, partial):
                 if not os.path.isfile(os.path.join(tests, test_id, name)):
                     return f"test/{test_id}/{name} is missing"
     return check_best_loads(spec, os.path.join(partial, "best.pth"))
+
+
+def frozen_problem(spec):
+    """A last.pth that is a link to another file (ckpt/'s latest, say) may still change after sealing."""
+    last = os.path.join(spec["output"], "last.pth")
+    if os.path.islink(last):
+        return "last.pth is a symbolic link: an export holds a frozen copy, never a link"
+    if os.path.isfile(last) and os.stat(last).st_nlink > 1:
+        return "last.pth is a hard link to a file that may still change: save a frozen copy"
+    return None
+
+
+def dataset_bytes_problem(spec, partial):
+    """An export file with the bytes of one of the run's dataset files (its size, then its SHA-256)."""
+    wanted = spec.get("dataset_files") or {}
+    sizes = set(wanted.values())
+    if not sizes:
+        return None
+    for directory, _dirs, names in os.walk(partial):
+        for name in names:
+            path = os.path.join(directory, name)
+            if os.path.getsize(path) in sizes and sha256_file(path) in wanted:
+                relative = os.path.relpath(path, partial)
+                return f"{relative} holds the bytes of a dataset file: an export never contains dataset bytes"
+    return None
 
 
 def check_best_loads(spec, best):
@@ -121,6 +157,9 @@ def seal(spec):
         return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
     if not os.path.isdir(spec["output"]):
         return "the command wrote no output directory ({})".format(spec["output"])
+    problem = frozen_problem(spec)
+    if problem:
+        return problem
     stage_export(spec, spec["partial"])
     problem = validate_export(spec, spec["partial"])
     if problem:
