@@ -217,3 +217,42 @@ def compare(runs: list) -> dict:
         "notes": notes,
         "curves": [{"run_id": run.run_id, "title": run.title, "rows": run.curve} for run in runs],
     }
+
+
+def as_dict(result: dict) -> dict:
+    """The comparison as data: groups and their seeds, what differs, each metric over the seeds and each
+    pair's label with the rule it follows."""
+    return {
+        "rule": result["rule"],
+        "notes": result["notes"],
+        "groups": [
+            {
+                "label": group["label"],
+                "runs": [{"run_id": m["run"].run_id, "seed": m["seed"]} for m in group["members"]],
+            }
+            for group in result["groups"]
+        ],
+        "varying": result["varying"],
+        "metrics": [
+            {
+                "name": row["name"],
+                "direction": row["direction"],
+                "groups": [
+                    None if s is None else {"n": s.n, "mean": s.mean, "sd": s.sd, "low": s.low, "high": s.high}
+                    for s in row["summaries"]
+                ],
+                "pairs": [
+                    {
+                        "a": pair["a"],
+                        "b": pair["b"],
+                        "label": pair["label"],
+                        "delta": pair["verdict"].delta,
+                        "half": pair["verdict"].half,
+                        "unfair": pair["unfair"],
+                    }
+                    for pair in row["pairs"]
+                ],
+            }
+            for row in result["stats"]
+        ],
+    }

@@ -85,7 +85,11 @@ def run_compare(request):
     if len(chosen) < 2:
         messages.error(request, "Pick at least two runs you can see to compare.")
         return redirect("run-list")
-    return render(request, "runs/compare.html", compare.compare(chosen))
+    result = compare.compare(chosen)
+    if request.GET.get("format") == "json":
+        return JsonResponse(compare.as_dict(result), json_dumps_params={"indent": 2})
+    template = "runs/compare_report.html" if request.GET.get("report") else "runs/compare.html"
+    return render(request, template, result)
 
 
 def sweep_detail(request, pk):

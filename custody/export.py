@@ -15,6 +15,8 @@ def record_as_dict(record) -> dict:
             "resolved_commit": run.resolved_commit,
             "config_sha256": run.config_sha256,
             "manifest_sha256": run.manifest_sha256,
+            "data_sha256": run.data_sha256,
+            "environment": {key: run.env_identity.get(key) for key in ("python", "torch", "cuda", "gpu_names")},
         },
         "uri": record.uri,
         "provider": record.provider,
@@ -29,6 +31,9 @@ def record_as_dict(record) -> dict:
         "loaded": record.evidence.get("loaded", []),
         "metrics": record.evidence.get("metrics", []),
         "architecture": record.evidence.get("architecture"),
+        "reproducibility": record.evidence.get("reproducibility"),
+        "population": record.evidence.get("population"),
+        "fairness": record.evidence.get("fairness"),
         "warnings": record.warnings,
         "failure": record.failure or None,
         "artifacts": [

@@ -14,5 +14,6 @@ urlpatterns = [
     path("teardown/<int:pk>/cancel/", views.teardown_cancel, name="teardown-cancel"),
     path("teardown/<int:pk>/settle/", views.teardown_settle, name="teardown-settle"),
     path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),
+    path("runs/<slug:run_id>/report/", views.run_report, name="run-report"),
     path("projects/<slug:slug>/metrics/", views.project_metrics, name="project-metrics"),
 ]

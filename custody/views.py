@@ -32,6 +32,31 @@ def custody_json(request, pk):
     return response
 
 
+def run_report(request, run_id):
+    """The run's verification report: usable artifacts and verified status first, then the residuals,
+    then the evidence index. One self-contained page (inline styles, no scripts) to print or attach;
+    ?format=json for the same as data."""
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("project", "instance"), run_id=run_id)
+    records = run.custody_records.prefetch_related("artifacts").order_by("-verified_at", "-id")
+    record = next((r for r in records if r.status == "verified"), None) or records.first()
+    if record is None:
+        messages.error(request, "No custody record yet: verify custody first, then the report says what it found.")
+        return redirect(run.get_absolute_url())
+    data = record_as_dict(record)
+    if request.GET.get("format") == "json":
+        response = JsonResponse(data, json_dumps_params={"indent": 2})
+        response["Content-Disposition"] = f'attachment; filename="report-{run.run_id}.json"'
+        return response
+    usable = [item for item in data["artifacts"] if item["path"] in USABLE or item["path"].endswith("results.parquet")]
+    response = render(request, "custody/report.html", {"run": run, "record": record, "data": data, "usable": usable})
+    if request.GET.get("download"):
+        response["Content-Disposition"] = f'attachment; filename="report-{run.run_id}.html"'
+    return response
+
+
+USABLE = ("best.pth", "last.pth", "config.yaml", "run.json")
+
+
 # ------------------------------------------------------------------ DELIVER
 
 

@@ -165,3 +165,22 @@ def test_a_pair_that_differs_in_its_selection_or_test_set_is_unfair_and_says_whi
     pair = compare(runs)["stats"][0]["pairs"][0]
     assert pair["verdict"].label == "effect" and pair["label"] == "unfair"
     assert pair["unfair"] == ["test population", "selection"]
+
+
+@pytest.mark.django_db
+def test_the_comparison_as_json_and_as_a_printable_report(client, bob, make_run, tmp_path):
+    runs = []
+    for lr, values in {0.01: [0.90, 0.91, 0.92], 0.1: [0.95, 0.96, 0.97]}.items():
+        for offset, accuracy in enumerate(values):
+            run = make_run()
+            verified(run, tmp_path, accuracy, {"seed": 7 + offset, "lr": lr})
+            runs.append(run)
+    client.force_login(bob)
+    query = {"run": [run.run_id for run in runs]}
+    data = client.get(reverse("run-compare"), {**query, "format": "json"}).json()
+    assert [len(group["runs"]) for group in data["groups"]] == [3, 3] and data["rule"] == stats.RULE
+    pair = data["metrics"][0]["pairs"][0]
+    assert (pair["label"], round(pair["delta"], 6), round(pair["half"], 5)) == ("effect", 0.05, 0.02267)
+    report = client.get(reverse("run-compare"), {**query, "report": "1"}).content.decode()
+    assert "<script" not in report and "Comparison report: 2 configuration(s), 6 runs" in report
+    assert "effect" in report.split('id="report-stats"', 1)[1]
