@@ -1,16 +1,21 @@
-"""A project's own metrics: registered by an operator (checked, audited), recomputed by the readback."""
+"""A project's own metrics: registered by an operator (checked, audited), recomputed by the readback.
+
+The expression evaluator and the registry load numpy: imported where used, since the web and worker
+processes load this module (through the URLs) and never need numpy for it.
+"""
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from core.audit import record
 from core.models import AuditAction
-from custody import expressions
-from custody.metrics import REGISTRY, Metric
 from custody.models import ProjectMetric
 
 
 def problem(name: str, expression: str, reducer: str) -> str | None:
+    from custody import expressions
+    from custody.metrics import REGISTRY
+
     if name.lower() in REGISTRY:
         return f"{name} is a built-in metric: it is recomputed already."
     if reducer not in expressions.REDUCERS:
@@ -42,8 +47,10 @@ def do_register_metric(project, name: str, direction: str, expression: str, redu
     return metric
 
 
-def extra_metrics(project) -> dict[str, Metric]:
-    """The project's metrics as the readback's registry takes them."""
+def extra_metrics(project) -> dict:
+    """The project's metrics as the readback's registry takes them (name → metrics.Metric)."""
+    from custody.metrics import Metric
+
     return {
         metric.name: Metric(metric.name, metric.direction, _compute(metric.expression, metric.reducer))
         for metric in ProjectMetric.objects.filter(project=project)
@@ -51,4 +58,6 @@ def extra_metrics(project) -> dict[str, Metric]:
 
 
 def _compute(expression: str, reducer: str):
+    from custody import expressions
+
     return lambda columns: expressions.evaluate(expression, columns, reducer)

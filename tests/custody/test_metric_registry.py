@@ -136,3 +136,9 @@ def test_a_project_registers_its_own_metric_and_the_readback_recomputes_it(clien
     assert warnings == [] and rows[0].within_tolerance and rows[0].direction == DOWN
     rows, _ = recompute(path, {"rel_error": 0.01}, 1e-9, extra_metrics(project))
     assert not rows[0].within_tolerance and rows[0].recomputed == pytest.approx(0.5 / 3)
+
+
+def test_the_form_offers_every_reducer_the_evaluator_knows():
+    from custody.forms import REDUCER_NAMES
+
+    assert set(REDUCER_NAMES) == set(expressions.REDUCERS)
