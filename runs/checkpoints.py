@@ -53,6 +53,21 @@ def _held(item) -> dict | None:
     return {**found, "sha256": sha} if isinstance(sha, str) and SHA256.match(sha) else None
 
 
+HELD_LIMIT = 20  # checkpoint names a box may hold for the control host
+
+
+def _held_all(held) -> dict:
+    """name → what the box holds of that checkpoint for the control host; what does not fit is dropped."""
+    if not isinstance(held, dict):
+        return {}
+    found = {}
+    for name, item in list(held.items())[:HELD_LIMIT]:
+        entry = _held(item)
+        if entry is not None and entry["name"] == name:
+            found[name] = entry
+    return found
+
+
 def parse_mirror(state) -> dict | None:
     """The node's checkpoint-mirror state, validated; None when it sent none (or not an object)."""
     if not isinstance(state, dict):
@@ -67,7 +82,7 @@ def parse_mirror(state) -> dict | None:
         "local": _checkpoint(state.get("local"), durable=False),
         "start": _checkpoint(state.get("start"), durable=False),
         "first_written": _checkpoint(state.get("first_written"), durable=False),
-        "outbox": _held(state.get("outbox")),
+        "held": _held_all(state.get("held")),
         "mirrored": _count(state.get("mirrored")) or 0,
         "bytes": _count(state.get("bytes")) or 0,
         "seconds": _number(state.get("seconds")) or 0.0,
@@ -81,7 +96,7 @@ def lag_problem(mirror: dict, node_now: float, allowance: float, pulled: dict | 
     keeps up."""
     if mirror["error"]:
         return f"the checkpoint mirror failed: {mirror['error']}"
-    if not mirror["durable"] and not mirror.get("outbox"):
+    if not mirror["durable"] and not mirror.get("held"):
         return None  # a wrapper that holds nothing for the control host: nothing to lag behind
     local, newest = mirror["local"], mirror["newest"] if mirror["durable"] else pulled
     where = "on the durable tier" if mirror["durable"] else "on the control host"

@@ -42,8 +42,8 @@ def apply_mirror(run: Run, status: dict) -> None:
         run.durable_ckpt = {**run.durable_ckpt, **where, "seq": newest["seq"], "files": files}
         push_update(run, {"type": "checkpoint", "step": newest["step"]})  # the run page's section anew
     sealing = status.get("exported") or status.get("exit_code") == 0  # its export is the copy that counts
-    if not mirror["durable"] and mirror["outbox"] and not sealing:
-        _ask_pull(run, mirror["outbox"])
+    if not mirror["durable"] and mirror["held"] and not sealing:
+        _ask_pull(run, mirror["held"])
     _lag(run, mirror, status["now"])
     _resume(run, mirror)
 
@@ -57,19 +57,25 @@ def _pulled(run: Run) -> dict | None:
 
 
 def _ask_pull(run: Run, held: dict) -> None:
-    """Ask a worker for the box's held checkpoint unless the control host has it, or a pull of it is
-    under way (asked again past the deadline: its worker was lost), or failed moments ago."""
+    """Ask a worker for one checkpoint the box holds that the control host lacks (the newest latest
+    first, then best*), one pull at a time: a pull under way is asked again only past its deadline (its
+    worker was lost), a failed one after the retry wait."""
     from runs.tasks import pull_checkpoint
 
-    if (_pulled(run) or {}).get("sha256") == held["sha256"]:
+    on_control = run.durable_ckpt.get("files") if run.durable_ckpt.get("target") == CONTROL else {}
+    wanted = [
+        entry for name, entry in held.items() if (on_control or {}).get(name, {}).get("sha256") != entry["sha256"]
+    ]
+    if not wanted:
         return
     asked, now = run.durable_ckpt.get("pull") or {}, time.time()
-    if asked.get("sha256") == held["sha256"]:
+    if asked:
         wait = settings.CKPT_PULL_RETRY_SECONDS if asked.get("error") else settings.CKPT_PULL_DEADLINE_SECONDS
-        if now - asked.get("asked", 0) < wait:
+        if now - asked.get("asked", 0) < wait and any(entry["sha256"] == asked.get("sha256") for entry in wanted):
             return
-    run.durable_ckpt = {**run.durable_ckpt, "pull": {**held, "asked": now, "attempt": run.attempt}}
-    transaction.on_commit(partial(pull_checkpoint.delay, run.pk, held["sha256"]))
+    entry = sorted(wanted, key=lambda item: (item["name"].startswith("best"), -item["at"]))[0]
+    run.durable_ckpt = {**run.durable_ckpt, "pull": {**entry, "asked": now, "attempt": run.attempt}}
+    transaction.on_commit(partial(pull_checkpoint.delay, run.pk, entry["sha256"]))
 
 
 def do_record_pulled_checkpoint(run_pk: int, sha256: str, arrived: Path, seconds: float) -> bool:

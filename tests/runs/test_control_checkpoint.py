@@ -60,8 +60,9 @@ def test_a_box_without_a_durable_tier_has_its_checkpoint_pulled_and_the_run_cont
     rollups.add(run, runs=1)
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
-    pulled = lambda: (on_control(run) or {}).get("step", 0) >= 3  # noqa: E731
-    wait_until(pulled, 90, 0.5, what="a checkpoint of step 3 on the control host", between=arm_watchers)
+    # Both checkpoints a continuation restores (tinyfit's finish reads best.pth): latest of step 3 or more, best.
+    pulled = lambda: (on_control(run) or {}).get("step", 0) >= 3 and "best.pth" in run.durable_ckpt["files"]  # noqa: E731
+    wait_until(pulled, 90, 0.5, what="latest (step 3) and best on the control host", between=arm_watchers)
     entry = on_control(run)
     copy = ckpt_pull.control_dir(run) / entry["file"]
     assert sha256_of(copy) == entry["sha256"]  # what the box hashed is what arrived here

@@ -132,13 +132,14 @@ class CheckpointMirror:
                 self.state["first_written"] = local
         if self.target:
             self._copy(name, path, fingerprint)
-        elif not name.startswith("best"):
+        else:
             self._hold(name, path, fingerprint, local)
 
     def _hold(self, name, path, fingerprint, local):
-        """No durable tier: the newest checkpoint waits in the outbox for the control side's pull, under
-        a hard link (a trainer that saves by rename leaves the held bytes as they were hashed; where a
-        link is refused, a copy), hashed here so the pull is checked against what the box wrote."""
+        """No durable tier: the newest copy of each checkpoint (latest and best alike: a continuation
+        restores both) waits in the outbox for the control side's pull, under a hard link (a trainer that
+        saves by rename leaves the held bytes as they were hashed; where a link is refused, a copy),
+        hashed here so the pull is checked against what the box wrote."""
         outbox = os.path.join(self.spec["active"], OUTBOX)
         staging = os.path.join(outbox, ".hold-" + name)
         try:
@@ -155,17 +156,14 @@ class CheckpointMirror:
                 os.remove(staging)  # rewritten meanwhile: the next look holds the new one
                 self.done.pop(name, None)
                 return
-            os.replace(staging, os.path.join(outbox, name))
-            for other in os.listdir(outbox):
-                if other != name:
-                    with contextlib.suppress(OSError):
-                        os.remove(os.path.join(outbox, other))
+            os.replace(staging, os.path.join(outbox, name))  # the older copy of this name goes
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.remove(staging)
             self.state["error"], self.state["error_at"] = f"holding {name} for the control host: {exc}", time.time()
             return
-        self.state["outbox"], self.state["error"] = {**local, "sha256": sha}, None
+        self.state.setdefault("held", {})[name] = {**local, "sha256": sha}
+        self.state["error"] = None
 
     def _copy(self, name, path, fingerprint):
         manifest = load_manifest(self.target)
