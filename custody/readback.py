@@ -18,6 +18,7 @@ from custody.checkpoint import safe_load
 from custody.metrics import load_columns, recompute
 from custody.population import content_overlap, coverage, declared, fairness
 from custody.reproducibility import reproducibility
+from custody.visuals import coverage as visual_coverage
 
 
 def _sha256(path: Path) -> str:
@@ -56,6 +57,10 @@ def _population_gates(consumer: Path, run: dict, failures: list, warnings: list)
         rows = len(next(iter(columns.values()))) if columns else 0
         facts, failed, said = coverage(test_id, declared(run, test_id), columns.get("sample_id"), rows)
         populations[test_id] = facts
+        failures += failed
+        warnings += said
+        visuals = run.get("visuals") if isinstance(run.get("visuals"), dict) else {}
+        failed, said = visual_coverage(results.parent, visuals.get(test_id), facts.get("declared"))
         failures += failed
         warnings += said
     if leak := content_overlap(run):

@@ -98,3 +98,39 @@ def test_coverage_by_size_ids_or_undeclared():
     _, failures, warnings = coverage("t", None, [1], 1)
     assert failures == [] and warnings == ["test/t: no declared test population: coverage not checked"]
     assert content_overlap({"content_sha256": {"train": ["a"], "test": ["b"]}}) is None
+
+
+def declare_visuals(export, evidence: bool, k: int = 100) -> list:
+    run = json.loads((export / "run.json").read_text())
+    ids = run["splits"]["test"][:k]
+    run["visuals"] = {"synthetic": {"sample_ids": ids, "conditions": ["clean"], "roles": ["input", "prediction"]}}
+    run["visuals"]["synthetic"]["evidence"] = evidence
+    (export / "run.json").write_text(json.dumps(run))
+    return ids
+
+
+def draw(export, ids, roles=("input", "prediction")) -> None:
+    for role in roles:
+        folder = export / "test" / "synthetic" / "vis" / "clean" / role
+        folder.mkdir(parents=True, exist_ok=True)
+        for sample in ids:
+            (folder / f"{sample}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+
+
+def test_visuals_declared_as_evidence_must_cover_every_condition_role_and_sample(export):
+    ids = declare_visuals(export, evidence=True)
+    draw(export, ids, roles=("input",))  # the prediction role never drawn
+    failures = read_back(export, roster(export), 1e-6)["failures"]
+    assert any("100 of 200 visuals (conditions × roles × K) are missing" in f for f in failures), failures
+    draw(export, ids)
+    assert read_back(export, roster(export), 1e-6)["failures"] == []
+
+
+def test_a_visual_selection_must_be_k_of_the_population_and_paperwork_only_warns(export):
+    ids = declare_visuals(export, evidence=True, k=50)
+    draw(export, ids)
+    failures = read_back(export, roster(export), 1e-6)["failures"]
+    assert any("the visual selection has 50 samples; K = min(100, 307) = 100" in f for f in failures), failures
+    declare_visuals(export, evidence=False, k=50)
+    evidence = read_back(export, roster(export), 1e-6)
+    assert evidence["failures"] == [] and any("K = min(100, 307)" in w for w in evidence["warnings"])
