@@ -18,6 +18,7 @@ from custody.checkpoint import safe_load
 from custody.metrics import load_columns, recompute
 from custody.population import content_overlap, coverage, declared, fairness
 from custody.reproducibility import reproducibility
+from custody.run_schema import problems as schema_problems
 from custody.visuals import coverage as visual_coverage
 
 
@@ -29,7 +30,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _split_gates(consumer: Path, failures: list, warnings: list) -> dict:
+def _split_gates(consumer: Path, failures: list, warnings: list, hashes: dict) -> dict:
     """The split and population gates; what run.json says of the seeds and determinism
     (reproducibility.py), each test's population and the result's fairness facts (population.py)."""
     run_json = consumer / "run.json"
@@ -40,6 +41,9 @@ def _split_gates(consumer: Path, failures: list, warnings: list) -> dict:
     if not isinstance(run, dict):
         failures.append("run.json is not an object: the export has no scientific identity")
         return {}
+    failed, said = schema_problems(run, hashes)
+    failures += failed
+    warnings += said
     identity, said = reproducibility(run)
     warnings += said
     _overlap_gates(consumer, run, failures, warnings)
@@ -154,7 +158,7 @@ def read_back(canonical: Path, entries, tolerance: float, extra: dict | None = N
                         f"metric drift in test/{test.name}: {row.name} claimed {row.claimed:.6g}, "
                         f"recomputed {row.recomputed:.6g} (delta {row.delta:+.6g})"
                     )
-        facts = _split_gates(consumer, failures, warnings)
+        facts = _split_gates(consumer, failures, warnings, {entry.path: entry.sha256 for entry in entries})
     finally:
         shutil.rmtree(consumer, ignore_errors=True)
     return {

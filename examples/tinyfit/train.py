@@ -24,6 +24,7 @@ Run by hand: python train.py --config config.yaml   (outputs under ./output and 
 
 import argparse
 import csv
+import hashlib
 import json
 import math
 import os
@@ -54,6 +55,17 @@ def read_config(path):
                     continue
             config[key.strip()] = value
     return config
+
+
+CHECKPOINTS = ("best.pth", "last.pth")
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def deterministic() -> dict:
@@ -271,6 +283,10 @@ def finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir
         "epochs": config["epochs"],
         "tests": [str(config["test_id"])],
         "splits": {name: sorted(ids.tolist()) for name, ids in split.items()},
+        # Which bytes the selection chose: the export's checkpoints, bound by their SHA-256.
+        "checkpoints": {
+            name: {"sha256": file_sha256(os.path.join(out_dir, name))} for name in ("best.pth", "last.pth")
+        },
     }
     with open(os.path.join(out_dir, "run.json"), "w") as handle:
         json.dump(run, handle, indent=2)

@@ -134,3 +134,28 @@ def test_a_visual_selection_must_be_k_of_the_population_and_paperwork_only_warns
     declare_visuals(export, evidence=False, k=50)
     evidence = read_back(export, roster(export), 1e-6)
     assert evidence["failures"] == [] and any("K = min(100, 307)" in w for w in evidence["warnings"])
+
+
+def test_run_json_is_checked_field_by_field(export):
+    run = json.loads((export / "run.json").read_text())
+    best = hashlib.sha256((export / "best.pth").read_bytes()).hexdigest()
+    run["checkpoints"] = {"best.pth": {"sha256": best}}
+    run["selection"]["selection_id"] = "synthetic-k100"
+    run["selection"]["manifest_sha256"] = "f" * 64
+    (export / "run.json").write_text(json.dumps(run))
+    assert read_back(export, roster(export), 1e-6)["failures"] == []  # bound, byte for byte
+    broken = {
+        "checkpoints": {"best.pth": {"sha256": "0" * 64}},
+        "selection": {**run["selection"], "manifest_sha256": "short"},
+        "files": [{"path": "best.pth", "sha256": best}],
+        "splits": {"test": "all of them"},
+    }
+    (export / "run.json").write_text(json.dumps({**run, **broken}))
+    failures = read_back(export, roster(export), 1e-6)["failures"]
+    for expected in (
+        "run.json binds best.pth to 000000000000…",
+        "selection_id is not bound to its manifest",
+        "carries a file inventory (files)",
+        "splits is not a mapping of split names to id lists",
+    ):
+        assert any(expected in failure for failure in failures), (expected, failures)
