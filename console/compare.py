@@ -86,19 +86,23 @@ def seed_of(run, config: dict | None) -> str:
 
 
 def variables_of(run, config: dict | None) -> dict[str, str]:
-    """Everything a result may depend on, but the seed: config keys, code, data, box, GPU, environment."""
+    """Everything a result may depend on, but the seed: config keys, code, data, box, GPU, environment,
+    and what custody read of its test population, selection, evaluation code and budget (epochs)."""
     found = {f"config {key}": repr(value) for key, value in _flat(config or {}).items() if key not in SEED_KEYS}
     if config is None:
         found["config"] = f"unreadable ({run.run_id})"  # unknown: never grouped with another
     for field, label in IDENTITY_FIELDS:
-        if field != "config_sha256":  # the config hash changes with the seed: its keys count instead
+        # The config hash changes with the seed (its keys count instead), and so does the tree, which
+        # holds the config: the code's own hash (the tree without the config) counts instead.
+        if field not in ("config_sha256", "source_tree_sha256"):
             found[label] = getattr(run, field) or "—"
+    code = (run.preflight_report.get("hashes") or {}).get("code_sha256") if run.preflight_report else None
+    found["code"] = code or run.source_tree_sha256 or "—"
     env = run.env_identity or {}
     found["box"] = run.instance.name
     found["GPU model"] = ", ".join(env.get("gpu_names") or []) or run.instance.gpu_description or "CPU"
     for key, label in (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA")):
         found[label] = str(env.get(key) or "—")
-    found["epochs logged"] = str(len(run.curve))
     record = latest_verified(run)
     for name in FAIRNESS:  # what custody read from its run.json (population.fairness)
         found[name] = str(((record.evidence.get("fairness") or {}) if record else {}).get(name, "unverified"))

@@ -57,7 +57,8 @@ def incoming(directory: Path, sha256: str) -> Path:
 
 def pull_held(node, pending: dict, directory: Path) -> Path:
     """The checkpoint the box holds (as the watcher asked for it) into incoming(): its path there."""
-    entry = Held(pending["name"], pending["bytes"], pending["sha256"])
+    # In the outbox under its hash (the wrapper's held_name), here under its own name.
+    entry = Held(f"{pending['sha256'][:16]}-{pending['name']}", pending["bytes"], pending["sha256"])
     target = incoming(directory, entry.sha256)
     pull_one(node.transport, node.layout.ckpt_outbox, entry, target, Pace(settings.CUSTODY_PULL_MAX_RATE).advance)
     return target / entry.path

@@ -167,8 +167,9 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     assert state["local"]["step"] == 3  # the step is still read: a relaunch is proved against it
     # No durable tier: the newest checkpoint is held (hashed, hard-linked) for the control host's pull,
     # and lags once the control host has not taken it within the allowance.
-    held = Path(spec["active"]) / "ckpt-outbox" / "latest.pth"
-    assert state["held"]["latest.pth"]["sha256"] == hashlib.sha256(held.read_bytes()).hexdigest()
+    first = state["held"]["latest.pth"]["sha256"]
+    held = Path(spec["active"]) / "ckpt-outbox" / WRAPPER.held_name(first, "latest.pth")
+    assert first == hashlib.sha256(held.read_bytes()).hexdigest()
     assert held.stat().st_ino == (Path(spec["ckpt"]) / "latest.pth").stat().st_ino
     assert lag_problem(state, time.time(), 60) is None
     assert "is not on the control host (nothing is copied yet" in lag_problem(state, time.time() + 120, 60)
@@ -176,7 +177,13 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     save(Path(spec["ckpt"]) / "latest.pth", 4)  # saved by rename: the held link keeps the bytes it was hashed with
     assert held.read_bytes() == hashed != (Path(spec["ckpt"]) / "latest.pth").read_bytes()
     state = looked_twice(mirror)
-    assert state["held"]["latest.pth"]["step"] == 4 and sorted(os.listdir(held.parent)) == ["latest.pth"]
+    second = state["held"]["latest.pth"]["sha256"]
+    assert state["held"]["latest.pth"]["step"] == 4 and second != first
+    # The copy a pull may be reading stays beside the newer one; the one before it goes at the next.
+    assert sorted(os.listdir(held.parent)) == sorted(WRAPPER.held_name(sha, "latest.pth") for sha in (first, second))
+    save(Path(spec["ckpt"]) / "latest.pth", 5)
+    third = looked_twice(mirror)["held"]["latest.pth"]["sha256"]
+    assert sorted(os.listdir(held.parent)) == sorted(WRAPPER.held_name(sha, "latest.pth") for sha in (second, third))
 
 
 def test_a_relaunch_is_proved_against_the_step_it_was_given():

@@ -27,6 +27,11 @@ STATE = "ckpt-mirror.json"
 OUTBOX = "ckpt-outbox"
 
 
+def held_name(sha, name):
+    """The outbox's file of one held checkpoint (the control side asks for it by the same name)."""
+    return sha[:16] + "-" + name
+
+
 def load_manifest(target):
     try:
         manifest = json.loads(read(os.path.join(target, MANIFEST)) or "null")
@@ -156,7 +161,16 @@ class CheckpointMirror:
                 os.remove(staging)  # rewritten meanwhile: the next look holds the new one
                 self.done.pop(name, None)
                 return
-            os.replace(staging, os.path.join(outbox, name))  # the older copy of this name goes
+            # Under its hash: a pull under way keeps reading the copy it asked for while a newer one is
+            # held beside it; the copy before that goes.
+            os.replace(staging, os.path.join(outbox, held_name(sha, name)))
+            before = self.state.get("held", {}).get(name)
+            older = self.state.get("held_before", {}).pop(name, None)
+            if older and older["sha256"] != sha:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(outbox, held_name(older["sha256"], name)))
+            if before and before["sha256"] != sha:
+                self.state.setdefault("held_before", {})[name] = before
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.remove(staging)

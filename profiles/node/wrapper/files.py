@@ -75,14 +75,17 @@ def sha256_file(path):
     return digest.hexdigest()
 
 
-def tree_hash(root):
-    """SHA-256 over (relative path, file SHA-256) of every file, sorted: the source identity."""
+def tree_hash(root, skip=()):
+    """SHA-256 over (relative path, file SHA-256) of every file, sorted: the source identity. skip:
+    relative paths left out (the run's config, for the code's own identity)."""
     digest = hashlib.sha256()
     for directory, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__"))
         for name in sorted(files):
             full = os.path.join(directory, name)
             rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if rel in skip:
+                continue
             digest.update((f"{rel}\0{sha256_file(full)}\n").encode())
     return digest.hexdigest()
 

@@ -24,6 +24,10 @@ def cmd_preflight(spec):
         hashes["manifest_sha256"] = sha256_file(expand(manifest))
     if os.path.isdir(spec["src"]):
         hashes["source_tree_sha256"] = tree_hash(spec["src"])
+        # The code without the run's config (which a sweep's cells and seeds change): what a comparison
+        # holds equal between replicates.
+        in_src = os.path.relpath(expand(config), expand(spec["src"])).replace(os.sep, "/") if config else None
+        hashes["code_sha256"] = tree_hash(spec["src"], skip=(in_src,)) if in_src else hashes["source_tree_sha256"]
     report = {"missing": missing, "hashes": hashes, "space": measure(spec["run_root"])}
     report["tmux"] = shutil.which("tmux") is not None
     report["python"] = sys.version.split()[0]
