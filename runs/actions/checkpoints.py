@@ -57,9 +57,9 @@ def _pulled(run: Run) -> dict | None:
 
 
 def _ask_pull(run: Run, held: dict) -> None:
-    """Ask a worker for one checkpoint the box holds that the control host lacks (the newest latest
-    first, then best*), one pull at a time: a pull under way is asked again only past its deadline (its
-    worker was lost), a failed one after the retry wait."""
+    """Ask a worker for one checkpoint the box holds that the control host lacks, one pull at a time: a
+    pull under way is asked again only past its deadline (its worker was lost), a failed one after the
+    retry wait."""
     from runs.tasks import pull_checkpoint
 
     on_control = run.durable_ckpt.get("files") if run.durable_ckpt.get("target") == CONTROL else {}
@@ -73,7 +73,9 @@ def _ask_pull(run: Run, held: dict) -> None:
         wait = settings.CKPT_PULL_RETRY_SECONDS if asked.get("error") else settings.CKPT_PULL_DEADLINE_SECONDS
         if now - asked.get("asked", 0) < wait and any(entry["sha256"] == asked.get("sha256") for entry in wanted):
             return
-    entry = sorted(wanted, key=lambda item: (item["name"].startswith("best"), -item["at"]))[0]
+    # A name the control host has no copy of first, then the one whose copy is oldest: a latest.pth
+    # rewritten every epoch never starves best.pth.
+    entry = min(wanted, key=lambda item: (item["name"] in on_control, on_control.get(item["name"], {}).get("at", 0)))
     run.durable_ckpt = {**run.durable_ckpt, "pull": {**entry, "asked": now, "attempt": run.attempt}}
     transaction.on_commit(partial(pull_checkpoint.delay, run.pk, entry["sha256"]))
 
