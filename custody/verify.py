@@ -1,8 +1,6 @@
 """One verification: roster on the node → pull with SHA-256 custody → independent readback."""
 
-import fcntl
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -15,24 +13,13 @@ from custody.store import custody_dir
 from profiles import catalog
 from profiles.layout import resolve_home
 from profiles.node.client import RunNode
-from profiles.node.pull import HashMismatch, Pace, pull_export
+from profiles.node.pull import HashMismatch, Pace, only_puller, pull_export
 from profiles.node.transport import TransportError
 
 
-@contextmanager
 def custody_lock(canonical: Path):
-    """One pull per custody copy at a time; the kernel drops the lock when a killed worker dies."""
-    canonical.parent.mkdir(parents=True, exist_ok=True)
-    with open(canonical.parent / f".{canonical.name}.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """One pull per custody copy at a time (pull.only_puller)."""
+    return only_puller(canonical.parent / f".{canonical.name}.lock")
 
 
 class ProgressMeter:

@@ -8,7 +8,6 @@ continuation is about to upload to its new box.
 """
 
 import contextlib
-import fcntl
 import os
 import shutil
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from profiles.node.pull import Pace, pull_one
+from profiles.node.pull import Pace, only_puller, pull_one
 
 CONTROL = "control"  # durable_ckpt["target"] of copies on the control host
 
@@ -34,20 +33,9 @@ def control_dir(run) -> Path:
     return Path(settings.CKPT_CONTROL_ROOT) / run.project.slug / run.run_id
 
 
-@contextlib.contextmanager
 def pull_lock(directory: Path):
     """One pull per run at a time (a redelivered task beside a re-asked one): True when held."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return only_puller(directory / ".lock")
 
 
 def incoming(directory: Path, sha256: str) -> Path:

@@ -6,10 +6,12 @@ not 10,000. Every file lands as `<name>.partial` and takes its final name only w
 and hash match the roster: no partially written file is ever visible under its final name.
 """
 
+import fcntl
 import hashlib
 import os
 import tarfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,23 @@ BATCH_LIMIT = 4 << 20  # files below this size share one tar stream
 
 class HashMismatch(Exception):
     pass
+
+
+@contextmanager
+def only_puller(lock_path: Path):
+    """One pull into a place at a time: True when this one holds the lock, False when another does. The
+    kernel drops the lock when a killed worker dies, so a lost pull never blocks the next."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class Pace:

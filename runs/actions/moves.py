@@ -110,7 +110,8 @@ def free_candidate(run: Run) -> Instance | None:
     the control host, and no other run live on it."""
     names = [name for name in run.move_candidates if isinstance(name, str)]
     boxes = Instance.objects.filter(project_id=run.project_id, name__in=names).exclude(pk=run.instance_id)
-    busy = set(Run.objects.filter(state__in=LIVE_STATES).exclude(pk=run.pk).values_list("instance_id", flat=True))
+    live = Run.objects.filter(state__in=LIVE_STATES, instance__in=boxes).exclude(pk=run.pk)
+    busy = set(live.values_list("instance_id", flat=True))
     by_name = {box.name: box for box in boxes}
     for name in names:
         box = by_name.get(name)
