@@ -83,10 +83,37 @@ def parse_mirror(state) -> dict | None:
         "start": _checkpoint(state.get("start"), durable=False),
         "first_written": _checkpoint(state.get("first_written"), durable=False),
         "held": _held_all(state.get("held")),
+        "files": _durable_files(state.get("files")),
+        "restored": _restored(state.get("restored")),
         "mirrored": _count(state.get("mirrored")) or 0,
         "bytes": _count(state.get("bytes")) or 0,
         "seconds": _number(state.get("seconds")) or 0.0,
     }
+
+
+def _durable_files(items) -> dict:
+    """name → the newest durable copy of that checkpoint the box's manifest keeps; what does not fit is
+    dropped."""
+    if not isinstance(items, list):
+        return {}
+    found = {}
+    for item in items[:HELD_LIMIT]:
+        entry = _checkpoint(item, durable=True)
+        if entry is not None:
+            found[entry["name"]] = entry
+    return found
+
+
+def _restored(items) -> list[dict]:
+    """The copies a continued attempt started from, as its wrapper restored them: name, file, step."""
+    if not isinstance(items, list):
+        return []
+    found = []
+    for item in items[:HELD_LIMIT]:
+        texts = isinstance(item, dict) and all(isinstance(item.get(key), str) for key in ("name", "file"))
+        if texts and NAME.match(item["name"]) and NAME.match(item["file"]):
+            found.append({"name": item["name"], "file": item["file"], "step": _int(item.get("step"))})
+    return found
 
 
 def lag_problem(mirror: dict, node_now: float, allowance: float, pulled: dict | None = None) -> str | None:

@@ -36,8 +36,10 @@ def apply_mirror(run: Run, status: dict) -> None:
     same_tier = mirror["target"] == run.durable_ckpt.get("target")
     if newest and (newest["seq"] > (run.durable_ckpt.get("seq") or 0) or not same_tier):
         # Copies on another tier (a box that does not share the last one's) start the list again: a
-        # restore reads one directory.
-        files = {**(run.durable_ckpt.get("files", {}) if same_tier else {}), newest["name"]: newest}
+        # restore reads one directory. The box's list of what its manifest keeps replaces ours (a copy
+        # we never saw, and what it pruned, are as it says); an older wrapper sends only the newest.
+        kept = mirror["files"] if newest["name"] in mirror["files"] else {}
+        files = kept or {**(run.durable_ckpt.get("files", {}) if same_tier else {}), newest["name"]: newest}
         where = {"target": mirror["target"], "instance_id": run.instance_id}
         run.durable_ckpt = {**run.durable_ckpt, **where, "seq": newest["seq"], "files": files}
         push_update(run, {"type": "checkpoint", "step": newest["step"]})  # the run page's section anew
@@ -45,6 +47,7 @@ def apply_mirror(run: Run, status: dict) -> None:
     if not mirror["durable"] and mirror["held"] and not sealing:
         _ask_pull(run, mirror["held"])
     _lag(run, mirror, status["now"])
+    _took_newer(run, mirror)
     _resume(run, mirror)
 
 
@@ -147,6 +150,24 @@ def _lag(run: Run, mirror: dict, node_now: float) -> None:
         return
     if "ckpt_lag" not in run.alerts:
         _material(run, "ckpt_lag", problem)
+
+
+def _took_newer(run: Run, mirror: dict) -> None:
+    """Said once: the continued attempt restored a newer durable copy than the move named (the box
+    mirrored it after the control side last looked)."""
+    restore = run.durable_ckpt.get("restore") or {}
+    if restore.get("attempt") != run.attempt or restore.get("took") is not None or not mirror["restored"]:
+        return
+    named = {item["name"]: item["file"] for item in restore.get("files") or []}
+    newer = [item for item in mirror["restored"] if named.get(item["name"]) not in (None, item["file"])]
+    run.durable_ckpt = {**run.durable_ckpt, "restore": {**restore, "took": mirror["restored"]}}
+    for item in newer:
+        run_event(
+            run,
+            "note",
+            f"Restored {item['name']} from the newer durable copy {item['file']} (step {item['step']}): the box"
+            f" mirrored it after it was last looked at, instead of {named[item['name']]}",
+        )
 
 
 def _resume(run: Run, mirror: dict) -> None:

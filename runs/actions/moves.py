@@ -198,7 +198,7 @@ def _continue(
         "to": target.name,
         "at": timezone.now().isoformat(),
         "by": str(actor) if actor else "RemoteGPU by itself",
-        "files": [{key: entry[key] for key in ("name", "file", "sha256", "bytes", "step")} for entry in files],
+        "files": [{key: entry[key] for key in ("name", "file", "sha256", "bytes", "step", "seq")} for entry in files],
         "confirm_difference": confirm,
         "identities": {
             "source_tree_sha256": run.source_tree_sha256,

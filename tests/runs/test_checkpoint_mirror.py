@@ -91,6 +91,51 @@ def test_each_complete_checkpoint_is_mirrored_hashed_with_its_step_keeping_the_n
     assert on_disk["newest"] == state["newest"] and on_disk["first_written"]["step"] == 1
 
 
+def test_a_restore_named_from_an_older_look_takes_the_newer_copy_the_mirror_kept(disks, tmp_path):
+    """CI: a box lost just after its mirror replaced best.pth's copy: the control side, which last looked
+    before, named the pruned copy and the continuation was quarantined ("not at ... on this box")."""
+    spec, attempt = disks()
+    ckpt = Path(spec["ckpt"])
+    mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
+    mirror.begin()
+    save(ckpt / "best.pth", 1)
+    save(ckpt / "latest.pth", 1)
+    looked = looked_twice(mirror)
+    assert sorted(looked["files"]) == ["best.pth", "latest.pth"]  # every kept name, not only the newest
+    named = [{k: v for k, v in entry.items() if k != "at"} for entry in looked["files"].values()]
+    for epoch in (2, 3):
+        save(ckpt / "latest.pth", epoch)
+        best = save(ckpt / "best.pth", epoch)
+        latest_bytes = (ckpt / "latest.pth").read_bytes()
+        now = looked_twice(mirror)
+    target = Path(spec["ckpt_mirror"]["target"])
+    assert not (target / next(e["file"] for e in named if e["name"] == "best.pth")).exists()  # pruned
+
+    fresh = tmp_path / "box2-ckpt"
+    fresh.mkdir()
+    box2 = {**spec, "ckpt": str(fresh), "restore": {"from": str(target), "files": named}}
+    problem, restored = WRAPPER.restore_checkpoints(box2)
+    assert problem is None
+    assert (fresh / "best.pth").read_bytes() == best and (fresh / "latest.pth").read_bytes() == latest_bytes
+    assert {item["name"]: item["step"] for item in restored} == {"best.pth": 3, "latest.pth": 3}
+    assert {item["file"] for item in restored} == {entry["file"] for entry in now["files"].values()}
+
+    # The newer copy is hashed against the manifest like any other: bytes changed on the tier are refused.
+    newer_best = now["files"]["best.pth"]["file"]
+    (target / newer_best).write_bytes(b"flipped")
+    (fresh / "best.pth").unlink()
+    problem, _ = WRAPPER.restore_checkpoints(box2)
+    assert problem == f"the durable checkpoint {newer_best} does not match its recorded SHA-256"
+    assert not (fresh / "best.pth").exists()
+    # A named copy with no newer one of its name is still required.
+    (target / newer_best).unlink()
+    manifest = json.loads((target / "manifest.json").read_text())
+    manifest["entries"] = [entry for entry in manifest["entries"] if entry["name"] != "best.pth"]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    problem, _ = WRAPPER.restore_checkpoints(box2)
+    assert problem.startswith("the durable checkpoint ") and "is not at" in problem
+
+
 def test_a_checkpoint_written_in_place_or_still_open_is_never_mirrored(disks):
     spec, attempt = disks()
     ckpt = Path(spec["ckpt"])

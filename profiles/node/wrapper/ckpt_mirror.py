@@ -86,7 +86,8 @@ class CheckpointMirror:
             else:
                 try:
                     os.makedirs(self.target, exist_ok=True)
-                    self.state["newest"] = (load_manifest(self.target)["entries"] or [None])[-1]
+                    entries = load_manifest(self.target)["entries"]
+                    self.state["newest"], self.state["files"] = (entries or [None])[-1], newest_by_name(entries)
                 except OSError as exc:
                     self.state["unusable"], self.target = str(exc), None
         self.state["durable"] = bool(self.target)
@@ -197,14 +198,17 @@ class CheckpointMirror:
             entry.update(step=checkpoint_step(os.path.join(self.target, stored)), at=time.time())
             entry["attempt"] = self.spec["attempt"]
             manifest["seq"], manifest["entries"] = seq, kept(manifest["entries"] + [entry], self.keep)
-            self._prune(manifest["entries"])
             atomic_write(os.path.join(self.target, MANIFEST), json.dumps(manifest))
+            self._prune(manifest["entries"])
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.remove(staging)
             self.state["error"], self.state["error_at"] = f"copy of {name}: {exc}", time.time()
             return
         self.state["newest"], self.state["error"] = entry, None
+        # Every copy a restore may take (the newest of each name), not only this one: a probe that
+        # missed a copy (two landed between looks) must not leave the control side naming a pruned file.
+        self.state["files"] = newest_by_name(manifest["entries"])
         self.state["mirrored"] += 1
         self.state["bytes"] += fingerprint[1]
         self.state["seconds"] += time.monotonic() - began
@@ -224,24 +228,44 @@ class CheckpointMirror:
 def restore_checkpoints(spec):
     """The checkpoints a fresh attempt continues from, copied into ckpt/ from where the control side
     says (this box's durable tier, or a copy it uploaded), each hashed against the SHA-256 recorded
-    when it was mirrored: the problem, or None. Nothing mismatched is ever put in place."""
+    when it was mirrored: (the problem or None, what was restored). Nothing mismatched is ever put in
+    place. A durable copy the control side named but the mirror has since replaced by a newer one of the
+    same name (its last look at the box came before the box was lost) is taken from the manifest."""
     wanted = spec.get("restore") or {}
     source = wanted.get("from")
+    restored = []
     for item in wanted.get("files") or []:
         name = os.path.basename(str(item.get("name", "")))
+        if not name:
+            return "a restore names no checkpoint", restored
+        if not wanted.get("consume"):
+            item = newer_copy(source, item)
         stored = os.path.join(source, os.path.basename(str(item.get("file", ""))))
-        if not name or not os.path.isfile(stored):
-            return "the durable checkpoint {} is not at {} on this box".format(item.get("file"), source)
+        if not os.path.isfile(stored):
+            return "the durable checkpoint {} is not at {} on this box".format(item.get("file"), source), restored
         staging = os.path.join(spec["ckpt"], ".restore-" + name)
         try:
             sha = copy_hashing(stored, staging)
         except OSError as exc:
-            return f"restoring {name}: {exc}"
+            return f"restoring {name}: {exc}", restored
         if sha != item.get("sha256"):
             os.remove(staging)
-            return "the durable checkpoint {} does not match its recorded SHA-256".format(item.get("file"))
+            return "the durable checkpoint {} does not match its recorded SHA-256".format(item.get("file")), restored
         os.replace(staging, os.path.join(spec["ckpt"], name))
+        restored.append({key: item.get(key) for key in ("name", "file", "sha256", "step")})
         if wanted.get("consume"):  # an upload from the control host: its copy here has served
             with contextlib.suppress(OSError):
                 os.remove(stored)
-    return None
+    return None, restored
+
+
+def newer_copy(source, item):
+    """The manifest's newest copy of item's checkpoint name when it is newer than item (a later
+    sequence number), else item."""
+    if not source:
+        return item
+    seq = item.get("seq") if isinstance(item.get("seq"), int) else 0
+    for entry in reversed(load_manifest(source)["entries"]):
+        if isinstance(entry, dict) and entry.get("name") == item.get("name"):
+            return entry if isinstance(entry.get("seq"), int) and entry["seq"] > seq else item
+    return item

@@ -55,13 +55,15 @@ def cmd_run(spec):
     atomic_write(os.path.join(attempt, "boot_identity"), boot_identity(spec) + "\n")
     # A fresh attempt on another box continues from the durable copy; one started again in place keeps
     # the newer checkpoints it wrote since.
-    problem = None if in_place else restore_checkpoints(spec)
+    problem, restored = (None, []) if in_place else restore_checkpoints(spec)
     if problem:
         remove_secrets(spec)
         quarantine(spec, "restore failed: " + problem)
         return 1
     stop = threading.Event()
-    mirror = threading.Thread(target=CheckpointMirror(spec, attempt).loop, args=(stop,), daemon=True)
+    watcher = CheckpointMirror(spec, attempt)
+    watcher.state["restored"] = restored  # which copies it continued from (a newer one than named, maybe)
+    mirror = threading.Thread(target=watcher.loop, args=(stop,), daemon=True)
     mirror.start()
     beat = os.path.join(attempt, "heartbeat")
     atomic_write(beat, f"{int(time.time())}\n")
