@@ -89,6 +89,21 @@ def do_close_interrupted(run_pk: int, current_id: int) -> int:
     return len(stale)
 
 
+# What a readback found that the record keeps: the seeds, populations and fairness facts are what the run
+# page, reports and comparisons read (a record that dropped them made every comparison "unverified").
+EVIDENCE_KEYS = (
+    "consumer",
+    "loaded",
+    "metrics",
+    "architecture",
+    "pull",
+    "reproducibility",
+    "population",
+    "fairness",
+    "capsule",
+)
+
+
 def do_finish_verification(record_id: int, evidence: dict | None, failure: str = "") -> CustodyRecord:
     with transaction.atomic(durable=True):
         # FOR UPDATE over the join locks the run's row too: two verifications of one run finishing at
@@ -103,7 +118,7 @@ def do_finish_verification(record_id: int, evidence: dict | None, failure: str =
         first_verified = not record.run.custody_records.filter(status=CustodyStatus.VERIFIED).exists()
         if evidence is not None:
             failure = failure or "; ".join(evidence["failures"])
-            record.evidence = {key: evidence[key] for key in ("consumer", "loaded", "metrics", "architecture", "pull")}
+            record.evidence = {key: evidence[key] for key in EVIDENCE_KEYS if key in evidence}
             record.warnings = evidence["warnings"]
             record.consumer_location = evidence["consumer"]
             record.artifacts.update(verified=not failure)

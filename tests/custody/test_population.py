@@ -159,3 +159,24 @@ def test_run_json_is_checked_field_by_field(export):
         "splits is not a mapping of split names to id lists",
     ):
         assert any(expected in failure for failure in failures), (expected, failures)
+
+
+@pytest.mark.django_db
+def test_the_custody_record_keeps_the_seeds_population_and_fairness_it_read(export):
+    """Found on a read: the record kept five keys of the readback and dropped these, so the run page said
+    "none recorded" and every comparison's fairness facts were "unverified" on both sides (never unfair)."""
+    from custody.actions import do_finish_verification
+    from custody.models import CustodyRecord, CustodyStatus
+    from tests import factories
+
+    run = factories.run(factories.box(factories.project()))
+    record = CustodyRecord.objects.create(run=run, status=CustodyStatus.PULLING)
+    evidence = read_back(export, roster(export), 1e-6)
+    do_finish_verification(record.pk, {**evidence, "pull": {"bytes": 1}})
+    record.refresh_from_db()
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    assert record.evidence["reproducibility"]["seeds"] == {"seed": 7, "torch": 7, "data": 7}
+    assert record.evidence["population"]["synthetic"]["covered"] == 307
+    assert (
+        record.evidence["fairness"] == evidence["fairness"] and "unverified" not in record.evidence["fairness"].values()
+    )
