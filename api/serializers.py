@@ -9,7 +9,7 @@ from profiles.models import Instance
 from projects.models import Project
 from runs import validation
 from runs.forms import MIB
-from runs.models import Run, RunEvent, SourceKind, Sweep
+from runs.models import Capsule, Run, RunEvent, SourceKind, Sweep
 
 
 def seen(queryset, field: str, noun: str = "", **lookup):
@@ -51,6 +51,7 @@ class RunSerializer(serializers.ModelSerializer):
             "attempt",
             "command",
             "config_path",
+            "capsule",
             "source_kind",
             "source_path",
             "resolved_commit",
@@ -113,6 +114,7 @@ class RunCreateSerializer(serializers.Serializer):
     checkpoints_retained = serializers.IntegerField(min_value=1, max_value=100, default=2)
     expected_files = serializers.IntegerField(min_value=1, max_value=10**12, default=1000)
     environment = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+    capsule = serializers.ChoiceField(choices=Capsule.choices, default=Capsule.SOFTWARE)
     auto_relaunch = serializers.BooleanField(default=False)
     max_relaunches = serializers.IntegerField(min_value=0, max_value=100, default=3)
     # A mapping, or key=value lines (what the CLI's --config-override sends): typed as YAML reads them.

@@ -101,6 +101,7 @@ EVIDENCE_KEYS = (
     "population",
     "fairness",
     "capsule",
+    "selection",
 )
 
 

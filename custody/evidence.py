@@ -7,12 +7,12 @@ A copy targeted by another approved or executing request — or on a tier that a
 executing or (while the box stays stopped) done shutdown or release loses — counts as gone.
 """
 
-import posixpath
 from dataclasses import dataclass, field
 
 from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
 from custody.store import custody_dir
 from profiles.catalog import UNKNOWN_TIER
+from profiles.layout import layout_for
 from runs.models import RunState
 
 # Requests whose consequence may already have happened, or will without another decision.
@@ -90,7 +90,7 @@ def copies_of(run) -> list[Copy]:
     """Every copy of the run's sealed export that was ever made, gone or not."""
     record = latest_verified(run)
     instance = run.instance
-    export = posixpath.join(instance.data_root, run.project.slug, "export", run.run_id)
+    export = layout_for(run).export
     how = f"custody #{record.pk}, {record.verified_at:%Y-%m-%d %H:%M}" if record else ""
     copies = [
         Copy(

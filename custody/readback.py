@@ -14,11 +14,13 @@ from pathlib import Path
 import yaml
 
 from custody.architecture import check_architecture
+from custody.capsule import NO_GT, capsule_facts, without_ground_truth
 from custody.checkpoint import safe_load
 from custody.metrics import load_columns, recompute
 from custody.population import content_overlap, coverage, declared, fairness
 from custody.reproducibility import reproducibility
 from custody.run_schema import problems as schema_problems
+from custody.selection import selection_gates
 from custody.visuals import coverage as visual_coverage
 
 
@@ -30,7 +32,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _split_gates(consumer: Path, failures: list, warnings: list, hashes: dict) -> dict:
+def _split_gates(consumer: Path, failures: list, warnings: list, hashes: dict, hardware: bool, manifest) -> dict:
     """The split and population gates; what run.json says of the seeds and determinism
     (reproducibility.py), each test's population and the result's fairness facts (population.py)."""
     run_json = consumer / "run.json"
@@ -47,13 +49,17 @@ def _split_gates(consumer: Path, failures: list, warnings: list, hashes: dict) -
     identity, said = reproducibility(run)
     warnings += said
     _overlap_gates(consumer, run, failures, warnings)
-    populations = _population_gates(consumer, run, failures, warnings)
-    return {"reproducibility": identity, "population": populations, "fairness": fairness(run, populations)}
+    populations = _population_gates(consumer, run, failures, warnings, hardware)
+    selection, failed, said = selection_gates(run, manifest)
+    failures += failed
+    warnings += said
+    facts = {"reproducibility": identity, "population": populations, "fairness": fairness(run, populations)}
+    return {**facts, "selection": selection}
 
 
-def _population_gates(consumer: Path, run: dict, failures: list, warnings: list) -> dict:
+def _population_gates(consumer: Path, run: dict, failures: list, warnings: list, hardware: bool) -> dict:
     """Each test's results cover its declared population exactly; no test sample has a training
-    sample's bytes."""
+    sample's bytes. A hardware capsule's visuals are its evidence (its predictions are what it shows)."""
     populations = {}
     for results in sorted(consumer.glob("test/*/results.parquet")):
         test_id = results.parent.name
@@ -64,7 +70,12 @@ def _population_gates(consumer: Path, run: dict, failures: list, warnings: list)
         failures += failed
         warnings += said
         visuals = run.get("visuals") if isinstance(run.get("visuals"), dict) else {}
-        failed, said = visual_coverage(results.parent, visuals.get(test_id), facts.get("declared"))
+        mine = visuals.get(test_id)
+        if hardware:
+            mine = {**mine, "evidence": True} if isinstance(mine, dict) else None
+            if mine is None or "prediction" not in (mine.get("roles") or []):
+                failures.append(f"test/{test_id}: a capsule declares its K prediction visuals (roles: prediction)")
+        failed, said = visual_coverage(results.parent, mine, facts.get("declared"))
         failures += failed
         warnings += said
     if leak := content_overlap(run):
@@ -118,10 +129,14 @@ def _architecture_gate(consumer: Path, state, failures: list, warnings: list) ->
     return check.__dict__
 
 
-def read_back(canonical: Path, entries, tolerance: float, extra: dict | None = None) -> dict:
-    """extra: the project's own metrics by name (project_metrics.extra_metrics)."""
+def read_back(
+    canonical: Path, entries, tolerance: float, extra: dict | None = None, hardware: bool = False, manifest=None
+) -> dict:
+    """extra: the project's own metrics by name (project_metrics.extra_metrics). hardware: the export is
+    a hardware capsule (capsule.py): no weights, and a test without ground truth recomputes nothing.
+    manifest: the bytes of the selection manifest run.json binds, as read from the box (selection.py)."""
     consumer = Path(tempfile.mkdtemp(prefix="remotegpu-readback-"))
-    failures, warnings, loaded, metrics, facts = [], [], [], [], {}
+    failures, warnings, loaded, metrics, facts, capsule = [], [], [], [], {}, None
     try:
         for entry in entries:
             target = consumer / entry.path
@@ -129,7 +144,9 @@ def read_back(canonical: Path, entries, tolerance: float, extra: dict | None = N
             shutil.copyfile(canonical / entry.path, target)
             if _sha256(target) != entry.sha256:
                 failures.append(f"hash mismatch on readback: {entry.path}")
-        if not (consumer / "best.pth").exists():
+        if hardware:
+            capsule = capsule_facts(consumer, _read_json(consumer / "run.json") or {}, failures)
+        elif not (consumer / "best.pth").exists():
             failures.append("best.pth is missing")
         architecture = None
         for checkpoint in sorted(consumer.rglob("*.pth")):
@@ -149,6 +166,9 @@ def read_back(canonical: Path, entries, tolerance: float, extra: dict | None = N
                 continue
             if not (test / "vis").is_dir():
                 warnings.append(f"test/{test.name}: no vis/ (visuals are paperwork, not evidence)")
+            if capsule and capsule["tests"][test.name]["ground_truth_status"] == NO_GT:
+                capsule["tests"][test.name]["rows"] = without_ground_truth(test, failures)
+                continue  # its metrics are declared not applicable: nothing to recompute
             rows, metric_warnings = recompute(results_path, json.loads(claimed_path.read_text()), tolerance, extra)
             warnings += [f"test/{test.name}: {warning}" for warning in metric_warnings]
             for row in rows:
@@ -158,7 +178,8 @@ def read_back(canonical: Path, entries, tolerance: float, extra: dict | None = N
                         f"metric drift in test/{test.name}: {row.name} claimed {row.claimed:.6g}, "
                         f"recomputed {row.recomputed:.6g} (delta {row.delta:+.6g})"
                     )
-        facts = _split_gates(consumer, failures, warnings, {entry.path: entry.sha256 for entry in entries})
+        hashes = {entry.path: entry.sha256 for entry in entries}
+        facts = _split_gates(consumer, failures, warnings, hashes, hardware, manifest)
     finally:
         shutil.rmtree(consumer, ignore_errors=True)
     return {
@@ -167,6 +188,7 @@ def read_back(canonical: Path, entries, tolerance: float, extra: dict | None = N
         "metrics": metrics,
         "architecture": architecture,
         **facts,
+        "capsule": capsule,
         "failures": failures,
         "warnings": warnings,
     }

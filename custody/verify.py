@@ -1,20 +1,25 @@
 """One verification: roster on the node → pull with SHA-256 custody → independent readback."""
 
+import json
 import time
 from pathlib import Path
 
 from django.conf import settings
 
 from custody import actions
+from custody.model_run import model_run_gates
 from custody.project_metrics import extra_metrics
 from custody.readback import read_back
 from custody.roster import RosterError, parse_roster
+from custody.selection import LIMIT as SELECTION_LIMIT
+from custody.selection import selection_id
 from custody.store import custody_dir
 from profiles import catalog
 from profiles.layout import resolve_home
 from profiles.node.client import RunNode
 from profiles.node.pull import HashMismatch, Pace, only_puller, pull_export
 from profiles.node.transport import TransportError
+from runs.models import Capsule
 
 
 def custody_lock(canonical: Path):
@@ -80,7 +85,8 @@ def mount_problem(tier: dict, mount: dict) -> str | None:
     return None
 
 
-def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict]:
+def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict, bytes | None]:
+    """The export pulled into canonical, and the selection manifest its run.json binds, read from the box."""
     with RunNode(record.run) as node:
         node.prepare()
         entries = parse_roster(node.roster())
@@ -89,8 +95,18 @@ def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict]:
         meter = ProgressMeter(record, sum(e.bytes for e in entries), len(entries), settings.CUSTODY_PULL_MAX_RATE)
         stats = pull_export(node.transport, node.layout.export, entries, canonical, meter.advance)
         meter.report(final=True)
+        name = selection_id(_run_json(canonical))
+        manifest = node.selection_manifest(name, SELECTION_LIMIT) if name else None
     seconds = round(time.monotonic() - meter.started, 3)
-    return entries, {**stats.__dict__, "seconds": seconds}
+    return entries, {**stats.__dict__, "seconds": seconds}, manifest
+
+
+def _run_json(canonical: Path) -> dict:
+    try:
+        run = json.loads((canonical / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return run if isinstance(run, dict) else {}
 
 
 def verify(record) -> None:
@@ -105,14 +121,19 @@ def verify(record) -> None:
         actions.do_close_interrupted(record.run_id, record.pk)
         warnings = []
         try:
-            entries, pull = _pull(record, canonical, warnings)
+            entries, pull, manifest = _pull(record, canonical, warnings)
         except (RosterError, HashMismatch, TransportError, OSError) as exc:
             # OSError: whatever a roster the checks missed makes the custody store refuse; never left pulling.
             actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}"[:2000])
             return
         try:
             extra = extra_metrics(record.run.project)
-            evidence = read_back(canonical, entries, settings.METRIC_TOLERANCE, extra)
+            hardware = record.run.capsule == Capsule.HARDWARE
+            tolerance = settings.METRIC_TOLERANCE
+            evidence = read_back(canonical, entries, tolerance, extra, hardware=hardware, manifest=manifest)
+            failed, said = model_run_gates(record.run, evidence["capsule"])
+            evidence["failures"] += failed
+            warnings += said
         except Exception as exc:  # noqa: BLE001 — whatever a hostile export makes the reader raise, fail closed
             actions.do_finish_verification(record.pk, None, f"read-back failed ({type(exc).__name__}): {exc}"[:2000])
             return

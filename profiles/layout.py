@@ -13,6 +13,7 @@ class NodeLayout:
     project_slug: str
     run_id: str
     node_source: str = ""  # a source directory already on the node, if any
+    hardware: bool = False  # a hardware capsule seals apart: export/hardware/, quarantine/hardware/
 
     @property
     def run_root(self) -> str:
@@ -45,16 +46,20 @@ class NodeLayout:
         return posixpath.join(self.active, "output")
 
     @property
+    def _kind(self) -> tuple[str, ...]:
+        return ("hardware",) if self.hardware else ()
+
+    @property
     def partial(self) -> str:
-        return posixpath.join(self.run_root, "export", ".partial", self.run_id)
+        return posixpath.join(self.run_root, "export", ".partial", *self._kind, self.run_id)
 
     @property
     def export(self) -> str:
-        return posixpath.join(self.run_root, "export", self.run_id)
+        return posixpath.join(self.run_root, "export", *self._kind, self.run_id)
 
     @property
     def quarantine_base(self) -> str:
-        return posixpath.join(self.run_root, "quarantine")
+        return posixpath.join(self.run_root, "quarantine", *self._kind)
 
     def quarantine(self, attempt: int) -> str:
         return posixpath.join(self.quarantine_base, f"{self.run_id}--{attempt}")
@@ -91,7 +96,12 @@ def resolve_home(path: str, home: str) -> str:
 def layout_for(run) -> NodeLayout:
     """The layout as configured (with $HOME unresolved): what the run page shows."""
     node_source = run.source_path if run.source_kind == "node_path" else ""
-    return NodeLayout(run.instance.data_root, run.project.slug, run.run_id, node_source)
+    return NodeLayout(run.instance.data_root, run.project.slug, run.run_id, node_source, is_hardware(run))
+
+
+def is_hardware(run) -> bool:
+    """Whether the run seals a hardware capsule (runs.models.Capsule.HARDWARE)."""
+    return getattr(run, "capsule", "software") == "hardware"
 
 
 def node_path_problem(path: str) -> str | None:

@@ -6,7 +6,7 @@ from django import forms
 from profiles import catalog
 from projects.models import Project, Role
 from runs import sources, sweeps, validation
-from runs.models import Run, SourceKind
+from runs.models import Capsule, Run, SourceKind
 
 
 class EnvelopeRules:
@@ -119,11 +119,15 @@ class RunForm(forms.ModelForm):
             "checkpoints_retained",
             "expected_files",
             "environment",
+            "capsule",
             "auto_relaunch",
             "max_relaunches",
             "secrets_in_smoke",
             "convert_crlf",
         ]
+
+    def clean_capsule(self):
+        return self.cleaned_data.get("capsule") or Capsule.SOFTWARE
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -138,6 +142,7 @@ class RunForm(forms.ModelForm):
             boxes = boxes.exclude(profile_key__in=catalog.local_keys())
         self.fields["instance"].queryset = boxes
         self.fields["max_relaunches"].required = False  # only read when relaunching is on; default 3
+        self.fields["capsule"].required = False  # a software run unless the person says otherwise
 
     def clean_max_relaunches(self):
         value = self.cleaned_data.get("max_relaunches")

@@ -55,6 +55,14 @@ class SourceKind(models.TextChoices):
     NODE_PATH = "node_path", "Directory already on the node"
 
 
+class Capsule(models.TextChoices):
+    """What a run seals (artifact-layout.md): a software run, or a weight-free hardware capsule that binds
+    a capture, its decode and the closed model run it applied, kept apart from every software export."""
+
+    SOFTWARE = "software", "Software run (export/<run-id>: weights, config, history, tests)"
+    HARDWARE = "hardware", "Hardware capsule (export/hardware/<run-id>: bindings and tests, no weights)"
+
+
 class RunQuerySet(models.QuerySet):
     def stop_undelivered(self):
         """Running runs whose person's stop the box has not been told of yet."""
@@ -142,6 +150,13 @@ class Run(models.Model):
     redrives = models.PositiveSmallIntegerField(default=0, help_text="Re-drives of the task of this state")
     active_closed_at = models.DateTimeField(
         null=True, blank=True, help_text="A failed attempt's active/ was moved into quarantine/ by a person"
+    )
+    capsule = models.CharField(
+        "what it seals",
+        max_length=10,
+        choices=Capsule.choices,
+        default=Capsule.SOFTWARE,
+        help_text="A hardware capsule holds a capture's results with no weights, sealed under export/hardware/",
     )
     auto_relaunch = models.BooleanField(
         "relaunch after an interruption",

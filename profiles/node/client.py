@@ -19,7 +19,7 @@ from django.conf import settings
 
 from profiles.control_host import local_node_problem
 from profiles.credentials import secret_names, ssh_auth
-from profiles.layout import NodeLayout, resolve_home
+from profiles.layout import NodeLayout, is_hardware, resolve_home
 from profiles.node.build import wrapper_file, wrapper_name
 from profiles.node.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
 from profiles.node.transport import (
@@ -31,6 +31,8 @@ from profiles.node.transport import (
     scan_host_key,
 )
 from profiles.node.transport.base import shell_path
+
+SELECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a file name in _trust/selections/
 
 
 def transport_for(instance) -> Transport:
@@ -125,7 +127,7 @@ class NodeClient:
     def layout_of(self, run) -> NodeLayout:
         node_source = resolve_home(run.node_source, self.home) if run.node_source else ""
         data_root = resolve_home(self.instance.data_root, self.home)
-        return NodeLayout(data_root, run.project.slug, run.run_id, node_source)
+        return NodeLayout(data_root, run.project.slug, run.run_id, node_source, is_hardware(run))
 
     def invoke(self, tools: str, subcommand: str, *args: str, request=None, timeout=None, bound=False) -> dict:
         """Run one wrapper subcommand on the node: its answer, checked against the protocol, or NodeError.
@@ -339,6 +341,7 @@ class RunNode(NodeClient):
             },
             "restore": restore if restore["files"] else None,
             "dataset_files": self.dataset_files,
+            "capsule": self.run.capsule,  # a hardware capsule is checked by its own contract at sealing
             # The box's start hook may start this attempt again after a restart, with no control plane
             # (boot-resume): only where the run opted in to relaunches, and never with secrets (read once).
             "boot_relaunch": {"max": self.run.max_relaunches - self.run.relaunches}
@@ -391,6 +394,18 @@ class RunNode(NodeClient):
 
     def call(self, subcommand: str, spec_path: str, timeout: float | None = None) -> dict:
         return self.invoke(self.layout.tools, subcommand, spec_path, timeout=timeout)
+
+    def selection_manifest(self, name: str, limit: int) -> bytes | None:
+        """The project's selection manifest `_trust/selections/<name>.json` on the box, at most limit + 1
+        bytes of it (so a larger one is seen as larger); None where it is not a file there."""
+        if not SELECTION_NAME.match(name):
+            raise ValueError(f"not a selection id: {name[:40]!r}")
+        path = posixpath.join(self.layout.run_root, "_trust", "selections", f"{name}.json")
+        found = self.transport.stat(path)
+        if found is None or found.is_dir:
+            return None
+        with self.transport.reader(path) as handle:
+            return handle.read(limit + 1)
 
     def roster(self) -> dict:
         """The node's roster of this run's sealed export (validated by custody.roster.parse_roster)."""

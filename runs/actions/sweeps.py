@@ -33,6 +33,7 @@ CELL_FIELDS = [
     "scratch_bytes",
     "expected_files",
     "environment",
+    "capsule",
     "auto_relaunch",
     "max_relaunches",
     "stall_seconds",

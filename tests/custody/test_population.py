@@ -140,10 +140,16 @@ def test_run_json_is_checked_field_by_field(export):
     run = json.loads((export / "run.json").read_text())
     best = hashlib.sha256((export / "best.pth").read_bytes()).hexdigest()
     run["checkpoints"] = {"best.pth": {"sha256": best}}
+    manifest = json.dumps({"sample_ids": list(range(100))}).encode()
     run["selection"]["selection_id"] = "synthetic-k100"
-    run["selection"]["manifest_sha256"] = "f" * 64
+    run["selection"]["manifest_sha256"] = hashlib.sha256(manifest).hexdigest()
     (export / "run.json").write_text(json.dumps(run))
-    assert read_back(export, roster(export), 1e-6)["failures"] == []  # bound, byte for byte
+    assert read_back(export, roster(export), 1e-6, manifest=manifest)["failures"] == []  # bound, byte for byte
+    # The manifest is read from the box, not taken on its hash: a binding to nothing fails.
+    failures = read_back(export, roster(export), 1e-6)["failures"]
+    assert failures == [
+        "run.json binds selection synthetic-k100, but the box has no _trust/selections/synthetic-k100.json"
+    ]
     broken = {
         "checkpoints": {"best.pth": {"sha256": "0" * 64}},
         "selection": {**run["selection"], "manifest_sha256": "short"},

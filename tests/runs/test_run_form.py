@@ -65,6 +65,7 @@ def test_operator_creates_a_run_with_a_generated_safe_id(client, bob, form, proj
         ("gpus_text", "gpu0", "comma-separated indices"),
         ("source_path", "/etc", "outside the allowed source roots"),
         ("checkpoint_mib", "-5", "greater than or equal to 0"),
+        ("capsule", "weights-too", "Select a valid choice"),
     ],
 )
 def test_bad_input_is_a_form_error_and_saves_nothing(client, bob, form, field, value, error):
@@ -73,6 +74,29 @@ def test_bad_input_is_a_form_error_and_saves_nothing(client, bob, form, field, v
     assert response.status_code == 200
     assert error in response.content.decode()
     assert not Run.objects.exists()
+
+
+def test_a_hardware_capsule_is_chosen_in_the_form_and_the_api_and_seals_apart(client, bob, form, project, source):
+    client.force_login(bob)
+    client.post(reverse("run-create"), {**form, "capsule": "hardware"})
+    run = Run.objects.get()
+    assert run.capsule == "hardware"
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert f"{project.slug}/export/hardware/{run.run_id}" in page and 'id="capsule"' in page
+    body = {
+        "project": project.slug,
+        "instance": run.instance.name,
+        "source_kind": "local_dir",
+        "source_path": str(source),
+        "command": [sys.executable, "capture.py"],
+        "config_path": "config.yaml",
+    }
+    answer = client.post("/api/runs/", {**body, "capsule": "hardware"}, content_type="application/json")
+    assert answer.status_code == 201 and answer.json()["capsule"] == "hardware"
+    answer = client.post("/api/runs/", {**body, "capsule": "firmware"}, content_type="application/json")
+    assert answer.status_code == 400 and "capsule" in answer.json()["detail"]
+    answer = client.post("/api/runs/", body, content_type="application/json")
+    assert answer.status_code == 201 and Run.objects.get(run_id=answer.json()["run_id"]).capsule == "software"
 
 
 def test_node_source_path_with_dotdot_is_refused(client, bob, form):

@@ -9,6 +9,7 @@ import sys
 from .attempts import attempt_dir, quarantine_dir
 from .environment import argv_in_environment
 from .files import DISK_FULL, RESERVE, atomic_write, durable_write, sha256_file
+from .hardware import hardware_problem
 from .roster import roster_of, sealed_roster_path
 from .run_secrets import remove_secrets
 
@@ -40,6 +41,8 @@ LOAD_CHECK = (
 
 def validate_export(spec, partial):
     """Why the staged export may not be sealed, or None."""
+    if spec.get("capsule") == "hardware":
+        return hardware_problem(partial) or dataset_bytes_problem(spec, partial)
     for name in REQUIRED_EXPORT:
         if not os.path.isfile(os.path.join(partial, name)):
             return f"required file {name} is missing"
@@ -166,5 +169,6 @@ def seal(spec):
         return problem
     # The roster as sealed: later custody checks compare the export against it byte for byte.
     atomic_write(sealed_roster_path(spec), json.dumps(roster_of(spec["partial"])))
+    os.makedirs(os.path.dirname(spec["export"]), exist_ok=True)  # export/hardware/ for a capsule
     os.rename(spec["partial"], spec["export"])  # atomic on one filesystem; never over an existing export
     return None

@@ -27,10 +27,14 @@ def sealed_roster_path(spec):
 def cmd_roster(spec):
     """The sealed export's roster now, next to the roster recorded when it was sealed.
 
-    Only export/<run-id> is ever rostered: active/, cache/ and .partial/ are mutable or unsealed.
+    Only export/<run-id> (or a capsule's export/hardware/<run-id>) is ever rostered: active/, cache/ and
+    .partial/ are mutable or unsealed.
     """
     root = spec["export"]
-    if not os.path.isdir(root) or os.path.basename(os.path.dirname(root)) != "export":
+    parent = os.path.dirname(root)
+    if os.path.basename(parent) == "hardware":
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(root) or os.path.basename(parent) != "export":
         print(json.dumps({"error": "no sealed export at " + root}))
         return 1
     try:
