@@ -137,6 +137,8 @@ def instance_detail(request, pk):
         "state_form": StateForm(initial={"state": instance.state}),
         "can_operate": request.user.has_perm("projects.operate", instance.project),
         "teardown": teardown_panel(instance),
+        "waste_alarms": list(instance.waste_alarms.all()[:5]),
+        "prefill": _prefill(instance, request.GET.get("waste", "")),
         "clocks": [
             *danger_clocks(instance, has_live_run),
             *filter(None, [timer_line(instance)]),
@@ -150,6 +152,12 @@ def instance_detail(request, pk):
         "durable_tiers": [t["name"] for t in instance.profile.tiers if not instance.profile.loses(t, "release")],
     }
     return render(request, "profiles/instance_detail.html", context)
+
+
+def _prefill(instance, alarm_pk: str) -> dict | None:
+    """The request a waste alarm's link suggests, prefilled in the teardown panel beside its checks."""
+    alarm = instance.waste_alarms.filter(pk=int(alarm_pk)).first() if alarm_pk.isdigit() else None
+    return {"kind": alarm.suggested, "reason": alarm.message} if alarm else None
 
 
 def _confirm_with_console(instance, has_live_run: bool) -> bool:

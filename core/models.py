@@ -25,6 +25,7 @@ class AuditAction(models.TextChoices):
     VARIABLE_CHANGED = "variable.changed", "notification variable registered or changed"
     # Money: what may be spent, and what was.
     ENVELOPE_CHANGED = "envelope.changed", "cost envelope changed"
+    WASTE_SHUTDOWN_SET = "project.waste_shutdown", "automatic shutdown of waste set"
     SPEND_APPROVED = "spend.approved", "spend approved"
     SPEND_REJECTED = "spend.rejected", "spend rejected"
     RUN_LAUNCH_ASKED = "run.launch_asked", "launch asked"

@@ -261,3 +261,39 @@ class ProjectMetric(models.Model):
 
     def __str__(self):
         return f"{self.name} {self.direction}"
+
+
+class WasteKind(models.TextChoices):
+    VERIFIED = "verified", "Every run on it is exported and verified, and it still bills"
+    IDLE = "idle", "Running with no live run"
+    STOPPED = "stopped", "Stopped on a platform whose stop keeps billing"
+
+
+class WasteAlarm(models.Model):
+    """One notification that a box bills for nothing: raised once per episode (its kind and the moment
+    the waste began) and threshold, so beat ticks never repeat it. The teardown it suggests is
+    `suggested`; a project that opted in has the shutdown request filed (`request`)."""
+
+    instance = models.ForeignKey("profiles.Instance", on_delete=models.CASCADE, related_name="waste_alarms")
+    kind = models.CharField(max_length=10, choices=WasteKind.choices)
+    since = models.DateTimeField(help_text="When the box began to bill for nothing")
+    threshold_minutes = models.PositiveIntegerField()
+    hourly = models.DecimalField(max_digits=10, decimal_places=4)
+    accrued = models.DecimalField(max_digits=12, decimal_places=2, help_text="Billed since `since`, when raised")
+    suggested = models.CharField(max_length=20, help_text="The teardown kind the alarm offers")
+    message = models.TextField()
+    request = models.ForeignKey(TeardownRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    raised_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-raised_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance", "kind", "since", "threshold_minutes"], name="one_waste_alarm_per_threshold"
+            )
+        ]
+
+    def __str__(self):
+        return (
+            f"{self.kind} waste on {self.instance_id} since {self.since:%Y-%m-%d %H:%M} ({self.threshold_minutes} min)"
+        )

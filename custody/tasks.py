@@ -84,3 +84,11 @@ def clean_caches(instance_id: int) -> dict:
     from custody.caches import clean
 
     return clean(instance_id)
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def raise_waste_alarms() -> list[int]:
+    """Beat: every box that bills for nothing, alarmed at each threshold once."""
+    from custody.waste import do_raise_waste_alarms
+
+    return do_raise_waste_alarms()

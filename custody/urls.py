@@ -16,4 +16,5 @@ urlpatterns = [
     path("runs/<slug:run_id>/verify/", views.run_verify, name="run-verify"),
     path("runs/<slug:run_id>/report/", views.run_report, name="run-report"),
     path("projects/<slug:slug>/metrics/", views.project_metrics, name="project-metrics"),
+    path("projects/<slug:slug>/waste-shutdown/", views.project_waste_shutdown, name="project-waste-shutdown"),
 ]

@@ -16,6 +16,7 @@ from custody.levels import consequence_of
 from custody.models import CustodyRecord, ProjectMetric, TeardownRequest, TeardownStatus
 from custody.project_metrics import do_register_metric
 from custody.queue import waiting
+from custody.waste import do_set_waste_shutdown
 from profiles.views import operated_instance
 from projects.models import Project
 from projects.roles import require
@@ -207,3 +208,13 @@ def project_metrics(request, slug):
                 return redirect("project-metrics", slug=slug)
     metrics = ProjectMetric.objects.filter(project=project)
     return render(request, "custody/project_metrics.html", {"project": project, "metrics": metrics, "form": form})
+
+
+@require_POST
+def project_waste_shutdown(request, slug):
+    """A project's opt-in: a box that bills for nothing has its shutdown request filed in this person's name."""
+    project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
+    on = request.POST.get("on") == "1"
+    said = "Boxes that bill for nothing get their shutdown request filed in your name." if on else "Opted out."
+    perform(request, lambda: do_set_waste_shutdown(project.pk, on, actor=request.user), said)
+    return redirect(project)

@@ -31,10 +31,11 @@ class Event(models.TextChoices):
     DRIFT = "drift.found", "Provider drift"
     SPEND = "spend.approval", "Run waits for a spend approval"
     BUDGET = "budget.forecast", "Forecast at period end exceeds the budget"
+    WASTE = "box.waste", "A box bills for nothing (idle, verified, or stopped but billing)"
 
 
 # A member who never chose is told of what destroys data or money; everything else is opt-in.
-DEFAULT_EVENTS = [Event.CLOCK, Event.DRIFT, Event.TEARDOWN_FAILED, Event.BUDGET]
+DEFAULT_EVENTS = [Event.CLOCK, Event.DRIFT, Event.TEARDOWN_FAILED, Event.BUDGET, Event.WASTE]
 # What waits for an approver: its approvers are told whatever they chose (the one path approvers hear on).
 DECIDED_BY_APPROVERS = {Event.TEARDOWN_REQUESTED, Event.SPEND}
 

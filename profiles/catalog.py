@@ -76,6 +76,10 @@ class Profile:
     def stopped_released_after_hours(self) -> int | None:
         return self.data["billing"]["stopped_released_after_hours"]
 
+    @property
+    def stopped_bills(self) -> bool:
+        return self.data["billing"]["stopped_bills"]
+
     def tier_named(self, name: str) -> dict | None:
         return next((tier for tier in self.tiers if tier["name"] == name), None)
 

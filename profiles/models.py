@@ -271,6 +271,7 @@ class InstanceEvent(models.Model):
         HOST_KEY = "host_key"
         NOTE = "note"
         CLOCK = "clock"
+        WASTE = "waste"
 
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(auto_now_add=True, db_index=True)

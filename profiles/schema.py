@@ -80,6 +80,9 @@ PROFILE_SCHEMA = {
         # A stopped box that the platform releases by itself after this many hours (a stop starts
         # the release clock, so a shutdown eventually loses what a release loses); null: never.
         "stopped_released_after_hours": Optional(int),
+        # A stopped box still bills (vast.ai's disk, RunPod's volume at 2×, LanRui's data disk,
+        # Paperspace's storage and IP): beat alarms a stop that lingers (custody/waste.py).
+        "stopped_bills": bool,
     },
     "surface": {
         "conveniences": ListOf(str),

@@ -66,6 +66,11 @@ class Project(models.Model):
         blank=True,
         help_text="Any run expected to cost more than this (USD) needs an approver; empty: none.",
     )
+    # A box that bills for nothing has its shutdown request filed in this person's name (they opted the
+    # project in; another person approves it); empty: the alarm only offers the prefilled request.
+    waste_shutdown_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="projects", through="Membership"
     )

@@ -292,6 +292,13 @@ CELERY_BEAT_SCHEDULE["raise-clock-alarms"] = {
     "task": "profiles.tasks.raise_clock_alarms",
     "schedule": env.envfloat("CLOCK_ALARM_INTERVAL", 300),
 }
+# A box that bills for nothing (idle, verified, stopped but billing) alarms after each of these many
+# minutes of it (custody/waste.py): the first is "running with no live run for more than N minutes".
+WASTE_ALARM_MINUTES = env.envints("WASTE_ALARM_MINUTES", [30, 360, 1440])
+CELERY_BEAT_SCHEDULE["raise-waste-alarms"] = {
+    "task": "custody.tasks.raise_waste_alarms",
+    "schedule": env.envfloat("WASTE_ALARM_INTERVAL", 300),
+}
 # What each API platform lists under the team's keys, against the dashboard (profiles/drift.py).
 CELERY_BEAT_SCHEDULE["reconcile-providers"] = {
     "task": "profiles.tasks.reconcile_providers",

@@ -29,8 +29,9 @@ PINNED = {
     "project": 12,  # the cost envelope: boxes and their states, resources, live runs, its history
     "run": 8,
     "instances": 4,
-    "instance": 20,
-    "instance_autodl": 23,  # a release-clock platform: what the shutdown would take, for every export
+    "instance": 21,
+    # A release-clock platform: what the shutdown would take, for every export; and its waste alarms.
+    "instance_autodl": 24,
     "sweep": 7,
     "approvals": 13,
     "audit": 3,

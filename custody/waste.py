@@ -1,0 +1,194 @@
+"""A box that bills for nothing is an alarm.
+
+Beat looks at every billing box. A box is waste when:
+- every run that ran on it is exported and verified in custody, and it still bills (its work is
+  delivered: release it);
+- it is running with no live run (shut it down);
+- it is stopped on a platform whose stop keeps billing (vast.ai's disk, RunPod's volume at 2×,
+  LanRui's data disk, Paperspace's storage and IP: release it).
+
+Each is told to the project once per threshold of its duration (WASTE_ALARM_MINUTES; first seen past
+several, only the largest), with the hourly rate and what it billed since, and a link to the box's page
+with the suggested request prefilled beside its evaluated checks. A project that opted in has the
+shutdown request filed in the name of the person who opted it in (another person approves it); a
+release, which loses disks, is always a person's request. Alarms are rows under a unique constraint:
+two beat ticks (or two workers) racing raise one.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from custody.models import CustodyRecord, CustodyStatus, TeardownKind, WasteAlarm, WasteKind
+from notifications.actions import do_notify
+from notifications.models import Event
+from profiles.costs import accrued_cost, burn_rate, cost_between
+from profiles.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState
+from runs.models import LIVE_STATES, RunState
+
+
+@dataclass(frozen=True)
+class Waste:
+    kind: str
+    since: datetime
+    suggested: str  # a TeardownKind
+    why: str
+
+
+def waste_of(instance, runs: list, verified_at: dict[int, datetime]) -> Waste | None:
+    """What the box bills for nothing now, or None. runs: the runs on it (state, state_changed_at);
+    verified_at: run pk → when custody last verified it."""
+    ran = [run for run in runs if run.state != RunState.DRAFT]
+    if any(run.state in LIVE_STATES for run in ran):
+        return None
+    stopped_bills = instance.state == InstanceState.STOPPED and (
+        instance.profile.stopped_bills or instance.rate_stopped > 0
+    )
+    bills = instance.state in MAY_BE_ON or stopped_bills
+    if ran and bills and all(run.state == RunState.EXPORTED and run.pk in verified_at for run in ran):
+        why = f"every run on it ({len(ran)}) is exported and verified in custody, and it still bills"
+        return Waste(WasteKind.VERIFIED, max(verified_at[run.pk] for run in ran), TeardownKind.RELEASE, why)
+    state_since = accrued_cost(instance).state_since
+    if instance.state == InstanceState.RUNNING:
+        ended = [run.state_changed_at for run in ran if run.state_changed_at]
+        since = max([state_since, *ended])
+        has_stop = instance.profile.data["teardown"]["shutdown"]["via"] != "none"
+        suggested = TeardownKind.SHUTDOWN if has_stop else TeardownKind.RELEASE
+        return Waste(WasteKind.IDLE, since, suggested, "it is running with no live run")
+    if stopped_bills:
+        effect = instance.profile.data["billing"]["stop_effect"]
+        why = f"it is stopped, and a stopped {instance.profile.name} box still bills ({effect})"
+        return Waste(WasteKind.STOPPED, state_since, TeardownKind.RELEASE, why)
+    return None
+
+
+def threshold_due(minutes: float, thresholds: list[int]) -> int | None:
+    """The largest threshold the waste has lasted past; None before the first."""
+    past = [threshold for threshold in thresholds if minutes >= threshold]
+    return max(past) if past else None
+
+
+def do_raise_waste_alarms(now=None) -> list[int]:
+    """Beat: the alarms raised this tick (their ids); opted-in projects get their shutdown request filed."""
+    now = now or timezone.now()
+    raised = []
+    boxes = Instance.objects.billing().select_related("project", "project__waste_shutdown_by")
+    verified = dict(
+        CustodyRecord.objects.filter(status=CustodyStatus.VERIFIED, run__instance__in=boxes)
+        .values("run_id")
+        .annotate(at=Max("verified_at"))
+        .values_list("run_id", "at")
+    )
+    for instance in boxes.prefetch_related("runs").with_state_events():
+        runs = list(instance.runs.all())
+        waste = waste_of(instance, runs, {run.pk: verified[run.pk] for run in runs if run.pk in verified})
+        if waste is None:
+            continue
+        threshold = threshold_due((now - waste.since).total_seconds() / 60, settings.WASTE_ALARM_MINUTES)
+        if threshold is None:
+            continue
+        alarm = _raise(instance, waste, threshold, now)
+        if alarm is not None:
+            raised.append(alarm.pk)
+            _file_shutdown(instance, alarm)
+    return raised
+
+
+def page_link(alarm: WasteAlarm) -> str:
+    """The box's page with the suggested request prefilled beside its evaluated checks."""
+    return f"{settings.SITE_URL}/instances/{alarm.instance_id}/?waste={alarm.pk}#consequence-{alarm.suggested}"
+
+
+def _raise(instance, waste: Waste, threshold: int, now) -> WasteAlarm | None:
+    covered = WasteAlarm.objects.filter(
+        instance=instance, kind=waste.kind, since=waste.since, threshold_minutes__gte=threshold
+    )
+    if covered.exists():
+        return None
+    hourly = burn_rate(instance)
+    accrued = cost_between(instance, waste.since, now).quantize(Decimal("0.01"))
+    rate = f"${hourly:.2f}/h" if hourly else "an hourly rate nobody set on the box"
+    hours = (now - waste.since).total_seconds() / 3600
+    text = (
+        f"{instance.name} bills for nothing: {waste.why}, for {hours:.1f} h (${accrued} at {rate})."
+        f" Suggested: {TeardownKind(waste.suggested).label.lower()}."
+    )
+    try:
+        with transaction.atomic(durable=True):
+            alarm = WasteAlarm.objects.create(
+                instance=instance,
+                kind=waste.kind,
+                since=waste.since,
+                threshold_minutes=threshold,
+                hourly=hourly,
+                accrued=accrued,
+                suggested=waste.suggested,
+                message=text,
+            )
+            data = {"alarm": alarm.pk, "kind": waste.kind, "threshold_minutes": threshold}
+            InstanceEvent.objects.create(instance=instance, kind=InstanceEvent.Kind.WASTE, message=text, data=data)
+            details = {
+                "instance": instance.name,
+                "kind": waste.kind,
+                "since": waste.since.isoformat(),
+                "threshold_minutes": threshold,
+                "hourly": str(hourly),
+                "accrued": str(accrued),
+                "suggested": waste.suggested,
+                "link": page_link(alarm),
+            }
+            do_notify(
+                instance.project_id, Event.WASTE, f"waste: {instance.name}", f"{text} {page_link(alarm)}", details
+            )
+    except IntegrityError:
+        return None  # another tick raised it first
+    return alarm
+
+
+def _file_shutdown(instance, alarm: WasteAlarm) -> None:
+    """The project's opt-in: the shutdown request filed in the name of whoever opted it in (a release
+    stays a person's request). A refusal (one already open, a check that fails) is said on the box."""
+    from custody.teardown import TeardownRefused, do_file_teardown
+
+    person = instance.project.waste_shutdown_by
+    if person is None or alarm.kind == WasteKind.STOPPED or instance.state not in MAY_BE_ON:
+        return
+    if instance.profile.data["teardown"]["shutdown"]["via"] == "none":  # Lambda: no stop, only a release
+        return
+    episode = WasteAlarm.objects.filter(instance=instance, kind=alarm.kind, since=alarm.since)
+    if episode.filter(request__isnull=False).exists():
+        return  # filed at an earlier threshold of this episode
+    reason = f"Filed by RemoteGPU for the project's setting (opted in by {person}): {alarm.message}"
+    try:
+        request = do_file_teardown(instance.pk, TeardownKind.SHUTDOWN, reason, actor=person)
+    except TeardownRefused as exc:
+        InstanceEvent.objects.create(
+            instance=instance,
+            kind=InstanceEvent.Kind.WASTE,
+            message=f"The automatic shutdown request was not filed: {' '.join(exc.messages)}",
+            data={"alarm": alarm.pk},
+        )
+        return
+    WasteAlarm.objects.filter(pk=alarm.pk).update(request=request)
+
+
+def do_set_waste_shutdown(project_pk: int, on: bool, *, actor) -> None:
+    """Opt the project in (in actor's name) or out of filing shutdown requests for waste; audited."""
+    from core.audit import record
+    from core.models import AuditAction
+    from projects.models import Project
+    from projects.roles import require
+
+    with transaction.atomic(durable=True):
+        project = Project.objects.select_for_update(no_key=True).get(pk=project_pk)
+        require(actor, "projects.operate", project)
+        project.waste_shutdown_by = actor if on else None
+        project.save(update_fields=["waste_shutdown_by"])
+        said = "files" if on else "no longer files"
+        message = f"A box that bills for nothing {said} its shutdown request automatically (set by {actor})"
+        record(AuditAction.WASTE_SHUTDOWN_SET, message, actor=actor, project=project, after=on)

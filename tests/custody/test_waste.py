@@ -1,0 +1,152 @@
+"""A box that bills for nothing is an alarm: a verified box left running, an idle one, a stopped vast.ai
+box whose disk still bills. Each reaches the project's webhook (the local receiver) once per threshold
+of its duration, with the hourly and accrued cost and a link to the box's page where the suggested
+request is prefilled beside its evaluated checks. A project that opted in gets the shutdown request
+filed in the opting person's name, proved on the box (the loopback sshd) and waiting in the approval
+queue for someone else; a release stays a person's request."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from core.models import AuditEntry
+from custody.models import CustodyRecord, CustodyStatus, TeardownKind, TeardownRequest, TeardownStatus, WasteAlarm
+from custody.tasks import prove_teardown
+from custody.waste import do_raise_waste_alarms, do_set_waste_shutdown
+from notifications.actions import do_add_channel, do_deliver_notification
+from notifications.models import Channel, Event, Notification
+from profiles.models import InstanceEvent, InstanceState
+from runs.models import RunState
+from tests import factories
+from tests.racing import at_once
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def webhook(project, provider_stub, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE = settings.WEBHOOK_ALLOW_HTTP = True
+    url = f"{provider_stub.url}/hooks/waste-{project.slug}"
+    do_add_channel(project, "ops", Channel.Kind.WEBHOOK, url, [], actor=None)
+    return lambda: [hook["body"] for hook in provider_stub.webhooks if f"waste-{project.slug}" in hook["path"]]
+
+
+def deliver(project) -> None:
+    for pk in Notification.objects.filter(project=project, state="pending").order_by("pk").values_list("pk", flat=True):
+        assert do_deliver_notification(pk) == "sent"
+
+
+def verified_run(instance, at):
+    run = factories.run(instance, state=RunState.EXPORTED, state_changed_at=at)
+    CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=at)
+    return run
+
+
+def test_a_verified_box_left_running_alarms_per_threshold_and_files_its_shutdown(
+    client, alice, bob, project, instance, webhook, no_worker
+):
+    project.shutdown_needs_approval = True  # a second person decides it: it waits in the queue
+    project.save()
+    instance.rate_running = Decimal("2.5")
+    instance.save()
+    done = timezone.now()
+    verified_run(instance, done)
+    do_set_waste_shutdown(project.pk, True, actor=bob)
+
+    assert do_raise_waste_alarms(done + timedelta(minutes=10)) == []  # not yet 30 minutes
+    (first,) = do_raise_waste_alarms(done + timedelta(minutes=31))
+    assert do_raise_waste_alarms(done + timedelta(minutes=40)) == []  # once per threshold
+    alarm = WasteAlarm.objects.get(pk=first)
+    assert alarm.kind == "verified" and alarm.suggested == TeardownKind.RELEASE and alarm.threshold_minutes == 30
+    assert alarm.hourly == Decimal("2.5") and "every run on it (1) is exported and verified" in alarm.message
+
+    request = alarm.request
+    assert request.kind == TeardownKind.SHUTDOWN and request.requester == bob and "opted in by bob" in request.reason
+    assert prove_teardown(request.pk)  # the box's proofs, over SSH to the loopback box
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.PENDING, request.failure
+
+    (second,) = do_raise_waste_alarms(done + timedelta(hours=6, minutes=1))
+    assert WasteAlarm.objects.get(pk=second).request is None  # filed once for the episode
+    assert TeardownRequest.objects.filter(instance=instance).count() == 1
+    deliver(project)
+    events = [body["event"] for body in webhook()]
+    assert events == ["box.waste", "teardown.requested", "box.waste"]  # the approver hears of bob's request
+    bodies = [body for body in webhook() if body["event"] == "box.waste"]
+    assert [body["threshold_minutes"] for body in bodies] == [30, 360]
+    assert bodies[1]["hourly"] == "2.5000" and Decimal(bodies[1]["accrued"]) >= Decimal("15.00")
+    assert f"/instances/{instance.pk}/?waste={second}#consequence-release" in bodies[1]["link"]
+
+    client.force_login(alice)  # the approver: the queue holds bob's request, the page the prefilled release
+    queue = client.get(reverse("approval-queue")).content.decode()
+    assert f"/teardown/{request.pk}/" in queue
+    page = client.get(f"{instance.get_absolute_url()}?waste={second}").content.decode()
+    assert 'class="prefilled"' in page and "bills for nothing" in page and f'id="waste-{second}"' in page
+
+
+def test_a_stopped_vastai_box_whose_disk_bills_alarms_and_nothing_is_filed(project, bob, webhook, no_worker):
+    box = factories.box(project, "vastai", state=InstanceState.STOPPED, rate_stopped=Decimal("0.12"))
+    do_set_waste_shutdown(project.pk, True, actor=bob)
+    later = box.created + timedelta(hours=25)
+    (alarm_pk,) = do_raise_waste_alarms(later)  # first seen past every threshold: only the largest
+    alarm = WasteAlarm.objects.get(pk=alarm_pk)
+    assert alarm.kind == "stopped" and alarm.threshold_minutes == 1440 and alarm.suggested == TeardownKind.RELEASE
+    assert alarm.request is None and not TeardownRequest.objects.filter(instance=box).exists()
+    assert alarm.accrued == Decimal("3.00") and "disk bills forever" in alarm.message
+    assert InstanceEvent.objects.filter(instance=box, kind="waste").count() == 1
+    deliver(project)
+    (body,) = webhook()
+    assert body["kind"] == "stopped" and body["hourly"] == "0.1200"
+
+
+def test_what_is_and_is_not_waste(project, instance, no_worker):
+    now = timezone.now()
+    live = factories.run(instance, state=RunState.RUNNING)
+    assert do_raise_waste_alarms(now + timedelta(hours=2)) == []  # a live run: working
+    live.state = RunState.QUARANTINED
+    live.state_changed_at = now
+    live.save()
+    (idle,) = do_raise_waste_alarms(now + timedelta(hours=2))  # a failed run, nothing verified: idle
+    alarm = WasteAlarm.objects.get(pk=idle)
+    assert alarm.kind == "idle" and alarm.suggested == TeardownKind.SHUTDOWN
+    assert "running with no live run" in alarm.message and "an hourly rate nobody set" in alarm.message
+    lambda_box = factories.box(project, "lambda", state=InstanceState.RUNNING)
+    (no_stop,) = do_raise_waste_alarms(lambda_box.created + timedelta(hours=1))
+    assert WasteAlarm.objects.get(pk=no_stop).suggested == TeardownKind.RELEASE  # Lambda has no stop
+    quiet = factories.box(project, "generic-ssh", state=InstanceState.STOPPED)  # a stop that bills nothing
+    gone = factories.box(project, "runpod", state=InstanceState.RELEASED)
+    verified_run(gone, now)
+    later = do_raise_waste_alarms(now + timedelta(days=3))  # past a day: the largest threshold, once each
+    assert sorted(WasteAlarm.objects.filter(pk__in=later).values_list("instance", "threshold_minutes")) == sorted(
+        [(instance.pk, 1440), (lambda_box.pk, 1440)]
+    )  # a stop that bills nothing and a released box never alarm
+    assert not WasteAlarm.objects.filter(instance__in=[quiet, gone]).exists()
+
+
+def test_two_ticks_at_once_raise_one_alarm_and_notify_once(project, no_worker):
+    box = factories.box(project, "runpod", state=InstanceState.STOPPED, rate_stopped=Decimal("0.2"))
+    later = box.created + timedelta(hours=1)
+    outcomes = at_once(*[lambda: do_raise_waste_alarms(later)] * 4)
+    assert sorted(len(outcome) for outcome in outcomes) == [0, 0, 0, 1], outcomes
+    assert WasteAlarm.objects.filter(instance=box).count() == 1
+    assert Notification.objects.filter(project=project, event=Event.WASTE).count() == 1
+
+
+def test_only_an_operator_opts_the_project_in_and_it_is_audited(client, bob, carol, project):
+    client.force_login(carol)  # a member without the operator role
+    client.post(reverse("project-waste-shutdown", args=[project.slug]), {"on": "1"})
+    project.refresh_from_db()
+    assert project.waste_shutdown_by is None
+    client.force_login(bob)
+    client.post(reverse("project-waste-shutdown", args=[project.slug]), {"on": "1"})
+    project.refresh_from_db()
+    assert project.waste_shutdown_by == bob
+    page = client.get(project.get_absolute_url()).content.decode()
+    assert "in bob’s name" in page and 'id="button-waste-shutdown"' in page
+    client.post(reverse("project-waste-shutdown", args=[project.slug]), {"on": "0"})
+    project.refresh_from_db()
+    assert project.waste_shutdown_by is None
+    assert AuditEntry.objects.filter(project=project, action="project.waste_shutdown").count() == 2
