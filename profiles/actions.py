@@ -1,5 +1,6 @@
 """Every state change of an instance: one function per verb, in a transaction, with a history event."""
 
+from datetime import UTC, datetime
 from functools import partial
 
 from django.core.exceptions import ValidationError
@@ -178,6 +179,22 @@ def do_observe_endpoint(instance_id: int, host: str, port: int, platform: str) -
             f"{platform} reports the SSH endpoint moved: {was} → {instance.address} (the pinned host key still decides)"
         )
         _event(instance, InstanceEvent.Kind.NOTE, message, None, endpoint=[host, port])
+    return True
+
+
+def do_observe_timer(instance_id: int, ends_at: float, platform: str) -> bool:
+    """The provider says when it stops the box (vast.ai's rental end): the box's timer is that, whatever
+    a person typed, so the timer alarms fire on the provider's clock. True when the timer changed."""
+    stops_at = datetime.fromtimestamp(ends_at, tz=UTC).replace(microsecond=0)
+    with transaction.atomic(durable=True):
+        instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
+        if instance.state == InstanceState.RELEASED or instance.stops_at == stops_at:
+            return False
+        was = f"{instance.stops_at:%Y-%m-%d %H:%M} UTC" if instance.stops_at else "none"
+        instance.stops_at = stops_at
+        instance.save(update_fields=["stops_at"])
+        message = f"{platform} says this box stops at {stops_at:%Y-%m-%d %H:%M} UTC (the timer was {was})"
+        _event(instance, InstanceEvent.Kind.NOTE, message, None, stops_at=stops_at.isoformat())
     return True
 
 

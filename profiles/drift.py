@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from notifications.actions import do_notify
 from notifications.models import Event
-from profiles.actions import do_observe_endpoint, do_observe_provider_state
+from profiles.actions import do_observe_endpoint, do_observe_provider_state, do_observe_timer
 from profiles.models import Credential, DriftKind, Instance, InstanceState, ProviderDrift
 from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED
 from profiles.providers.calls import ProviderError, list_boxes, provider_state
@@ -57,7 +57,7 @@ def keys_to_reconcile() -> list[tuple[str, int]]:
 def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
     """Ask the provider (outside any transaction), then record: the ids of drift seen for the first time."""
     credential = Credential.objects.get(pk=credential_id)
-    inventory, endpoints = list_boxes(profile_key, credential)
+    inventory, endpoints, ends = list_boxes(profile_key, credential)
     instances = list(Instance.objects.filter(profile_key=profile_key, api_credential=credential))
     seen, now, new = compare(profile_key, inventory, instances), timezone.now(), []
     with transaction.atomic(durable=True):
@@ -98,6 +98,8 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
             do_observe_provider_state(instance.pk, said, profile_key)
         if instance.provider_id in endpoints:  # where it answers SSH now (a reset moves RunPod's port)
             do_observe_endpoint(instance.pk, *endpoints[instance.provider_id], profile_key)
+        if instance.provider_id in ends:  # when the provider stops it (vast.ai's rental end): read, not typed
+            do_observe_timer(instance.pk, ends[instance.provider_id], profile_key)
     return new
 
 

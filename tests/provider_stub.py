@@ -44,7 +44,7 @@ class RunPod:
     ]
     words = {RUNNING: "RUNNING", STOPPED: "EXITED"}
 
-    def listing(self, boxes, endpoints=None):
+    def listing(self, boxes, endpoints=None, ends=None):
         endpoints = endpoints or {}
         return [
             {
@@ -85,7 +85,7 @@ class VastAi:
         ("GET", r"/api/v0/instances/(?P<id>[\w.-]+)/", "status"),
     ]
 
-    def listing(self, boxes, endpoints=None):
+    def listing(self, boxes, endpoints=None, ends=None):
         words, endpoints = {RUNNING: "running", STOPPED: "exited"}, endpoints or {}
         ports = {i: {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(port)}]} for i, (_, port) in endpoints.items()}  # noqa: S104 (what vast.ai answers)
         return {
@@ -95,6 +95,7 @@ class VastAi:
                     "actual_status": words[state],
                     "dph_total": 0.3,
                     **({"public_ipaddr": endpoints[i][0], "ports": ports[i]} if i in endpoints else {}),
+                    **({"end_date": (ends or {})[i]} if i in (ends or {}) else {}),  # the rental's end, epoch s
                 }
                 for i, state in boxes.items()
             ]
@@ -132,7 +133,7 @@ class Lambda:
         ("GET", r"/api/v1/instances/(?P<id>[\w.-]+)", "status"),
     ]
 
-    def listing(self, boxes, endpoints=None):
+    def listing(self, boxes, endpoints=None, ends=None):
         return {"data": [{"id": i, "status": "active"} for i in boxes]}
 
     def act(self, stub, verb, target, body):
@@ -162,7 +163,7 @@ class Paperspace:
         ("GET", r"/v1/machines/(?P<id>[\w.-]+)", "status"),
     ]
 
-    def listing(self, boxes, endpoints=None):
+    def listing(self, boxes, endpoints=None, ends=None):
         return {"items": [{"id": i, "state": "ready" if state == RUNNING else "off"} for i, state in boxes.items()]}
 
     def act(self, stub, verb, target, body):
@@ -194,6 +195,7 @@ class ProviderStub:
         self.linger: dict[str, int] = {}  # target → status reads that still show it after its release
         self.alert: set[str] = set()  # Lambda targets whose terminate leaves them in "alert"
         self.endpoints: dict[str, tuple] = {}  # target → (host, SSH port) its listing names
+        self.ends: dict[str, object] = {}  # target → the end of its rental its listing names (vast.ai)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -276,7 +278,7 @@ class ProviderStub:
             _no_body(body)
             with self.lock:
                 boxes = {i: s for i, s in self.states.items() if self.owner.get(i) == provider.name and s != GONE}
-            return 200, provider.listing(boxes, dict(self.endpoints))
+            return 200, provider.listing(boxes, dict(self.endpoints), dict(self.ends))
         with self.lock:
             before = len(self.calls)
             self.owner.setdefault(target, provider.name)

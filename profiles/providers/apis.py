@@ -32,6 +32,7 @@ class ProviderApi:
     item_status: tuple[str, ...] = ()  # where one listed box's state word sits
     item_host: tuple[str, ...] = ()  # where one listed box's public SSH address sits
     item_port: tuple[str | int, ...] = ()  # where its SSH port sits (keys, list indices; empty: 22)
+    item_end: tuple[str, ...] = ()  # where a listed box's end sits (epoch seconds): its timer, read not typed
 
 
 APIS = {
@@ -67,6 +68,8 @@ APIS = {
         item_status=("actual_status",),
         item_host=("public_ipaddr",),
         item_port=("ports", "22/tcp", 0, "HostPort"),  # direct SSH: the host port mapped to 22 (VAST §3)
+        # On-demand rentals stop when the host-set rental end date is reached (VAST, danger clocks).
+        item_end=("end_date",),
         states={
             "running": RUNNING,
             "loading": RUNNING,
@@ -202,4 +205,23 @@ def read_endpoints(api: ProviderApi, body) -> dict[str, tuple[str, int]]:
             endpoint = _endpoint(api, item)
             if endpoint is not None:
                 found[str(item["id"])] = endpoint
+    return found
+
+
+# A plausible end: after 2020 and before 2100, in epoch seconds (anything else is not a date we act on).
+END_RANGE = (1577836800, 4102444800)
+
+
+def read_ends(api: ProviderApi, body) -> dict[str, float]:
+    """{provider id: epoch seconds} of the listed boxes whose answer names when they stop; nothing else."""
+    if not api.item_end:
+        return {}
+    items = _dig(body, api.list_field)
+    found = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("id"), str | int):
+            end = _dig(item, api.item_end)
+            plausible = isinstance(end, int | float) and not isinstance(end, bool) and END_RANGE[0] < end < END_RANGE[1]
+            if plausible:
+                found[str(item["id"])] = float(end)
     return found

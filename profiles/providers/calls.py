@@ -26,6 +26,7 @@ from profiles.providers.apis import (
     UNKNOWN,
     fill,
     read_endpoints,
+    read_ends,
     read_inventory,
     read_state,
 )
@@ -131,8 +132,9 @@ def list_resources(profile_key: str, credential) -> dict[str, str]:
     return list_boxes(profile_key, credential)[0]
 
 
-def list_boxes(profile_key: str, credential) -> tuple[dict[str, str], dict[str, tuple[str, int]]]:
-    """The inventory, and each listed box's SSH endpoint where the provider names a valid one."""
+def list_boxes(profile_key: str, credential) -> tuple[dict[str, str], dict[str, tuple[str, int]], dict[str, float]]:
+    """The inventory, each listed box's SSH endpoint where the provider names a valid one, and its end
+    (epoch seconds) where the provider says when it stops."""
     api = APIS[profile_key]
     try:
         key = api_key_of(credential)
@@ -142,7 +144,7 @@ def list_boxes(profile_key: str, credential) -> tuple[dict[str, str], dict[str, 
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
     try:
-        return read_inventory(api, answer["body"]), read_endpoints(api, answer["body"])
+        return read_inventory(api, answer["body"]), read_endpoints(api, answer["body"]), read_ends(api, answer["body"])
     except ValueError as exc:
         raise ProviderError(f"{profile_key}: {exc}") from None
 

@@ -186,3 +186,37 @@ def test_a_hostile_endpoint_from_the_provider_is_ignored(pod, provider_api, endp
     do_reconcile_providers()
     pod.refresh_from_db()
     assert (pod.host, pod.port) == ("203.0.113.7", 22022)
+
+
+@pytestmark_db
+def test_a_vastai_rental_end_is_the_box_timer_read_not_typed_and_it_alarms(project, provider_api):
+    """vast.ai stops an on-demand rental at its end date: the reconciliation reads it from the listing
+    and the box's timer becomes it, over what a person typed; the timer then alarms on that clock.
+    An end that is not a plausible date (a string, a boolean, a millisecond stamp) is ignored."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from profiles.alarms import do_raise_clock_alarms
+    from profiles.models import ClockAlarm
+
+    provider_api.add("vastai", "c-rental")
+    box = factories.box(project, "vastai", api=True, provider_id="c-rental", state="running")
+    typed = timezone.now() + timedelta(days=30)
+    Instance.objects.filter(pk=box.pk).update(stops_at=typed)
+    for lie in ("2026-12-03", True, (timezone.now() + timedelta(hours=20)).timestamp() * 1000):
+        provider_api.ends["c-rental"] = lie
+        do_reconcile_providers()
+        box.refresh_from_db()
+        assert box.stops_at == typed, lie
+    end = (timezone.now() + timedelta(hours=20)).replace(microsecond=0)
+    provider_api.ends["c-rental"] = end.timestamp()
+    do_reconcile_providers()
+    box.refresh_from_db()
+    assert box.stops_at == end
+    assert "vastai says this box stops at" in box.events.first().message
+    do_reconcile_providers()  # said again: nothing changes, nothing is repeated
+    assert box.events.filter(message__contains="says this box stops at").count() == 1
+    do_raise_clock_alarms()
+    alarm = ClockAlarm.objects.get(instance=box)
+    assert alarm.clock == "timer" and alarm.threshold_hours == 24 and alarm.fires_at == end
