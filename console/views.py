@@ -20,7 +20,7 @@ from custody.queue import waiting
 from profiles import catalog
 from profiles.costs import accrued_cost, danger_clocks, timer_line
 from profiles.forms import StateForm
-from profiles.models import Instance, InstanceProbe, InstanceState
+from profiles.models import Instance, InstanceProbe, InstanceState, ProviderBalance
 from profiles.resources import kinds_for
 from projects.models import Project, Role
 from runs.models import LIVE_STATES, Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
@@ -138,6 +138,7 @@ def instance_detail(request, pk):
         "can_operate": request.user.has_perm("projects.operate", instance.project),
         "teardown": teardown_panel(instance),
         "waste_alarms": list(instance.waste_alarms.all()[:5]),
+        "balance": _balance_of(instance),
         "prefill": _prefill(instance, request.GET.get("waste", "")),
         "clocks": [
             *danger_clocks(instance, has_live_run),
@@ -152,6 +153,15 @@ def instance_detail(request, pk):
         "durable_tiers": [t["name"] for t in instance.profile.tiers if not instance.profile.loses(t, "release")],
     }
     return render(request, "profiles/instance_detail.html", context)
+
+
+def _balance_of(instance):
+    """The account balance under the box's API key, as its provider last said (none without a key)."""
+    if not instance.api_credential_id:
+        return None
+    return ProviderBalance.objects.filter(
+        profile_key=instance.profile_key, credential=instance.api_credential_id
+    ).first()
 
 
 def _prefill(instance, alarm_pk: str) -> dict | None:

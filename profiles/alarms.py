@@ -7,6 +7,8 @@ crossed later is covered by it. Alarms are rows under a unique constraint: two b
 workers) racing raise one.
 """
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -80,3 +82,45 @@ def _raise(instance, deadline, threshold: int) -> ClockAlarm | None:
     except IntegrityError:
         return None  # another tick raised it first
     return alarm
+
+
+def do_observe_balance(profile_key: str, credential_id: int, balance: float, burn: float, now=None) -> int | None:
+    """The provider's balance under a key: hours to zero at the burn, told to every project granted the
+    key at each CLOCK_ALARM_HOURS threshold once (the tightest when first seen inside several; 0 when
+    the balance is gone), again from the start after a top-up. Returns the threshold told, if any."""
+    from profiles.models import Credential, ProviderBalance
+
+    now = now or timezone.now()
+    amount = Decimal(str(balance)).quantize(Decimal("0.01"))
+    rate = Decimal(str(max(burn, 0.0))).quantize(Decimal("0.0001"))
+    hours_left = None if rate <= 0 and amount > 0 else (0.0 if amount <= 0 else float(amount / rate))
+    with transaction.atomic(durable=True):
+        row, _ = ProviderBalance.objects.select_for_update().get_or_create(
+            profile_key=profile_key,
+            credential_id=credential_id,
+            defaults={"balance": amount, "burn": rate, "read_at": now},
+        )
+        if amount > row.balance:
+            row.alarmed = []  # topped up: every threshold may be crossed again
+        row.balance, row.burn, row.hours_left, row.read_at = amount, rate, hours_left, now
+        due = None if hours_left is None else threshold_due(hours_left, settings.CLOCK_ALARM_HOURS)
+        told = due is not None and any(threshold <= due for threshold in row.alarmed)
+        if due is not None and not told:
+            row.alarmed = [*row.alarmed, due]
+            _tell_balance(Credential.objects.get(pk=credential_id), profile_key, amount, rate, hours_left, due)
+        row.save()
+    return due if due is not None and not told else None
+
+
+def _tell_balance(credential, profile_key, amount, rate, hours_left, due) -> None:
+    from profiles.catalog import get_profile
+
+    name = get_profile(profile_key).name
+    when = "it is gone" if due == 0 else f"about {hours_left:.0f} h to zero (within {due} h)"
+    text = (
+        f"{name} balance ${amount} at ${rate:.2f}/h under key {credential.name}: {when}. At zero {name}"
+        " stops and then deletes instances, volumes and their data: top up, or pull and release first."
+    )
+    data = {"platform": profile_key, "balance": str(amount), "burn": str(rate), "threshold_hours": due}
+    for project in credential.projects.all():
+        do_notify(project.pk, Event.CLOCK, f"balance: {name}", text, data)

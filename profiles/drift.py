@@ -13,9 +13,11 @@ from django.utils import timezone
 from notifications.actions import do_notify
 from notifications.models import Event
 from profiles.actions import do_observe_endpoint, do_observe_provider_state, do_observe_timer
+from profiles.alarms import do_observe_balance
+from profiles.costs import burn_rate
 from profiles.models import Credential, DriftKind, Instance, InstanceState, ProviderDrift
 from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED
-from profiles.providers.calls import ProviderError, list_boxes, provider_state
+from profiles.providers.calls import ProviderError, account_balance, list_boxes, provider_state
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,8 @@ def keys_to_reconcile() -> list[tuple[str, int]]:
 def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
     """Ask the provider (outside any transaction), then record: the ids of drift seen for the first time."""
     credential = Credential.objects.get(pk=credential_id)
-    inventory, endpoints, ends = list_boxes(profile_key, credential)
+    listing = list_boxes(profile_key, credential)
+    inventory, endpoints, ends = listing.inventory, listing.endpoints, listing.ends
     instances = list(Instance.objects.filter(profile_key=profile_key, api_credential=credential))
     seen, now, new = compare(profile_key, inventory, instances), timezone.now(), []
     with transaction.atomic(durable=True):
@@ -100,7 +103,23 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
             do_observe_endpoint(instance.pk, *endpoints[instance.provider_id], profile_key)
         if instance.provider_id in ends:  # when the provider stops it (vast.ai's rental end): read, not typed
             do_observe_timer(instance.pk, ends[instance.provider_id], profile_key)
+    _observe_balance(profile_key, credential, listing.burn, instances)
     return new
+
+
+def _observe_balance(profile_key: str, credential, burn: float | None, instances) -> None:
+    """The account's balance under the key, against the burn the provider prices (else our boxes' rates):
+    hours to zero, alarmed at each threshold (profiles.alarms.do_observe_balance)."""
+    try:
+        balance = account_balance(profile_key, credential)
+    except ProviderError as exc:
+        log.warning("the %s balance (credential %s) could not be read: %s", profile_key, credential.pk, exc)
+        return
+    if balance is None:
+        return  # the provider's API has no balance call
+    if burn is None:
+        burn = float(sum(burn_rate(instance) for instance in instances if instance.state != InstanceState.RELEASED))
+    do_observe_balance(profile_key, credential.pk, balance, burn)
 
 
 def do_reconcile_providers() -> dict:

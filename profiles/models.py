@@ -427,3 +427,23 @@ class ProviderDrift(models.Model):
 
     def __str__(self):
         return f"{self.kind} {self.profile_key}:{self.provider_id}"
+
+
+class ProviderBalance(models.Model):
+    """An account's balance under one key, as its provider last said, against the burn under that key:
+    the low-balance deletion clocks (vast.ai at $0, RunPod, AutoDL arrears) made a clock with an end.
+    `alarmed`: the thresholds (hours) already told since the balance last rose (a top-up starts again)."""
+
+    profile_key = models.CharField(max_length=40)
+    credential = models.ForeignKey(Credential, on_delete=models.CASCADE, related_name="balances")
+    balance = models.DecimalField(max_digits=12, decimal_places=2)
+    burn = models.DecimalField("burn ($/h)", max_digits=10, decimal_places=4)
+    hours_left = models.FloatField(null=True, blank=True, help_text="None: nothing burns")
+    alarmed = models.JSONField(default=list, blank=True)
+    read_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["profile_key", "credential"], name="one_balance_per_key")]
+
+    def __str__(self):
+        return f"{self.profile_key} balance ${self.balance}"

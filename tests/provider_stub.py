@@ -79,6 +79,7 @@ class VastAi:
 
     name, auth = "vastai", "bearer"
     routes = [
+        ("GET", r"/api/v0/users/current/", "user"),
         ("GET", r"/api/v0/instances/", "list"),
         ("PUT", r"/api/v0/instances/(?P<id>[\w.-]+)/", "state"),
         ("DELETE", r"/api/v0/instances/(?P<id>[\w.-]+)/", "destroy"),
@@ -196,6 +197,7 @@ class ProviderStub:
         self.alert: set[str] = set()  # Lambda targets whose terminate leaves them in "alert"
         self.endpoints: dict[str, tuple] = {}  # target → (host, SSH port) its listing names
         self.ends: dict[str, object] = {}  # target → the end of its rental its listing names (vast.ai)
+        self.balances: dict[str, object] = {}  # provider → the account's credit its user call answers
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -274,6 +276,10 @@ class ProviderStub:
 
     def _act(self, provider, verb, target, body, headers):
         """The provider's answer; the calls it records carry the request's Idempotency-Key."""
+        if verb == "user":  # the account: its credit (what is left to spend) and more
+            _no_body(body)
+            with self.lock:
+                return 200, {"id": 4242, "credit": self.balances.get(provider.name, 100.0), "balance": 0.0}
         if verb == "list":
             _no_body(body)
             with self.lock:

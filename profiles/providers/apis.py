@@ -33,6 +33,8 @@ class ProviderApi:
     item_host: tuple[str, ...] = ()  # where one listed box's public SSH address sits
     item_port: tuple[str | int, ...] = ()  # where its SSH port sits (keys, list indices; empty: 22)
     item_end: tuple[str, ...] = ()  # where a listed box's end sits (epoch seconds): its timer, read not typed
+    item_rate: tuple[str, ...] = ()  # where a listed box's price sits ($/h): the burn the provider observes
+    balance_field: tuple[str, ...] = ()  # where the account's spendable balance sits in the "balance" answer
 
 
 APIS = {
@@ -62,8 +64,12 @@ APIS = {
             "release": Endpoint("DELETE", "/api/v0/instances/{id}/"),
             "status": Endpoint("GET", "/api/v0/instances/{id}/"),
             "list": Endpoint("GET", "/api/v0/instances/"),
+            "balance": Endpoint("GET", "/api/v0/users/current/"),
         },
         status_field=("instances", "actual_status"),
+        # At $0 vast.ai schedules instances, volumes and data for deletion: the credit is a clock.
+        balance_field=("credit",),
+        item_rate=("dph_total",),
         list_field=("instances",),
         item_status=("actual_status",),
         item_host=("public_ipaddr",),
@@ -225,3 +231,28 @@ def read_ends(api: ProviderApi, body) -> dict[str, float]:
             if plausible:
                 found[str(item["id"])] = float(end)
     return found
+
+
+def _money(value) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e9
+    return float(value) if ok and value == value else None  # NaN is not money
+
+
+def read_balance(api: ProviderApi, body) -> float | None:
+    """The account's spendable balance in dollars from its "balance" answer; None when it is not a number."""
+    return _money(_dig(body, api.balance_field)) if api.balance_field else None
+
+
+def read_burn(api: ProviderApi, body) -> float | None:
+    """Dollars per hour the provider prices what it lists as running under the key; None where it does not say."""
+    if not api.item_rate:
+        return None
+    items = _dig(body, api.list_field)
+    total = 0.0
+    for item in items if isinstance(items, list) else []:
+        word = _dig(item, api.item_status) if isinstance(item, dict) else None
+        state = api.states.get(word, UNKNOWN) if isinstance(word, str) else UNKNOWN
+        rate = _money(_dig(item, api.item_rate)) if isinstance(item, dict) else None
+        if state == RUNNING and rate is not None and rate > 0:
+            total += rate
+    return total

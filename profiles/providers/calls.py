@@ -12,6 +12,7 @@ import shlex
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -25,6 +26,8 @@ from profiles.providers.apis import (
     STOPPED,
     UNKNOWN,
     fill,
+    read_balance,
+    read_burn,
     read_endpoints,
     read_ends,
     read_inventory,
@@ -129,12 +132,39 @@ def _with_retries(provider: str, send) -> dict:
 def list_resources(profile_key: str, credential) -> dict[str, str]:
     """Every box the provider lists under a credential's key: {provider id: state}. ProviderError when
     it cannot be asked or answers something unreadable (never an empty inventory by mistake)."""
-    return list_boxes(profile_key, credential)[0]
+    return list_boxes(profile_key, credential).inventory
 
 
-def list_boxes(profile_key: str, credential) -> tuple[dict[str, str], dict[str, tuple[str, int]], dict[str, float]]:
-    """The inventory, each listed box's SSH endpoint where the provider names a valid one, and its end
-    (epoch seconds) where the provider says when it stops."""
+def account_balance(profile_key: str, credential) -> float | None:
+    """The spendable balance under a credential's key where the provider's API tells it; None where it
+    has no such call. ProviderError when it cannot be asked or answers no number."""
+    api = APIS[profile_key]
+    if "balance" not in api.endpoints:
+        return None
+    try:
+        key = api_key_of(credential)
+    except CredentialError as exc:
+        raise ProviderError(str(exc)) from None
+    answer = _with_retries(profile_key, lambda: _send(api, profile_key, "balance", "", key, ""))
+    balance = read_balance(api, answer["body"]) if answer["http_status"] == 200 else None
+    if balance is None:
+        raise ProviderError(f"{profile_key} answered {answer['http_status']} with no balance to the account call")
+    return balance
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one "list" call says: each box's state, its SSH endpoint and end where named, and the burn
+    ($/h) the provider prices what runs under the key (None where it does not say)."""
+
+    inventory: dict[str, str]
+    endpoints: dict[str, tuple[str, int]]
+    ends: dict[str, float]
+    burn: float | None
+
+
+def list_boxes(profile_key: str, credential) -> Listing:
+    """Every box the provider lists under the key, as a Listing; ProviderError when unreadable."""
     api = APIS[profile_key]
     try:
         key = api_key_of(credential)
@@ -143,10 +173,12 @@ def list_boxes(profile_key: str, credential) -> tuple[dict[str, str], dict[str, 
     answer = _with_retries(profile_key, lambda: _send(api, profile_key, "list", "", key, ""))
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
+    body = answer["body"]
     try:
-        return read_inventory(api, answer["body"]), read_endpoints(api, answer["body"]), read_ends(api, answer["body"])
+        inventory = read_inventory(api, body)
     except ValueError as exc:
         raise ProviderError(f"{profile_key}: {exc}") from None
+    return Listing(inventory, read_endpoints(api, body), read_ends(api, body), read_burn(api, body))
 
 
 def provider_state(instance) -> str:

@@ -1,6 +1,8 @@
 """Reconciliation with the providers, against stubs that list what they have and can lie:
 an orphan, a release that answered 200 and kept billing, a box stopped here that runs there."""
 
+from decimal import Decimal
+
 import pytest
 from django.core import mail
 
@@ -220,3 +222,37 @@ def test_a_vastai_rental_end_is_the_box_timer_read_not_typed_and_it_alarms(proje
     do_raise_clock_alarms()
     alarm = ClockAlarm.objects.get(instance=box)
     assert alarm.clock == "timer" and alarm.threshold_hours == 24 and alarm.fires_at == end
+
+
+@pytestmark_db
+def test_a_falling_vastai_balance_alarms_at_each_threshold_once_and_again_after_a_top_up(
+    client, bob, project, provider_api
+):
+    """The account's credit under the key, against the burn vast.ai prices what runs under it (the
+    listing's dph_total): hours to zero, told at 72/24/6 h and at zero to every project granted the key,
+    once each; a top-up starts again. A credit that is not a number is not a reading."""
+    from notifications.models import Event, Notification
+    from profiles.models import ProviderBalance
+
+    provider_api.add("vastai", "c-burning")  # listed running at $0.30/h
+    box = factories.box(project, "vastai", api=True, provider_id="c-burning", state="running")
+
+    def told(credit):
+        provider_api.balances["vastai"] = credit
+        before = Notification.objects.filter(event=Event.CLOCK).count()
+        do_reconcile_providers()
+        return Notification.objects.filter(event=Event.CLOCK).count() - before
+
+    assert told(100.0) == 0  # 333 h to zero
+    row = ProviderBalance.objects.get(profile_key="vastai")
+    assert row.burn == Decimal("0.3") and round(row.hours_left) == 333
+    assert [told(credit) for credit in (20.0, 19.0, 6.0, 1.5, 1.2, 0.0, -0.5)] == [1, 0, 1, 1, 0, 1, 0]
+    assert ProviderBalance.objects.get(profile_key="vastai").alarmed == [72, 24, 6, 0]
+    last = Notification.objects.filter(event=Event.CLOCK).latest("pk")
+    assert "balance $0.00 at $0.30/h" in last.text and "it is gone" in last.text and last.project == project
+    assert told("plenty") == 0  # not a reading: nothing changes
+    assert ProviderBalance.objects.get(profile_key="vastai").balance == Decimal("-0.50")
+    assert [told(credit) for credit in (50.0, 20.0)] == [0, 1]  # topped up, then falling again: 72 h again
+    client.force_login(bob)
+    page = client.get(box.get_absolute_url()).content.decode()
+    assert "Account balance under its key: $20.00 at $0.30/h" in page and "about 67 h to zero" in page
