@@ -6,6 +6,7 @@ billing), or a box stopped here that runs there. Beat runs it; new drift is noti
 
 import logging
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -15,9 +16,16 @@ from notifications.models import Event
 from profiles.actions import do_observe_endpoint, do_observe_provider_state, do_observe_timer
 from profiles.alarms import do_observe_balance
 from profiles.costs import burn_rate
-from profiles.models import Credential, DriftKind, Instance, InstanceState, ProviderDrift
+from profiles.models import Credential, DriftKind, Instance, InstanceState, ProviderDrift, Resource
 from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED
-from profiles.providers.calls import ProviderError, account_balance, list_boxes, provider_state
+from profiles.providers.calls import (
+    ProviderError,
+    account_balance,
+    list_boxes,
+    list_other_resources,
+    provider_state,
+)
+from profiles.resources import FACTS
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +36,22 @@ class Seen:
     kind: str
     instance: Instance | None
     detail: str
+    rate: Decimal = Decimal(0)  # an orphan resource's $/h
+
+
+def compare_resources(profile_key: str, listed: dict[str, dict[str, tuple[str, float]]], known_ids) -> list[Seen]:
+    """Pure: the volumes and filesystems the provider bills under the key that no resource here names."""
+    drift = []
+    for kind, items in sorted(listed.items()):
+        label = FACTS[kind].label
+        for provider_id, (name, rate) in sorted(items.items()):
+            if provider_id not in known_ids:
+                detail = (
+                    f"{profile_key} bills the {label} {name} ({provider_id}) at ${rate:.4f}/h;"
+                    f" no resource here has that provider id ({FACTS[kind].clock})"
+                )
+                drift.append(Seen(provider_id, DriftKind.ORPHAN_RESOURCE, None, detail, Decimal(str(rate))))
+    return drift
 
 
 def compare(profile_key: str, inventory: dict[str, str], instances) -> list[Seen]:
@@ -63,6 +87,15 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
     inventory, endpoints, ends = listing.inventory, listing.endpoints, listing.ends
     instances = list(Instance.objects.filter(profile_key=profile_key, api_credential=credential))
     seen, now, new = compare(profile_key, inventory, instances), timezone.now(), []
+    known = set(Resource.objects.filter(instance__profile_key=profile_key).values_list("provider_id", flat=True))
+    try:
+        seen += compare_resources(profile_key, list_other_resources(profile_key, credential), known)
+        resources_read = True
+    except ProviderError as exc:  # the boxes are still reconciled; the resources' open drift stays open
+        log.warning("the %s resources (credential %s) could not be listed: %s", profile_key, credential_id, exc)
+        resources_read = False
+    granted = list(credential.projects.all()[:2])
+    owner = granted[0] if len(granted) == 1 else None  # several projects share the key: no one's spend
     with transaction.atomic(durable=True):
         open_rows = ProviderDrift.objects.select_for_update().filter(
             profile_key=profile_key, credential=credential, resolved_at__isnull=True
@@ -71,8 +104,8 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
         for item in seen:
             row = by_key.pop((item.provider_id, item.kind), None)
             if row is not None:
-                row.last_seen, row.detail = now, item.detail
-                row.save(update_fields=["last_seen", "detail"])
+                row.last_seen, row.detail, row.rate = now, item.detail, item.rate
+                row.save(update_fields=["last_seen", "detail", "rate"])
                 continue
             try:
                 with transaction.atomic():
@@ -84,12 +117,16 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
                         kind=item.kind,
                         detail=item.detail,
                         last_seen=now,
+                        rate=item.rate,
+                        project=owner if item.kind == DriftKind.ORPHAN_RESOURCE else None,
                     )
             except IntegrityError:
                 continue  # a concurrent reconciliation recorded it first
             new.append(row.pk)
             notify_drift(row)
         for row in by_key.values():  # no longer seen: resolved
+            if row.kind == DriftKind.ORPHAN_RESOURCE and not resources_read:
+                continue  # not listed this time is not "gone"
             row.resolved_at = now
             row.save(update_fields=["resolved_at"])
     for instance in instances:  # observed state: how the provider bills it now (after drift was recorded)

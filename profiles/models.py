@@ -398,6 +398,7 @@ class DriftKind(models.TextChoices):
     ORPHAN = "orphan", "Billed by the provider, unknown here"
     STILL_BILLING = "still_billing", "Released here, still at the provider"
     RUNNING_NOT_STOPPED = "running_not_stopped", "Stopped here, running at the provider"
+    ORPHAN_RESOURCE = "orphan_resource", "A volume or filesystem billed by the provider, registered nowhere here"
 
 
 class ProviderDrift(models.Model):
@@ -410,6 +411,12 @@ class ProviderDrift(models.Model):
     instance = models.ForeignKey(Instance, null=True, blank=True, on_delete=models.SET_NULL, related_name="drifts")
     kind = models.CharField(max_length=24, choices=DriftKind.choices)
     detail = models.TextField()
+    # An orphan resource's $/h, counted in its project's spend (the one project granted the key; none
+    # when several are: it is not any one project's).
+    rate = models.DecimalField("hourly rate", max_digits=10, decimal_places=4, default=0)
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="orphan_drift"
+    )
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)

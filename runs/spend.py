@@ -9,7 +9,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from profiles.costs import burn_rate, cost_between
-from profiles.models import Instance, Resource
+from profiles.models import DriftKind, Instance, ProviderDrift, Resource
 
 CENT = Decimal("0.01")
 
@@ -88,14 +88,24 @@ def _remaining(run, now) -> Decimal:
     return run.instance.rate_running * Decimal(str(minutes / 60))
 
 
-def _envelope(project, boxes, live_runs, now, resources=()) -> Envelope:
-    """Boxes by their state history; resources (volumes, IPs, snapshots) from registration to deletion."""
+def _orphan_cost(drift, start, now) -> Decimal:
+    """What an orphan resource billed inside [start, now]: its rate from first seen until resolved."""
+    until = min(drift.resolved_at or now, now)
+    hours = max((until - max(drift.first_seen, start)).total_seconds(), 0) / 3600
+    return drift.rate * Decimal(str(hours))
+
+
+def _envelope(project, boxes, live_runs, now, resources=(), orphans=()) -> Envelope:
+    """Boxes by their state history; resources (volumes, IPs, snapshots) from registration to deletion;
+    orphan resources the provider bills under the project's key, from first seen until resolved."""
     start, end = period_bounds(project.budget_period, now)
     spent = sum((cost_between(box, start, now) for box in boxes), Decimal(0))
     spent += sum((resource.cost_between(start, now) for resource in resources), Decimal(0))
+    spent += sum((_orphan_cost(drift, start, now) for drift in orphans), Decimal(0))
     committed = sum((_remaining(run, now) for run in live_runs), Decimal(0))
     burn = sum((burn_rate(box) for box in boxes), Decimal(0))
     burn += sum((resource.rate for resource in resources if resource.deleted_at is None), Decimal(0))
+    burn += sum((drift.rate for drift in orphans if drift.resolved_at is None), Decimal(0))
     return Envelope(
         project.budget, project.budget_period, start, end, spent.quantize(CENT), committed.quantize(CENT), burn
     )
@@ -115,22 +125,28 @@ def envelope_of(project, now=None, exclude_run=None) -> Envelope:
         live = live.exclude(pk=exclude_run.pk)
     boxes = Instance.objects.filter(project=project).with_state_events()
     resources = Resource.objects.filter(instance__project=project)
-    return _envelope(project, list(boxes), list(live), now or timezone.now(), list(resources))
+    orphans = ProviderDrift.objects.filter(project=project, kind=DriftKind.ORPHAN_RESOURCE)
+    return _envelope(project, list(boxes), list(live), now or timezone.now(), list(resources), list(orphans))
 
 
 def envelopes_for(projects, now=None) -> list[tuple]:
-    """(project, envelope) for each project with a budget, in three queries however many there are."""
+    """(project, envelope) for each project with a budget, in four queries however many there are."""
     now = now or timezone.now()
     projects = [project for project in projects if project.budget is not None]
-    boxes, live, resources = defaultdict(list), defaultdict(list), defaultdict(list)
+    boxes, live, resources, orphans = defaultdict(list), defaultdict(list), defaultdict(list), defaultdict(list)
     for box in Instance.objects.filter(project__in=projects).with_state_events():
         boxes[box.project_id].append(box)
     for resource in Resource.objects.filter(instance__project__in=projects).select_related("instance"):
         resources[resource.instance.project_id].append(resource)
     for run in _live_runs(projects):
         live[run.project_id].append(run)
+    for drift in ProviderDrift.objects.filter(project__in=projects, kind=DriftKind.ORPHAN_RESOURCE):
+        orphans[drift.project_id].append(drift)
     return [
-        (project, _envelope(project, boxes[project.pk], live[project.pk], now, resources[project.pk]))
+        (
+            project,
+            _envelope(project, boxes[project.pk], live[project.pk], now, resources[project.pk], orphans[project.pk]),
+        )
         for project in projects
     ]
 

@@ -37,6 +37,7 @@ class RunPod:
 
     name, auth = "runpod", "bearer"
     routes = [
+        ("GET", r"/v1/networkvolumes", "volumes"),
         ("GET", r"/v1/pods", "list"),
         ("POST", r"/v1/pods/(?P<id>[\w.-]+)/stop", "stop"),
         ("DELETE", r"/v1/pods/(?P<id>[\w.-]+)", "terminate"),
@@ -129,6 +130,7 @@ class Lambda:
 
     name, auth = "lambda", "basic"
     routes = [
+        ("GET", r"/api/v1/file-systems", "volumes"),
         ("GET", r"/api/v1/instances", "list"),
         ("POST", r"/api/v1/instance-operations/terminate", "terminate"),
         ("GET", r"/api/v1/instances/(?P<id>[\w.-]+)", "status"),
@@ -198,6 +200,7 @@ class ProviderStub:
         self.endpoints: dict[str, tuple] = {}  # target → (host, SSH port) its listing names
         self.ends: dict[str, object] = {}  # target → the end of its rental its listing names (vast.ai)
         self.balances: dict[str, object] = {}  # provider → the account's credit its user call answers
+        self.volumes: dict[str, list] = {}  # provider → the volumes / filesystems it lists, as it answers them
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -280,6 +283,11 @@ class ProviderStub:
             _no_body(body)
             with self.lock:
                 return 200, {"id": 4242, "credit": self.balances.get(provider.name, 100.0), "balance": 0.0}
+        if verb == "volumes":  # RunPod's network volumes (a bare list), Lambda's filesystems ({"data": [...]})
+            _no_body(body)
+            with self.lock:
+                items = list(self.volumes.get(provider.name, []))
+            return 200, items if provider.name == "runpod" else {"data": items}
         if verb == "list":
             _no_body(body)
             with self.lock:

@@ -22,6 +22,23 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class ResourceList:
+    """A billable resource kind the provider lists beside its boxes (profiles/resources.py's kinds): where
+    the list sits, each item's name and size, and the documented price that makes its $/h."""
+
+    kind: str
+    verb: str  # the endpoint's name in ProviderApi.endpoints
+    list_field: tuple[str, ...]
+    size_field: tuple[str, ...]
+    bytes_per_unit: int  # 1 when the size is in GB already, 10**9 when it is in bytes
+    per_gb_month: float  # the provider's documented price
+    name_field: tuple[str, ...] = ("name",)
+
+
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True)
 class ProviderApi:
     auth: str  # "bearer": Authorization: Bearer KEY; "basic": HTTP basic, KEY as user, empty password
     endpoints: dict[str, Endpoint]
@@ -35,6 +52,7 @@ class ProviderApi:
     item_end: tuple[str, ...] = ()  # where a listed box's end sits (epoch seconds): its timer, read not typed
     item_rate: tuple[str, ...] = ()  # where a listed box's price sits ($/h): the burn the provider observes
     balance_field: tuple[str, ...] = ()  # where the account's spendable balance sits in the "balance" answer
+    resources: tuple[ResourceList, ...] = ()  # what else bills under the key, listed by its own call
 
 
 APIS = {
@@ -46,7 +64,10 @@ APIS = {
             "release": Endpoint("DELETE", "/v1/pods/{id}"),
             "status": Endpoint("GET", "/v1/pods/{id}"),
             "list": Endpoint("GET", "/v1/pods"),
+            "list_network_volumes": Endpoint("GET", "/v1/networkvolumes"),
         },
+        # A network volume bills per GB every hour it exists, attached or not (RP: $0.07/GB/month).
+        resources=(ResourceList("network_volume", "list_network_volumes", (), ("size",), 1, 0.07),),
         status_field=("desiredStatus",),
         list_field=(),
         item_status=("desiredStatus",),
@@ -96,7 +117,10 @@ APIS = {
             "release": Endpoint("POST", "/api/v1/instance-operations/terminate", {"instance_ids": ["{id}"]}),
             "status": Endpoint("GET", "/api/v1/instances/{id}"),
             "list": Endpoint("GET", "/api/v1/instances"),
+            "list_file_systems": Endpoint("GET", "/api/v1/file-systems"),
         },
+        # A persistent filesystem bills until deleted, after every instance is terminated (LAM: $0.20/GB/month).
+        resources=(ResourceList("persistent_fs", "list_file_systems", ("data",), ("bytes_used",), 10**9, 0.20),),
         status_field=("data", "status"),
         list_field=("data",),
         item_status=("status",),
@@ -256,3 +280,22 @@ def read_burn(api: ProviderApi, body) -> float | None:
         if state == RUNNING and rate is not None and rate > 0:
             total += rate
     return total
+
+
+def read_resources(listing: ResourceList, body) -> dict[str, tuple[str, float]]:
+    """{provider id: (name, $/h)} of one resource list answer; a malformed answer raises ValueError (a
+    list we cannot read must never read as "nothing bills")."""
+    items = _dig(body, listing.list_field)
+    if not isinstance(items, list):
+        raise ValueError(f"the {listing.kind} list is not a list where the documentation puts it")
+    found = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str | int) or str(item["id"]) == "":
+            raise ValueError(f"a listed {listing.kind} has no id")
+        size = _dig(item, listing.size_field)
+        plausible = isinstance(size, int | float) and not isinstance(size, bool) and 0 <= size < 1e18
+        name = _dig(item, listing.name_field)
+        gb = float(size) / listing.bytes_per_unit if plausible else 0.0  # an unreadable size bills unknown
+        rate = round(gb * listing.per_gb_month / HOURS_PER_MONTH, 4)
+        found[str(item["id"])] = (str(name)[:80] if isinstance(name, str) and name else str(item["id"]), rate)
+    return found

@@ -31,6 +31,7 @@ from profiles.providers.apis import (
     read_endpoints,
     read_ends,
     read_inventory,
+    read_resources,
     read_state,
 )
 
@@ -179,6 +180,28 @@ def list_boxes(profile_key: str, credential) -> Listing:
     except ValueError as exc:
         raise ProviderError(f"{profile_key}: {exc}") from None
     return Listing(inventory, read_endpoints(api, body), read_ends(api, body), read_burn(api, body))
+
+
+def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tuple[str, float]]]:
+    """{resource kind: {provider id: (name, $/h)}} of what else bills under the key (volumes,
+    filesystems); ProviderError when a list cannot be asked or read."""
+    api = APIS[profile_key]
+    if not api.resources:
+        return {}
+    try:
+        key = api_key_of(credential)
+    except CredentialError as exc:
+        raise ProviderError(str(exc)) from None
+    found = {}
+    for listing in api.resources:
+        answer = _with_retries(profile_key, lambda listing=listing: _send(api, profile_key, listing.verb, "", key, ""))
+        if answer["http_status"] != 200:
+            raise ProviderError(f"{profile_key} answered {answer['http_status']} to the {listing.kind} list call")
+        try:
+            found[listing.kind] = read_resources(listing, answer["body"])
+        except ValueError as exc:
+            raise ProviderError(f"{profile_key}: {exc}") from None
+    return found
 
 
 def provider_state(instance) -> str:

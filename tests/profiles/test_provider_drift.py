@@ -256,3 +256,48 @@ def test_a_falling_vastai_balance_alarms_at_each_threshold_once_and_again_after_
     client.force_login(bob)
     page = client.get(box.get_absolute_url()).content.decode()
     assert "Account balance under its key: $20.00 at $0.30/h" in page and "about 67 h to zero" in page
+
+
+@pytestmark_db
+def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_the_spend(project, provider_api):
+    """A RunPod network volume nobody registered, and a Lambda filesystem left after its every instance
+    was terminated: each is drift with its $/h (the documented per-GB price), notified once, counted in
+    the one project's spend from when it was first seen; registered as a resource, it is no longer drift."""
+    from datetime import timedelta
+
+    from notifications.models import Event, Notification
+    from profiles.models import Resource
+    from runs.spend import envelope_of
+
+    project.budget = Decimal("1000")
+    project.save()
+    provider_api.add("runpod", "pod-live")
+    factories.box(project, "runpod", api=True, provider_id="pod-live", state="running")
+    lambda_box = factories.box(project, "lambda", api=True, provider_id="lam-gone", state="released")
+    provider_api.volumes["runpod"] = [{"id": "nv-1", "name": "datasets", "size": 100, "dataCenterId": "EU-RO-1"}]
+    provider_api.volumes["lambda"] = [{"id": "fs-9", "name": "ckpts", "bytes_used": 50 * 10**9, "region": {}}]
+    do_reconcile_providers()
+    drift = {row.provider_id: row for row in ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE)}
+    assert set(drift) == {"nv-1", "fs-9"}
+    assert drift["nv-1"].rate == Decimal("0.0096") and drift["fs-9"].rate == Decimal("0.0137")
+    assert drift["nv-1"].project == project and "network volume datasets" in drift["nv-1"].detail
+    assert "after every instance is terminated" in drift["fs-9"].detail
+    assert Notification.objects.filter(project=project, event=Event.DRIFT).count() == 2
+    do_reconcile_providers()  # seen again: one open row each, told once
+    assert ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE, resolved_at__isnull=True).count() == 2
+    assert Notification.objects.filter(project=project, event=Event.DRIFT).count() == 2
+    day_later = drift["nv-1"].first_seen + timedelta(hours=24)
+    envelope = envelope_of(project, now=day_later)
+    assert envelope.burn >= Decimal("0.0233") and envelope.spent >= Decimal("0.55")  # 24 h of both
+    Resource.objects.create(instance=lambda_box, kind="persistent_fs", name="ckpts", provider_id="fs-9", rate="0.0137")
+    do_reconcile_providers()
+    assert set(
+        ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE, resolved_at__isnull=True).values_list(
+            "provider_id", flat=True
+        )
+    ) == {"nv-1"}
+    provider_api.volumes["runpod"] = [{"name": "no id"}]  # an answer we cannot read is no inventory
+    provider_api.states["pod-live"] = STOPPED
+    do_reconcile_providers()
+    assert ProviderDrift.objects.get(provider_id="nv-1").resolved_at is None
+    assert Instance.objects.get(provider_id="pod-live").state == "stopped"  # the boxes are still reconciled

@@ -24,9 +24,9 @@ pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 26,
+    "dashboard": 27,
     "history": 10,
-    "project": 12,  # the cost envelope: boxes and their states, resources, live runs, its history
+    "project": 13,  # the cost envelope: boxes and their states, resources, orphan drift, live runs, its history
     "run": 8,
     "instances": 4,
     "instance": 21,
