@@ -145,7 +145,8 @@ def read_back(
             if _sha256(target) != entry.sha256:
                 failures.append(f"hash mismatch on readback: {entry.path}")
         if hardware:
-            capsule = capsule_facts(consumer, _read_json(consumer / "run.json") or {}, failures)
+            run = _read_json(consumer / "run.json")
+            capsule = capsule_facts(consumer, run if isinstance(run, dict) else {}, failures)
         elif not (consumer / "best.pth").exists():
             failures.append("best.pth is missing")
         architecture = None
