@@ -71,6 +71,7 @@ def launch(client: Client, args) -> str:
         "expected_minutes": args.expected_minutes,
         "environment": args.environment,
         "config_overrides": "\n".join(args.config_override),
+        "capsule": args.capsule,
     }
     run = client.call("POST", "/runs/", body)
     print(f"created {run['run_id']} ({client.site}/runs/{run['run_id']}/)", flush=True)
@@ -135,6 +136,12 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--environment", default="", help="the interpreter or environment the command runs in")
     start.add_argument(
         "--config-override", action="append", default=[], metavar="KEY=VALUE", help="repeatable, e.g. lr=0.01"
+    )
+    start.add_argument(
+        "--capsule",
+        choices=["software", "hardware"],
+        default="software",
+        help="hardware: a weight-free capsule sealed under export/hardware/ (examples/tinyfit/capture.py)",
     )
     start.add_argument("--no-follow", action="store_true")
     start.add_argument("--timeout", type=float, default=24 * 3600)
