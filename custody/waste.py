@@ -44,7 +44,7 @@ def waste_of(instance, runs: list, verified_at: dict[int, datetime]) -> Waste | 
     """What the box bills for nothing now, or None. runs: the runs on it (state, state_changed_at);
     verified_at: run pk → when custody last verified it."""
     ran = [run for run in runs if run.state != RunState.DRAFT]
-    if any(run.state in LIVE_STATES for run in ran):
+    if any(run.state in LIVE_STATES for run in ran) or not bills_money(instance):
         return None
     stopped_bills = instance.state == InstanceState.STOPPED and (
         instance.profile.stopped_bills or instance.rate_stopped > 0
@@ -65,6 +65,15 @@ def waste_of(instance, runs: list, verified_at: dict[int, datetime]) -> Waste | 
         why = f"it is stopped, and a stopped {instance.profile.name} box still bills ({effect})"
         return Waste(WasteKind.STOPPED, state_since, TeardownKind.RELEASE, why)
     return None
+
+
+def bills_money(instance) -> bool:
+    """A rented or cloud box bills whatever rate we know; the control host never does, and an SSH box
+    (a workstation, a lab machine) only where a person set a rate for it."""
+    kind = instance.profile.kind
+    if kind == "local":
+        return False
+    return kind != "ssh" or instance.rate_running > 0 or instance.rate_stopped > 0
 
 
 def threshold_due(minutes: float, thresholds: list[int]) -> int | None:

@@ -104,6 +104,11 @@ def test_a_stopped_vastai_box_whose_disk_bills_alarms_and_nothing_is_filed(proje
 
 def test_what_is_and_is_not_waste(project, instance, no_worker):
     now = timezone.now()
+    factories.run(instance, state=RunState.QUARANTINED, state_changed_at=now)
+    assert do_raise_waste_alarms(now + timedelta(hours=2)) == []  # a lab box with no rate: not known to bill
+    instance.rate_running = Decimal("0.0")
+    instance.rate_stopped = Decimal("0.01")  # a person says it bills (its disk, stopped)
+    instance.save()
     live = factories.run(instance, state=RunState.RUNNING)
     assert do_raise_waste_alarms(now + timedelta(hours=2)) == []  # a live run: working
     live.state = RunState.QUARANTINED
@@ -112,7 +117,7 @@ def test_what_is_and_is_not_waste(project, instance, no_worker):
     (idle,) = do_raise_waste_alarms(now + timedelta(hours=2))  # a failed run, nothing verified: idle
     alarm = WasteAlarm.objects.get(pk=idle)
     assert alarm.kind == "idle" and alarm.suggested == TeardownKind.SHUTDOWN
-    assert "running with no live run" in alarm.message and "an hourly rate nobody set" in alarm.message
+    assert "running with no live run" in alarm.message and "an hourly rate nobody set" in alarm.message  # 0 running
     lambda_box = factories.box(project, "lambda", state=InstanceState.RUNNING)
     (no_stop,) = do_raise_waste_alarms(lambda_box.created + timedelta(hours=1))
     assert WasteAlarm.objects.get(pk=no_stop).suggested == TeardownKind.RELEASE  # Lambda has no stop
