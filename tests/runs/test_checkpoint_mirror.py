@@ -291,3 +291,26 @@ def test_the_wrapper_s_own_markers_never_count_as_the_command_writing(tmp_path):
     assert WRAPPER.written_at(spec, str(attempt)) == 1000
     (output / "train.csv").write_text("epoch\n1\n")
     assert WRAPPER.written_at(spec, str(attempt)) > time.time() - 60
+
+
+@pytest.mark.django_db
+def test_a_restore_that_took_a_newer_copy_is_said_once_on_the_run(make_run):
+    from runs.actions.checkpoints import _took_newer
+    from runs.models import RunState
+
+    named = {"name": "latest.pth", "file": "000003-latest.pth", "sha256": "a" * 64, "bytes": 1, "step": 3, "seq": 3}
+    run = make_run(state=RunState.RUNNING, attempt=2, durable_ckpt={"restore": {"attempt": 2, "files": [named]}})
+    as_restored = [{"name": "latest.pth", "file": "000005-latest.pth", "step": 4}, {"name": "x/../y", "file": "z"}]
+    mirror = parse_mirror({"restored": as_restored})
+    assert mirror["restored"] == [{"name": "latest.pth", "file": "000005-latest.pth", "step": 4}]  # a bad name dropped
+    for _ in range(2):
+        _took_newer(run, mirror)
+        run.save()
+    said = list(run.events.filter(message__startswith="Restored latest.pth").values_list("message", flat=True))
+    assert said == [
+        "Restored latest.pth from the newer durable copy 000005-latest.pth (step 4): the box mirrored it after it"
+        " was last looked at, instead of 000003-latest.pth"
+    ]
+    same = make_run(state=RunState.RUNNING, attempt=2, durable_ckpt={"restore": {"attempt": 2, "files": [named]}})
+    _took_newer(same, parse_mirror({"restored": [{"name": "latest.pth", "file": "000003-latest.pth", "step": 3}]}))
+    assert not same.events.filter(message__startswith="Restored").exists()  # the named copy: nothing to say
