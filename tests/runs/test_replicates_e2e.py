@@ -83,10 +83,11 @@ def test_a_replicate_sweep_is_compared_with_intervals_and_labels_in_the_browser(
     cells = list(sweep.cells.order_by("cell"))
     assert [c.config_overrides for c in cells] == [{"lr": lr, "seed": seed} for lr in (0.01, 0.2) for seed in (7, 8, 9)]
     everything = [base, *cells]
+    settled = {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_SMOKE}
     for run in everything:
-        assert wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_SMOKE}, timeout=600).state == (
-            RunState.EXPORTED
-        )
+        # Arming watchers as beat does (CI: a watcher lost on a loaded machine left a run "running" for 600 s
+        # with nothing to re-arm it).
+        assert wait_state(run, settled, timeout=600, refresh=True).state == RunState.EXPORTED
     records = [do_start_verification(run.pk, actor=bob) for run in everything]
     done = lambda: all(r.refresh_from_db() or r.status in ("verified", "failed") for r in records)  # noqa: E731
     wait_until(done, 600, 0.5, what="custody of every run")
