@@ -136,16 +136,21 @@ def list_resources(profile_key: str, credential) -> dict[str, str]:
     return list_boxes(profile_key, credential).inventory
 
 
+def _key_of(credential) -> str:
+    """The credential's API key, read from the worker's environment; ProviderError where it cannot be."""
+    try:
+        return api_key_of(credential)
+    except CredentialError as exc:
+        raise ProviderError(str(exc)) from None
+
+
 def account_balance(profile_key: str, credential) -> float | None:
     """The spendable balance under a credential's key where the provider's API tells it; None where it
     has no such call. ProviderError when it cannot be asked or answers no number."""
     api = APIS[profile_key]
     if "balance" not in api.endpoints:
         return None
-    try:
-        key = api_key_of(credential)
-    except CredentialError as exc:
-        raise ProviderError(str(exc)) from None
+    key = _key_of(credential)
     answer = _with_retries(profile_key, lambda: _send(api, profile_key, "balance", "", key, ""))
     balance = read_balance(api, answer["body"]) if answer["http_status"] == 200 else None
     if balance is None:
@@ -167,10 +172,7 @@ class Listing:
 def list_boxes(profile_key: str, credential) -> Listing:
     """Every box the provider lists under the key, as a Listing; ProviderError when unreadable."""
     api = APIS[profile_key]
-    try:
-        key = api_key_of(credential)
-    except CredentialError as exc:
-        raise ProviderError(str(exc)) from None
+    key = _key_of(credential)
     answer = _with_retries(profile_key, lambda: _send(api, profile_key, "list", "", key, ""))
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
@@ -188,10 +190,7 @@ def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tu
     api = APIS[profile_key]
     if not api.resources:
         return {}
-    try:
-        key = api_key_of(credential)
-    except CredentialError as exc:
-        raise ProviderError(str(exc)) from None
+    key = _key_of(credential)
     found = {}
     for listing in api.resources:
         answer = _with_retries(profile_key, lambda listing=listing: _send(api, profile_key, listing.verb, "", key, ""))
