@@ -28,6 +28,13 @@ class AuditAction(models.TextChoices):
     WASTE_SHUTDOWN_SET = "project.waste_shutdown", "automatic shutdown of waste set"
     SPEND_APPROVED = "spend.approved", "spend approved"
     SPEND_REJECTED = "spend.rejected", "spend rejected"
+    RENT_ASKED = "rent.asked", "rent asked"
+    RENT_APPROVED = "rent.approved", "rent approved"
+    RENT_REJECTED = "rent.rejected", "rent rejected"
+    RENT_CANCELLED = "rent.cancelled", "rent cancelled"
+    RENT_ATTEMPT = "rent.attempt", "rent: a candidate asked"
+    RENT_CREATED = "rent.created", "rent: box created at the provider"
+    RENT_FAILED = "rent.failed", "rent failed"
     RUN_LAUNCH_ASKED = "run.launch_asked", "launch asked"
     RUN_STOP_ASKED = "run.stop_asked", "stop asked"
     RUN_RETRIED = "run.retried", "run retried"
@@ -68,7 +75,7 @@ class AuditAction(models.TextChoices):
     def areas(cls) -> dict[str, list[str]]:
         """The filter's groups: access, credentials, money, evidence."""
         prefixes = {"access": ("password.", "member.", "role."), "credentials": ("credential.", "variable.")}
-        prefixes["money"] = ("envelope.", "spend.", "run.", "instance.")
+        prefixes["money"] = ("envelope.", "spend.", "rent.", "run.", "instance.")
         grouped = {area: [a for a in cls.values if a.startswith(p)] for area, p in prefixes.items()}
         grouped["evidence"] = [a for a in cls.values if "." not in a or a.startswith("dataset.")]
         return grouped

@@ -30,6 +30,7 @@ class Event(models.TextChoices):
     CLOCK = "clock.threshold", "Danger clock threshold"
     DRIFT = "drift.found", "Provider drift"
     SPEND = "spend.approval", "Run waits for a spend approval"
+    RENT = "rent.approval", "A rent waits for an approver, or has a result"
     BUDGET = "budget.forecast", "Forecast at period end exceeds the budget"
     WASTE = "box.waste", "A box bills for nothing (idle, verified, or stopped but billing)"
 
@@ -37,7 +38,7 @@ class Event(models.TextChoices):
 # A member who never chose is told of what destroys data or money; everything else is opt-in.
 DEFAULT_EVENTS = [Event.CLOCK, Event.DRIFT, Event.TEARDOWN_FAILED, Event.BUDGET, Event.WASTE]
 # What waits for an approver: its approvers are told whatever they chose (the one path approvers hear on).
-DECIDED_BY_APPROVERS = {Event.TEARDOWN_REQUESTED, Event.SPEND}
+DECIDED_BY_APPROVERS = {Event.TEARDOWN_REQUESTED, Event.SPEND, Event.RENT}
 
 
 class NotifyVariableQuerySet(models.QuerySet):

@@ -77,11 +77,18 @@ def do_create_instance(instance: Instance, acknowledged: bool, *, actor) -> Inst
             PlatformAcknowledgement.objects.get_or_create(
                 project=instance.project, profile_key=instance.profile_key, defaults={"user": actor}
             )
-        instance.created_by = actor
-        _saved_alone(instance)
-        _event(instance, InstanceEvent.Kind.CREATED, f"Registered on {instance.profile.name}", actor)
-        message = f"{instance.name} registered on {instance.profile.name}"
-        record(AuditAction.INSTANCE_CREATED, message, actor=actor, instance=instance)
+        register_instance(instance, actor=actor)
+    return instance
+
+
+def register_instance(instance: Instance, note: str = "", *, actor) -> Instance:
+    """Inside the caller's transaction: save a validated instance, its history and audit entry (a rent
+    registers the box it created in the same transaction as its own move)."""
+    instance.created_by = actor
+    _saved_alone(instance)
+    _event(instance, InstanceEvent.Kind.CREATED, f"Registered on {instance.profile.name}{note}", actor)
+    message = f"{instance.name} registered on {instance.profile.name}{note}"
+    record(AuditAction.INSTANCE_CREATED, message, actor=actor, instance=instance)
     return instance
 
 

@@ -16,7 +16,15 @@ from notifications.models import Event
 from profiles.actions import do_observe_endpoint, do_observe_provider_state, do_observe_timer
 from profiles.alarms import do_observe_balance
 from profiles.costs import burn_rate
-from profiles.models import Credential, DriftKind, Instance, InstanceState, ProviderDrift, Resource
+from profiles.models import (
+    Credential,
+    DriftKind,
+    Instance,
+    InstanceState,
+    ProviderDrift,
+    ProviderKeyUse,
+    Resource,
+)
 from profiles.providers.apis import APIS, GONE, RUNNING, STOPPED
 from profiles.providers.calls import (
     ProviderError,
@@ -77,7 +85,8 @@ def compare(profile_key: str, inventory: dict[str, str], instances) -> list[Seen
 def keys_to_reconcile() -> list[tuple[str, int]]:
     """(platform, credential) pairs some instance uses: the keys the team bills under."""
     pairs = Instance.objects.filter(profile_key__in=APIS, api_credential__isnull=False)
-    return sorted(set(pairs.values_list("profile_key", "api_credential_id")))
+    used = ProviderKeyUse.objects.filter(profile_key__in=APIS).values_list("profile_key", "credential_id")
+    return sorted(set(pairs.values_list("profile_key", "api_credential_id")) | set(used))
 
 
 def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:

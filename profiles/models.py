@@ -454,3 +454,18 @@ class ProviderBalance(models.Model):
 
     def __str__(self):
         return f"{self.profile_key} balance ${self.balance}"
+
+
+class ProviderKeyUse(models.Model):
+    """A provider key something was created with (a rent): reconciled with the provider like the keys
+    registered boxes use, so a box created but never registered is found as an orphan."""
+
+    profile_key = models.CharField(max_length=40)
+    credential = models.ForeignKey(Credential, on_delete=models.CASCADE, related_name="+")
+    since = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["profile_key", "credential"], name="one_use_per_key")]
+
+    def __str__(self):
+        return f"{self.profile_key} key {self.credential_id}"

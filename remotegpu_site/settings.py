@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "profiles",
     "datasets",
     "custody",
+    "rentals",
     "console",
     "rest_framework",
     "drf_spectacular",
@@ -153,6 +154,13 @@ CUSTODY_MIRROR_TIMEOUT = env.envint("CUSTODY_MIRROR_TIMEOUT", 3600)
 TEARDOWN_APPROVAL_HOURS = env.envint("TEARDOWN_APPROVAL_HOURS", 24)
 # A run over its project's cost envelope waits this long for an approver, then must be started again.
 SPEND_APPROVAL_HOURS = env.envint("SPEND_APPROVAL_HOURS", 24)
+# Renting (rentals/): a create task with no progress is re-driven after RENT_CREATE_SECONDS, at most
+# RENT_MAX_REDRIVES times; a created box that does not run with an SSH endpoint within RENT_BOOT_SECONDS
+# fails the rent (the provider's list keeps showing it as drift); a booting box is asked every RENT_POLL_SECONDS.
+RENT_CREATE_SECONDS = env.envint("RENT_CREATE_SECONDS", 300)
+RENT_MAX_REDRIVES = env.envint("RENT_MAX_REDRIVES", 2)
+RENT_BOOT_SECONDS = env.envint("RENT_BOOT_SECONDS", 900)
+RENT_POLL_SECONDS = env.envfloat("RENT_POLL_SECONDS", 10.0)
 TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline, or gone
 TEARDOWN_GONE_POLL_SECONDS = env.envfloat("TEARDOWN_GONE_POLL_SECONDS", 2)  # how often a release asks the provider
 # The hard limit of one execution (provider call + offline check), and the lease after which an
@@ -321,6 +329,7 @@ CELERY_BEAT_SCHEDULE["warn-budget-forecasts"] = {
     "task": "runs.tasks.warn_budget_forecasts",
     "schedule": env.envfloat("BUDGET_WARN_INTERVAL", 600),
 }
+CELERY_BEAT_SCHEDULE["reconcile-rentals"] = {"task": "rentals.tasks.reconcile_rentals", "schedule": RECONCILE_INTERVAL}
 CELERY_BEAT_SCHEDULE["expire-spend-requests"] = {"task": "runs.tasks.expire_spend_requests", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
     "task": "custody.tasks.expire_teardown_requests",

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 API_KEY = "stub-api-key-not-a-secret"
 KEY_ENV = "STUB_PROVIDER_API_KEY"
 
-RUNNING, STOPPED, GONE = "running", "stopped", "gone"
+RUNNING, STOPPED, GONE, BOOTING = "running", "stopped", "gone", "booting"
 
 
 class Refused(Exception):
@@ -45,7 +45,7 @@ class RunPod:
     ]
     words = {RUNNING: "RUNNING", STOPPED: "EXITED"}
 
-    def listing(self, boxes, endpoints=None, ends=None):
+    def listing(self, boxes, endpoints=None, ends=None, names=None):
         endpoints = endpoints or {}
         return [
             {
@@ -81,14 +81,16 @@ class VastAi:
     name, auth = "vastai", "bearer"
     routes = [
         ("GET", r"/api/v0/users/current/", "user"),
+        ("POST", r"/api/v0/bundles/", "offers"),
+        ("PUT", r"/api/v0/asks/(?P<id>\d+)/", "create"),
         ("GET", r"/api/v0/instances/", "list"),
         ("PUT", r"/api/v0/instances/(?P<id>[\w.-]+)/", "state"),
         ("DELETE", r"/api/v0/instances/(?P<id>[\w.-]+)/", "destroy"),
         ("GET", r"/api/v0/instances/(?P<id>[\w.-]+)/", "status"),
     ]
 
-    def listing(self, boxes, endpoints=None, ends=None):
-        words, endpoints = {RUNNING: "running", STOPPED: "exited"}, endpoints or {}
+    def listing(self, boxes, endpoints=None, ends=None, names=None):
+        words, endpoints = {RUNNING: "running", STOPPED: "exited", BOOTING: "loading"}, endpoints or {}
         ports = {i: {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(port)}]} for i, (_, port) in endpoints.items()}  # noqa: S104 (what vast.ai answers)
         return {
             "instances": [
@@ -98,6 +100,7 @@ class VastAi:
                     "dph_total": 0.3,
                     **({"public_ipaddr": endpoints[i][0], "ports": ports[i]} if i in endpoints else {}),
                     **({"end_date": (ends or {})[i]} if i in (ends or {}) else {}),  # the rental's end, epoch s
+                    **({"label": names[i]} if i in (names or {}) else {}),
                 }
                 for i, state in boxes.items()
             ]
@@ -131,13 +134,27 @@ class Lambda:
     name, auth = "lambda", "basic"
     routes = [
         ("GET", r"/api/v1/file-systems", "volumes"),
+        ("GET", r"/api/v1/instance-types", "offers"),
+        ("POST", r"/api/v1/instance-operations/launch", "create"),
         ("GET", r"/api/v1/instances", "list"),
         ("POST", r"/api/v1/instance-operations/terminate", "terminate"),
         ("GET", r"/api/v1/instances/(?P<id>[\w.-]+)", "status"),
     ]
 
-    def listing(self, boxes, endpoints=None, ends=None):
-        return {"data": [{"id": i, "status": "active"} for i in boxes]}
+    def listing(self, boxes, endpoints=None, ends=None, names=None):
+        words = {RUNNING: "active", STOPPED: "terminating", BOOTING: "booting"}
+        endpoints, names = endpoints or {}, names or {}
+        return {
+            "data": [
+                {
+                    "id": i,
+                    "status": words[state],
+                    **({"ip": endpoints[i][0]} if i in endpoints else {}),
+                    **({"name": names[i]} if i in names else {}),
+                }
+                for i, state in boxes.items()
+            ]
+        }
 
     def act(self, stub, verb, target, body):
         if verb == "terminate":
@@ -166,7 +183,7 @@ class Paperspace:
         ("GET", r"/v1/machines/(?P<id>[\w.-]+)", "status"),
     ]
 
-    def listing(self, boxes, endpoints=None, ends=None):
+    def listing(self, boxes, endpoints=None, ends=None, names=None):
         return {"items": [{"id": i, "state": "ready" if state == RUNNING else "off"} for i, state in boxes.items()]}
 
     def act(self, stub, verb, target, body):
@@ -201,6 +218,13 @@ class ProviderStub:
         self.ends: dict[str, object] = {}  # target → the end of its rental its listing names (vast.ai)
         self.balances: dict[str, object] = {}  # provider → the account's credit its user call answers
         self.volumes: dict[str, list] = {}  # provider → the volumes / filesystems it lists, as it answers them
+        self.offers: dict[str, object] = {}  # provider → its offers as it answers them (vast.ai list, Lambda dict)
+        self.no_capacity: set[str] = set()  # providers whose create answers their documented "no capacity"
+        self.on_create = None  # (provider, name) → (host, port) of the new box's sshd, or None
+        self.names: dict[str, str] = {}  # target → the name it was created with (listed)
+        self.boot_reads: dict[str, int] = {}  # target → list reads it still shows booting
+        self.boot_reads_default = 1
+        self.created_count = 0
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -292,7 +316,14 @@ class ProviderStub:
             _no_body(body)
             with self.lock:
                 boxes = {i: s for i, s in self.states.items() if self.owner.get(i) == provider.name and s != GONE}
-            return 200, provider.listing(boxes, dict(self.endpoints), dict(self.ends))
+                self._boot(boxes)
+                # A booting box has no public port mapped yet (vast.ai lists ports once the container runs).
+                endpoints = {i: e for i, e in self.endpoints.items() if self.states.get(i) != BOOTING}
+            return 200, provider.listing(boxes, endpoints, dict(self.ends), dict(self.names))
+        if verb == "offers":
+            return self._offers(provider, body)
+        if verb == "create":
+            return self._create(provider, target, body, headers)
         with self.lock:
             before = len(self.calls)
             self.owner.setdefault(target, provider.name)
@@ -300,6 +331,66 @@ class ProviderStub:
             for call in self.calls[before:]:
                 call["idempotency_key"] = headers.get("Idempotency-Key")
         return answer
+
+    def _boot(self, boxes: dict) -> None:
+        """With the lock held: a booting box is listed booting for its first reads, then running."""
+        for target in [t for t, state in boxes.items() if state == BOOTING]:
+            self.boot_reads[target] = self.boot_reads.get(target, 0) - 1
+            if self.boot_reads[target] < 0:
+                self.states[target] = boxes[target] = RUNNING
+
+    def _offers(self, provider, body):
+        """vast.ai's POST /bundles/ (a query body; the GPU count filtered as its q says) or Lambda's GET
+        /instance-types (no body; types with no capacity list no region)."""
+        with self.lock:
+            offers = self.offers.get(provider.name)
+        if provider.name == "vastai":
+            query = body.get("q") if isinstance(body, dict) else None
+            if not isinstance(query, dict) or not isinstance(query.get("num_gpus"), dict):
+                raise Refused(400, {"success": False, "error": "invalid_args", "msg": "q.num_gpus"})
+            wanted = query["num_gpus"].get("eq")
+            return 200, {"offers": [offer for offer in offers or [] if offer.get("num_gpus") == wanted]}
+        _no_body(body)
+        return 200, {"data": offers or {}}
+
+    def _create(self, provider, target, body, headers):
+        """vast.ai's PUT /asks/{id}/ or Lambda's launch: checked as documented; "no capacity" when told
+        so; else a new box, booting, named as asked, with a real sshd when on_create makes one."""
+        name = _check_create(provider.name, target, body)
+        with self.lock:
+            full = provider.name in self.no_capacity or (provider.name == "vastai" and not self._has_ask(target))
+        if full and provider.name == "lambda":
+            said = {"code": "instance-operations/launch/insufficient-capacity", "message": "Not enough capacity."}
+            raise Refused(400, {"error": said})
+        if full:
+            raise Refused(400, {"success": False, "error": "no_such_ask", "msg": f"ask {target} is not available"})
+        endpoint = self.on_create(provider.name, name) if self.on_create else None
+        with self.lock:
+            self.created_count += 1
+            box = str(7000 + self.created_count) if provider.name == "vastai" else f"lmb{self.created_count:04d}"
+            self.owner[box], self.states[box], self.names[box] = provider.name, BOOTING, name
+            self.boot_reads[box] = self.boot_reads_default
+            if endpoint is not None:
+                self.endpoints[box] = endpoint
+            self.calls.append(
+                {
+                    "provider": provider.name,
+                    "verb": "create",
+                    "target": box,
+                    "body": body,
+                    "idempotency_key": headers.get("Idempotency-Key"),
+                }
+            )
+        if provider.name == "vastai":
+            return 200, {"success": True, "new_contract": int(box)}
+        return 200, {"data": {"instance_ids": [box]}}
+
+    def _has_ask(self, ask_id) -> bool:
+        return any(str(offer.get("id")) == ask_id for offer in self.offers.get("vastai") or [])
+
+    def creates(self) -> list[dict]:
+        with self.lock:
+            return [c for c in self.calls if c["verb"] == "create"]
 
     timeout_hold = 3.0  # longer than the tests' PROVIDER_API_TIMEOUT
 
@@ -357,9 +448,14 @@ class ProviderStub:
                 self.linger,
                 self.alert,
                 self.endpoints,
+                self.names,
+                self.boot_reads,
+                self.no_capacity,
+                self.offers,
             )
             for kept in kept_all:
                 kept.clear()
+            self.on_create = None
 
     def fail_next(self, target: str, *answers) -> None:
         """The next requests about target answer these before the real answer: 429 or 5xx, "timeout"
@@ -378,6 +474,21 @@ class ProviderStub:
 
     def close(self):
         self.server.shutdown()
+
+
+def _check_create(provider: str, target: str, body) -> str:
+    """The name a documented create body asks for; 400 in the provider's words when the body is wrong."""
+    if not isinstance(body, dict):
+        raise Refused(400, {"error": "a create takes a JSON body"})
+    if provider == "vastai":
+        ok = body.get("client_id") == "me" and isinstance(body.get("image"), str) and isinstance(body.get("label"), str)
+        if not ok or not isinstance(body.get("disk"), int | float) or body.get("runtype") != "ssh_direct":
+            raise Refused(400, {"success": False, "error": "invalid_args", "msg": "client_id, image, disk, label"})
+        return body["label"]
+    keys = {"region_name", "instance_type_name", "ssh_key_names", "name", "quantity"}
+    if set(body) != keys or body["quantity"] != 1 or not isinstance(body["ssh_key_names"], list) or not body["name"]:
+        raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": ", ".join(sorted(keys))}})
+    return body["name"]
 
 
 def _ids(body) -> list[str]:

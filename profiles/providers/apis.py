@@ -49,6 +49,7 @@ class ProviderApi:
     item_status: tuple[str, ...] = ()  # where one listed box's state word sits
     item_host: tuple[str, ...] = ()  # where one listed box's public SSH address sits
     item_port: tuple[str | int, ...] = ()  # where its SSH port sits (keys, list indices; empty: 22)
+    item_name: tuple[str, ...] = ()  # where a listed box's provider-side name sits (a rent finds its box by it)
     item_end: tuple[str, ...] = ()  # where a listed box's end sits (epoch seconds): its timer, read not typed
     item_rate: tuple[str, ...] = ()  # where a listed box's price sits ($/h): the burn the provider observes
     balance_field: tuple[str, ...] = ()  # where the account's spendable balance sits in the "balance" answer
@@ -74,6 +75,7 @@ APIS = {
         # Full SSH is direct TCP: the pod's public IP and the random external port mapped to 22, which
         # changes on every pod reset (docs.runpod.io expose-ports).
         item_host=("publicIp",),
+        item_name=("name",),
         item_port=("portMappings", "22"),
         states={"RUNNING": RUNNING, "EXITED": STOPPED, "TERMINATED": GONE},
     ),
@@ -86,6 +88,7 @@ APIS = {
             "status": Endpoint("GET", "/api/v0/instances/{id}/"),
             "list": Endpoint("GET", "/api/v0/instances/"),
             "balance": Endpoint("GET", "/api/v0/users/current/"),
+            "offers": Endpoint("POST", "/api/v0/bundles/"),
         },
         status_field=("instances", "actual_status"),
         # At $0 vast.ai schedules instances, volumes and data for deletion: the credit is a clock.
@@ -94,6 +97,7 @@ APIS = {
         list_field=("instances",),
         item_status=("actual_status",),
         item_host=("public_ipaddr",),
+        item_name=("label",),
         item_port=("ports", "22/tcp", 0, "HostPort"),  # direct SSH: the host port mapped to 22 (VAST §3)
         # On-demand rentals stop when the host-set rental end date is reached (VAST, danger clocks).
         item_end=("end_date",),
@@ -118,12 +122,15 @@ APIS = {
             "status": Endpoint("GET", "/api/v1/instances/{id}"),
             "list": Endpoint("GET", "/api/v1/instances"),
             "list_file_systems": Endpoint("GET", "/api/v1/file-systems"),
+            "offers": Endpoint("GET", "/api/v1/instance-types"),
         },
         # A persistent filesystem bills until deleted, after every instance is terminated (LAM: $0.20/GB/month).
         resources=(ResourceList("persistent_fs", "list_file_systems", ("data",), ("bytes_used",), 10**9, 0.20),),
         status_field=("data", "status"),
         list_field=("data",),
         item_status=("status",),
+        item_host=("ip",),  # SSH on port 22 (LAM §3); the IP is new on every launch
+        item_name=("name",),
         states={
             "booting": RUNNING,
             "active": RUNNING,
@@ -144,6 +151,7 @@ APIS = {
         status_field=("state",),
         list_field=("items",),
         item_status=("state",),
+        item_name=("name",),
         states={
             "provisioning": RUNNING,
             "starting": RUNNING,
@@ -235,6 +243,18 @@ def read_endpoints(api: ProviderApi, body) -> dict[str, tuple[str, int]]:
             endpoint = _endpoint(api, item)
             if endpoint is not None:
                 found[str(item["id"])] = endpoint
+    return found
+
+
+def read_names(api: ProviderApi, body) -> dict[str, str]:
+    """{provider id: name} of the listed boxes that carry a name (untrusted: bounded, strings only)."""
+    items = _dig(body, api.list_field) if api.item_name else None
+    found = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("id"), str | int):
+            name = _dig(item, api.item_name)
+            if isinstance(name, str) and 0 < len(name) <= 200:
+                found[str(item["id"])] = name
     return found
 
 

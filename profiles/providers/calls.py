@@ -12,7 +12,7 @@ import shlex
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -31,6 +31,7 @@ from profiles.providers.apis import (
     read_endpoints,
     read_ends,
     read_inventory,
+    read_names,
     read_resources,
     read_state,
 )
@@ -46,6 +47,14 @@ class ProviderError(Exception):
     pass
 
 
+class ProviderRefused(ProviderError):
+    """A 4xx other than 404/429: the provider refused the call, in its own words."""
+
+    def __init__(self, provider: str, code: int, text: str):
+        super().__init__(f"{provider} answered {code}: {text[:300]}")
+        self.code, self.text = code, text[:2000]
+
+
 class ProviderTimeout(ProviderError):
     """The provider did not answer in time: the call may or may not have landed."""
 
@@ -59,13 +68,20 @@ class NeedsAttestation(Exception):
 
 
 def _send(api, provider: str, verb: str, provider_id: str, key: str, idempotency_key: str) -> tuple[int, object]:
-    """One HTTP exchange: (status, JSON body); 4xx other than 404/429 and a non-JSON body raise."""
+    """One documented call by its name in the API table, "{id}" filled in."""
     endpoint = api.endpoints[verb]
-    url = settings.PROVIDER_API_BASES[provider].rstrip("/") + fill(endpoint.path, provider_id)
+    body = fill(endpoint.body, provider_id) if endpoint.body is not None else None
+    return exchange(api, provider, endpoint.method, fill(endpoint.path, provider_id), body, key, idempotency_key)
+
+
+def exchange(api, provider: str, method: str, path: str, body, key: str, idempotency_key: str) -> tuple[int, object]:
+    """One HTTP exchange: (status, JSON body); 404, 429 and 5xx are answers, other 4xx raise with the
+    provider's words (a renting caller reads them: ProviderRefused), and a non-JSON body raises."""
+    url = settings.PROVIDER_API_BASES[provider].rstrip("/") + path
     if not url.startswith(("https://", "http://")):
         raise ProviderError(f"the {provider} API base is not an http(s) URL")
-    data = json.dumps(fill(endpoint.body, provider_id)).encode() if endpoint.body is not None else None
-    request = urllib.request.Request(url, data=data, method=endpoint.method)  # noqa: S310 (checked above)
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 (checked above)
     if api.auth == "basic":
         request.add_header("Authorization", "Basic " + base64.b64encode(f"{key}:".encode()).decode())
     else:
@@ -82,7 +98,7 @@ def _send(api, provider: str, verb: str, provider_id: str, key: str, idempotency
         text = exc.read(MAX_ANSWER_BYTES).decode(errors="replace")
         if exc.code in (404, 429) or exc.code >= 500:
             return exc.code, {"error": text[:300], "retry_after": exc.headers.get("Retry-After")}
-        raise ProviderError(f"{provider} answered {exc.code}: {text[:300]}") from None
+        raise ProviderRefused(provider, exc.code, text) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
@@ -117,10 +133,10 @@ def api_call(instance, verb: str, idempotency_key: str = "") -> dict:
         raise ProviderError(str(exc)) from None
     if not instance.provider_id:
         raise ProviderError("the instance has no provider id")
-    return _with_retries(provider, lambda: _send(api, provider, verb, instance.provider_id, key, idempotency_key))
+    return with_retries(provider, lambda: _send(api, provider, verb, instance.provider_id, key, idempotency_key))
 
 
-def _with_retries(provider: str, send) -> dict:
+def with_retries(provider: str, send) -> dict:
     for attempt in range(settings.PROVIDER_API_RETRIES + 1):
         status, body = send()
         if status != 429 and status < 500:
@@ -136,7 +152,7 @@ def list_resources(profile_key: str, credential) -> dict[str, str]:
     return list_boxes(profile_key, credential).inventory
 
 
-def _key_of(credential) -> str:
+def key_of(credential) -> str:
     """The credential's API key, read from the worker's environment; ProviderError where it cannot be."""
     try:
         return api_key_of(credential)
@@ -150,8 +166,8 @@ def account_balance(profile_key: str, credential) -> float | None:
     api = APIS[profile_key]
     if "balance" not in api.endpoints:
         return None
-    key = _key_of(credential)
-    answer = _with_retries(profile_key, lambda: _send(api, profile_key, "balance", "", key, ""))
+    key = key_of(credential)
+    answer = with_retries(profile_key, lambda: _send(api, profile_key, "balance", "", key, ""))
     balance = read_balance(api, answer["body"]) if answer["http_status"] == 200 else None
     if balance is None:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} with no balance to the account call")
@@ -167,13 +183,14 @@ class Listing:
     endpoints: dict[str, tuple[str, int]]
     ends: dict[str, float]
     burn: float | None
+    names: dict[str, str] = field(default_factory=dict)  # the provider-side name of each listed box
 
 
 def list_boxes(profile_key: str, credential) -> Listing:
     """Every box the provider lists under the key, as a Listing; ProviderError when unreadable."""
     api = APIS[profile_key]
-    key = _key_of(credential)
-    answer = _with_retries(profile_key, lambda: _send(api, profile_key, "list", "", key, ""))
+    key = key_of(credential)
+    answer = with_retries(profile_key, lambda: _send(api, profile_key, "list", "", key, ""))
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
     body = answer["body"]
@@ -181,7 +198,9 @@ def list_boxes(profile_key: str, credential) -> Listing:
         inventory = read_inventory(api, body)
     except ValueError as exc:
         raise ProviderError(f"{profile_key}: {exc}") from None
-    return Listing(inventory, read_endpoints(api, body), read_ends(api, body), read_burn(api, body))
+    return Listing(
+        inventory, read_endpoints(api, body), read_ends(api, body), read_burn(api, body), read_names(api, body)
+    )
 
 
 def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tuple[str, float]]]:
@@ -190,10 +209,10 @@ def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tu
     api = APIS[profile_key]
     if not api.resources:
         return {}
-    key = _key_of(credential)
+    key = key_of(credential)
     found = {}
     for listing in api.resources:
-        answer = _with_retries(profile_key, lambda listing=listing: _send(api, profile_key, listing.verb, "", key, ""))
+        answer = with_retries(profile_key, lambda listing=listing: _send(api, profile_key, listing.verb, "", key, ""))
         if answer["http_status"] != 200:
             raise ProviderError(f"{profile_key} answered {answer['http_status']} to the {listing.kind} list call")
         try:

@@ -8,7 +8,19 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-LAYERS = ["core", "accounts", "projects", "notifications", "profiles", "datasets", "runs", "custody", "console", "api"]
+LAYERS = [
+    "core",
+    "accounts",
+    "projects",
+    "notifications",
+    "profiles",
+    "datasets",
+    "runs",
+    "custody",
+    "rentals",
+    "console",
+    "api",
+]
 
 
 def imports_of(path: Path) -> set[str]:

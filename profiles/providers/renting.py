@@ -1,0 +1,82 @@
+"""Renting at a provider: search its offers, create onto one, and find a box by the name it was created
+with. The calls go through calls.exchange (bounded answers, bounded 429/5xx retries); what they mean is
+offers.py's. A create that may have landed is never sent twice blind: the caller looks for the name first.
+"""
+
+from dataclasses import dataclass
+
+from profiles.providers.apis import APIS
+from profiles.providers.calls import (
+    ProviderError,
+    ProviderRefused,
+    exchange,
+    key_of,
+    list_boxes,
+    with_retries,
+)
+from profiles.providers.offers import (
+    RENTABLE,
+    Need,
+    Offer,
+    create_call,
+    no_capacity,
+    read_created,
+    read_lambda_offers,
+    read_vast_offers,
+    vast_query,
+)
+
+
+def find_offers(profile_key: str, credential, need: Need) -> list[Offer]:
+    """What the provider offers now under the key (every GPU it lists; offers.choose picks). ProviderError
+    when it cannot be asked or answers something unreadable."""
+    if profile_key not in RENTABLE:
+        raise ProviderError(f"{profile_key} cannot be rented here (no documented offer search and create)")
+    api, key = APIS[profile_key], key_of(credential)
+    endpoint = api.endpoints["offers"]
+    body = vast_query(need) if profile_key == "vastai" else None
+    answer = with_retries(
+        profile_key, lambda: exchange(api, profile_key, endpoint.method, endpoint.path, body, key, "")
+    )
+    if answer["http_status"] != 200:
+        raise ProviderError(f"{profile_key} answered {answer['http_status']} to the offer search")
+    try:
+        return read_vast_offers(answer["body"]) if profile_key == "vastai" else read_lambda_offers(answer["body"])
+    except ValueError as exc:
+        raise ProviderError(f"{profile_key}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Created:
+    provider_id: str | None  # None: no capacity (the answer says why)
+    answer: str
+
+
+def create_box(offer: Offer, credential, need: Need, name: str, image: str, ssh_key_name: str, idem: str) -> Created:
+    """One create call onto the offer. Created(id) when the provider names the new box; Created(None)
+    when it says there is no capacity (the next candidate is tried); ProviderError otherwise: the call
+    may have landed, so the caller looks for the name before anything else."""
+    api, key = APIS[offer.provider], key_of(credential)
+    call = create_call(offer, need, name, image, ssh_key_name)
+    try:
+        status, body = exchange(api, offer.provider, call.method, call.path, call.body, key, idem)
+    except ProviderRefused as exc:
+        if no_capacity(offer.provider, exc.code, exc.text):
+            return Created(None, exc.text[:300])
+        raise
+    if no_capacity(offer.provider, status, body):
+        return Created(None, str(body)[:300])
+    provider_id = read_created(offer.provider, body) if status in (200, 201, 202) else None
+    if provider_id is None:
+        raise ProviderError(f"{offer.provider} answered {status} to the create, naming no box: {str(body)[:200]}")
+    return Created(provider_id, str(body)[:300])
+
+
+def find_by_name(profile_key: str, credential, name: str) -> str | None:
+    """The provider id of the one listed box with this name, or None; ProviderError when unreadable or
+    when two carry it (a person must look: which one to keep is not ours to guess)."""
+    listing = list_boxes(profile_key, credential)
+    found = [box for box, box_name in listing.names.items() if box_name == name]
+    if len(found) > 1:
+        raise ProviderError(f"{profile_key} lists {len(found)} boxes named {name}: {', '.join(sorted(found))}")
+    return found[0] if found else None

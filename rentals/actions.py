@@ -1,0 +1,245 @@
+"""A rent's state changes: one durable transaction each, the row locked, an audit entry, the next task
+enqueued on commit. The provider calls themselves happen in tasks.py → creating.py, outside any lock."""
+
+import datetime as dt
+from datetime import timedelta
+from decimal import Decimal
+from functools import partial
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from core.audit import record
+from core.models import AuditAction
+from notifications.actions import do_notify
+from notifications.models import Event
+from profiles.actions import register_instance
+from profiles.models import Instance, InstanceState, PlatformAcknowledgement, ProviderKeyUse
+from profiles.naming import suggest_name
+from projects.roles import require
+from rentals.asking import expected_cost, spend_note
+from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalState
+from runs import spend
+
+
+def _move(rental: Rental, target: RentalState) -> None:
+    RENTAL_TRANSITIONS.check(rental.state, target, f"Rent #{rental.pk}")
+    rental.state, rental.changed_at = target, timezone.now()
+
+
+def _lock(rental_pk: int) -> Rental:
+    return Rental.objects.select_for_update(of=("self",)).select_related("project").get(pk=rental_pk)
+
+
+def _tell(rental: Rental, headline: str, awaits_approval: bool = False) -> None:
+    url = f"{settings.SITE_URL}{rental.get_absolute_url()}"
+    text = f"Rent #{rental.pk} {rental.name} ({rental.project.name}): {headline}\n{url}"
+    data = {"rental": rental.pk, "name": rental.name, "state": rental.state, "url": url}
+    if awaits_approval:
+        data.update(awaits_approval=True, asked_by=rental.requester_id)
+    do_notify(rental.project_id, Event.RENT, f"rent {rental.name}: {headline}"[:160], text, data)
+
+
+def do_request_rental(rental: Rental, *, actor) -> Rental:
+    """Save a validated rent (rentals/forms.py) as waiting for an approver: never its requester."""
+    require(actor, "projects.operate", rental.project)
+    with transaction.atomic(durable=True):
+        project = rental.project
+        rental.requester = actor
+        rental.expected_cost = expected_cost(rental.max_rate, rental.expected_minutes)
+        envelope = spend.envelope_of(project) if project.budget is not None else None
+        rental.spend_note = spend_note(rental.expected_cost, project.run_cost_threshold, envelope and envelope.left)
+        rental.expires_at = timezone.now() + timedelta(hours=settings.SPEND_APPROVAL_HOURS)
+        rental.name = "pending"
+        rental.save()
+        # The naming rule, with the rent's number in the purpose: two rents of a day never share a name,
+        # and the name is how a retried create finds the box it may already have made.
+        rental.name = suggest_name(project.slug, f"{rental.purpose}-r{rental.pk}", dt.date.today())
+        rental.save(update_fields=["name"])
+        message = f"rent #{rental.pk} {rental.name} asked: {rental.spend_note}"
+        record(AuditAction.RENT_ASKED, message, actor=actor, project=project, rental=rental.pk)
+        _tell(rental, f"waits for an approver: {rental.spend_note}", awaits_approval=True)
+    return rental
+
+
+def do_decide_rental(rental_pk: int, approve: bool, comment: str, *, actor) -> Rental:
+    """An approver of the project, never the requester, approves the spend (creation starts) or refuses."""
+    from rentals.tasks import create_rental
+
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if not actor.has_perm("projects.approve_cost", rental.project):
+            raise PermissionDenied(f"Only an approver of project {rental.project.name} decides its rents.")
+        if rental.requester_id == actor.pk:
+            raise PermissionDenied("The requester of a rent never approves it: ask another approver.")
+        if rental.state != RentalState.REQUESTED:
+            raise ValidationError(f"Rent #{rental.pk} is {rental.get_state_display().lower()}.")
+        if rental.expires_at <= timezone.now():
+            raise ValidationError(f"Rent #{rental.pk} has expired; ask again.")
+        _move(rental, RentalState.APPROVED if approve else RentalState.REJECTED)
+        rental.approver, rental.comment = actor, comment.strip()[:2000]
+        rental.save()
+        verdict = "approved" if approve else "rejected"
+        action = AuditAction.RENT_APPROVED if approve else AuditAction.RENT_REJECTED
+        message = f"rent #{rental.pk} {rental.name} (at most ${rental.expected_cost}) {verdict}: {rental.comment}"
+        record(action, message, actor=actor, project=rental.project, rental=rental.pk)
+        _tell(rental, f"{verdict} by {actor.get_username()}")
+        if approve:
+            transaction.on_commit(partial(create_rental.delay, rental.pk))
+    return rental
+
+
+def do_cancel_rental(rental_pk: int, *, actor) -> Rental:
+    """Its requester or an approver withdraws a rent nobody has decided yet."""
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.requester_id != actor.pk and not actor.has_perm("projects.approve_cost", rental.project):
+            raise PermissionDenied("Only the requester or an approver cancels a rent.")
+        _move(rental, RentalState.CANCELLED)
+        rental.save()
+        message = f"rent #{rental.pk} {rental.name} cancelled"
+        record(AuditAction.RENT_CANCELLED, message, actor=actor, project=rental.project, rental=rental.pk)
+    return rental
+
+
+def do_claim_rental(rental_pk: int) -> Rental | None:
+    """A worker takes an approved rent (or re-takes one left creating); None when there is nothing to do."""
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.state == RentalState.APPROVED:
+            _move(rental, RentalState.CREATING)
+        elif rental.state == RentalState.CREATING:
+            rental.changed_at = timezone.now()  # a re-drive: its deadline counts again
+        else:
+            return None
+        rental.save(update_fields=["state", "changed_at"])
+    return rental
+
+
+def do_record_attempt(rental_pk: int, provider: str, outcome: str, offer: dict, provider_id: str, detail: str):
+    """One candidate asked, audited; a SENT row is written before the create call, in its own commit."""
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.state != RentalState.CREATING:
+            return None
+        attempt = RentalAttempt.objects.create(
+            rental=rental, provider=provider, outcome=outcome, offer=offer, provider_id=provider_id, detail=detail
+        )
+        rental.changed_at = timezone.now()
+        rental.save(update_fields=["changed_at"])
+        message = f"rent #{rental.pk} {rental.name}: {provider} {attempt.get_outcome_display().lower()}" + (
+            f": {detail}" if detail else ""
+        )
+        record(AuditAction.RENT_ATTEMPT, message[:2000], project=rental.project, rental=rental.pk, provider=provider)
+    return attempt
+
+
+def do_mark_created(rental_pk: int, provider: str, provider_id: str, offer: dict) -> Rental | None:
+    """The provider made the box: from here it bills, and the key is reconciled with the provider."""
+    from rentals.tasks import poll_rental
+
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.state != RentalState.CREATING:
+            return None
+        _move(rental, RentalState.BOOTING)
+        rental.provider, rental.provider_id, rental.offer = provider, provider_id, offer
+        rental.save()
+        ProviderKeyUse.objects.get_or_create(profile_key=provider, credential_id=rental.api_credentials[provider])
+        message = f"rent #{rental.pk} {rental.name}: {provider} created {provider_id} ({offer.get('describe', '')})"
+        record(AuditAction.RENT_CREATED, message, project=rental.project, rental=rental.pk, provider=provider)
+        transaction.on_commit(partial(poll_rental.delay, rental.pk))
+    return rental
+
+
+def do_fail_rental(rental_pk: int, reason: str) -> Rental | None:
+    """Failed with its reason and next step; told to the project."""
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if not RENTAL_TRANSITIONS.allows(rental.state, RentalState.FAILED):
+            return None
+        _move(rental, RentalState.FAILED)
+        rental.reason = reason[:2000]
+        rental.save()
+        record(
+            AuditAction.RENT_FAILED,
+            f"rent #{rental.pk} {rental.name} failed: {reason}"[:2000],
+            rental=rental.pk,
+            project=rental.project,
+        )
+        _tell(rental, f"failed: {reason}"[:300])
+    return rental
+
+
+def do_register_rental(rental_pk: int, host: str, port: int, state_note: str = "") -> Rental | None:
+    """The box runs and answers on host:port: it becomes an instance of the project, with the rent's API
+    key and SSH key; its host key is scanned by a probe and waits for a person (never trusted silently)."""
+    from profiles.models import InstanceProbe
+    from profiles.tasks import probe_instance
+
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.state != RentalState.BOOTING:
+            return None
+        instance = _instance_of(rental, host, port)
+        PlatformAcknowledgement.objects.get_or_create(
+            project=rental.project, profile_key=rental.provider, defaults={"user": rental.requester}
+        )
+        register_instance(instance, f" by rent #{rental.pk}{state_note}", actor=rental.requester)
+        _move(rental, RentalState.REGISTERED)
+        rental.instance = instance
+        rental.save()
+        _tell(rental, f"registered as {instance.name}: confirm its host key on the rent's page")
+        probe = partial(probe_instance.delay, instance.pk, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.BUTTON)
+        transaction.on_commit(probe)
+    return rental
+
+
+def _instance_of(rental: Rental, host: str, port: int) -> Instance:
+    from profiles.catalog import get_profile
+
+    profile = get_profile(rental.provider)
+    instance = Instance(
+        name=rental.name,
+        project=rental.project,
+        profile_key=rental.provider,
+        host=host,
+        port=port,
+        user=rental.ssh_user or profile.data["network"].get("ssh_user") or "root",
+        credential=rental.ssh_credential,
+        api_credential_id=rental.api_credentials[rental.provider],
+        provider_id=rental.provider_id,
+        gpu_description=str(rental.offer.get("describe", ""))[:120],
+        rate_running=Decimal(str(rental.offer.get("rate", 0))).quantize(Decimal("0.0001")),
+        rate_stopped=0,
+        state=InstanceState.RUNNING,
+    )
+    instance.full_clean(exclude=["credential", "api_credential", "created_by"])
+    return instance
+
+
+def do_confirm_rental(rental_pk: int, fingerprint: str, *, actor) -> Rental:
+    """A person confirms the host key they were shown: the key is pinned, the rent is ready, and a run it
+    was asked for moves onto the box and starts its preflight."""
+    from profiles.actions import do_confirm_host_key
+    from runs.actions.lifecycle import do_edit_run, do_start_preflight
+
+    rental = Rental.objects.select_related("project", "run").get(pk=rental_pk)
+    require(actor, "projects.operate", rental.project)
+    if rental.state != RentalState.REGISTERED:
+        raise ValidationError(f"Rent #{rental.pk} is {rental.get_state_display().lower()}.")
+    instance = rental.instance
+    if instance.pinned_host_key is None:
+        do_confirm_host_key(instance.pk, fingerprint, actor=actor)
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.state != RentalState.REGISTERED:
+            return rental  # confirmed twice at once: the other one continued
+        _move(rental, RentalState.READY)
+        rental.save()
+    if rental.run_id is not None and rental.run.state == "draft":
+        do_edit_run(rental.run_id, {"instance": instance}, actor=actor)
+        do_start_preflight(rental.run_id, actor=actor)
+    return rental

@@ -1,0 +1,64 @@
+"""What a rent request must be before it is asked: pure checks (no HTTP, no Celery) with a clear reason
+each, so bad input is refused before anything is created or anyone is asked to approve it."""
+
+from decimal import Decimal
+
+from profiles.providers.offers import KNOWN_GPUS, RENTABLE, Need, known_gpu
+
+CENT = Decimal("0.01")
+
+
+def read_models(text: str) -> list[str]:
+    """ "A100, H100" → the catalogue's spellings; ValueError naming the model we do not know."""
+    names = [part.strip() for part in text.replace(";", ",").split(",") if part.strip()]
+    if not names:
+        raise ValueError("Name at least one GPU model.")
+    models = []
+    for name in names:
+        known = known_gpu(name)
+        if known is None:
+            raise ValueError(f"“{name[:40]}” is not a GPU model we know; known: {', '.join(KNOWN_GPUS)}.")
+        if known not in models:
+            models.append(known)
+    return models
+
+
+def read_candidates(text: str, granted: dict[str, int]) -> list[str]:
+    """ "lambda, vastai" → the order they are asked in; ValueError for a platform we cannot rent on or one
+    without a provider API key granted to the project (refused here, not when the worker gets to it)."""
+    names = [part.strip().lower() for part in text.replace(";", ",").split(",") if part.strip()]
+    if not names:
+        raise ValueError("Name at least one candidate provider.")
+    for name in names:
+        if name not in RENTABLE:
+            raise ValueError(f"“{name[:40]}” cannot be rented here; candidates: {', '.join(RENTABLE)}.")
+        if name not in granted:
+            raise ValueError(f"No provider API key for {name} is granted to this project: ask an administrator.")
+    if len(set(names)) != len(names):
+        raise ValueError("Each candidate once.")
+    return names
+
+
+def expected_cost(max_rate: Decimal, minutes: int) -> Decimal:
+    """The most the run's expected minutes cost at the highest rate the rent accepts."""
+    return (max_rate * Decimal(minutes) / 60).quantize(CENT)
+
+
+def spend_note(cost: Decimal, threshold: Decimal | None, left: Decimal | None) -> str:
+    """What the project's spend rules say of this cost (a rent waits for an approver either way)."""
+    said = []
+    if threshold is not None and cost > threshold:
+        said.append(f"above the per-run threshold of ${threshold}")
+    if left is not None and cost > left:
+        said.append(f"above the ${left} left in the envelope")
+    return ("expected at most $" + str(cost) + ": " + "; ".join(said)) if said else f"expected at most ${cost}"
+
+
+def need_of(rental) -> Need:
+    return Need(
+        tuple(rental.gpu_models),
+        rental.gpu_count,
+        rental.gpu_memory_gb,
+        rental.disk_gb,
+        float(rental.max_rate),
+    )

@@ -1,0 +1,143 @@
+"""The worker's side of a rent: ask each candidate in turn for a fitting offer and create onto it; then
+wait for the box to run. Provider calls happen here, outside any lock; every result goes through an
+action. A create that may have landed (a SENT attempt with no answer recorded: the worker died, the
+call timed out) is never sent again blind: the provider's list is read for the rent's name first.
+"""
+
+import dataclasses
+
+from django.conf import settings
+from django.utils import timezone
+
+from profiles.models import Credential
+from profiles.providers.apis import GONE, RUNNING
+from profiles.providers.calls import ProviderError, list_boxes
+from profiles.providers.offers import Offer, choose
+from profiles.providers.renting import create_box, find_by_name, find_offers
+from rentals.actions import do_claim_rental, do_fail_rental, do_mark_created, do_record_attempt, do_register_rental
+from rentals.asking import need_of
+from rentals.models import Rental, RentalAttempt, RentalState
+
+Outcome = RentalAttempt.Outcome
+
+
+def _offer_data(offer: Offer) -> dict:
+    return {**dataclasses.asdict(offer), "describe": offer.describe()}
+
+
+def _credential(rental: Rental, provider: str) -> Credential:
+    return Credential.objects.get(pk=rental.api_credentials[provider])
+
+
+def _unanswered(rental: Rental) -> RentalAttempt | None:
+    """The last create sent with no outcome after it: it may have landed."""
+    attempts = list(rental.attempts.all())
+    last = attempts[-1] if attempts else None
+    return last if last is not None and last.outcome == Outcome.SENT else None
+
+
+def _adopt(rental: Rental, sent: RentalAttempt) -> str:
+    """Look for the box a lost create may have made; 'created' when found (and adopted), else ''."""
+    try:
+        found = find_by_name(sent.provider, _credential(rental, sent.provider), rental.name)
+    except ProviderError as exc:
+        do_record_attempt(rental.pk, sent.provider, Outcome.ERROR, sent.offer, "", f"could not look for it: {exc}")
+        return "unknown"
+    if found is None:
+        detail = f"the create sent earlier left no box named {rental.name}"
+        do_record_attempt(rental.pk, sent.provider, Outcome.ERROR, sent.offer, "", detail)
+        return ""
+    do_record_attempt(
+        rental.pk, sent.provider, Outcome.CREATED, sent.offer, found, "found by its name after a lost answer"
+    )
+    do_mark_created(rental.pk, sent.provider, found, sent.offer)
+    return "created"
+
+
+def create(rental_pk: int) -> str:
+    """Claim the rent and ask its candidates in order; what happened, in a word."""
+    rental = do_claim_rental(rental_pk)
+    if rental is None:
+        return "nothing to do"
+    sent = _unanswered(rental)
+    if sent is not None:
+        adopted = _adopt(rental, sent)
+        if adopted:
+            return adopted if adopted == "created" else "retry later"
+    need, cheapest_over = need_of(rental), []
+    for provider in rental.candidates:
+        result, over = _ask(rental, provider, need)
+        if result in ("created", "stopped"):
+            return result
+        if over is not None:
+            cheapest_over.append(over)
+    reason = "no candidate had a fitting offer with capacity at or under the max rate"
+    if cheapest_over:
+        best = min(cheapest_over, key=lambda offer: offer.rate)
+        reason += f"; the cheapest fitting was {best.describe()} at {best.provider}"
+    do_fail_rental(rental.pk, reason + ". Nothing was created: change the request and ask again.")
+    return "failed"
+
+
+def _ask(rental: Rental, provider: str, need) -> tuple[str, Offer | None]:
+    """One candidate: search, then create onto the cheapest fitting offer."""
+    credential = _credential(rental, provider)
+    try:
+        offer, over = choose(need, find_offers(provider, credential, need))
+    except ProviderError as exc:
+        do_record_attempt(rental.pk, provider, Outcome.ERROR, {}, "", str(exc)[:500])
+        return "error", None
+    if offer is None:
+        detail = f"cheapest fitting {over.describe()}, over the max" if over else "nothing fits"
+        do_record_attempt(rental.pk, provider, Outcome.NO_OFFER, {}, "", detail)
+        return "no offer", over
+    data = _offer_data(offer)
+    if do_record_attempt(rental.pk, provider, Outcome.SENT, data, "", offer.describe()) is None:
+        return "stopped", None  # no longer creating (failed by the reconciler meanwhile): stop here
+    idem = f"{rental.key}-{provider}"
+    try:
+        made = create_box(offer, credential, need, rental.name, rental.image, rental.ssh_credential.name, idem)
+    except ProviderError as exc:
+        # It may have landed: look for the name now rather than send again.
+        sent = RentalAttempt(provider=provider, offer=data, outcome=Outcome.SENT)
+        do_record_attempt(rental.pk, provider, Outcome.ERROR, data, "", str(exc)[:500])
+        return ("created" if _adopt(rental, sent) == "created" else "error"), None
+    if made.provider_id is None:
+        do_record_attempt(rental.pk, provider, Outcome.NO_CAPACITY, data, "", made.answer)
+        return "no capacity", None
+    do_record_attempt(rental.pk, provider, Outcome.CREATED, data, made.provider_id, "")
+    do_mark_created(rental.pk, provider, made.provider_id, data)
+    return "created", None
+
+
+def poll(rental_pk: int) -> str:
+    """A booting rent: registered once the provider lists it running with an SSH endpoint; failed past
+    RENT_BOOT_SECONDS (the box stays listed, so drift shows it billing under the key)."""
+    rental = Rental.objects.select_related("project").get(pk=rental_pk)
+    if rental.state != RentalState.BOOTING:
+        return rental.state
+    try:
+        listing = list_boxes(rental.provider, _credential(rental, rental.provider))
+    except ProviderError:
+        return _boot_deadline(rental, "the provider could not be asked")
+    state = listing.inventory.get(rental.provider_id)
+    endpoint = listing.endpoints.get(rental.provider_id)
+    if state == RUNNING and endpoint is not None:
+        do_register_rental(rental.pk, *endpoint)
+        return "registered"
+    if state in (None, GONE):
+        return _boot_deadline(rental, f"{rental.provider} no longer lists {rental.provider_id}")
+    return _boot_deadline(rental, f"{rental.provider} lists it {state} with no SSH endpoint yet")
+
+
+def _boot_deadline(rental: Rental, said: str) -> str:
+    waited = (timezone.now() - rental.changed_at).total_seconds()
+    if waited < settings.RENT_BOOT_SECONDS:
+        return "waiting"
+    reason = (
+        f"{rental.provider} created {rental.provider_id} but it did not run with an SSH endpoint within "
+        f"{settings.RENT_BOOT_SECONDS} s ({said}). It may bill: it is listed as drift under the key; release it "
+        "in the provider's console, or register it by hand once it runs."
+    )
+    do_fail_rental(rental.pk, reason)
+    return "failed"

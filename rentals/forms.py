@@ -1,0 +1,90 @@
+from django import forms
+
+from profiles.actions import needs_acknowledgement
+from profiles.models import Credential, CredentialKind
+from profiles.providers.offers import RENTABLE
+from rentals.asking import read_candidates, read_models
+from rentals.models import Rental
+
+
+class RentalForm(forms.ModelForm):
+    """A rent by constraint. Everything is checked here, before anyone is asked to approve it."""
+
+    gpu_models = forms.CharField(
+        label="GPU model(s)", help_text="Any of these, comma-separated (e.g. A100, H100).", max_length=200
+    )
+    gpu_count = forms.IntegerField(label="GPUs", min_value=1, max_value=16, initial=1)
+    gpu_memory_gb = forms.IntegerField(
+        label="GPU memory (GB, at least, per GPU)", min_value=0, max_value=1024, initial=0
+    )
+    disk_gb = forms.IntegerField(label="Disk (GB)", min_value=10, max_value=20000, initial=50)
+    max_rate = forms.DecimalField(label="Max $/h (the whole box)", min_value=0.01, max_digits=8, decimal_places=4)
+    candidates = forms.CharField(
+        label="Candidate providers, in order",
+        help_text=f"Asked one after another until one has capacity: {', '.join(RENTABLE)}.",
+        max_length=100,
+    )
+    expected_minutes = forms.IntegerField(min_value=1, max_value=60 * 24 * 30, initial=60)
+    acknowledge = forms.BooleanField(
+        required=False, label="I have read the candidate platforms' conveniences and danger clocks"
+    )
+
+    class Meta:
+        model = Rental
+        fields = [
+            "purpose",
+            "gpu_models",
+            "gpu_count",
+            "gpu_memory_gb",
+            "disk_gb",
+            "max_rate",
+            "candidates",
+            "ssh_credential",
+            "ssh_user",
+            "image",
+            "expected_minutes",
+            "run",
+        ]
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.project = project
+        granted = Credential.objects.filter(projects=project)
+        self.fields["ssh_credential"].queryset = granted.filter(kind=CredentialKind.SSH_KEY)
+        self.fields["ssh_credential"].label = "SSH key"
+        self.fields["ssh_credential"].help_text = "Lambda is given its name (a key registered there under it)."
+        self.fields["run"].queryset = project.runs.filter(state="draft", sweep__isnull=True)
+        self.fields["run"].required = False
+        self.fields["run"].label = "Continue into this draft run's preflight (optional)"
+        keys = granted.filter(kind=CredentialKind.PROVIDER_KEY)
+        for provider in RENTABLE:
+            self.fields[f"key_{provider}"] = forms.ModelChoiceField(
+                queryset=keys, required=False, label=f"{provider} API key", help_text="Needed to ask it."
+            )
+
+    def clean_gpu_models(self):
+        try:
+            return read_models(self.cleaned_data["gpu_models"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        data = super().clean()
+        granted = {p: data[f"key_{p}"].pk for p in RENTABLE if data.get(f"key_{p}") is not None}
+        if "candidates" in data:
+            try:
+                data["candidates"] = read_candidates(data["candidates"], granted)
+            except ValueError as exc:
+                self.add_error("candidates", str(exc))
+            else:
+                data["api_credentials"] = {p: granted[p] for p in data["candidates"]}
+                first_time = [p for p in data["candidates"] if needs_acknowledgement(self.project, p)]
+                if first_time and not data.get("acknowledge"):
+                    self.add_error("acknowledge", f"First box of {', '.join(first_time)} in this project: read first.")
+        return data
+
+    def save(self, commit=False):
+        rental = super().save(commit=False)
+        rental.project = self.project
+        rental.api_credentials = self.cleaned_data["api_credentials"]
+        return rental

@@ -1,0 +1,55 @@
+"""Every rent state that waits has a deadline: unanswered requests expire, a create task that was lost is
+re-driven a bounded number of times and then failed with a next step, a boot is polled again."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.audit import record
+from core.models import AuditAction
+from rentals.actions import _move, do_fail_rental
+from rentals.models import Rental, RentalState
+
+
+def do_expire_rentals(now=None) -> int:
+    now = now or timezone.now()
+    expired = 0
+    with transaction.atomic(durable=True):
+        for rental in Rental.objects.select_for_update().filter(state=RentalState.REQUESTED, expires_at__lte=now):
+            _move(rental, RentalState.EXPIRED)
+            rental.save()
+            message = f"rent #{rental.pk} {rental.name} expired unanswered: ask again"
+            record(AuditAction.RENT_FAILED, message, project_id=rental.project_id, rental=rental.pk)
+            expired += 1
+    return expired
+
+
+def do_redrive_stale(now=None) -> dict[str, list[int]]:
+    """Approved or creating past RENT_CREATE_SECONDS with no progress: enqueued again (the task claims and
+    looks for a box a lost create made before sending anything), up to RENT_MAX_REDRIVES; then failed.
+    Booting rents are polled (a lost poll chain ends here)."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.RENT_CREATE_SECONDS)
+    redrive, fail = [], []
+    with transaction.atomic(durable=True):
+        waiting = Rental.objects.select_for_update().filter(
+            state__in=(RentalState.APPROVED, RentalState.CREATING), changed_at__lte=stale
+        )
+        for rental in waiting:
+            if rental.redrives >= settings.RENT_MAX_REDRIVES:
+                fail.append(rental.pk)
+                continue
+            rental.redrives += 1
+            rental.changed_at = now
+            rental.save(update_fields=["redrives", "changed_at"])
+            redrive.append(rental.pk)
+    reason = (
+        "the create task was lost {n} times. A box may exist at a candidate: the provider's list under the key "
+        "shows it as drift; release it there or register it by hand, then ask again."
+    )
+    for pk in fail:
+        do_fail_rental(pk, reason.format(n=settings.RENT_MAX_REDRIVES + 1))
+    booting = list(Rental.objects.filter(state=RentalState.BOOTING).values_list("pk", flat=True))
+    return {"redrive": redrive, "failed": fail, "poll": booting}

@@ -1,0 +1,3 @@
+"""Rent tests share the runs tests' project (its members in their persona roles)."""
+
+from tests.runs.conftest import project  # noqa: F401

@@ -1,0 +1,137 @@
+"""What an offer means, read from the providers' documented answers (pure): the GPU words, the fit, the
+cheapest under the max, and answers that must not read as offers or as a created box."""
+
+import pytest
+
+from profiles.providers.offers import (
+    Need,
+    Offer,
+    choose,
+    create_call,
+    fits,
+    known_gpu,
+    model_matches,
+    no_capacity,
+    read_created,
+    read_lambda_offers,
+    read_vast_offers,
+)
+from rentals.asking import expected_cost, read_candidates, read_models, spend_note
+
+
+def test_gpu_names_compare_by_words_in_order():
+    assert known_gpu("nvidia a100") == "A100" and known_gpu("rtx-4090") == "RTX 4090"
+    assert known_gpu("A1OO") is None and known_gpu("4090 RTX") is None
+    assert model_matches("A100", "A100 SXM4") and model_matches("RTX 4090", "NVIDIA GeForce RTX 4090")
+    assert not model_matches("L40", "L40S") and not model_matches("A100", "A10")
+
+
+def test_the_cheapest_fitting_offer_under_the_max_is_chosen_and_the_cheapest_over_it_is_named():
+    need = Need(("A100", "H100"), 1, 40, 50, 2.0)
+    offers = [
+        Offer("vastai", "1", "A100 SXM4", 1, 80, 1.9),
+        Offer("vastai", "2", "A100 PCIE", 1, 40, 1.2),
+        Offer("vastai", "3", "A100 PCIE", 1, 24, 0.5),  # too little memory
+        Offer("vastai", "4", "A100 PCIE", 2, 40, 1.0),  # two GPUs
+        Offer("vastai", "5", "H100 SXM", 1, 80, 2.5),  # over the max
+        Offer("vastai", "6", "RTX 4090", 1, 24, 0.3),  # another model
+    ]
+    assert [fits(need, offer) for offer in offers] == [True, True, False, False, True, False]
+    under, over = choose(need, offers)
+    assert under.offer_id == "2" and over.offer_id == "5"
+    assert choose(Need(("H100",), 1, 0, 50, 1.0), offers) == (None, offers[4])
+
+
+def test_vast_offers_read_only_what_is_there():
+    body = {
+        "offers": [
+            {"id": 11, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.41},
+            {"id": "12", "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.4},  # id not int
+            {"id": 13, "gpu_name": "RTX 4090", "num_gpus": True, "gpu_ram": 24564, "dph_total": 0.4},
+            {"id": 14, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": float("nan")},
+            {"id": 15, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": -1},
+            "not an offer",
+        ]
+    }
+    offers = read_vast_offers(body)
+    assert [(o.offer_id, o.gpu_name, o.gpu_memory_gb, o.rate) for o in offers] == [("11", "RTX 4090", 24.0, 0.41)]
+    with pytest.raises(ValueError):
+        read_vast_offers({"offers": None})
+
+
+def test_lambda_offers_are_types_with_capacity_somewhere():
+    body = {
+        "data": {
+            "gpu_1x_a100": {
+                "instance_type": {
+                    "gpu_description": "A100 (40 GB PCIe)",
+                    "price_cents_per_hour": 129,
+                    "specs": {"gpus": 1},
+                },
+                "regions_with_capacity_available": [{"name": "us-east-1", "description": "Virginia"}],
+            },
+            "gpu_1x_h100": {
+                "instance_type": {"gpu_description": "H100 (80 GB SXM5)", "price_cents_per_hour": 329, "specs": {}},
+                "regions_with_capacity_available": [{"name": "us-west-1"}],
+            },
+            "gpu_8x_a100": {
+                "instance_type": {
+                    "gpu_description": "A100 (80 GB SXM4)",
+                    "price_cents_per_hour": 1432,
+                    "specs": {"gpus": 8},
+                },
+                "regions_with_capacity_available": [],
+            },
+        }
+    }
+    offers = read_lambda_offers(body)
+    assert offers == [Offer("lambda", "gpu_1x_a100", "A100", 1, 40.0, 1.29, "us-east-1")]
+    with pytest.raises(ValueError):
+        read_lambda_offers({"data": []})
+
+
+def test_create_calls_are_the_documented_ones_named_by_the_rule():
+    need = Need(("A100",), 1, 0, 80, 2.0)
+    vast = create_call(Offer("vastai", "11", "A100", 1, 40, 1.0), need, "p-train-r1-20261202", "img", "key")
+    assert (vast.method, vast.path) == ("PUT", "/api/v0/asks/11/")
+    assert vast.body["label"] == "p-train-r1-20261202" and vast.body["disk"] == 80
+    lam = create_call(Offer("lambda", "gpu_1x_a100", "A100", 1, 40, 1.29, "us-east-1"), need, "n", "img", "key")
+    assert lam.body == {
+        "region_name": "us-east-1",
+        "instance_type_name": "gpu_1x_a100",
+        "ssh_key_names": ["key"],
+        "name": "n",
+        "quantity": 1,
+    }
+
+
+def test_created_ids_and_no_capacity_are_read_from_the_providers_words():
+    assert read_created("vastai", {"success": True, "new_contract": 7001}) == "7001"
+    assert read_created("vastai", {"success": False, "new_contract": 7001}) is None
+    assert read_created("vastai", {"success": True, "new_contract": "7001; rm -rf /"}) is None
+    assert read_created("lambda", {"data": {"instance_ids": ["abc"]}}) == "abc"
+    assert read_created("lambda", {"data": {"instance_ids": ["a", "b"]}}) is None  # we asked for one
+    assert no_capacity("lambda", 400, '{"error": {"code": "instance-operations/launch/insufficient-capacity"}}')
+    assert not no_capacity("lambda", 400, '{"error": {"code": "global/invalid-parameters"}}')
+    assert no_capacity("vastai", 400, '{"success": false, "error": "no_such_ask"}')
+
+
+def test_a_request_is_refused_before_anything_is_asked():
+    assert read_models("a100, nvidia H100, A100") == ["A100", "H100"]
+    with pytest.raises(ValueError, match="not a GPU model we know"):
+        read_models("A100, Z9000")
+    with pytest.raises(ValueError, match="No provider API key for lambda"):
+        read_candidates("vastai, lambda", {"vastai": 1})
+    with pytest.raises(ValueError, match="cannot be rented here"):
+        read_candidates("runpod", {"runpod": 1})
+    assert read_candidates("Lambda; vastai", {"vastai": 1, "lambda": 2}) == ["lambda", "vastai"]
+
+
+def test_the_expected_cost_is_the_most_it_can_cost_and_the_spend_rules_are_said():
+    from decimal import Decimal
+
+    cost = expected_cost(Decimal("1.5"), 90)
+    assert cost == Decimal("2.25")
+    assert spend_note(cost, Decimal("2"), Decimal("10")) == "expected at most $2.25: above the per-run threshold of $2"
+    assert "above the $1.00 left" in spend_note(cost, None, Decimal("1.00"))
+    assert spend_note(cost, None, None) == "expected at most $2.25"

@@ -1,0 +1,222 @@
+"""A rent from request to a registered box, against provider stubs that start a real sshd (fresh port,
+fresh host key) on create: approval by another person, fallback past "no capacity", the naming rule, the
+host key waiting for a person, and a create that may have landed never sent twice."""
+
+import shutil
+import uuid
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from profiles.drift import keys_to_reconcile
+from profiles.models import Credential, Instance, InstanceEvent
+from profiles.tasks import probe_instance
+from rentals.actions import do_cancel_rental, do_confirm_rental, do_decide_rental, do_request_rental
+from rentals.creating import create, poll
+from rentals.forms import RentalForm
+from rentals.models import Rental, RentalAttempt, RentalState
+from rentals.reconcile import do_redrive_stale
+from tests import factories
+from tests.provider_stub import api_credential
+from tests.sshd import Sshd, keygen
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+VAST_OFFERS = [
+    {"id": 501, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.52},
+    {"id": 502, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.38},
+    {"id": 503, "gpu_name": "A100_SXM4", "num_gpus": 1, "gpu_ram": 81920, "dph_total": 1.45},
+]
+LAMBDA_TYPES = {
+    "gpu_1x_a100": {
+        "instance_type": {"gpu_description": "A100 (40 GB PCIe)", "price_cents_per_hour": 129, "specs": {"gpus": 1}},
+        "regions_with_capacity_available": [{"name": "us-east-1"}],
+    },
+    "gpu_1x_rtx4090": {
+        "instance_type": {"gpu_description": "RTX 4090 (24 GB)", "price_cents_per_hour": 45, "specs": {"gpus": 1}},
+        "regions_with_capacity_available": [{"name": "us-west-1"}],
+    },
+}
+
+
+@pytest.fixture
+def boxes(tmp_path, provider_api):
+    """Each create starts a real sshd on a fresh port with a fresh host key, reachable with one client key."""
+    client_key = keygen(tmp_path / "client_key")
+    started = []
+
+    def on_create(provider, name):
+        directory = tmp_path / f"box-{uuid.uuid4().hex[:6]}"
+        directory.mkdir()
+        shutil.copy(client_key, directory / "user_key")
+        shutil.copy(f"{client_key}.pub", directory / "user_key.pub")
+        server = Sshd(directory).start()
+        started.append(server)
+        return "127.0.0.1", server.port
+
+    provider_api.on_create = on_create
+    provider_api.offers.update(vastai=VAST_OFFERS, lambda_=None)
+    provider_api.offers["lambda"] = LAMBDA_TYPES
+    yield started, client_key
+    for server in started:
+        server.stop()
+
+
+def _ask(project, user, client_key, **fields):
+    ssh = factories.ssh_key(project, str(client_key))
+    key = api_credential(project)
+    data = {
+        "purpose": "train",
+        "gpu_models": "RTX 4090",
+        "gpu_count": 1,
+        "gpu_memory_gb": 20,
+        "disk_gb": 40,
+        "max_rate": "0.60",
+        "candidates": "lambda, vastai",
+        "ssh_credential": ssh.pk,
+        "ssh_user": Sshd.__init__.__globals__["getpass"].getuser(),
+        "image": "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
+        "expected_minutes": 90,
+        "key_lambda": key.pk,
+        "key_vastai": key.pk,
+        "acknowledge": "on",
+        **fields,
+    }
+    form = RentalForm(data, project=project)
+    assert form.is_valid(), form.errors
+    return do_request_rental(form.save(), actor=user)
+
+
+def test_bad_requests_are_refused_before_anything_is_created(project, bob, provider_api):
+    ssh = factories.ssh_key(project, "/nonexistent")
+    key = api_credential(project)
+    base = {
+        "purpose": "train",
+        "gpu_models": "RTX 4090",
+        "gpu_count": 1,
+        "disk_gb": 40,
+        "gpu_memory_gb": 0,
+        "max_rate": "0.5",
+        "candidates": "vastai",
+        "ssh_credential": ssh.pk,
+        "image": "img",
+        "expected_minutes": 60,
+        "key_vastai": key.pk,
+        "acknowledge": "on",
+    }
+    unknown = RentalForm({**base, "gpu_models": "RTX 9999"}, project=project)
+    assert not unknown.is_valid() and "not a GPU model we know" in str(unknown.errors["gpu_models"])
+    no_key = RentalForm({**base, "candidates": "vastai, lambda"}, project=project)
+    assert not no_key.is_valid() and "No provider API key for lambda" in str(no_key.errors["candidates"])
+    other = factories.project()
+    foreign = Credential.objects.create(name=factories.unique("k"), kind="provider-key", reference="env:X")
+    foreign.projects.add(other)
+    stolen = RentalForm({**base, "key_vastai": foreign.pk}, project=project)
+    assert not stolen.is_valid() and "key_vastai" in stolen.errors
+    unread = RentalForm({**base, "acknowledge": ""}, project=project)
+    assert not unread.is_valid() and "acknowledge" in unread.errors
+    assert Rental.objects.count() == 0 and provider_api.requests == []
+
+
+def test_only_another_approver_approves_and_a_max_below_every_offer_creates_nothing(
+    project, alice, bob, carol, boxes, provider_api
+):
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, max_rate="0.10", candidates="vastai")
+    assert rental.state == RentalState.REQUESTED and rental.expected_cost == Decimal("0.15")
+    assert rental.name == f"{project.slug}-train-r{rental.pk}-{rental.created:%Y%m%d}"
+    with pytest.raises(PermissionDenied, match="requester"):
+        factories_grant_approver(bob, project)
+        do_decide_rental(rental.pk, True, "", actor=bob)
+    with pytest.raises(PermissionDenied, match="approver"):
+        do_decide_rental(rental.pk, True, "", actor=carol)
+    do_decide_rental(rental.pk, True, "ok", actor=alice)
+    assert create(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.FAILED
+    assert "cheapest fitting was 1× RTX 4090 (24 GB) at $0.3800/h" in rental.reason
+    assert "Nothing was created" in rental.reason and provider_api.creates() == []
+    with pytest.raises(ValidationError):
+        do_cancel_rental(rental.pk, actor=bob)
+
+
+def factories_grant_approver(user, project):
+    from tests.personas import grant
+
+    grant(user, project, "approver")
+
+
+def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_key(
+    project, alice, bob, boxes, provider_api
+):
+    started, client_key = boxes
+    provider_api.no_capacity.add("lambda")
+    rental = _ask(project, bob, client_key)
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "created"
+    rental.refresh_from_db()
+    outcomes = list(rental.attempts.values_list("provider", "outcome"))
+    assert outcomes == [("lambda", "sent"), ("lambda", "no_capacity"), ("vastai", "sent"), ("vastai", "created")]
+    assert rental.state == RentalState.BOOTING and rental.provider == "vastai"
+    (made,) = provider_api.creates()
+    assert made["body"]["label"] == rental.name and made["idempotency_key"] == f"{rental.key}-vastai"
+    assert rental.offer["offer_id"] == "502" and rental.offer["rate"] == 0.38  # the cheaper fitting 4090
+    assert ("vastai", api_credential(project).pk) in keys_to_reconcile()
+
+    assert poll(rental.pk) == "waiting"  # listed loading first
+    assert poll(rental.pk) == "registered"
+    rental.refresh_from_db()
+    box = rental.instance
+    assert (box.name, box.provider_id, box.port) == (rental.name, rental.provider_id, started[0].port)
+    assert box.rate_running == Decimal("0.38") and box.pinned_host_key is None
+    probe_instance(box.pk, "light")
+    box.refresh_from_db()
+    assert box.seen_host_key is not None and box.pinned_host_key is None  # never trusted silently
+
+    with pytest.raises(ValidationError, match="changed"):
+        do_confirm_rental(rental.pk, "SHA256:not-the-key", actor=bob)
+    do_confirm_rental(rental.pk, box.seen_host_key.fingerprint, actor=bob)
+    rental.refresh_from_db()
+    box.refresh_from_db()
+    assert rental.state == RentalState.READY and box.pinned_host_key is not None
+    assert box.events.filter(kind=InstanceEvent.Kind.CREATED, message__contains=f"rent #{rental.pk}").exists()
+
+
+def test_a_create_whose_answer_was_lost_is_found_by_its_name_not_sent_again(project, alice, bob, boxes, provider_api):
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    provider_api.fail_next("502", "late")  # the box is made; the answer never arrives
+    assert create(rental.pk) == "created"
+    rental.refresh_from_db()
+    assert len(provider_api.creates()) == 1 and rental.provider_id == provider_api.creates()[0]["target"]
+    assert rental.attempts.filter(outcome=RentalAttempt.Outcome.CREATED, detail__contains="found by its name").exists()
+
+
+def test_a_worker_killed_after_the_create_call_leaves_a_rent_the_redrive_adopts(
+    project, alice, bob, boxes, provider_api, settings
+):
+    """What a SIGKILL between the provider's create and our record of it leaves: a SENT attempt and a
+    rent creating. The reconciler re-drives it; the task looks for the name first and creates nothing."""
+    _, client_key = boxes
+    settings.RENT_CREATE_SECONDS = 0
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    provider_api.hold["502"] = __import__("threading").Event()
+    provider_api.hold["502"].set()
+    # The state a killed worker leaves, reached by the same actions the task uses:
+    from rentals.actions import do_claim_rental, do_record_attempt
+
+    do_claim_rental(rental.pk)
+    do_record_attempt(rental.pk, "vastai", RentalAttempt.Outcome.SENT, {"offer_id": "502"}, "", "")
+    from profiles.providers.offers import Need, Offer
+    from profiles.providers.renting import create_box
+
+    offer = Offer("vastai", "502", "RTX 4090", 1, 24, 0.38)
+    create_box(offer, api_credential(project), Need(("RTX 4090",), 1, 0, 40, 0.6), rental.name, "img", "k", "i")
+    assert do_redrive_stale()["redrive"] == [rental.pk]
+    assert create(rental.pk) == "created"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.BOOTING and len(provider_api.creates()) == 1
+    assert Instance.objects.filter(name=rental.name).count() == 0  # registered only once it runs
