@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
-from api import errors, views
+from api import errors, rentals, views
 
 router = DefaultRouter(trailing_slash=True)
 router.register("projects", views.ProjectViewSet, basename="api-project")
@@ -12,6 +12,7 @@ router.register("runs", views.RunViewSet, basename="api-run")
 router.register("sweeps", views.SweepViewSet, basename="api-sweep")
 router.register("custody", views.CustodyViewSet, basename="api-custody")
 router.register("teardown", views.TeardownViewSet, basename="api-teardown")
+router.register("rentals", rentals.RentalViewSet, basename="api-rental")
 
 
 def _open(patterns):

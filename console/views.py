@@ -23,6 +23,7 @@ from profiles.forms import StateForm
 from profiles.models import Instance, InstanceProbe, InstanceState, ProviderBalance
 from profiles.resources import kinds_for
 from projects.models import Project, Role
+from rentals.models import Rental, RentalState
 from runs.models import LIVE_STATES, Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
 from runs.spend import envelopes_for
 
@@ -214,6 +215,9 @@ def approval_queue(request):
         "approver_of": set(Project.objects.where_role(request.user, Role.APPROVER).values_list("pk", flat=True)),
         "spends_pending": spends.filter(status=SpendStatus.PENDING),
         "spends_decided": spends.exclude(status=SpendStatus.PENDING)[:10],
+        "rents_pending": Rental.objects.visible_to(request.user)
+        .filter(state=RentalState.REQUESTED)
+        .select_related("project", "requester"),
     }
     return render(request, "custody/approval_queue.html", context)
 

@@ -1,5 +1,6 @@
 """python -m remotegpu launch DIR … | follow RUN | logs RUN [-f] | edit RUN KEY=VALUE… | stop RUN | retry RUN
-| verify RUN | custody RUN | teardown INSTANCE KIND --reason … | sweep BASE_RUN … | sweeps | follow-sweep ID"""
+| verify RUN | custody RUN | teardown INSTANCE KIND --reason … | sweep BASE_RUN … | sweeps | follow-sweep ID
+| rent PROJECT --gpu … --max-rate … --candidate … | rental ID"""
 
 import argparse
 import json
@@ -106,6 +107,18 @@ def edits(pairs: list[str]) -> dict:
     return body
 
 
+def rent_body(args) -> dict:
+    """The API's rent from the command line; --candidate PROVIDER=KEY keeps the order they are asked in."""
+    pairs = [candidate.partition("=") for candidate in args.candidate]
+    if any(not provider or not key for provider, _, key in pairs):
+        raise ApiError("--candidate is PROVIDER=API_KEY_NAME, e.g. vastai=team-vast")
+    body = {"project": args.project, "purpose": args.purpose, "gpu_models": args.gpu, "gpu_count": args.gpus}
+    body.update(gpu_memory_gb=args.gpu_memory, disk_gb=args.disk, max_rate=args.max_rate, ssh_key=args.ssh_key)
+    body.update(candidates=[provider for provider, _, _ in pairs], api_keys={p: key for p, _, key in pairs})
+    body.update(expected_minutes=args.minutes, run=args.run, acknowledge=args.acknowledge)
+    return body
+
+
 def follow_sweep(client: Client, sweep_id: str, timeout: float, out=sys.stdout) -> dict:
     """Print each cell's state as it changes until every cell has settled; the states at the end."""
     seen, deadline = {}, time.monotonic() + timeout
@@ -169,6 +182,20 @@ def parser() -> argparse.ArgumentParser:
     follow_one = sub.add_parser("follow-sweep", help="print each cell's state until every cell has settled")
     follow_one.add_argument("sweep_id")
     follow_one.add_argument("--timeout", type=float, default=24 * 3600)
+    rent = sub.add_parser("rent", help="ask for a box by constraint (another person approves its spend on the page)")
+    rent.add_argument("project")
+    rent.add_argument("--purpose", default="train")
+    rent.add_argument("--gpu", action="append", required=True, help="repeatable: any of these GPU models")
+    rent.add_argument("--gpus", type=int, default=1)
+    rent.add_argument("--gpu-memory", type=int, default=0, help="GB per GPU, at least")
+    rent.add_argument("--disk", type=int, default=50, help="GB")
+    rent.add_argument("--max-rate", required=True, help="$/h for the whole box")
+    rent.add_argument("--candidate", action="append", required=True, help="repeatable, in order: PROVIDER=API_KEY")
+    rent.add_argument("--ssh-key", required=True, help="the SSH key credential's name")
+    rent.add_argument("--minutes", type=int, required=True, help="the run's expected minutes")
+    rent.add_argument("--run", default="", help="a draft run that continues into its preflight on the box")
+    rent.add_argument("--acknowledge", action="store_true", help="I have read the platforms' danger clocks")
+    sub.add_parser("rental", help="a rent's state and each candidate asked").add_argument("rental_id")
     reading = sub.choices["logs"]
     reading.add_argument("-f", "--follow", action="store_true", help="keep printing until the run settles")
     reading.add_argument("--attempt", type=int, help="an earlier attempt (default: the current one)")
@@ -226,6 +253,15 @@ def main(argv=None) -> int:
             for run_id in failed:
                 explain_failure(client, run_id)
             return 1 if failed else 0
+        elif args.verb == "rent":
+            made = client.call("POST", "/rentals/", rent_body(args))
+            where = f"{client.site}/rentals/{made['id']}/"
+            print(f"rent #{made['id']} {made['name']}: {made['state']}, {made['spend_note']} ({where})")
+        elif args.verb == "rental":
+            made = client.call("GET", f"/rentals/{args.rental_id}/")
+            print(f"rent #{made['id']} {made['name']}: {made['state']} {made['reason']}".rstrip())
+            for one in made["attempts"]:
+                print(f"  {one['provider']}\t{one['outcome']}\t{one['provider_id']} {one['detail']}".rstrip())
         elif args.verb in ("stop", "retry"):
             run = client.call("POST", f"/runs/{args.run_id}/{args.verb}/", {})
             print(f"{args.run_id}: {args.verb} asked (state {run['state']}, attempt {run['attempt']})")

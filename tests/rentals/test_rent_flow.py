@@ -220,3 +220,46 @@ def test_a_worker_killed_after_the_create_call_leaves_a_rent_the_redrive_adopts(
     rental.refresh_from_db()
     assert rental.state == RentalState.BOOTING and len(provider_api.creates()) == 1
     assert Instance.objects.filter(name=rental.name).count() == 0  # registered only once it runs
+
+
+def test_every_waiting_state_has_a_deadline(project, alice, bob, boxes, provider_api, settings):
+    """Unanswered: expired. Creating with no progress: re-driven RENT_MAX_REDRIVES times, then failed with a
+    next step. Created but never running: failed past RENT_BOOT_SECONDS, and the key is reconciled."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rentals.reconcile import do_expire_rentals
+
+    _, client_key = boxes
+    waiting = _ask(project, bob, client_key, candidates="vastai")
+    assert do_expire_rentals(now=timezone.now() + timedelta(hours=25)) == 1
+    waiting.refresh_from_db()
+    assert waiting.state == RentalState.EXPIRED
+    with pytest.raises(ValidationError):
+        do_decide_rental(waiting.pk, True, "late", actor=alice)
+
+    settings.RENT_CREATE_SECONDS, settings.RENT_MAX_REDRIVES = 0, 2
+    lost = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(lost.pk, True, "go", actor=alice)  # its task was enqueued; no worker takes it
+    assert do_redrive_stale()["redrive"] == [lost.pk]
+    assert do_redrive_stale()["redrive"] == [lost.pk]
+    assert do_redrive_stale()["failed"] == [lost.pk]
+    lost.refresh_from_db()
+    assert lost.state == RentalState.FAILED and "lost 3 times" in lost.reason and "drift" in lost.reason
+
+    settings.RENT_BOOT_SECONDS = 0
+    provider_api.boot_reads_default = 10**6  # it never runs
+    never = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(never.pk, True, "go", actor=alice)
+    assert create(never.pk) == "created"
+    assert do_redrive_stale()["poll"] == [never.pk]
+    assert poll(never.pk) == "failed"
+    never.refresh_from_db()
+    assert never.state == RentalState.FAILED and "did not run with an SSH endpoint" in never.reason
+    assert never.instance is None and ("vastai", api_credential(project).pk) in keys_to_reconcile()
+    from profiles.drift import do_reconcile_providers
+    from profiles.models import DriftKind, ProviderDrift
+
+    do_reconcile_providers()  # a box created but never registered bills under the key: found as an orphan
+    assert ProviderDrift.objects.filter(provider_id=never.provider_id, kind=DriftKind.ORPHAN).exists()

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from core.models import AuditEntry
 from custody.models import Artifact, CustodyRecord, CustodyStatus, TeardownRequest
-from profiles.models import Instance, InstanceEvent, Resource
+from profiles.models import Credential, Instance, InstanceEvent, Resource
 from projects.models import Project
+from rentals.models import Rental, RentalAttempt
 from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep
 from tests.personas import join
 
@@ -33,9 +34,11 @@ PINNED = {
     # A release-clock platform: what the shutdown would take, for every export; and its waste alarms.
     "instance_autodl": 24,
     "sweep": 7,
-    "approvals": 13,
+    "approvals": 14,  # and the rents waiting
     "audit": 3,
     "compare": 4,
+    "rentals": 4,
+    "rental": 5,
 }
 
 
@@ -97,6 +100,8 @@ class World:
         """n more of everything the pages list: runs, sweep cells, boxes, requests, audit rows, events."""
         for _ in range(n):
             self.run(RunState.EXPORTED)
+            self.rental = self.rent()
+            RentalAttempt.objects.create(rental=self.rental, provider="vastai", outcome="created", provider_id="1")
             # Its copy on the box deleted: no export there is touched, so every one of them is read.
             self.run(RunState.EXPORTED, instance=self.autodl, export_deleted_at=timezone.now())
             self.run(RunState.RUNNING, sweep=self.sweep)
@@ -141,7 +146,30 @@ class World:
             "approvals": "/approvals/",
             "audit": "/audit/",
             "compare": f"/runs/compare/?run={self.first.run_id}&run={self.second.run_id}",
+            "rentals": "/rentals/",
+            "rental": f"/rentals/{self.rental.pk}/",
         }
+
+    def rent(self, state: str = "requested") -> Rental:
+        key, _ = Credential.objects.get_or_create(name="vision-ssh", defaults={"kind": "ssh-key", "reference": "/k"})
+        rental = Rental.objects.create(
+            project=self.project,
+            purpose="train",
+            gpu_models=["A100"],
+            max_rate=2,
+            candidates=["lambda", "vastai"],
+            api_credentials={},
+            ssh_credential=key,
+            expected_minutes=60,
+            expected_cost=2,
+            state=state,
+            name=f"vision-train-r{uuid.uuid4().hex[:4]}-20261202",
+            requester=self.bob,
+            instance=self.instance,
+            expires_at=timezone.now() + timedelta(hours=24),
+        )
+        RentalAttempt.objects.create(rental=rental, provider="lambda", outcome="no_capacity")
+        return rental
 
 
 def count(client, url: str) -> int:
