@@ -29,6 +29,7 @@ class RentalSerializer(serializers.ModelSerializer):
     approver = serializers.SlugRelatedField(slug_field="username", read_only=True)
     instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
     attempts = AttemptSerializer(many=True, read_only=True)
+    host_key_seen = serializers.SerializerMethodField(help_text="The fingerprint waiting for a person, if any.")
 
     class Meta:
         model = Rental
@@ -54,9 +55,14 @@ class RentalSerializer(serializers.ModelSerializer):
             "instance",
             "reason",
             "attempts",
+            "host_key_seen",
             "created",
             "expires_at",
         ]
+
+    def get_host_key_seen(self, rental) -> str:
+        seen = rental.instance.seen_host_key if rental.instance else None
+        return seen.fingerprint if seen else ""
 
 
 class RentalCreateSerializer(serializers.Serializer):

@@ -152,7 +152,14 @@ def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_
 ):
     started, client_key = boxes
     provider_api.no_capacity.add("lambda")
-    rental = _ask(project, bob, client_key)
+    from runs.actions.lifecycle import do_create_run
+    from runs.models import Run
+
+    other = factories.box(project, host="127.0.0.1", user="x")
+    draft = do_create_run(
+        Run(project=project, instance=other, source_path="/x", command=["true"], expected_minutes=9), actor=bob
+    )
+    rental = _ask(project, bob, client_key, run=draft.pk)
     do_decide_rental(rental.pk, True, "go", actor=alice)
     assert create(rental.pk) == "created"
     rental.refresh_from_db()
@@ -180,6 +187,8 @@ def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_
     rental.refresh_from_db()
     box.refresh_from_db()
     assert rental.state == RentalState.READY and box.pinned_host_key is not None
+    draft.refresh_from_db()  # the run it was asked for moved onto the box and started its preflight
+    assert draft.instance_id == box.pk and draft.state == "preflight"
     assert box.events.filter(kind=InstanceEvent.Kind.CREATED, message__contains=f"rent #{rental.pk}").exists()
 
 
