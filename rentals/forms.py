@@ -52,6 +52,7 @@ class RentalForm(forms.ModelForm):
         granted = Credential.objects.filter(projects=project)
         self.fields["ssh_credential"].queryset = granted.filter(kind=CredentialKind.SSH_KEY)
         self.fields["ssh_credential"].label = "SSH key"
+        self.fields["ssh_user"].label = "SSH user"
         self.fields["ssh_credential"].help_text = "Lambda is given its name (a key registered there under it)."
         self.fields["run"].queryset = project.runs.filter(state="draft", sweep__isnull=True)
         self.fields["run"].required = False

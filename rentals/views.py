@@ -11,7 +11,7 @@ from projects.models import Project, Role
 from projects.roles import require
 from rentals.actions import do_cancel_rental, do_confirm_rental, do_decide_rental, do_request_rental
 from rentals.forms import RentalForm
-from rentals.models import OPEN_STATES, Rental
+from rentals.models import OPEN_STATES, Rental, RentalState
 
 
 def rental_list(request):
@@ -51,8 +51,9 @@ def rental_detail(request, pk):
         "can_operate": request.user.has_perm("projects.operate", rental.project),
         "seen_key": rental.instance.seen_host_key if rental.instance else None,
     }
-    # A worker moves it next (or scans its host key): the page follows without a reload.
-    context["waiting"] = rental.state in OPEN_STATES or (rental.state == "registered" and context["seen_key"] is None)
+    # Someone else or a worker moves it next (an approver, the create, the key scan): the page follows.
+    moving = rental.state in OPEN_STATES or rental.state == RentalState.REQUESTED
+    context["waiting"] = moving or (rental.state == RentalState.REGISTERED and context["seen_key"] is None)
     return render(request, "rentals/rental_detail.html", context)
 
 

@@ -35,7 +35,7 @@ def free_port() -> int:
 class Stack:
     """A running `manage.py runstack` with its printed output collected line by line."""
 
-    def __init__(self, var_dir, port):
+    def __init__(self, var_dir, port, **extra_env):
         self.port = port
         self.var_dir = var_dir
         self.url = f"http://127.0.0.1:{port}"
@@ -46,6 +46,7 @@ class Stack:
             CELERY_QUEUE=f"remotegpu-e2e-{os.getpid()}-{port}",  # a queue per stack: two stacks in one worker
             LOG_LEVEL="WARNING",
             REMOTEGPU_LOCAL_NODE="1",  # as `make run` sets it: the one-person stack may use this machine
+            **extra_env,
         )
         self.process = subprocess.Popen(
             [sys.executable, "manage.py", "runstack", "--port", str(port)],
@@ -94,9 +95,9 @@ class Stack:
             self.process.wait()
 
 
-def started_stack(var_dir) -> Stack:
+def started_stack(var_dir, **extra_env) -> Stack:
     """A `runstack` on a free port, up and listening, its admin's one-time password read."""
-    running = Stack(var_dir, free_port())
+    running = Stack(var_dir, free_port(), **extra_env)
     running.password = running.wait_for(r"Created admin user 'admin' with password: (\S+)").group(1)
     running.wait_for(r"RemoteGPU is up at")
     running.wait_listening()
