@@ -190,6 +190,8 @@ PROVIDER_API_BASES = {
     "vastai": os.environ.get("VASTAI_API_BASE", "https://console.vast.ai"),
     "lambda": os.environ.get("LAMBDA_API_BASE", "https://cloud.lambdalabs.com"),
     "paperspace": os.environ.get("PAPERSPACE_API_BASE", "https://api.paperspace.com"),
+    # RunPod's GPU catalogue with prices and stock, and the account's balance, are GraphQL only.
+    "runpod-graphql": os.environ.get("RUNPOD_GRAPHQL_BASE", "https://api.runpod.io"),
 }
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "remotegpu@localhost")

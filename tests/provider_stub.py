@@ -38,20 +38,23 @@ class RunPod:
     name, auth = "runpod", "bearer"
     routes = [
         ("GET", r"/v1/networkvolumes", "volumes"),
+        ("POST", r"/graphql", "graphql"),
+        ("POST", r"/v1/pods", "create"),
         ("GET", r"/v1/pods", "list"),
         ("POST", r"/v1/pods/(?P<id>[\w.-]+)/stop", "stop"),
         ("DELETE", r"/v1/pods/(?P<id>[\w.-]+)", "terminate"),
         ("GET", r"/v1/pods/(?P<id>[\w.-]+)", "status"),
     ]
-    words = {RUNNING: "RUNNING", STOPPED: "EXITED"}
+    words = {RUNNING: "RUNNING", STOPPED: "EXITED", BOOTING: "RUNNING"}  # desiredStatus is RUNNING at once
 
     def listing(self, boxes, endpoints=None, ends=None, names=None):
-        endpoints = endpoints or {}
+        endpoints, names = endpoints or {}, names or {}
         return [
             {
                 "id": i,
                 "desiredStatus": self.words[state],
                 "costPerHr": 0.44,
+                **({"name": names[i]} if i in names else {}),
                 **({"publicIp": endpoints[i][0], "portMappings": {"22": endpoints[i][1]}} if i in endpoints else {}),
             }
             for i, state in boxes.items()
@@ -322,6 +325,8 @@ class ProviderStub:
             return 200, provider.listing(boxes, endpoints, dict(self.ends), dict(self.names))
         if verb == "offers":
             return self._offers(provider, body)
+        if verb == "graphql":
+            return self._graphql(body)
         if verb == "create":
             return self._create(provider, target, body, headers)
         with self.lock:
@@ -353,12 +358,28 @@ class ProviderStub:
         _no_body(body)
         return 200, {"data": offers or {}}
 
+    def _graphql(self, body):
+        """RunPod's GraphQL: the account (myself) or the GPU catalogue (gpuTypes, priced for the count asked)."""
+        query = body.get("query") if isinstance(body, dict) else None
+        if not isinstance(query, str):
+            return 400, {"errors": [{"message": "Must provide query string."}]}
+        with self.lock:
+            if "myself" in query:
+                return 200, {"data": {"myself": {"clientBalance": self.balances.get("runpod", 100.0)}}}
+            count = re.search(r"gpuCount: (\d+)", query)
+            if "gpuTypes" not in query or count is None:
+                return 200, {"errors": [{"message": "unknown query"}]}
+            return 200, {"data": {"gpuTypes": list(self.offers.get("runpod") or [])}}
+
     def _create(self, provider, target, body, headers):
         """vast.ai's PUT /asks/{id}/ or Lambda's launch: checked as documented; "no capacity" when told
         so; else a new box, booting, named as asked, with a real sshd when on_create makes one."""
         name = _check_create(provider.name, target, body)
         with self.lock:
             full = provider.name in self.no_capacity or (provider.name == "vastai" and not self._has_ask(target))
+        if full and provider.name == "runpod":
+            said = "There are no longer any instances available with the requested specifications."
+            raise Refused(500, {"error": said, "status": 500})
         if full and provider.name == "lambda":
             said = {"code": "instance-operations/launch/insufficient-capacity", "message": "Not enough capacity."}
             raise Refused(400, {"error": said})
@@ -367,7 +388,9 @@ class ProviderStub:
         endpoint = self.on_create(provider.name, name) if self.on_create else None
         with self.lock:
             self.created_count += 1
-            box = str(7000 + self.created_count) if provider.name == "vastai" else f"lmb{self.created_count:04d}"
+            box = {"vastai": str(7000 + self.created_count), "lambda": f"lmb{self.created_count:04d}"}.get(
+                provider.name, f"pod{self.created_count:04d}x"
+            )
             self.owner[box], self.states[box], self.names[box] = provider.name, BOOTING, name
             self.boot_reads[box] = self.boot_reads_default
             if endpoint is not None:
@@ -383,6 +406,8 @@ class ProviderStub:
             )
         if provider.name == "vastai":
             return 200, {"success": True, "new_contract": int(box)}
+        if provider.name == "runpod":
+            return 201, {"id": box, "name": name, "desiredStatus": "RUNNING", "costPerHr": 0.44}
         return 200, {"data": {"instance_ids": [box]}}
 
     def _has_ask(self, ask_id) -> bool:
@@ -452,10 +477,12 @@ class ProviderStub:
                 self.boot_reads,
                 self.no_capacity,
                 self.offers,
+                self.balances,
+                self.volumes,
             )
             for kept in kept_all:
                 kept.clear()
-            self.on_create = None
+            self.on_create, self.boot_reads_default = None, 1
 
     def fail_next(self, target: str, *answers) -> None:
         """The next requests about target answer these before the real answer: 429 or 5xx, "timeout"
@@ -470,6 +497,7 @@ class ProviderStub:
     @property
     def env(self) -> dict[str, str]:
         bases = {f"{name}_API_BASE": self.url for name in ("RUNPOD", "VASTAI", "LAMBDA", "PAPERSPACE")}
+        bases["RUNPOD_GRAPHQL_BASE"] = self.url
         return {**bases, KEY_ENV: API_KEY, "PROVIDER_API_RETRY_SECONDS": "0.05"}
 
     def close(self):
@@ -485,6 +513,12 @@ def _check_create(provider: str, target: str, body) -> str:
         if not ok or not isinstance(body.get("disk"), int | float) or body.get("runtype") != "ssh_direct":
             raise Refused(400, {"success": False, "error": "invalid_args", "msg": "client_id, image, disk, label"})
         return body["label"]
+    if provider == "runpod":
+        keys = {"name", "imageName", "gpuTypeIds", "gpuCount", "containerDiskInGb", "cloudType", "ports"}
+        ok = keys <= set(body) and isinstance(body["gpuTypeIds"], list) and body["gpuTypeIds"]
+        if not ok or not isinstance(body["gpuCount"], int) or "22/tcp" not in body["ports"]:
+            raise Refused(400, {"error": f"name, imageName, gpuTypeIds, gpuCount, ports: {sorted(keys)}"})
+        return body["name"]
     keys = {"region_name", "instance_type_name", "ssh_key_names", "name", "quantity"}
     if set(body) != keys or body["quantity"] != 1 or not isinstance(body["ssh_key_names"], list) or not body["name"]:
         raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": ", ".join(sorted(keys))}})

@@ -19,6 +19,7 @@ class Endpoint:
     method: str
     path: str  # "{id}" is the instance's provider id
     body: Any = None  # JSON template, "{id}" filled in; None sends no body
+    base: str = ""  # a key of settings.PROVIDER_API_BASES when not the provider's own (RunPod's GraphQL)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class ResourceList:
 
 
 HOURS_PER_MONTH = 730
+RUNPOD_BALANCE = "query { myself { clientBalance currentSpendPerHr } }"
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,12 @@ APIS = {
             "status": Endpoint("GET", "/v1/pods/{id}"),
             "list": Endpoint("GET", "/v1/pods"),
             "list_network_volumes": Endpoint("GET", "/v1/networkvolumes"),
+            "offers": Endpoint("POST", "/graphql", base="runpod-graphql"),
+            "balance": Endpoint("POST", "/graphql", {"query": RUNPOD_BALANCE}, base="runpod-graphql"),
         },
+        # At $0 RunPod stops pods and then deletes their volumes: the balance is a clock (RP danger clocks).
+        balance_field=("data", "myself", "clientBalance"),
+        item_rate=("costPerHr",),
         # A network volume bills per GB every hour it exists, attached or not (RP: $0.07/GB/month).
         resources=(ResourceList("network_volume", "list_network_volumes", (), ("size",), 1, 0.07),),
         status_field=("desiredStatus",),

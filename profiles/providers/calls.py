@@ -71,13 +71,16 @@ def _send(api, provider: str, verb: str, provider_id: str, key: str, idempotency
     """One documented call by its name in the API table, "{id}" filled in."""
     endpoint = api.endpoints[verb]
     body = fill(endpoint.body, provider_id) if endpoint.body is not None else None
-    return exchange(api, provider, endpoint.method, fill(endpoint.path, provider_id), body, key, idempotency_key)
+    path = fill(endpoint.path, provider_id)
+    return exchange(api, provider, endpoint.method, path, body, key, idempotency_key, endpoint.base)
 
 
-def exchange(api, provider: str, method: str, path: str, body, key: str, idempotency_key: str) -> tuple[int, object]:
+def exchange(
+    api, provider: str, method: str, path: str, body, key: str, idempotency_key: str, base: str = ""
+) -> tuple[int, object]:
     """One HTTP exchange: (status, JSON body); 404, 429 and 5xx are answers, other 4xx raise with the
     provider's words (a renting caller reads them: ProviderRefused), and a non-JSON body raises."""
-    url = settings.PROVIDER_API_BASES[provider].rstrip("/") + path
+    url = settings.PROVIDER_API_BASES[base or provider].rstrip("/") + path
     if not url.startswith(("https://", "http://")):
         raise ProviderError(f"the {provider} API base is not an http(s) URL")
     data = json.dumps(body).encode() if body is not None else None

@@ -3,8 +3,9 @@ call for it. Pure: no HTTP here (renting.py sends the calls).
 
 Sources: ../shared/reference/profiles/vastai.md §1 (offer search, then create onto the offer: PUT
 /asks/{id}/), lambda.md §1 (GET /instance-types with regions_with_capacity_available, POST
-/instance-operations/launch; "insufficient capacity" is the real failure). An offer is untrusted input:
-a field we cannot read makes the offer unusable, never a default.
+/instance-operations/launch; "insufficient capacity" is the real failure), runpod.md §1 (the GPU catalogue
+with its on-demand price and stock is GraphQL's gpuTypes; the pod is created by REST POST /v1/pods).
+An offer is untrusted input: a field we cannot read makes the offer unusable, never a default.
 """
 
 import math
@@ -39,7 +40,7 @@ KNOWN_GPUS = (
     "T4",
 )
 
-RENTABLE = ("vastai", "lambda")  # the platforms whose documented API both searches offers and creates
+RENTABLE = ("vastai", "lambda", "runpod")  # the platforms whose documented API searches offers and creates
 
 
 def tokens(name: str) -> tuple[str, ...]:
@@ -170,6 +171,31 @@ def read_lambda_offers(body) -> list[Offer]:
     return offers
 
 
+# RunPod: GraphQL gpuTypes, each with its lowest on-demand price per GPU for the count asked and its stock
+# (no stock: no capacity now). memoryInGb is per GPU.
+def runpod_query(need: Need) -> dict:
+    fields = "id displayName memoryInGb"
+    price = f"lowestPrice(input: {{gpuCount: {int(need.gpu_count)}}}) {{ uninterruptablePrice stockStatus }}"
+    return {"query": f"query {{ gpuTypes {{ {fields} {price} }} }}"}
+
+
+def read_runpod_offers(body, gpu_count: int) -> list[Offer]:
+    data = body.get("data") if isinstance(body, dict) else None
+    types = data.get("gpuTypes") if isinstance(data, dict) else None
+    if not isinstance(types, list):
+        raise ValueError("the gpuTypes answer has no list of GPU types")
+    offers = []
+    for item in types:
+        if not isinstance(item, dict):
+            continue
+        lowest = item.get("lowestPrice") if isinstance(item.get("lowestPrice"), dict) else {}
+        price, memory = _number(lowest.get("uninterruptablePrice")), _number(item.get("memoryInGb"))
+        type_id, name, stock = item.get("id"), item.get("displayName"), lowest.get("stockStatus")
+        if isinstance(type_id, str) and isinstance(name, str) and stock and None not in (price, memory) and price > 0:
+            offers.append(Offer("runpod", type_id, name, gpu_count, memory, round(price * gpu_count, 4)))
+    return offers
+
+
 @dataclass(frozen=True)
 class Create:
     method: str
@@ -191,6 +217,18 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
             "quantity": 1,
         }
         return Create("POST", "/api/v1/instance-operations/launch", body)
+    if offer.provider == "runpod":
+        body = {
+            "name": name,
+            "imageName": image,
+            "gpuTypeIds": [offer.offer_id],
+            "gpuCount": offer.gpu_count,
+            "containerDiskInGb": need.disk_gb,
+            "cloudType": "SECURE",
+            "ports": ["22/tcp"],  # full SSH over a public IP and a mapped port (RP §3)
+            "supportPublicIp": True,
+        }
+        return Create("POST", "/v1/pods", body)
     raise ValueError(f"{offer.provider} cannot be rented here")
 
 
@@ -203,6 +241,9 @@ def read_created(provider: str, body) -> str | None:
         ids = body["data"].get("instance_ids")
         if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], str) and ids[0]:
             return ids[0]
+    if provider == "runpod" and isinstance(body, dict):
+        pod = body.get("id")
+        return pod if isinstance(pod, str) and 0 < len(pod) <= 100 and pod.isalnum() else None
     return None
 
 
@@ -213,4 +254,6 @@ def no_capacity(provider: str, status: int, body) -> bool:
         return status in (400, 409, 503) and "insufficient-capacity" in text
     if provider == "vastai":
         return status in (400, 404, 410) and ("no_such_ask" in text or "not available" in text)
+    if provider == "runpod":  # "There are no longer any instances available with the requested specifications"
+        return status in (400, 409, 500, 503) and "instances available" in text
     return False

@@ -123,7 +123,7 @@ def test_a_request_is_refused_before_anything_is_asked():
     with pytest.raises(ValueError, match="No provider API key for lambda"):
         read_candidates("vastai, lambda", {"vastai": 1})
     with pytest.raises(ValueError, match="cannot be rented here"):
-        read_candidates("runpod", {"runpod": 1})
+        read_candidates("paperspace", {"paperspace": 1})
     assert read_candidates("Lambda; vastai", {"vastai": 1, "lambda": 2}) == ["lambda", "vastai"]
 
 
@@ -135,3 +135,39 @@ def test_the_expected_cost_is_the_most_it_can_cost_and_the_spend_rules_are_said(
     assert spend_note(cost, Decimal("2"), Decimal("10")) == "expected at most $2.25: above the per-run threshold of $2"
     assert "above the $1.00 left" in spend_note(cost, None, Decimal("1.00"))
     assert spend_note(cost, None, None) == "expected at most $2.25"
+
+
+def test_runpod_offers_are_gpu_types_in_stock_priced_for_the_count():
+    from profiles.providers.offers import read_runpod_offers, runpod_query
+
+    assert "gpuCount: 2" in runpod_query(Need(("A100",), 2, 0, 50, 5.0))["query"]
+    body = {
+        "data": {
+            "gpuTypes": [
+                {
+                    "id": "NVIDIA A100 80GB PCIe",
+                    "displayName": "A100 PCIe",
+                    "memoryInGb": 80,
+                    "lowestPrice": {"uninterruptablePrice": 1.19, "stockStatus": "High"},
+                },
+                {
+                    "id": "NVIDIA H100 80GB HBM3",
+                    "displayName": "H100 SXM",
+                    "memoryInGb": 80,
+                    "lowestPrice": {"uninterruptablePrice": 2.99, "stockStatus": None},
+                },  # out of stock
+                {
+                    "id": "NVIDIA RTX 4090",
+                    "displayName": "RTX 4090",
+                    "memoryInGb": 24,
+                    "lowestPrice": {"uninterruptablePrice": "0.69", "stockStatus": "Low"},
+                },  # a string price
+            ]
+        }
+    }
+    assert read_runpod_offers(body, 2) == [Offer("runpod", "NVIDIA A100 80GB PCIe", "A100 PCIe", 2, 80.0, 2.38)]
+    with pytest.raises(ValueError):
+        read_runpod_offers({"errors": [{"message": "unauthorized"}]}, 1)
+    assert read_created("runpod", {"id": "abc123xyz"}) == "abc123xyz"
+    assert read_created("runpod", {"id": "../etc"}) is None
+    assert no_capacity("runpod", 500, "There are no longer any instances available with the requested specs")

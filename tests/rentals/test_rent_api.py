@@ -65,7 +65,7 @@ def test_an_operator_asks_over_the_api_and_an_approver_is_told(project, alice, b
     ("fields", "field", "said"),
     [
         ({"gpu_models": ["Z9000"]}, "gpu_models", "not a GPU model we know"),
-        ({"candidates": ["vastai", "runpod"]}, "candidates", "cannot be rented here"),
+        ({"candidates": ["vastai", "paperspace"]}, "candidates", "cannot be rented here"),
         ({"api_keys": {"vastai": "nosuch"}}, "candidates", "No provider API key for lambda"),
         ({"max_rate": "-1"}, "max_rate", ""),
         ({"ssh_key": "someone-elses"}, "ssh_credential", ""),

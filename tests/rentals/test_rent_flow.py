@@ -80,6 +80,7 @@ def _ask(project, user, client_key, **fields):
         "expected_minutes": 90,
         "key_lambda": key.pk,
         "key_vastai": key.pk,
+        "key_runpod": key.pk,
         "acknowledge": "on",
         **fields,
     }
@@ -272,3 +273,43 @@ def test_every_waiting_state_has_a_deadline(project, alice, bob, boxes, provider
 
     do_reconcile_providers()  # a box created but never registered bills under the key: found as an orphan
     assert ProviderDrift.objects.filter(provider_id=never.provider_id, kind=DriftKind.ORPHAN).exists()
+
+
+RUNPOD_TYPES = [
+    {
+        "id": "NVIDIA GeForce RTX 4090",
+        "displayName": "RTX 4090",
+        "memoryInGb": 24,
+        "lowestPrice": {"uninterruptablePrice": 0.44, "stockStatus": "Medium"},
+    }
+]
+
+
+def test_runpod_is_asked_through_its_graphql_catalogue_and_created_by_rest(project, alice, bob, boxes, provider_api):
+    """vast.ai has nothing under the max (and says what the max would have to be); RunPod's catalogue has
+    stock: the pod is created with the rule's name, found running with its public IP and mapped port, and
+    RunPod's balance is read from GraphQL."""
+    from profiles.providers.calls import account_balance
+
+    started, client_key = boxes
+    provider_api.offers["runpod"] = RUNPOD_TYPES
+    provider_api.offers["vastai"] = [dict(offer, dph_total=0.9) for offer in VAST_OFFERS]  # all over the max
+    rental = _ask(project, bob, client_key, candidates="vastai, runpod", max_rate="0.50")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "created", list(rental.attempts.values_list("provider", "outcome", "detail"))
+    rental.refresh_from_db()
+    assert "cheapest fitting 1× RTX 4090 (24 GB) at $0.9000/h" in rental.attempts.first().detail
+    assert list(rental.attempts.values_list("provider", "outcome")) == [
+        ("vastai", "no_offer"),
+        ("runpod", "sent"),
+        ("runpod", "created"),
+    ]
+    (made,) = provider_api.creates()
+    assert made["body"]["name"] == rental.name and made["body"]["gpuTypeIds"] == ["NVIDIA GeForce RTX 4090"]
+    assert poll(rental.pk) in ("waiting", "registered")
+    wait = poll(rental.pk)
+    rental.refresh_from_db()
+    assert rental.state == RentalState.REGISTERED, wait
+    assert rental.instance.port == started[-1].port and rental.instance.rate_running == Decimal("0.44")
+    provider_api.balances["runpod"] = 12.5
+    assert account_balance("runpod", api_credential(project)) == 12.5
