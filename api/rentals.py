@@ -78,10 +78,12 @@ class RentalCreateSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=60), help_text="{provider: credential name}"
     )
     ssh_key = serializers.CharField(max_length=60, help_text="The SSH key credential's name")
-    ssh_user = serializers.CharField(max_length=64, required=False, default="")
+    ssh_user = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
     image = serializers.CharField(max_length=200, required=False)
     expected_minutes = serializers.IntegerField()
-    run = serializers.CharField(max_length=100, required=False, default="", help_text="A draft run's id")
+    run = serializers.CharField(
+        max_length=100, required=False, default="", allow_blank=True, help_text="A draft run id"
+    )
     acknowledge = serializers.BooleanField(default=False)
 
 

@@ -256,7 +256,8 @@ def main(argv=None) -> int:
         elif args.verb == "rent":
             made = client.call("POST", "/rentals/", rent_body(args))
             where = f"{client.site}/rentals/{made['id']}/"
-            print(f"rent #{made['id']} {made['name']}: {made['state']}, {made['spend_note']} ({where})")
+            cost = f"at most ${made['expected_cost']}, {made['spend_note']}"
+            print(f"rent #{made['id']} {made['name']}: {made['state']}, {cost} ({where})")
         elif args.verb == "rental":
             made = client.call("GET", f"/rentals/{args.rental_id}/")
             print(f"rent #{made['id']} {made['name']}: {made['state']} {made['reason']}".rstrip())

@@ -58,9 +58,10 @@ def do_request_rental(rental: Rental, *, actor) -> Rental:
         # and the name is how a retried create finds the box it may already have made.
         rental.name = suggest_name(project.slug, f"{rental.purpose}-r{rental.pk}", dt.date.today())
         rental.save(update_fields=["name"])
-        message = f"rent #{rental.pk} {rental.name} asked: {rental.spend_note}"
+        message = f"rent #{rental.pk} {rental.name} asked: at most ${rental.expected_cost}, {rental.spend_note}"
         record(AuditAction.RENT_ASKED, message, actor=actor, project=project, rental=rental.pk)
-        _tell(rental, f"waits for an approver: {rental.spend_note}", awaits_approval=True)
+        said = f"waits for an approver: at most ${rental.expected_cost}, {rental.spend_note}"
+        _tell(rental, said, awaits_approval=True)
     return rental
 
 
@@ -129,9 +130,9 @@ def do_record_attempt(rental_pk: int, provider: str, outcome: str, offer: dict, 
         )
         rental.changed_at = timezone.now()
         rental.save(update_fields=["changed_at"])
-        message = f"rent #{rental.pk} {rental.name}: {provider} {attempt.get_outcome_display().lower()}" + (
-            f": {detail}" if detail else ""
-        )
+        offered = f" ({offer['describe']})" if offer.get("describe") else ""
+        said = f"rent #{rental.pk} {rental.name}: {provider} {attempt.get_outcome_display().lower()}{offered}"
+        message = said + (f": {detail}" if detail else "")
         record(AuditAction.RENT_ATTEMPT, message[:2000], project=rental.project, rental=rental.pk, provider=provider)
     return attempt
 

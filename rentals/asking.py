@@ -51,7 +51,9 @@ def spend_note(cost: Decimal, threshold: Decimal | None, left: Decimal | None) -
         said.append(f"above the per-run threshold of ${threshold}")
     if left is not None and cost > left:
         said.append(f"above the ${left} left in the envelope")
-    return ("expected at most $" + str(cost) + ": " + "; ".join(said)) if said else f"expected at most ${cost}"
+    if said:
+        return "; ".join(said)
+    return "within the project's envelope and threshold" if (threshold, left) != (None, None) else "no envelope set"
 
 
 def need_of(rental) -> Need:

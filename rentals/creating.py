@@ -92,7 +92,7 @@ def _ask(rental: Rental, provider: str, need) -> tuple[str, Offer | None]:
         do_record_attempt(rental.pk, provider, Outcome.NO_OFFER, {}, "", detail)
         return "no offer", over
     data = _offer_data(offer)
-    if do_record_attempt(rental.pk, provider, Outcome.SENT, data, "", offer.describe()) is None:
+    if do_record_attempt(rental.pk, provider, Outcome.SENT, data, "", "") is None:
         return "stopped", None  # no longer creating (failed by the reconciler meanwhile): stop here
     idem = f"{rental.key}-{provider}"
     try:

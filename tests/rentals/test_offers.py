@@ -132,9 +132,10 @@ def test_the_expected_cost_is_the_most_it_can_cost_and_the_spend_rules_are_said(
 
     cost = expected_cost(Decimal("1.5"), 90)
     assert cost == Decimal("2.25")
-    assert spend_note(cost, Decimal("2"), Decimal("10")) == "expected at most $2.25: above the per-run threshold of $2"
-    assert "above the $1.00 left" in spend_note(cost, None, Decimal("1.00"))
-    assert spend_note(cost, None, None) == "expected at most $2.25"
+    assert spend_note(cost, Decimal("2"), Decimal("10")) == "above the per-run threshold of $2"
+    assert spend_note(cost, None, Decimal("1.00")) == "above the $1.00 left in the envelope"
+    assert spend_note(cost, Decimal("5"), None) == "within the project's envelope and threshold"
+    assert spend_note(cost, None, None) == "no envelope set"
 
 
 def test_runpod_offers_are_gpu_types_in_stock_priced_for_the_count():
