@@ -47,18 +47,21 @@ class Seen:
     rate: Decimal = Decimal(0)  # an orphan resource's $/h
 
 
-def compare_resources(profile_key: str, listed: dict[str, dict[str, tuple[str, float]]], known_ids) -> list[Seen]:
+def compare_resources(
+    profile_key: str, listed: dict[str, dict[str, tuple[str, float | None]]], known_ids
+) -> list[Seen]:
     """Pure: the volumes and filesystems the provider bills under the key that no resource here names."""
     drift = []
     for kind, items in sorted(listed.items()):
         label = FACTS[kind].label
         for provider_id, (name, rate) in sorted(items.items()):
             if provider_id not in known_ids:
+                priced = f"at ${rate:.4f}/h" if rate is not None else "at a rate its answer does not tell"
                 detail = (
-                    f"{profile_key} bills the {label} {name} ({provider_id}) at ${rate:.4f}/h;"
+                    f"{profile_key} bills the {label} {name} ({provider_id}) {priced};"
                     f" no resource here has that provider id ({FACTS[kind].clock})"
                 )
-                drift.append(Seen(provider_id, DriftKind.ORPHAN_RESOURCE, None, detail, Decimal(str(rate))))
+                drift.append(Seen(provider_id, DriftKind.ORPHAN_RESOURCE, None, detail, Decimal(str(rate or 0))))
     return drift
 
 

@@ -181,6 +181,8 @@ class Paperspace:
     name, auth = "paperspace", "bearer"
     routes = [
         ("GET", r"/v1/machines", "list"),
+        ("GET", r"/v1/public-ips", "ips"),
+        ("GET", r"/v1/snapshots", "snapshots"),
         ("PATCH", r"/v1/machines/(?P<id>[\w.-]+)/stop", "stop"),
         ("DELETE", r"/v1/machines/(?P<id>[\w.-]+)", "destroy"),
         ("GET", r"/v1/machines/(?P<id>[\w.-]+)", "status"),
@@ -315,6 +317,10 @@ class ProviderStub:
             with self.lock:
                 items = list(self.volumes.get(provider.name, []))
             return 200, items if provider.name == "runpod" else {"data": items}
+        if verb in ("ips", "snapshots"):  # Paperspace's static IPs and snapshots ({"items": [...]})
+            _no_body(body)
+            with self.lock:
+                return 200, {"items": list(self.volumes.get(f"paperspace-{verb}", []))}
         if verb == "list":
             _no_body(body)
             with self.lock:

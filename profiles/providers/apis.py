@@ -34,6 +34,8 @@ class ResourceList:
     bytes_per_unit: int  # 1 when the size is in GB already, 10**9 when it is in bytes
     per_gb_month: float  # the provider's documented price
     name_field: tuple[str, ...] = ("name",)
+    id_field: tuple[str, ...] = ("id",)  # a static IP is named by its address
+    flat_rate: float | None = None  # $/h whatever its size (a static IP), over per_gb_month
 
 
 HOURS_PER_MONTH = 730
@@ -154,7 +156,15 @@ APIS = {
             "release": Endpoint("DELETE", "/v1/machines/{id}"),
             "status": Endpoint("GET", "/v1/machines/{id}"),
             "list": Endpoint("GET", "/v1/machines"),
+            "list_public_ips": Endpoint("GET", "/v1/public-ips"),
+            "list_snapshots": Endpoint("GET", "/v1/snapshots"),
         },
+        # A static IP bills until released (capped at $3.00 a month: $0.0045/h), a snapshot per GB until
+        # deleted ($0.29/GB/month), both after the machine is destroyed (PS §2, PS9).
+        resources=(
+            ResourceList("static_ip", "list_public_ips", ("items",), (), 1, 0.0, ("ip",), ("ip",), 0.0045),
+            ResourceList("snapshot", "list_snapshots", ("items",), ("size",), 10**9, 0.29),
+        ),
         status_field=("state",),
         list_field=("items",),
         item_status=("state",),
@@ -309,20 +319,26 @@ def read_burn(api: ProviderApi, body) -> float | None:
     return total
 
 
-def read_resources(listing: ResourceList, body) -> dict[str, tuple[str, float]]:
-    """{provider id: (name, $/h)} of one resource list answer; a malformed answer raises ValueError (a
-    list we cannot read must never read as "nothing bills")."""
+def read_resources(listing: ResourceList, body) -> dict[str, tuple[str, float | None]]:
+    """{provider id: (name, $/h)} of one resource list answer ($/h None where its size is not given); a
+    malformed answer raises ValueError (a list we cannot read must never read as "nothing bills")."""
     items = _dig(body, listing.list_field)
     if not isinstance(items, list):
         raise ValueError(f"the {listing.kind} list is not a list where the documentation puts it")
     found = {}
     for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str | int) or str(item["id"]) == "":
+        ident = _dig(item, listing.id_field) if isinstance(item, dict) else None
+        if not isinstance(ident, str | int) or isinstance(ident, bool) or str(ident) == "" or len(str(ident)) > 100:
             raise ValueError(f"a listed {listing.kind} has no id")
-        size = _dig(item, listing.size_field)
-        plausible = isinstance(size, int | float) and not isinstance(size, bool) and 0 <= size < 1e18
         name = _dig(item, listing.name_field)
-        gb = float(size) / listing.bytes_per_unit if plausible else 0.0  # an unreadable size bills unknown
-        rate = round(gb * listing.per_gb_month / HOURS_PER_MONTH, 4)
-        found[str(item["id"])] = (str(name)[:80] if isinstance(name, str) and name else str(item["id"]), rate)
+        found[str(ident)] = (str(name)[:80] if isinstance(name, str) and name else str(ident), _rate(listing, item))
     return found
+
+
+def _rate(listing: ResourceList, item: dict) -> float | None:
+    if listing.flat_rate is not None:
+        return listing.flat_rate
+    size = _dig(item, listing.size_field)
+    if not (isinstance(size, int | float) and not isinstance(size, bool) and 0 <= size < 1e18):
+        return None  # an unreadable size bills at a rate we cannot tell
+    return round(float(size) / listing.bytes_per_unit * listing.per_gb_month / HOURS_PER_MONTH, 4)

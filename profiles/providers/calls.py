@@ -206,7 +206,7 @@ def list_boxes(profile_key: str, credential) -> Listing:
     )
 
 
-def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tuple[str, float]]]:
+def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tuple[str, float | None]]]:
     """{resource kind: {provider id: (name, $/h)}} of what else bills under the key (volumes,
     filesystems); ProviderError when a list cannot be asked or read."""
     api = APIS[profile_key]

@@ -301,3 +301,24 @@ def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_t
     do_reconcile_providers()
     assert ProviderDrift.objects.get(provider_id="nv-1").resolved_at is None
     assert Instance.objects.get(provider_id="pod-live").state == "stopped"  # the boxes are still reconciled
+
+
+@pytestmark_db
+def test_paperspace_static_ips_and_snapshots_left_after_a_destroy_are_drift(project, provider_api):
+    """A static IP bills its flat $0.0045/h and a snapshot its $0.29/GB/month after the machine is destroyed;
+    a snapshot whose answer gives no size is drift at a rate the page says it cannot tell (never $0 said)."""
+    factories.box(project, "paperspace", api=True, provider_id="ps-gone", state="released")
+    provider_api.volumes["paperspace-ips"] = [{"ip": "198.51.100.7", "assignedMachineId": None, "region": "NY2"}]
+    provider_api.volumes["paperspace-snapshots"] = [
+        {"id": "snap-1", "name": "before-destroy", "size": 200 * 10**9},
+        {"id": "snap-2", "name": "no size"},
+    ]
+    do_reconcile_providers()
+    drift = {row.provider_id: row for row in ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE)}
+    assert set(drift) == {"198.51.100.7", "snap-1", "snap-2"}
+    assert drift["198.51.100.7"].rate == Decimal("0.0045") and "static IP" in drift["198.51.100.7"].detail
+    assert drift["snap-1"].rate == Decimal("0.0795") and "snapshot before-destroy" in drift["snap-1"].detail
+    assert "at a rate its answer does not tell" in drift["snap-2"].detail
+    provider_api.volumes["paperspace-ips"] = [{"assignedMachineId": None}]  # no address: unreadable, not "none"
+    do_reconcile_providers()
+    assert ProviderDrift.objects.get(provider_id="198.51.100.7").resolved_at is None
