@@ -267,6 +267,7 @@ class WasteKind(models.TextChoices):
     VERIFIED = "verified", "Every run on it is exported and verified, and it still bills"
     IDLE = "idle", "Running with no live run"
     STOPPED = "stopped", "Stopped on a platform whose stop keeps billing"
+    RESOURCES = "resources", "Released, and its volumes, IPs or snapshots still bill"
 
 
 class WasteAlarm(models.Model):

@@ -5,7 +5,9 @@ Beat looks at every billing box. A box is waste when:
   delivered: release it);
 - it is running with no live run (shut it down);
 - it is stopped on a platform whose stop keeps billing (vast.ai's disk, RunPod's volume at 2×,
-  LanRui's data disk, Paperspace's storage and IP: release it).
+  LanRui's data disk, Paperspace's storage and IP: release it);
+- it is released, and resources registered beside it (a network volume, a filesystem, a static IP, a
+  snapshot) still bill: each is deleted by its own request.
 
 Each is told to the project once per threshold of its duration (WASTE_ALARM_MINUTES; first seen past
 several, only the largest), with the hourly rate and what it billed since, and a link to the box's page
@@ -28,7 +30,7 @@ from custody.models import CustodyRecord, CustodyStatus, TeardownKind, WasteAlar
 from notifications.actions import do_notify
 from notifications.models import Event
 from profiles.costs import accrued_cost, burn_rate, cost_between
-from profiles.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState
+from profiles.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState, Resource
 from runs.models import LIVE_STATES, RunState
 
 
@@ -96,16 +98,42 @@ def do_raise_waste_alarms(now=None) -> list[int]:
     for instance in boxes.prefetch_related("runs").with_state_events():
         runs = list(instance.runs.all())
         waste = waste_of(instance, runs, {run.pk: verified[run.pk] for run in runs if run.pk in verified})
-        if waste is None:
-            continue
-        threshold = threshold_due((now - waste.since).total_seconds() / 60, settings.WASTE_ALARM_MINUTES)
-        if threshold is None:
-            continue
-        alarm = _raise(instance, waste, threshold, now)
+        alarm = _alarm(instance, waste, now)
         if alarm is not None:
             raised.append(alarm.pk)
             _file_shutdown(instance, alarm)
+    left = Resource.objects.filter(deleted_at__isnull=True, rate__gt=0, instance__state=InstanceState.RELEASED)
+    released = Instance.objects.filter(pk__in=left.values("instance_id")).select_related("project")
+    for instance in released.prefetch_related("resources").with_state_events():
+        alarm = _alarm(instance, resources_left(instance), now)
+        raised += [alarm.pk] if alarm is not None else []
     return raised
+
+
+def resources_left(instance) -> Waste | None:
+    """A released box's registered resources that still bill: from its release, each by its own request."""
+    left = [r for r in instance.resources.all() if r.deleted_at is None and r.rate > 0]
+    if instance.state != InstanceState.RELEASED or not left:
+        return None
+    names = ", ".join(f"{r.facts.label} {r.name}" for r in left)
+    why = f"it is released and {names} still bill{'s' if len(left) == 1 else ''} until deleted"
+    return Waste(WasteKind.RESOURCES, accrued_cost(instance).state_since, TeardownKind.DELETE_RESOURCE, why)
+
+
+def _alarm(instance, waste: Waste | None, now) -> WasteAlarm | None:
+    if waste is None:
+        return None
+    threshold = threshold_due((now - waste.since).total_seconds() / 60, settings.WASTE_ALARM_MINUTES)
+    return None if threshold is None else _raise(instance, waste, threshold, now)
+
+
+def _costs(instance, waste: Waste, now) -> tuple[Decimal, Decimal]:
+    """($/h now, what it billed since the waste began): the box's own, or its resources' left billing."""
+    if waste.kind != WasteKind.RESOURCES:
+        return burn_rate(instance), cost_between(instance, waste.since, now).quantize(Decimal("0.01"))
+    left = [r for r in instance.resources.all() if r.deleted_at is None]
+    accrued = sum((r.cost_between(waste.since, now) for r in left), Decimal(0))
+    return sum((r.rate for r in left), Decimal(0)), accrued.quantize(Decimal("0.01"))
 
 
 def page_link(alarm: WasteAlarm) -> str:
@@ -119,8 +147,7 @@ def _raise(instance, waste: Waste, threshold: int, now) -> WasteAlarm | None:
     )
     if covered.exists():
         return None
-    hourly = burn_rate(instance)
-    accrued = cost_between(instance, waste.since, now).quantize(Decimal("0.01"))
+    hourly, accrued = _costs(instance, waste, now)
     rate = f"${hourly:.2f}/h" if hourly else "an hourly rate nobody set on the box"
     hours = (now - waste.since).total_seconds() / 3600
     text = (

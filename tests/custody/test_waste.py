@@ -155,3 +155,33 @@ def test_only_an_operator_opts_the_project_in_and_it_is_audited(client, bob, car
     project.refresh_from_db()
     assert project.waste_shutdown_by is None
     assert AuditEntry.objects.filter(project=project, action="project.waste_shutdown").count() == 2
+
+
+def test_a_released_box_whose_filesystem_and_ip_still_bill_alarms_until_they_are_deleted(
+    client, project, bob, webhook, no_worker
+):
+    """A resource's clock alarms like a box's: released, its registered filesystem and static IP bill on;
+    told at each threshold with their $/h and what they billed, linking to the box's page where each has
+    its own delete request; a deleted one stops counting, and with none left nothing is told."""
+    from profiles.models import Resource
+
+    box = factories.box(project, "lambda", state=InstanceState.RELEASED)
+    fs = Resource.objects.create(instance=box, kind="persistent_fs", name="ckpts", rate=Decimal("0.0137"))
+    Resource.objects.create(instance=box, kind="static_ip", name="198.51.100.7", rate=Decimal("0.0045"))
+    Resource.objects.create(instance=box, kind="snapshot", name="free", rate=0)  # bills nothing: not waste
+    start = max(box.created, fs.created)
+    assert do_raise_waste_alarms(start + timedelta(minutes=10)) == []
+    (first,) = do_raise_waste_alarms(start + timedelta(hours=7))
+    alarm = WasteAlarm.objects.get(pk=first)
+    assert alarm.kind == "resources" and alarm.threshold_minutes == 360 and alarm.hourly == Decimal("0.0182")
+    assert alarm.suggested == TeardownKind.DELETE_RESOURCE and alarm.accrued == Decimal("0.13")
+    assert "static IP 198.51.100.7, persistent filesystem ckpts still bill until deleted" in alarm.message
+    assert do_raise_waste_alarms(start + timedelta(hours=8)) == []  # told once per threshold
+    deliver(project)
+    (body,) = webhook()
+    assert body["kind"] == "resources" and "#consequence-delete_resource" in body["link"]
+    client.force_login(bob)
+    assert client.get(f"/instances/{box.pk}/?waste={first}").status_code == 200
+
+    Resource.objects.filter(instance=box).update(deleted_at=start + timedelta(hours=9))
+    assert do_raise_waste_alarms(start + timedelta(hours=30)) == []  # nothing left billing

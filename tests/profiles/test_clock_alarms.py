@@ -109,3 +109,21 @@ def test_a_platform_timer_on_a_running_box_alarms_before_it_stops_the_box(alice,
     assert "timer stops this box at" in client.get(f"/instances/{box.pk}/").content.decode()
     do_change_instance_state(box.pk, "stopped", "done", actor=bob)
     assert box.name not in client.get("/").content.decode()  # a stopped box's timer no longer ticks
+
+
+def test_two_readings_of_a_low_balance_at_once_tell_it_once(project):
+    """Two reconciliations (beat ticks, or two workers) read the same falling balance at the same moment,
+    the first reading ever and a later one: PostgreSQL's row lock lets one of each pair tell the project."""
+    from notifications.models import Notification
+    from profiles.alarms import do_observe_balance
+    from profiles.models import ProviderBalance
+    from tests.provider_stub import api_credential
+    from tests.racing import at_once
+
+    key = api_credential(project)
+    first = at_once(*[lambda: do_observe_balance("vastai", key.pk, 20.0, 1.0) for _ in range(4)])
+    assert sorted(first, key=str) == [24, None, None, None], first  # 20 h left: the 24 h threshold, once
+    later = at_once(*[lambda: do_observe_balance("vastai", key.pk, 5.0, 1.0) for _ in range(4)])
+    assert sorted(later, key=str) == [6, None, None, None], later
+    assert ProviderBalance.objects.get().alarmed == [24, 6]
+    assert Notification.objects.filter(project=project, event="clock.threshold").count() == 2
