@@ -101,6 +101,9 @@ def do_raise_waste_alarms(now=None) -> list[int]:
         alarm = _alarm(instance, waste, now)
         if alarm is not None:
             raised.append(alarm.pk)
+        elif waste is not None:  # told already: a filing a killed worker left undone is done now
+            alarm = WasteAlarm.objects.filter(instance=instance, kind=waste.kind, since=waste.since).first()
+        if alarm is not None:
             _file_shutdown(instance, alarm)
     left = Resource.objects.filter(deleted_at__isnull=True, rate__gt=0, instance__state=InstanceState.RELEASED)
     released = Instance.objects.filter(pk__in=left.values("instance_id")).select_related("project")
@@ -199,6 +202,8 @@ def _file_shutdown(instance, alarm: WasteAlarm) -> None:
     episode = WasteAlarm.objects.filter(instance=instance, kind=alarm.kind, since=alarm.since)
     if episode.filter(request__isnull=False).exists():
         return  # filed at an earlier threshold of this episode
+    if InstanceEvent.objects.filter(instance=instance, kind=InstanceEvent.Kind.WASTE, data__refused=alarm.pk).exists():
+        return  # refused at this threshold already (said on the box): the next threshold asks again
     reason = f"Filed by RemoteGPU for the project's setting (opted in by {person}): {alarm.message}"
     try:
         request = do_file_teardown(instance.pk, TeardownKind.SHUTDOWN, reason, actor=person)
@@ -207,7 +212,7 @@ def _file_shutdown(instance, alarm: WasteAlarm) -> None:
             instance=instance,
             kind=InstanceEvent.Kind.WASTE,
             message=f"The automatic shutdown request was not filed: {' '.join(exc.messages)}",
-            data={"alarm": alarm.pk},
+            data={"alarm": alarm.pk, "refused": alarm.pk},
         )
         return
     WasteAlarm.objects.filter(pk=alarm.pk).update(request=request)

@@ -185,3 +185,38 @@ def test_a_released_box_whose_filesystem_and_ip_still_bill_alarms_until_they_are
 
     Resource.objects.filter(instance=box).update(deleted_at=start + timedelta(hours=9))
     assert do_raise_waste_alarms(start + timedelta(hours=30)) == []  # nothing left billing
+
+
+def test_a_worker_killed_between_the_alarm_and_its_filing_files_at_the_next_tick(project, bob, instance, no_worker):
+    """The alarm commits in its own transaction and the shutdown request is filed after it: a worker that
+    died in between left an alarm with no request. The next tick files it, once; a refusal is not retried
+    at the same threshold (said on the box once)."""
+    from custody.waste import _raise, waste_of
+
+    instance.rate_running = Decimal("1.0")
+    instance.save()
+    do_set_waste_shutdown(project.pk, True, actor=bob)
+    when = timezone.now() + timedelta(minutes=31)
+    box = type(instance).objects.with_state_events().get(pk=instance.pk)
+    alarm = _raise(box, waste_of(box, [], {}), 30, when)  # the worker dies here, before the filing
+    assert alarm is not None and alarm.request is None
+    assert do_raise_waste_alarms(when + timedelta(minutes=1)) == []  # nothing new is told...
+    alarm.refresh_from_db()
+    assert alarm.request is not None and alarm.request.kind == TeardownKind.SHUTDOWN  # ...and it is filed
+    do_raise_waste_alarms(when + timedelta(minutes=2))
+    assert TeardownRequest.objects.filter(instance=instance).count() == 1
+
+
+def test_a_refused_automatic_filing_is_said_once_per_threshold(project, alice, bob, instance, no_worker):
+    from custody.teardown import do_file_teardown
+
+    instance.rate_running = Decimal("1.0")
+    instance.save()
+    do_set_waste_shutdown(project.pk, True, actor=bob)
+    do_file_teardown(instance.pk, TeardownKind.SHUTDOWN, "alice's own", actor=alice)  # one is open already
+    when = timezone.now() + timedelta(minutes=31)
+    assert len(do_raise_waste_alarms(when)) == 1
+    for minutes in (1, 2, 3):  # ticks at the same threshold: not asked again, not said again
+        do_raise_waste_alarms(when + timedelta(minutes=minutes))
+    said = InstanceEvent.objects.filter(instance=instance, message__startswith="The automatic shutdown request was not")
+    assert said.count() == 1 and TeardownRequest.objects.filter(instance=instance).count() == 1
