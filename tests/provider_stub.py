@@ -189,7 +189,19 @@ class Paperspace:
     ]
 
     def listing(self, boxes, endpoints=None, ends=None, names=None):
-        return {"items": [{"id": i, "state": "ready" if state == RUNNING else "off"} for i, state in boxes.items()]}
+        """Each machine; its auto-shutdown fields (ends[id], a dict) and public IP where the test set them."""
+        endpoints, ends = endpoints or {}, ends or {}
+        return {
+            "items": [
+                {
+                    "id": i,
+                    "state": "ready" if state == RUNNING else "off",
+                    **({"publicIp": endpoints[i][0]} if i in endpoints else {}),
+                    **(ends[i] if isinstance(ends.get(i), dict) else {}),
+                }
+                for i, state in boxes.items()
+            ]
+        }
 
     def act(self, stub, verb, target, body):
         _no_body(body)

@@ -7,6 +7,7 @@ never "stopped" (a box whose name contains "stopped" is still running).
 """
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from profiles.hosts import valid_host
@@ -55,6 +56,9 @@ class ProviderApi:
     item_port: tuple[str | int, ...] = ()  # where its SSH port sits (keys, list indices; empty: 22)
     item_name: tuple[str, ...] = ()  # where a listed box's provider-side name sits (a rent finds its box by it)
     item_end: tuple[str, ...] = ()  # where a listed box's end sits (epoch seconds): its timer, read not typed
+    # Or a timer the box's answer gives as (on?, last started at ISO date-time, hours after): Paperspace's
+    # auto-shutdown (autoShutdownEnabled, dtLastRun, autoShutdownTimeout).
+    item_timer: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
     item_rate: tuple[str, ...] = ()  # where a listed box's price sits ($/h): the burn the provider observes
     balance_field: tuple[str, ...] = ()  # where the account's spendable balance sits in the "balance" answer
     resources: tuple[ResourceList, ...] = ()  # what else bills under the key, listed by its own call
@@ -169,6 +173,8 @@ APIS = {
         list_field=("items",),
         item_status=("state",),
         item_name=("name",),
+        item_host=("publicIp",),  # SSH on port 22; a dynamic IP is new on every start (PS6)
+        item_timer=(("autoShutdownEnabled",), ("dtLastRun",), ("autoShutdownTimeout",)),
         states={
             "provisioning": RUNNING,
             "starting": RUNNING,
@@ -281,17 +287,32 @@ END_RANGE = (1577836800, 4102444800)
 
 def read_ends(api: ProviderApi, body) -> dict[str, float]:
     """{provider id: epoch seconds} of the listed boxes whose answer names when they stop; nothing else."""
-    if not api.item_end:
+    if not api.item_end and not api.item_timer:
         return {}
     items = _dig(body, api.list_field)
     found = {}
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and isinstance(item.get("id"), str | int):
-            end = _dig(item, api.item_end)
+            end = _dig(item, api.item_end) if api.item_end else _timer_end(api.item_timer, item)
             plausible = isinstance(end, int | float) and not isinstance(end, bool) and END_RANGE[0] < end < END_RANGE[1]
             if plausible:
                 found[str(item["id"])] = float(end)
     return found
+
+
+def _timer_end(timer, item: dict) -> float | None:
+    """When an auto-shutdown timer stops the box: its last start plus its hours, when it is on."""
+    on, started, hours = (_dig(item, path) for path in timer)
+    plausible_hours = isinstance(hours, int | float) and not isinstance(hours, bool) and 0 < hours <= 24 * 366
+    if on is not True or not plausible_hours or not isinstance(started, str) or len(started) > 40:
+        return None
+    try:
+        start = datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if start.tzinfo is None:
+        return None  # a time without its zone is not one we act on
+    return start.timestamp() + hours * 3600
 
 
 def _money(value) -> float | None:

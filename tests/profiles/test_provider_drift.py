@@ -322,3 +322,36 @@ def test_paperspace_static_ips_and_snapshots_left_after_a_destroy_are_drift(proj
     provider_api.volumes["paperspace-ips"] = [{"assignedMachineId": None}]  # no address: unreadable, not "none"
     do_reconcile_providers()
     assert ProviderDrift.objects.get(provider_id="198.51.100.7").resolved_at is None
+
+
+@pytestmark_db
+def test_a_paperspace_auto_shutdown_is_the_box_timer_read_from_its_last_start(project, provider_api):
+    """Paperspace stops a machine autoShutdownTimeout hours after it last started (dtLastRun) when
+    autoShutdownEnabled: the timer is read from the listing. Off, a time without its zone, hours that are
+    not a number: nothing is read, and the typed timer stands."""
+    from datetime import UTC, datetime, timedelta
+
+    provider_api.add("paperspace", "ps-timer")
+    box = factories.box(project, "paperspace", api=True, provider_id="ps-timer", state="running")
+    started = (datetime.now(UTC) - timedelta(hours=1)).replace(microsecond=0)
+    for lie in (
+        {"autoShutdownEnabled": False, "dtLastRun": started.isoformat(), "autoShutdownTimeout": 6},
+        {"autoShutdownEnabled": True, "dtLastRun": started.strftime("%Y-%m-%dT%H:%M:%S"), "autoShutdownTimeout": 6},
+        {"autoShutdownEnabled": True, "dtLastRun": started.isoformat(), "autoShutdownTimeout": "6"},
+        {"autoShutdownEnabled": "yes", "dtLastRun": started.isoformat(), "autoShutdownTimeout": 6},
+    ):
+        provider_api.ends["ps-timer"] = lie
+        do_reconcile_providers()
+        box.refresh_from_db()
+        assert box.stops_at is None, lie
+    provider_api.ends["ps-timer"] = {
+        "autoShutdownEnabled": True,
+        "dtLastRun": started.isoformat().replace("+00:00", "Z"),
+        "autoShutdownTimeout": 6,
+    }
+    provider_api.endpoints["ps-timer"] = ("198.51.100.20", 22)
+    do_reconcile_providers()
+    box.refresh_from_db()
+    assert box.stops_at == started + timedelta(hours=6)
+    assert (box.host, box.port) == ("198.51.100.20", 22)  # where it answers SSH now, from the same listing
+    assert "paperspace says this box stops at" in box.events.filter(message__contains="stops at").first().message
