@@ -85,6 +85,7 @@ class VastAi:
     routes = [
         ("GET", r"/api/v0/users/current/", "user"),
         ("POST", r"/api/v0/bundles/", "offers"),
+        ("GET", r"/api/v0/volumes/", "volumes"),
         ("PUT", r"/api/v0/asks/(?P<id>\d+)/", "create"),
         ("GET", r"/api/v0/instances/", "list"),
         ("PUT", r"/api/v0/instances/(?P<id>[\w.-]+)/", "state"),
@@ -328,7 +329,8 @@ class ProviderStub:
             _no_body(body)
             with self.lock:
                 items = list(self.volumes.get(provider.name, []))
-            return 200, items if provider.name == "runpod" else {"data": items}
+            wrapped = {"runpod": items, "vastai": {"volumes": items}}
+            return 200, wrapped.get(provider.name, {"data": items})
         if verb in ("ips", "snapshots"):  # Paperspace's static IPs and snapshots ({"items": [...]})
             _no_body(body)
             with self.lock:

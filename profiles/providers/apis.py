@@ -37,6 +37,7 @@ class ResourceList:
     name_field: tuple[str, ...] = ("name",)
     id_field: tuple[str, ...] = ("id",)  # a static IP is named by its address
     flat_rate: float | None = None  # $/h whatever its size (a static IP), over per_gb_month
+    rate_field: tuple[str, ...] = ()  # where the answer prices it itself ($/h), over per_gb_month
 
 
 HOURS_PER_MONTH = 730
@@ -102,7 +103,15 @@ APIS = {
             "list": Endpoint("GET", "/api/v0/instances/"),
             "balance": Endpoint("GET", "/api/v0/users/current/"),
             "offers": Endpoint("POST", "/api/v0/bundles/"),
+            "list_volumes": Endpoint("GET", "/api/v0/volumes/"),
         },
+        # A volume bills per GB after its instance is destroyed, until deleted; each is priced by its host:
+        # the answer's storage_total_cost ($/h), where it gives one.
+        resources=(
+            ResourceList(
+                "volume", "list_volumes", ("volumes",), ("disk_space",), 1, 0.0, rate_field=("storage_total_cost",)
+            ),
+        ),
         status_field=("instances", "actual_status"),
         # At $0 vast.ai schedules instances, volumes and data for deletion: the credit is a clock.
         balance_field=("credit",),
@@ -359,6 +368,9 @@ def read_resources(listing: ResourceList, body) -> dict[str, tuple[str, float | 
 def _rate(listing: ResourceList, item: dict) -> float | None:
     if listing.flat_rate is not None:
         return listing.flat_rate
+    if listing.rate_field:
+        rate = _money(_dig(item, listing.rate_field))
+        return round(rate, 4) if rate is not None and rate >= 0 else None
     size = _dig(item, listing.size_field)
     if not (isinstance(size, int | float) and not isinstance(size, bool) and 0 <= size < 1e18):
         return None  # an unreadable size bills at a rate we cannot tell

@@ -355,3 +355,16 @@ def test_a_paperspace_auto_shutdown_is_the_box_timer_read_from_its_last_start(pr
     assert box.stops_at == started + timedelta(hours=6)
     assert (box.host, box.port) == ("198.51.100.20", 22)  # where it answers SSH now, from the same listing
     assert "paperspace says this box stops at" in box.events.filter(message__contains="stops at").first().message
+
+
+@pytestmark_db
+def test_a_vastai_volume_left_after_its_instance_is_drift_at_its_hosts_price(project, provider_api):
+    factories.box(project, "vastai", api=True, provider_id="c-gone", state="released")
+    provider_api.volumes["vastai"] = [
+        {"id": 881, "disk_space": 200, "storage_total_cost": 0.0278, "status": "unattached"},
+        {"id": 882, "disk_space": 50, "storage_total_cost": "free"},  # a price we cannot read
+    ]
+    do_reconcile_providers()
+    drift = {row.provider_id: row for row in ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE)}
+    assert drift["881"].rate == Decimal("0.0278") and "volume 881" in drift["881"].detail
+    assert "at a rate its answer does not tell" in drift["882"].detail
