@@ -107,15 +107,20 @@ def do_cancel_rental(rental_pk: int, *, actor) -> Rental:
 
 def do_claim_rental(rental_pk: int) -> Rental | None:
     """A worker takes an approved rent (or re-takes one left creating); None when there is nothing to do."""
+    now = timezone.now()
     with transaction.atomic(durable=True):
         rental = _lock(rental_pk)
+        held = rental.claimed_at is not None and rental.claimed_at > now - timedelta(
+            seconds=settings.RENT_CREATE_SECONDS
+        )
         if rental.state == RentalState.APPROVED:
             _move(rental, RentalState.CREATING)
-        elif rental.state == RentalState.CREATING:
-            rental.changed_at = timezone.now()  # a re-drive: its deadline counts again
+        elif rental.state == RentalState.CREATING and not held:
+            rental.changed_at = now  # a re-drive: its deadline counts again
         else:
-            return None
-        rental.save(update_fields=["state", "changed_at"])
+            return None  # done, or another worker is creating it now (a message delivered twice)
+        rental.claimed_at = now
+        rental.save(update_fields=["state", "changed_at", "claimed_at"])
     return rental
 
 
@@ -128,8 +133,8 @@ def do_record_attempt(rental_pk: int, provider: str, outcome: str, offer: dict, 
         attempt = RentalAttempt.objects.create(
             rental=rental, provider=provider, outcome=outcome, offer=offer, provider_id=provider_id, detail=detail
         )
-        rental.changed_at = timezone.now()
-        rental.save(update_fields=["changed_at"])
+        rental.changed_at = rental.claimed_at = timezone.now()  # progress: the claim holds on
+        rental.save(update_fields=["changed_at", "claimed_at"])
         offered = f" ({offer['describe']})" if offer.get("describe") else ""
         said = f"rent #{rental.pk} {rental.name}: {provider} {attempt.get_outcome_display().lower()}{offered}"
         message = said + (f": {detail}" if detail else "")

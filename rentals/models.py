@@ -101,6 +101,9 @@ class Rental(models.Model):
     )
     reason = models.TextField(blank=True, help_text="Why it failed, and what to do next.")
     redrives = models.PositiveSmallIntegerField(default=0)
+    claimed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker last claimed it or made progress: one worker creates at a time."
+    )
     created = models.DateTimeField(auto_now_add=True)
     changed_at = models.DateTimeField(
         auto_now_add=True, help_text="When it last moved (its deadline counts from here)."

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from core.models import AuditEntry
 from profiles.drift import keys_to_reconcile
 from profiles.models import Credential, Instance, InstanceEvent
 from profiles.tasks import probe_instance
@@ -313,3 +314,33 @@ def test_runpod_is_asked_through_its_graphql_catalogue_and_created_by_rest(proje
     assert rental.instance.port == started[-1].port and rental.instance.rate_running == Decimal("0.44")
     provider_api.balances["runpod"] = 12.5
     assert account_balance("runpod", api_credential(project)) == 12.5
+
+
+def test_a_rent_delivered_to_two_workers_at_once_is_created_once(project, alice, bob, boxes, provider_api):
+    """A create message delivered twice (a redelivery beside a re-drive): both workers claim at once on
+    PostgreSQL; one asks the candidates, the other finds it held, and the provider creates one box."""
+    from tests.racing import at_once
+
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    outcomes = at_once(lambda: create(rental.pk), lambda: create(rental.pk), lambda: create(rental.pk))
+    assert sorted(outcomes) == ["created", "nothing to do", "nothing to do"], outcomes
+    assert len(provider_api.creates()) == 1
+    assert RentalAttempt.objects.filter(rental=rental, outcome="sent").count() == 1
+
+
+def test_two_approvers_deciding_at_once_decide_once(project, alice, bob, erin, boxes, provider_api):
+    from tests.personas import join
+    from tests.racing import at_once
+
+    join(project, erin)
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    outcomes = at_once(
+        lambda: do_decide_rental(rental.pk, True, "a", actor=alice).state,
+        lambda: do_decide_rental(rental.pk, False, "e", actor=erin).state,
+    )
+    assert len([o for o in outcomes if o in ("approved", "rejected")]) == 1, outcomes
+    assert any("is approved" in o or "is rejected" in o for o in outcomes), outcomes
+    assert AuditEntry.objects.filter(action__in=("rent.approved", "rent.rejected")).count() == 1
