@@ -7,6 +7,7 @@ from django.views.decorators.http import require_POST
 
 from core.flash import perform
 from profiles.catalog import get_profile
+from profiles.providers.offers import RENTABLE
 from projects.models import Project, Role
 from projects.roles import require
 from rentals.actions import do_cancel_rental, do_confirm_rental, do_decide_rental, do_request_rental
@@ -32,7 +33,7 @@ def rental_create(request):
         else:
             messages.success(request, f"Rent #{rental.pk} asked: another person approves its spend.")
             return redirect(rental)
-    profiles = [get_profile(key) for key in ("vastai", "lambda")]
+    profiles = [get_profile(key) for key in RENTABLE]
     return render(request, "rentals/rental_form.html", {"form": form, "project": project, "profiles": profiles})
 
 
