@@ -146,3 +146,25 @@ class Sshd:
                 host_key_type=key.key_type, host_key_base64=key.key_base64, host_key_confirmed_at=timezone.now()
             )
         return fields
+
+
+class BoxMaker:
+    """What a provider stub starts on create: a real sshd on a fresh port with a fresh host key, each
+    reachable with one client key (the SSH key a rent names). Call it as the stub's on_create."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.client_key = keygen(directory / "client_key")
+        self.started: list[Sshd] = []
+
+    def __call__(self, provider: str, name: str) -> tuple[str, int]:
+        home = self.directory / f"box-{len(self.started)}-{provider}"
+        home.mkdir()
+        shutil.copy(self.client_key, home / "user_key")
+        shutil.copy(f"{self.client_key}.pub", home / "user_key.pub")
+        self.started.append(Sshd(home).start())
+        return "127.0.0.1", self.started[-1].port
+
+    def stop(self) -> None:
+        for server in self.started:
+            server.stop()

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from tests.browser.test_dashboard import choose_own_password, sign_in
 from tests.browser.test_runs import create_person, new_run, run_to_export
 from tests.conftest import ARTIFACTS, REPO
 from tests.provider_stub import KEY_ENV
-from tests.sshd import Sshd, keygen
+from tests.sshd import BoxMaker
 from tests.waiting import wait_until
 
 OFFERS = [
@@ -38,19 +37,9 @@ TYPES = {
 def renting(tmp_path_factory, provider_stub):
     """A stack whose workers speak to the provider stubs, which start a loopback sshd for each box made."""
     directory = tmp_path_factory.mktemp("renting")
-    client_key = keygen(directory / "client_key")
-    servers = []
-
-    def on_create(provider, name):
-        home = directory / f"box-{uuid.uuid4().hex[:6]}"
-        home.mkdir()
-        shutil.copy(client_key, home / "user_key")
-        shutil.copy(f"{client_key}.pub", home / "user_key.pub")
-        servers.append(Sshd(home).start())
-        return "127.0.0.1", servers[-1].port
-
+    maker = BoxMaker(directory)
     provider_stub.reset()
-    provider_stub.on_create = on_create
+    provider_stub.on_create = maker
     provider_stub.offers.update(vastai=OFFERS)
     provider_stub.offers["lambda"] = TYPES
     provider_stub.no_capacity.add("lambda")
@@ -61,10 +50,9 @@ def renting(tmp_path_factory, provider_stub):
         RENT_CREATE_SECONDS="4",
         RECONCILE_INTERVAL="2",
     )
-    yield stack, client_key, servers
+    yield stack, maker.client_key, maker.started
     stack.kill()
-    for server in servers:
-        server.stop()
+    maker.stop()
     provider_stub.reset()
 
 

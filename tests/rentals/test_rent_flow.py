@@ -2,8 +2,7 @@
 fresh host key) on create: approval by another person, fallback past "no capacity", the naming rule, the
 host key waiting for a person, and a create that may have landed never sent twice."""
 
-import shutil
-import uuid
+import getpass
 from decimal import Decimal
 
 import pytest
@@ -20,7 +19,7 @@ from rentals.models import Rental, RentalAttempt, RentalState
 from rentals.reconcile import do_redrive_stale
 from tests import factories
 from tests.provider_stub import api_credential
-from tests.sshd import Sshd, keygen
+from tests.sshd import BoxMaker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,24 +43,12 @@ LAMBDA_TYPES = {
 @pytest.fixture
 def boxes(tmp_path, provider_api):
     """Each create starts a real sshd on a fresh port with a fresh host key, reachable with one client key."""
-    client_key = keygen(tmp_path / "client_key")
-    started = []
-
-    def on_create(provider, name):
-        directory = tmp_path / f"box-{uuid.uuid4().hex[:6]}"
-        directory.mkdir()
-        shutil.copy(client_key, directory / "user_key")
-        shutil.copy(f"{client_key}.pub", directory / "user_key.pub")
-        server = Sshd(directory).start()
-        started.append(server)
-        return "127.0.0.1", server.port
-
-    provider_api.on_create = on_create
-    provider_api.offers.update(vastai=VAST_OFFERS, lambda_=None)
+    maker = BoxMaker(tmp_path)
+    provider_api.on_create = maker
+    provider_api.offers["vastai"] = VAST_OFFERS
     provider_api.offers["lambda"] = LAMBDA_TYPES
-    yield started, client_key
-    for server in started:
-        server.stop()
+    yield maker.started, maker.client_key
+    maker.stop()
 
 
 def _ask(project, user, client_key, **fields):
@@ -76,7 +63,7 @@ def _ask(project, user, client_key, **fields):
         "max_rate": "0.60",
         "candidates": "lambda, vastai",
         "ssh_credential": ssh.pk,
-        "ssh_user": Sshd.__init__.__globals__["getpass"].getuser(),
+        "ssh_user": getpass.getuser(),
         "image": "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
         "expected_minutes": 90,
         "key_lambda": key.pk,
