@@ -7,6 +7,7 @@ call timed out) is never sent again blind: the provider's list is read for the r
 import dataclasses
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from profiles.models import Credential
@@ -26,7 +27,11 @@ def _offer_data(offer: Offer) -> dict:
 
 
 def _credential(rental: Rental, provider: str) -> Credential:
-    return Credential.objects.get(pk=rental.api_credentials[provider])
+    """The rent's key for provider, read at use: a grant revoked since the rent was asked stops it."""
+    credential = Credential.objects.filter(pk=rental.api_credentials[provider]).first()
+    if credential is None or not credential.granted_to(rental.project_id):
+        raise ProviderError(f"the {provider} API key of this rent is no longer granted to its project")
+    return credential
 
 
 def _unanswered(rental: Rental) -> RentalAttempt | None:
@@ -81,8 +86,8 @@ def create(rental_pk: int) -> str:
 
 def _ask(rental: Rental, provider: str, need) -> tuple[str, Offer | None]:
     """One candidate: search, then create onto the cheapest fitting offer."""
-    credential = _credential(rental, provider)
     try:
+        credential = _credential(rental, provider)
         offer, over = choose(need, find_offers(provider, credential, need))
     except ProviderError as exc:
         do_record_attempt(rental.pk, provider, Outcome.ERROR, {}, "", str(exc)[:500])
@@ -123,7 +128,16 @@ def poll(rental_pk: int) -> str:
     state = listing.inventory.get(rental.provider_id)
     endpoint = listing.endpoints.get(rental.provider_id)
     if state == RUNNING and endpoint is not None:
-        do_register_rental(rental.pk, *endpoint)
+        try:
+            do_register_rental(rental.pk, *endpoint)
+        except ValidationError as exc:  # its name or its provider id is another box's now
+            said = " ".join(exc.messages)
+            reason = (
+                f"{rental.provider} created {rental.provider_id} and it runs, but it could not be registered: {said}"
+                " It bills: register it by hand (Instances → Register) or release it in the provider's console."
+            )
+            do_fail_rental(rental.pk, reason)
+            return "failed"
         return "registered"
     if state in (None, GONE):
         return _boot_deadline(rental, f"{rental.provider} no longer lists {rental.provider_id}")

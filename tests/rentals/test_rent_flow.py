@@ -331,3 +331,30 @@ def test_two_approvers_deciding_at_once_decide_once(project, alice, bob, erin, b
     assert len([o for o in outcomes if o in ("approved", "rejected")]) == 1, outcomes
     assert any("is approved" in o or "is rejected" in o for o in outcomes), outcomes
     assert AuditEntry.objects.filter(action__in=("rent.approved", "rent.rejected")).count() == 1
+
+
+def test_a_key_revoked_after_approval_creates_nothing(project, alice, bob, boxes, provider_api):
+    """The rent's API key is read at use: an administrator's revocation between approval and creation
+    stops it (an operator never reaches a key no longer granted to the project)."""
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    api_credential(project).projects.remove(project)
+    assert create(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.FAILED and provider_api.requests == []
+    assert "no longer granted" in rental.attempts.get().detail
+
+
+def test_a_box_whose_name_was_taken_meanwhile_fails_the_rent_with_what_to_do(project, alice, bob, boxes, provider_api):
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "created"
+    rental.refresh_from_db()
+    factories.box(project, name=rental.name)  # someone registered a box by that name by hand
+    while (said := poll(rental.pk)) == "waiting":
+        pass
+    rental.refresh_from_db()
+    assert said == "failed" and rental.state == RentalState.FAILED
+    assert "could not be registered" in rental.reason and "release it" in rental.reason
