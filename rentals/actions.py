@@ -24,7 +24,7 @@ from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalStat
 from runs import spend
 
 
-def _move(rental: Rental, target: RentalState) -> None:
+def move(rental: Rental, target: RentalState) -> None:
     RENTAL_TRANSITIONS.check(rental.state, target, f"Rent #{rental.pk}")
     rental.state, rental.changed_at = target, timezone.now()
 
@@ -79,7 +79,7 @@ def do_decide_rental(rental_pk: int, approve: bool, comment: str, *, actor) -> R
             raise ValidationError(f"Rent #{rental.pk} is {rental.get_state_display().lower()}.")
         if rental.expires_at <= timezone.now():
             raise ValidationError(f"Rent #{rental.pk} has expired; ask again.")
-        _move(rental, RentalState.APPROVED if approve else RentalState.REJECTED)
+        move(rental, RentalState.APPROVED if approve else RentalState.REJECTED)
         rental.approver, rental.comment = actor, comment.strip()[:2000]
         rental.save()
         verdict = "approved" if approve else "rejected"
@@ -98,7 +98,7 @@ def do_cancel_rental(rental_pk: int, *, actor) -> Rental:
         rental = _lock(rental_pk)
         if rental.requester_id != actor.pk and not actor.has_perm("projects.approve_cost", rental.project):
             raise PermissionDenied("Only the requester or an approver cancels a rent.")
-        _move(rental, RentalState.CANCELLED)
+        move(rental, RentalState.CANCELLED)
         rental.save()
         message = f"rent #{rental.pk} {rental.name} cancelled"
         record(AuditAction.RENT_CANCELLED, message, actor=actor, project=rental.project, rental=rental.pk)
@@ -114,7 +114,7 @@ def do_claim_rental(rental_pk: int) -> Rental | None:
             seconds=settings.RENT_CREATE_SECONDS
         )
         if rental.state == RentalState.APPROVED:
-            _move(rental, RentalState.CREATING)
+            move(rental, RentalState.CREATING)
         elif rental.state == RentalState.CREATING and not held:
             rental.changed_at = now  # a re-drive: its deadline counts again
         else:
@@ -150,7 +150,7 @@ def do_mark_created(rental_pk: int, provider: str, provider_id: str, offer: dict
         rental = _lock(rental_pk)
         if rental.state != RentalState.CREATING:
             return None
-        _move(rental, RentalState.BOOTING)
+        move(rental, RentalState.BOOTING)
         rental.provider, rental.provider_id, rental.offer = provider, provider_id, offer
         rental.save()
         ProviderKeyUse.objects.get_or_create(profile_key=provider, credential_id=rental.api_credentials[provider])
@@ -166,7 +166,7 @@ def do_fail_rental(rental_pk: int, reason: str) -> Rental | None:
         rental = _lock(rental_pk)
         if not RENTAL_TRANSITIONS.allows(rental.state, RentalState.FAILED):
             return None
-        _move(rental, RentalState.FAILED)
+        move(rental, RentalState.FAILED)
         rental.reason = reason[:2000]
         rental.save()
         record(
@@ -194,7 +194,7 @@ def do_register_rental(rental_pk: int, host: str, port: int, state_note: str = "
             project=rental.project, profile_key=rental.provider, defaults={"user": rental.requester}
         )
         register_instance(instance, f" by rent #{rental.pk}{state_note}", actor=rental.requester)
-        _move(rental, RentalState.REGISTERED)
+        move(rental, RentalState.REGISTERED)
         rental.instance = instance
         rental.save()
         _tell(rental, f"registered as {instance.name}: confirm its host key on the rent's page")
@@ -243,7 +243,7 @@ def do_confirm_rental(rental_pk: int, fingerprint: str, *, actor) -> Rental:
         rental = _lock(rental_pk)
         if rental.state != RentalState.REGISTERED:
             return rental  # confirmed twice at once: the other one continued
-        _move(rental, RentalState.READY)
+        move(rental, RentalState.READY)
         rental.save()
     if rental.run_id is not None and rental.run.state == "draft":
         do_edit_run(rental.run_id, {"instance": instance}, actor=actor)

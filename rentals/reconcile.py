@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from core.audit import record
 from core.models import AuditAction
-from rentals.actions import _move, do_fail_rental
+from rentals.actions import do_fail_rental, move
 from rentals.models import Rental, RentalState
 
 
@@ -18,7 +18,7 @@ def do_expire_rentals(now=None) -> int:
     expired = 0
     with transaction.atomic(durable=True):
         for rental in Rental.objects.select_for_update().filter(state=RentalState.REQUESTED, expires_at__lte=now):
-            _move(rental, RentalState.EXPIRED)
+            move(rental, RentalState.EXPIRED)
             rental.save()
             message = f"rent #{rental.pk} {rental.name} expired unanswered: ask again"
             record(AuditAction.RENT_FAILED, message, project_id=rental.project_id, rental=rental.pk)
