@@ -39,6 +39,7 @@ def dashboard(request):
         "drift": open_drift(request.user),
         "orphan_resources": orphan_resources(Instance.objects.visible_to(request.user)),
         "envelopes": envelopes_for(Project.objects.visible_to(request.user).filter(budget__isnull=False)[:50]),
+        "rents": Rental.objects.visible_to(request.user).in_flight().select_related("project")[:20],
     }
     return render(request, "runs/dashboard.html", context)
 

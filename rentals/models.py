@@ -57,6 +57,10 @@ class RentalQuerySet(models.QuerySet):
 
         return self.filter(project__in=Project.objects.visible_to(user))
 
+    def in_flight(self):
+        """Asked and not yet ready or ended: waiting for an approver, a worker, or a host key."""
+        return self.filter(state__in=[RentalState.REQUESTED, *OPEN_STATES, RentalState.REGISTERED])
+
 
 class Rental(models.Model):
     project = models.ForeignKey("projects.Project", on_delete=models.PROTECT, related_name="rentals")

@@ -111,6 +111,7 @@ def test_the_pages_ask_and_decide_with_the_same_rules(client, project, alice, bo
     asked = client.post(f"/rentals/new/?project={project.slug}", form)
     rental = Rental.objects.get()
     assert asked.status_code == 302 and asked["Location"] == f"/rentals/{rental.pk}/"
+    assert rental.name in client.get("/").content.decode()  # the dashboard's rents in flight
     mine = client.get(f"/rentals/{rental.pk}/").content.decode()
     assert "another approver decides" in mine and "approve-rental" not in mine
     client.post(f"/rentals/{rental.pk}/decide/", {"decision": "approve"})

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 27,
+    "dashboard": 28,  # and the rents in flight
     "history": 10,
     "project": 13,  # the cost envelope: boxes and their states, resources, orphan drift, live runs, its history
     "run": 8,
