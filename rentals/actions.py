@@ -133,6 +133,8 @@ def do_record_attempt(rental_pk: int, provider: str, outcome: str, offer: dict, 
         attempt = RentalAttempt.objects.create(
             rental=rental, provider=provider, outcome=outcome, offer=offer, provider_id=provider_id, detail=detail
         )
+        if outcome == RentalAttempt.Outcome.SENT:  # from here a box may bill under this key: reconcile it
+            ProviderKeyUse.objects.get_or_create(profile_key=provider, credential_id=rental.api_credentials[provider])
         rental.changed_at = rental.claimed_at = timezone.now()  # progress: the claim holds on
         rental.save(update_fields=["changed_at", "claimed_at"])
         offered = f" ({offer['describe']})" if offer.get("describe") else ""
@@ -153,7 +155,6 @@ def do_mark_created(rental_pk: int, provider: str, provider_id: str, offer: dict
         move(rental, RentalState.BOOTING)
         rental.provider, rental.provider_id, rental.offer = provider, provider_id, offer
         rental.save()
-        ProviderKeyUse.objects.get_or_create(profile_key=provider, credential_id=rental.api_credentials[provider])
         message = f"rent #{rental.pk} {rental.name}: {provider} created {provider_id} ({offer.get('describe', '')})"
         record(AuditAction.RENT_CREATED, message, project=rental.project, rental=rental.pk, provider=provider)
         transaction.on_commit(partial(poll_rental.delay, rental.pk))

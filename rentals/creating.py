@@ -41,39 +41,41 @@ def _unanswered(rental: Rental) -> RentalAttempt | None:
     return last if last is not None and last.outcome == Outcome.SENT else None
 
 
-def _adopt(rental: Rental, sent: RentalAttempt) -> str:
-    """Look for the box a lost create may have made; 'created' when found (and adopted), else ''."""
-    try:
-        found = find_by_name(sent.provider, _credential(rental, sent.provider), rental.name)
-    except ProviderError as exc:
-        do_record_attempt(rental.pk, sent.provider, Outcome.ERROR, sent.offer, "", f"could not look for it: {exc}")
-        return "unknown"
+def _found(rental: Rental, provider: str, offer: dict) -> bool:
+    """A box a create may have made, looked for by its name: adopted (True) when listed. ProviderError
+    when the provider cannot be asked (then nothing is known, and nothing more is sent)."""
+    found = find_by_name(provider, _credential(rental, provider), rental.name)
     if found is None:
-        detail = f"the create sent earlier left no box named {rental.name}"
-        do_record_attempt(rental.pk, sent.provider, Outcome.ERROR, sent.offer, "", detail)
-        return ""
-    do_record_attempt(
-        rental.pk, sent.provider, Outcome.CREATED, sent.offer, found, "found by its name after a lost answer"
-    )
-    do_mark_created(rental.pk, sent.provider, found, sent.offer)
-    return "created"
+        return False
+    do_record_attempt(rental.pk, provider, Outcome.CREATED, offer, found, "found by its name after a lost answer")
+    do_mark_created(rental.pk, provider, found, offer)
+    return True
 
 
 def create(rental_pk: int) -> str:
-    """Claim the rent and ask its candidates in order; what happened, in a word."""
+    """Claim the rent and ask its candidates in order; what happened, in a word. A create sent earlier
+    with no answer recorded (its worker died, its answer was lost) is looked for first: adopted when the
+    provider lists it, else said and the candidates are asked again; when the provider cannot be asked,
+    nothing is sent and the reconciler re-drives it later (then fails it, naming the box that may exist)."""
     rental = do_claim_rental(rental_pk)
     if rental is None:
         return "nothing to do"
     sent = _unanswered(rental)
     if sent is not None:
-        adopted = _adopt(rental, sent)
-        if adopted:
-            return adopted if adopted == "created" else "retry later"
+        try:
+            if _found(rental, sent.provider, sent.offer):
+                return "created"
+        except ProviderError:
+            return "retry later"
+        detail = f"the create sent earlier left no box named {rental.name}"
+        do_record_attempt(rental.pk, sent.provider, Outcome.ERROR, sent.offer, "", detail)
     need, cheapest_over = need_of(rental), []
     for provider in rental.candidates:
         result, over = _ask(rental, provider, need)
         if result in ("created", "stopped"):
             return result
+        if result == "unknown":
+            return "retry later"  # a create that may have landed: never another one beside it now
         if over is not None:
             cheapest_over.append(over)
     reason = "no candidate had a fitting offer with capacity at or under the max rate"
@@ -102,11 +104,11 @@ def _ask(rental: Rental, provider: str, need) -> tuple[str, Offer | None]:
     idem = f"{rental.key}-{provider}"
     try:
         made = create_box(offer, credential, need, rental.name, rental.image, rental.ssh_credential.name, idem)
-    except ProviderError as exc:
-        # It may have landed: look for the name now rather than send again.
-        sent = RentalAttempt(provider=provider, offer=data, outcome=Outcome.SENT)
-        do_record_attempt(rental.pk, provider, Outcome.ERROR, data, "", str(exc)[:500])
-        return ("created" if _adopt(rental, sent) == "created" else "error"), None
+    except ProviderError:
+        try:  # it may have landed: look for its name at once rather than send anything again
+            return ("created" if _found(rental, provider, data) else "unknown"), None
+        except ProviderError:
+            return "unknown", None
     if made.provider_id is None:
         do_record_attempt(rental.pk, provider, Outcome.NO_CAPACITY, data, "", made.answer)
         return "no capacity", None

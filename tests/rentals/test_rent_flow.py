@@ -358,3 +358,23 @@ def test_a_box_whose_name_was_taken_meanwhile_fails_the_rent_with_what_to_do(pro
     rental.refresh_from_db()
     assert said == "failed" and rental.state == RentalState.FAILED
     assert "could not be registered" in rental.reason and "release it" in rental.reason
+
+
+def test_a_create_with_no_answer_and_no_box_listed_sends_nothing_more_until_it_is_looked_for_again(
+    project, alice, bob, boxes, provider_api, settings
+):
+    """vast.ai does not answer the create and lists no box by the name yet: nothing else is sent (not even
+    to the next candidate: a late create may still land). The re-drive looks again; still none: the
+    candidates are asked again, and one box is made."""
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, candidates="vastai, lambda")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    provider_api.fail_next("502", "timeout")  # no answer, and nothing was made
+    assert create(rental.pk) == "retry later"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.CREATING and rental.attempts.last().outcome == "sent"
+    assert provider_api.creates() == [] and not [r for r in provider_api.requests if r["provider"] == "lambda"]
+    settings.RENT_CREATE_SECONDS = 0  # the claim's lease has passed: the re-drive may take it
+    assert create(rental.pk) == "created"
+    assert len(provider_api.creates()) == 1
+    assert rental.attempts.filter(detail__contains="left no box named").count() == 1
