@@ -60,3 +60,12 @@ def require(user, perm: str, project) -> None:
     """PermissionDenied (a 403, a refused action) unless user holds perm's role in project."""
     if not user.has_perm(perm, project):
         raise PermissionDenied(f"This needs the {ROLE_OF_PERMISSION[perm].label} role in project {project.name}.")
+
+
+def require_second_approver(actor, project, requester_id, decides: str, noun: str) -> None:
+    """A cost decision is another person's: an approver of the project (decides: "its rents"), never the
+    one who asked for it (noun: "a rent")."""
+    if not actor.has_perm("projects.approve_cost", project):
+        raise PermissionDenied(f"Only an approver of project {project.name} decides {decides}.")
+    if requester_id == actor.pk:
+        raise PermissionDenied(f"The requester of {noun} never approves it: ask another approver.")

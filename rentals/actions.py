@@ -18,7 +18,7 @@ from notifications.models import Event
 from profiles.actions import register_instance
 from profiles.models import Instance, InstanceState, PlatformAcknowledgement, ProviderKeyUse
 from profiles.naming import suggest_name
-from projects.roles import require
+from projects.roles import require, require_second_approver
 from rentals.asking import expected_cost, spend_note
 from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalState
 from runs import spend
@@ -71,10 +71,7 @@ def do_decide_rental(rental_pk: int, approve: bool, comment: str, *, actor) -> R
 
     with transaction.atomic(durable=True):
         rental = _lock(rental_pk)
-        if not actor.has_perm("projects.approve_cost", rental.project):
-            raise PermissionDenied(f"Only an approver of project {rental.project.name} decides its rents.")
-        if rental.requester_id == actor.pk:
-            raise PermissionDenied("The requester of a rent never approves it: ask another approver.")
+        require_second_approver(actor, rental.project, rental.requester_id, "its rents", "a rent")
         if rental.state != RentalState.REQUESTED:
             raise ValidationError(f"Rent #{rental.pk} is {rental.get_state_display().lower()}.")
         if rental.expires_at <= timezone.now():

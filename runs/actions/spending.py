@@ -4,7 +4,7 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -12,6 +12,7 @@ from django.utils import timezone
 from core.audit import record
 from core.models import AuditAction
 from notifications.models import Event
+from projects.roles import require_second_approver
 from runs import notices, spend
 from runs.actions.base import run_event
 from runs.models import (
@@ -115,10 +116,7 @@ def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> S
             .get(pk=request_pk)
         )
         run = request.run
-        if not actor.has_perm("projects.approve_cost", run.project):
-            raise PermissionDenied(f"Only an approver of project {run.project.name} decides its spending.")
-        if request.requester_id == actor.pk:
-            raise PermissionDenied("The requester of a spend never approves it: ask another approver.")
+        require_second_approver(actor, run.project, request.requester_id, "its spending", "a spend")
         if request.status != SpendStatus.PENDING:
             raise ValidationError(f"Spend request #{request.pk} is {request.get_status_display().lower()}.")
         if request.expires_at <= timezone.now():
