@@ -191,6 +191,8 @@ def train(config, config_path, smoke):
     if start_epoch and not rows and os.path.exists(train_csv):
         with open(train_csv) as handle:
             rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= start_epoch]
+    if rows:  # written at once: a resume from the last epoch trains nothing more and must still export it
+        write_rows(train_csv, rows)
 
     every = float(os.environ.get("REMOTEGPU_CHECKPOINT_EVERY_S") or 0)  # 0: after every epoch
     every_steps = int(os.environ.get("REMOTEGPU_CHECKPOINT_EVERY_STEPS") or 0)  # an epoch is a logged step
@@ -246,15 +248,20 @@ def train(config, config_path, smoke):
         if due or epoch == config["epochs"]:
             atomic_save(state, latest)
             saved_at, saved_epoch = time.monotonic(), epoch
-        with open(train_csv + ".tmp", "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(train_csv + ".tmp", train_csv)
+        write_rows(train_csv, rows)
         time.sleep(float(config.get("epoch_pause", 0)))
 
     finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device, determinism)
     return 0
+
+
+def write_rows(train_csv, rows):
+    """train.csv from the rows logged so far, replaced atomically."""
+    with open(train_csv + ".tmp", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(train_csv + ".tmp", train_csv)
 
 
 def finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device, determinism):

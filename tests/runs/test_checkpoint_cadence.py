@@ -3,6 +3,7 @@ where the platform interrupts, and tinyfit honours it (a real training process, 
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,3 +94,21 @@ def test_tinyfit_checkpoints_at_the_cadence_it_is_given(tmp_path, every, steps, 
     # Without a cadence: after every epoch. An hour's cadence: not yet after 3 short epochs. A second's: yes.
     # In whole steps, the steps decide: every 2 epochs (saved at 2), every 5 (not yet at 3).
     assert exists is checkpointed
+
+
+def test_tinyfit_resumed_from_its_last_epoch_on_an_empty_box_still_exports_its_whole_log(tmp_path):
+    """A box lost after the last epoch's checkpoint but before sealing: the run continues elsewhere from
+    that checkpoint, with nothing more to train and an empty output/. train.csv must still be written,
+    every epoch's row from the checkpoint (CI: "required file train.csv is missing")."""
+    config = tmp_path / "config.yaml"
+    config.write_text((TINYFIT / "config.yaml").read_text())
+    env = dict(os.environ, REMOTEGPU_CHECKPOINT_DIR=str(tmp_path / "ckpt"), REMOTEGPU_OUTPUT_DIR=str(tmp_path / "out"))
+    command = [sys.executable, str(TINYFIT / "train.py"), "--config", str(config)]
+    subprocess.run(command, env=env, check=True, capture_output=True, timeout=120)
+    epochs = len((tmp_path / "out" / "train.csv").read_text().splitlines()) - 1
+    shutil.rmtree(tmp_path / "out")  # the other box: only the durable checkpoints were restored
+    (tmp_path / "out").mkdir()
+    again = subprocess.run(command, env=env, check=True, capture_output=True, text=True, timeout=120)
+    assert f"resumed from epoch {epochs}" in again.stdout
+    rows = (tmp_path / "out" / "train.csv").read_text().splitlines()
+    assert len(rows) == epochs + 1 and rows[-1].startswith(f"{epochs},")
