@@ -15,13 +15,15 @@ from core.audit import record
 from core.models import AuditAction
 from notifications.actions import do_notify
 from notifications.models import Event
-from profiles.actions import register_instance
-from profiles.models import Instance, InstanceState, PlatformAcknowledgement, ProviderKeyUse
+from profiles.actions import do_confirm_host_key, register_instance
+from profiles.catalog import get_profile
+from profiles.models import Instance, InstanceProbe, InstanceState, PlatformAcknowledgement, ProviderKeyUse
 from profiles.naming import suggest_name
 from projects.roles import require, require_second_approver
 from rentals.asking import expected_cost, spend_note
 from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalState
 from runs import spend
+from runs.actions.lifecycle import do_edit_run, do_start_preflight
 
 
 def move(rental: Rental, target: RentalState) -> None:
@@ -107,9 +109,8 @@ def do_claim_rental(rental_pk: int) -> Rental | None:
     now = timezone.now()
     with transaction.atomic(durable=True):
         rental = _lock(rental_pk)
-        held = rental.claimed_at is not None and rental.claimed_at > now - timedelta(
-            seconds=settings.RENT_CREATE_SECONDS
-        )
+        lease = now - timedelta(seconds=settings.RENT_CREATE_SECONDS)
+        held = rental.claimed_at is not None and rental.claimed_at > lease
         if rental.state == RentalState.APPROVED:
             move(rental, RentalState.CREATING)
         elif rental.state == RentalState.CREATING and not held:
@@ -142,7 +143,8 @@ def do_record_attempt(rental_pk: int, provider: str, outcome: str, offer: dict, 
 
 
 def do_mark_created(rental_pk: int, provider: str, provider_id: str, offer: dict) -> Rental | None:
-    """The provider made the box: from here it bills, and the key is reconciled with the provider."""
+    """The provider made the box: from here it bills; it is polled until it runs (its key is reconciled
+    since the create was sent)."""
     from rentals.tasks import poll_rental
 
     with transaction.atomic(durable=True):
@@ -177,10 +179,9 @@ def do_fail_rental(rental_pk: int, reason: str) -> Rental | None:
     return rental
 
 
-def do_register_rental(rental_pk: int, host: str, port: int, state_note: str = "") -> Rental | None:
+def do_register_rental(rental_pk: int, host: str, port: int) -> Rental | None:
     """The box runs and answers on host:port: it becomes an instance of the project, with the rent's API
     key and SSH key; its host key is scanned by a probe and waits for a person (never trusted silently)."""
-    from profiles.models import InstanceProbe
     from profiles.tasks import probe_instance
 
     with transaction.atomic(durable=True):
@@ -191,7 +192,7 @@ def do_register_rental(rental_pk: int, host: str, port: int, state_note: str = "
         PlatformAcknowledgement.objects.get_or_create(
             project=rental.project, profile_key=rental.provider, defaults={"user": rental.requester}
         )
-        register_instance(instance, f" by rent #{rental.pk}{state_note}", actor=rental.requester)
+        register_instance(instance, f" by rent #{rental.pk}", actor=rental.requester)
         move(rental, RentalState.REGISTERED)
         rental.instance = instance
         rental.save()
@@ -202,8 +203,6 @@ def do_register_rental(rental_pk: int, host: str, port: int, state_note: str = "
 
 
 def _instance_of(rental: Rental, host: str, port: int) -> Instance:
-    from profiles.catalog import get_profile
-
     profile = get_profile(rental.provider)
     instance = Instance(
         name=rental.name,
@@ -227,9 +226,6 @@ def _instance_of(rental: Rental, host: str, port: int) -> Instance:
 def do_confirm_rental(rental_pk: int, fingerprint: str, *, actor) -> Rental:
     """A person confirms the host key they were shown: the key is pinned, the rent is ready, and a run it
     was asked for moves onto the box and starts its preflight."""
-    from profiles.actions import do_confirm_host_key
-    from runs.actions.lifecycle import do_edit_run, do_start_preflight
-
     rental = Rental.objects.select_related("project", "run").get(pk=rental_pk)
     require(actor, "projects.operate", rental.project)
     if rental.state != RentalState.REGISTERED:

@@ -36,8 +36,7 @@ def _credential(rental: Rental, provider: str) -> Credential:
 
 def _unanswered(rental: Rental) -> RentalAttempt | None:
     """The last create sent with no outcome after it: it may have landed."""
-    attempts = list(rental.attempts.all())
-    last = attempts[-1] if attempts else None
+    last = rental.attempts.last()
     return last if last is not None and last.outcome == Outcome.SENT else None
 
 

@@ -196,6 +196,19 @@ def read_runpod_offers(body, gpu_count: int) -> list[Offer]:
     return offers
 
 
+def search_body(provider: str, need: Need) -> dict | None:
+    """The body of the provider's offer search (Lambda's is a GET with none)."""
+    queries = {"vastai": vast_query, "runpod": runpod_query}
+    return queries[provider](need) if provider in queries else None
+
+
+def read_offers(provider: str, body, need: Need) -> list[Offer]:
+    """The offers in the provider's search answer; ValueError when it is not what its documentation says."""
+    if provider == "runpod":
+        return read_runpod_offers(body, need.gpu_count)
+    return read_vast_offers(body) if provider == "vastai" else read_lambda_offers(body)
+
+
 @dataclass(frozen=True)
 class Create:
     method: str

@@ -21,11 +21,8 @@ from profiles.providers.offers import (
     create_call,
     no_capacity,
     read_created,
-    read_lambda_offers,
-    read_runpod_offers,
-    read_vast_offers,
-    runpod_query,
-    vast_query,
+    read_offers,
+    search_body,
 )
 
 
@@ -36,16 +33,14 @@ def find_offers(profile_key: str, credential, need: Need) -> list[Offer]:
         raise ProviderError(f"{profile_key} cannot be rented here (no documented offer search and create)")
     api, key = APIS[profile_key], key_of(credential)
     endpoint = api.endpoints["offers"]
-    body = {"vastai": vast_query, "runpod": runpod_query}.get(profile_key, lambda need: None)(need)
+    body = search_body(profile_key, need)
     answer = with_retries(
         profile_key, lambda: exchange(api, profile_key, endpoint.method, endpoint.path, body, key, "", endpoint.base)
     )
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the offer search")
     try:
-        if profile_key == "runpod":
-            return read_runpod_offers(answer["body"], need.gpu_count)
-        return read_vast_offers(answer["body"]) if profile_key == "vastai" else read_lambda_offers(answer["body"])
+        return read_offers(profile_key, answer["body"], need)
     except ValueError as exc:
         raise ProviderError(f"{profile_key}: {exc}") from None
 
