@@ -1,6 +1,7 @@
 from django import forms
 
 from profiles.actions import needs_acknowledgement
+from profiles.forms import USER
 from profiles.models import Credential, CredentialKind
 from profiles.providers.offers import RENTABLE
 from rentals.asking import read_candidates, read_models
@@ -62,6 +63,13 @@ class RentalForm(forms.ModelForm):
             self.fields[f"key_{provider}"] = forms.ModelChoiceField(
                 queryset=keys, required=False, label=f"{provider} API key", help_text="Needed to ask it."
             )
+
+    def clean_ssh_user(self):
+        """The same rule as a registered box's user: it reaches ssh's argv (never an option like -oX=…)."""
+        user = self.cleaned_data["ssh_user"].strip()
+        if user and not USER.fullmatch(user):
+            raise forms.ValidationError("A user name is lowercase letters, digits, '_', '.', '-'.")
+        return user
 
     def clean_gpu_models(self):
         try:

@@ -71,6 +71,7 @@ def test_an_operator_asks_over_the_api_and_an_approver_is_told(project, alice, b
         ({"ssh_key": "someone-elses"}, "ssh_credential", ""),
         ({"acknowledge": False}, "acknowledge", "read first"),
         ({"run": "nosuch-run"}, "run", "no such run"),
+        ({"ssh_user": "-oProxyCommand=touch /tmp/x"}, "ssh_user", "A user name is"),
     ],
 )
 def test_bad_input_is_a_4xx_naming_the_field_and_writes_nothing(project, bob, fields, field, said):
