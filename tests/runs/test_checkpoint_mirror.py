@@ -160,6 +160,31 @@ def test_a_checkpoint_written_in_place_or_still_open_is_never_mirrored(disks):
     assert sorted(entry["name"] for entry in manifest["entries"]) == ["open.pth", "whole.pth"]
 
 
+def test_a_trainer_that_saves_more_often_than_the_mirror_looks_is_still_mirrored_while_it_trains(disks):
+    """CI: tinyfit saving every 0.55 s under a 0.5 s poll was never unchanged between two looks, so
+    nothing reached the durable tier until training ended (a resume test waited on it past its run)."""
+    spec, attempt = disks()
+    spec["ckpt_mirror"]["poll_seconds"] = 1.0
+    ckpt = Path(spec["ckpt"])
+    mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
+    stop, training = threading.Event(), threading.Event()
+    looking = threading.Thread(target=mirror.loop, args=(stop,))
+    looking.start()
+    steps_while_training = set()
+    try:
+        training.set()
+        for epoch in range(1, 13):  # a save every 0.7 s: never the same file at two looks 1 s apart
+            save(ckpt / "latest.pth", epoch)
+            time.sleep(0.7)
+            steps_while_training.add((mirror.state.get("newest") or {}).get("step"))
+    finally:
+        stop.set()
+        looking.join(10)
+    copied = steps_while_training - {None}
+    assert len(copied) >= 3, f"mirrored while training: {sorted(copied)}"
+    assert parse_mirror(mirror.state)["newest"]["step"] == 12  # and the last one when the command ended
+
+
 def test_a_mirror_disk_that_fills_up_raises_the_lag_and_never_breaks_the_run(disks):
     spec, attempt = disks(durable_kib=512)
     ckpt = Path(spec["ckpt"])

@@ -203,7 +203,8 @@ def boot_marker(node):
 def test_a_command_that_ignores_its_checkpoint_is_a_broken_resume_and_is_not_relaunched_again(
     bob, make_run, node, source, boxes, boot_marker, celery_worker_process
 ):
-    set_config(source, epochs=30, epoch_pause=0.5)
+    # Long enough that neither attempt ends before it is interrupted on a loaded machine.
+    set_config(source, epochs=60, epoch_pause=0.5)
     edit_train(source, "if os.path.exists(latest) and not smoke:", "if False:  # this variant never resumes")
     run = make_run(auto_relaunch=True, max_relaunches=3)
     do_start_preflight(run.pk, actor=bob)
@@ -213,8 +214,17 @@ def test_a_command_that_ignores_its_checkpoint_is_a_broken_resume_and_is_not_rel
 
     from runs.tasks import arm_watchers
 
-    # Interruption seen, relaunched, and the new attempt's first checkpoint mirrored: 50 s alone, 160 s loaded.
-    wait_until(lambda: run.refresh_from_db() or run.resume_broken, 300, 0.5, what="resume broken", between=arm_watchers)
+    # Interruption seen, relaunched, and the new attempt's first checkpoint mirrored: 25 s alone.
+    wait_until(
+        lambda: run.refresh_from_db() or run.resume_broken,
+        240,
+        0.5,
+        what=lambda: (
+            f"no broken resume: {run.state} attempt {run.attempt} floor {run.resume_floor} "
+            f"durable {run.durable_ckpt} events {list(run.events.values_list('message', flat=True))[-8:]}"
+        ),
+        between=arm_watchers,
+    )
     assert run.attempt == 2 and run.resume_floor >= 3
     assert "started again instead of resuming" in run.resume_broken
     assert Notification.objects.filter(project=run.project, event=Event.RUN_CHECKPOINT).exists()

@@ -1,10 +1,11 @@
 """What a checkpoint is, read on the box without torch: whether it landed complete, and its step.
 
-A checkpoint is complete when it has its final name (no temporary mark), has not changed between
-two looks, no process holds it open for writing, and, for torch's zip format, its archive ends in
-a central directory (a half-written zip has none). Its step is read from the checkpoint itself:
-the top-level `step`, `global_step` or `epoch` of the pickled object, unpickled with nothing
-imported (every class a stub), so a checkpoint can never run code here.
+A checkpoint is complete when it has its final name (no temporary mark), has held still (unchanged
+between two looks, or untouched for a moment: ckpt_mirror's settle), no process holds it open for
+writing, and, for torch's zip format, its archive ends in a central directory (a half-written zip
+has none). Its step is read from the checkpoint itself: the top-level `step`, `global_step` or
+`epoch` of the pickled object, unpickled with nothing imported (every class a stub), so a checkpoint
+can never run code here.
 """
 
 import io

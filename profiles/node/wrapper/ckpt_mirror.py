@@ -25,6 +25,7 @@ from .mirror import copy_hashing, durable_problem
 MANIFEST = "manifest.json"
 STATE = "ckpt-mirror.json"
 OUTBOX = "ckpt-outbox"
+SETTLE_SECONDS = 0.2
 
 
 def held_name(sha, name):
@@ -69,7 +70,12 @@ class CheckpointMirror:
         self.root, self.target = config.get("root"), config.get("target")
         self.keep = int(config.get("keep") or 2)
         self.poll = float(config.get("poll_seconds") or 5)
-        self.looked = {}  # name -> fingerprint at the previous look (a checkpoint must hold still)
+        # A checkpoint must hold still: unchanged since the previous look, or untouched for `settle`
+        # seconds. The second is what lets a trainer that saves more often than the poll be mirrored
+        # at all (unchanged between two looks it never is while it trains); a writer still at it holds
+        # the file open (incomplete), and a copy the trainer replaced meanwhile is dropped (_copy).
+        self.settle = min(SETTLE_SECONDS, self.poll / 2)
+        self.looked = {}  # name -> fingerprint at the previous look
         self.done = {}  # name -> fingerprint already handled (copied, or its step read)
         self.state = {"target": self.target, "mirrored": 0, "bytes": 0, "seconds": 0.0, "error": None}
         self.at_start = candidates(self.ckpt)
@@ -117,9 +123,9 @@ class CheckpointMirror:
         self.look()
 
     def look(self):
-        found = candidates(self.ckpt)
+        found, now_ns = candidates(self.ckpt), time.time_ns()
         for name, fingerprint in sorted(found.items(), key=lambda item: item[1][2]):
-            steady = self.looked.get(name) == fingerprint
+            steady = self.looked.get(name) == fingerprint or now_ns - fingerprint[2] >= self.settle * 1e9
             self.looked[name] = fingerprint
             if not steady or self.done.get(name) == fingerprint:
                 continue
