@@ -135,6 +135,8 @@ if not 0 <= RUN_STOP_GRACE_SECONDS <= 3600:
 # long a newer checkpoint may wait uncopied before the lag alert where the run has no cadence of its own.
 CKPT_MIRROR_POLL_SECONDS = env.envfloat("CKPT_MIRROR_POLL_SECONDS", 5)
 CKPT_LAG_SECONDS = env.envint("CKPT_LAG_SECONDS", 900)
+# Without a durable tier: the least time a held checkpoint stays on the box for the control host's pull.
+CKPT_HOLD_SECONDS = env.envfloat("CKPT_HOLD_SECONDS", 60)
 # Where a box has no durable tier, the newest checkpoint is pulled to the control host instead (at most
 # CUSTODY_PULL_MAX_RATE); a pull asked for and not done by the deadline is asked for again, a failed one
 # after the retry wait.

@@ -115,13 +115,14 @@ def erin(django_user_model):
 
 
 # Fast watchers for tests: a 1 s tick, a 5 s lease, a 30 s life; a 3 s grace between a stop's SIGTERM and SIGKILL;
-# the checkpoint mirror looks twice a second.
+# the checkpoint mirror looks twice a second, and a box without a durable tier holds a newer copy every 3 s.
 WATCH_ENV = {
     "WATCH_TICK_SECONDS": "1",
     "WATCH_LEASE_SECONDS": "5",
     "WATCH_LIFETIME_SECONDS": "30",
     "RUN_STOP_GRACE_SECONDS": "3",
     "CKPT_MIRROR_POLL_SECONDS": "0.5",
+    "CKPT_HOLD_SECONDS": "3",
 }
 
 

@@ -338,6 +338,7 @@ class RunNode(NodeClient):
                 "target": self.ckpt_target(),
                 "keep": self.run.checkpoints_retained,
                 "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
+                "hold_seconds": settings.CKPT_HOLD_SECONDS,
             },
             "restore": restore if restore["files"] else None,
             "dataset_files": self.dataset_files,

@@ -144,7 +144,9 @@ def apply_boot_relaunches(run: Run, status: dict) -> None:
 
 
 def _lag(run: Run, mirror: dict, node_now: float) -> None:
-    problem = lag_problem(mirror, node_now, lag_allowance(run), _pulled(run))
+    # Without a durable tier the box holds a newer copy only once the one before has stayed its time.
+    allowance = lag_allowance(run) + (0 if mirror.get("durable") else settings.CKPT_HOLD_SECONDS)
+    problem = lag_problem(mirror, node_now, allowance, _pulled(run))
     if problem is None:
         run.alerts = [name for name in run.alerts if name != "ckpt_lag"]  # caught up: a new lag is news again
         return

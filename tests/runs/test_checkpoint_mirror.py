@@ -228,6 +228,7 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
         "attempt": 1,
         "ckpt_mirror": {"root": str(data / "plain"), "target": str(data / "plain" / "x" / "ckpt"), "keep": 2},
     }
+    spec["ckpt_mirror"]["hold_seconds"] = 1.0
     mirror = WRAPPER.CheckpointMirror(spec, str(tmp_path))
     mirror.begin()
     save(Path(spec["ckpt"]) / "latest.pth", 3)
@@ -246,12 +247,16 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     hashed = held.read_bytes()
     save(Path(spec["ckpt"]) / "latest.pth", 4)  # saved by rename: the held link keeps the bytes it was hashed with
     assert held.read_bytes() == hashed != (Path(spec["ckpt"]) / "latest.pth").read_bytes()
+    # The held copy stays its time (hold_seconds) before a newer one replaces it: a pull asked for it finds it.
+    assert looked_twice(mirror)["held"]["latest.pth"]["sha256"] == first
+    time.sleep(1.1)
     state = looked_twice(mirror)
     second = state["held"]["latest.pth"]["sha256"]
     assert state["held"]["latest.pth"]["step"] == 4 and second != first
     # The copy a pull may be reading stays beside the newer one; the one before it goes at the next.
     assert sorted(os.listdir(held.parent)) == sorted(WRAPPER.held_name(sha, "latest.pth") for sha in (first, second))
     save(Path(spec["ckpt"]) / "latest.pth", 5)
+    time.sleep(1.1)
     third = looked_twice(mirror)["held"]["latest.pth"]["sha256"]
     assert sorted(os.listdir(held.parent)) == sorted(WRAPPER.held_name(sha, "latest.pth") for sha in (second, third))
 

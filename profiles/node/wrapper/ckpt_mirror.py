@@ -75,6 +75,11 @@ class CheckpointMirror:
         # at all (unchanged between two looks it never is while it trains); a writer still at it holds
         # the file open (incomplete), and a copy the trainer replaced meanwhile is dropped (_copy).
         self.settle = min(SETTLE_SECONDS, self.poll / 2)
+        # Without a durable tier a held copy stays at least this long before a newer one replaces it, so
+        # the control side's pull of the copy it was told of finds it (a cat under way reads on anyway).
+        self.hold_every = float(config.get("hold_seconds") or 60)
+        self.held_at = {}  # name -> time.monotonic() of its last hold
+        self.final = False  # the command ended: its last checkpoint is held whatever the pace
         self.looked = {}  # name -> fingerprint at the previous look
         self.done = {}  # name -> fingerprint already handled (copied, or its step read)
         self.state = {"target": self.target, "mirrored": 0, "bytes": 0, "seconds": 0.0, "error": None}
@@ -119,6 +124,7 @@ class CheckpointMirror:
         self.begin()
         while not stop.wait(self.poll):
             self.look()
+        self.final = True
         self.look()  # the last checkpoint before the command ended
         self.look()
 
@@ -127,7 +133,7 @@ class CheckpointMirror:
         for name, fingerprint in sorted(found.items(), key=lambda item: item[1][2]):
             steady = self.looked.get(name) == fingerprint or now_ns - fingerprint[2] >= self.settle * 1e9
             self.looked[name] = fingerprint
-            if not steady or self.done.get(name) == fingerprint:
+            if not steady or self.done.get(name) == fingerprint or self._hold_waits(name):
                 continue
             path = os.path.join(self.ckpt, name)
             if incomplete(path):
@@ -135,6 +141,11 @@ class CheckpointMirror:
             self.done[name] = fingerprint
             self._seen_new(name, path, fingerprint)
         self._save()
+
+    def _hold_waits(self, name):
+        """Whether a newer checkpoint of this name waits for its held copy's time (no durable tier only)."""
+        at = self.held_at.get(name)
+        return not self.target and not self.final and at is not None and time.monotonic() - at < self.hold_every
 
     def _seen_new(self, name, path, fingerprint):
         local = self._described(name, fingerprint)
@@ -185,6 +196,7 @@ class CheckpointMirror:
             return
         self.state.setdefault("held", {})[name] = {**local, "sha256": sha}
         self.state["error"] = None
+        self.held_at[name] = time.monotonic()
 
     def _copy(self, name, path, fingerprint):
         manifest = load_manifest(self.target)
