@@ -20,6 +20,8 @@ CONTROL_PLANE_ENV = re.compile(
     r"(DJANGO_)?SECRET_KEY|DATABASE_URL|REDIS_URL|CHANNEL_REDIS_URL|CELERY_\w*|EMAIL_HOST_PASSWORD|REMOTEGPU_\w*"
 )
 KEY_MATERIAL = re.compile(r"-----BEGIN|PRIVATE KEY|^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-)\s|^[A-Za-z0-9+/=]{60,}$")
+PUBLIC_KEY_TYPE = re.compile(r"ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)")
+PUBLIC_KEY_DATA = re.compile(r"[A-Za-z0-9+/]{40,16384}={0,2}")
 PASTED_KEY = (
     "This looks like key material. Never paste a key: give env:NAME (an environment variable "
     "set on the workers) or the absolute path of a key file on the workers."
@@ -69,6 +71,28 @@ def resolve_auth(reference: str) -> dict:
     if not path.is_file():
         raise CredentialError(f"{where} does not exist on this worker")
     return {"key_filename": str(path)}
+
+
+def public_key_of(credential) -> str:
+    """The SSH key's public half ("ssh-ed25519 AAAA…"), given to a provider so a rented box lets us in.
+    From the private key where paramiko reads it, else from the key file's `.pub` beside it (a key with
+    a passphrase). CredentialError when neither is there: never the key's bytes in what it says."""
+    auth = resolve_auth(credential.reference)
+    key = auth.get("pkey")
+    if key is None:
+        path = Path(auth["key_filename"])
+        try:
+            key = paramiko.PKey.from_path(path)
+        except (paramiko.SSHException, ValueError, OSError):
+            public = Path(f"{path}.pub")
+            line = public.read_text(errors="replace").split() if public.is_file() else []
+            if len(line) >= 2 and PUBLIC_KEY_TYPE.fullmatch(line[0]) and PUBLIC_KEY_DATA.fullmatch(line[1]):
+                return f"{line[0]} {line[1]}"
+            raise CredentialError(
+                f"the public half of SSH key {credential.name} cannot be read on this worker "
+                "(a key with a passphrase needs its .pub file beside it)"
+            ) from None
+    return f"{key.get_name()} {key.get_base64()}"
 
 
 def _granted(instance, credential, what: str):

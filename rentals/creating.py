@@ -10,11 +10,13 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from profiles.credentials import public_key_of
 from profiles.models import Credential
+from profiles.node.transport import CredentialError
 from profiles.providers.apis import GONE, RUNNING
 from profiles.providers.calls import ProviderError, list_boxes
 from profiles.providers.offers import Offer, choose
-from profiles.providers.renting import create_box, find_by_name, find_offers
+from profiles.providers.renting import BoxKey, attach_key, create_box, find_by_name, find_offers, key_problem
 from rentals.actions import do_claim_rental, do_fail_rental, do_mark_created, do_record_attempt, do_register_rental
 from rentals.asking import need_of
 from rentals.models import Rental, RentalAttempt, RentalState
@@ -32,6 +34,11 @@ def _credential(rental: Rental, provider: str) -> Credential:
     if credential is None or not credential.granted_to(rental.project_id):
         raise ProviderError(f"the {provider} API key of this rent is no longer granted to its project")
     return credential
+
+
+def _box_key(rental: Rental) -> BoxKey:
+    """The rent's SSH key as the provider is given it (its public half, read on this worker)."""
+    return BoxKey(rental.ssh_credential.name, public_key_of(rental.ssh_credential))
 
 
 def _unanswered(rental: Rental) -> RentalAttempt | None:
@@ -68,9 +75,14 @@ def create(rental_pk: int) -> str:
             return "retry later"
         detail = f"the create sent earlier left no box named {rental.name}"
         do_record_attempt(rental.pk, sent.provider, Outcome.ERROR, sent.offer, "", detail)
+    try:
+        key = _box_key(rental)
+    except CredentialError as exc:
+        do_fail_rental(rental.pk, f"{exc}. Nothing was created: fix the SSH key on this worker and ask again.")
+        return "failed"
     need, cheapest_over = need_of(rental), []
     for provider in rental.candidates:
-        result, over = _ask(rental, provider, need)
+        result, over = _ask(rental, provider, need, key)
         if result in ("created", "stopped"):
             return result
         if result == "unknown":
@@ -85,13 +97,18 @@ def create(rental_pk: int) -> str:
     return "failed"
 
 
-def _ask(rental: Rental, provider: str, need) -> tuple[str, Offer | None]:
-    """One candidate: search, then create onto the cheapest fitting offer."""
+def _ask(rental: Rental, provider: str, need, key: BoxKey) -> tuple[str, Offer | None]:
+    """One candidate: search, then create onto the cheapest fitting offer, where the box it makes would
+    let us in with the rent's key."""
     try:
         credential = _credential(rental, provider)
         offer, over = choose(need, find_offers(provider, credential, need))
+        unreachable = key_problem(provider, credential, key) if offer is not None else None
     except ProviderError as exc:
         do_record_attempt(rental.pk, provider, Outcome.ERROR, {}, "", str(exc)[:500])
+        return "error", None
+    if unreachable:
+        do_record_attempt(rental.pk, provider, Outcome.ERROR, _offer_data(offer), "", unreachable)
         return "error", None
     if offer is None:
         detail = f"cheapest fitting {over.describe()}, over the max" if over else "nothing fits"
@@ -102,7 +119,7 @@ def _ask(rental: Rental, provider: str, need) -> tuple[str, Offer | None]:
         return "stopped", None  # no longer creating (failed by the reconciler meanwhile): stop here
     idem = f"{rental.key}-{provider}"
     try:
-        made = create_box(offer, credential, need, rental.name, rental.image, rental.ssh_credential.name, idem)
+        made = create_box(offer, credential, need, rental.name, rental.image, key, idem)
     except ProviderError:
         try:  # it may have landed: look for its name at once rather than send anything again
             return ("created" if _found(rental, provider, data) else "unknown"), None
@@ -117,18 +134,24 @@ def _ask(rental: Rental, provider: str, need) -> tuple[str, Offer | None]:
 
 
 def poll(rental_pk: int) -> str:
-    """A booting rent: registered once the provider lists it running with an SSH endpoint; failed past
-    RENT_BOOT_SECONDS (the box stays listed, so drift shows it billing under the key)."""
-    rental = Rental.objects.select_related("project").get(pk=rental_pk)
+    """A booting rent: registered once the provider lists it running with an SSH endpoint and holds the
+    rent's key (attached now where the create could not give it); failed past RENT_BOOT_SECONDS (the box
+    stays listed, so drift shows it billing under the key)."""
+    rental = Rental.objects.select_related("project", "ssh_credential").get(pk=rental_pk)
     if rental.state != RentalState.BOOTING:
         return rental.state
     try:
-        listing = list_boxes(rental.provider, _credential(rental, rental.provider))
+        credential = _credential(rental, rental.provider)
+        listing = list_boxes(rental.provider, credential)
     except ProviderError:
         return _boot_deadline(rental, "the provider could not be asked")
     state = listing.inventory.get(rental.provider_id)
     endpoint = listing.endpoints.get(rental.provider_id)
     if state == RUNNING and endpoint is not None:
+        try:
+            attach_key(rental.provider, credential, rental.provider_id, _box_key(rental))
+        except (ProviderError, CredentialError) as exc:
+            return _boot_deadline(rental, f"the SSH key is not on it yet: {exc}")
         try:
             do_register_rental(rental.pk, *endpoint)
         except ValidationError as exc:  # its name or its provider id is another box's now

@@ -87,6 +87,7 @@ class VastAi:
         ("POST", r"/api/v0/bundles/", "offers"),
         ("GET", r"/api/v0/volumes/", "volumes"),
         ("PUT", r"/api/v0/asks/(?P<id>\d+)/", "create"),
+        ("POST", r"/api/v0/instances/(?P<id>\d+)/ssh/", "attach_ssh"),
         ("GET", r"/api/v0/instances/", "list"),
         ("PUT", r"/api/v0/instances/(?P<id>[\w.-]+)/", "state"),
         ("DELETE", r"/api/v0/instances/(?P<id>[\w.-]+)/", "destroy"),
@@ -140,6 +141,7 @@ class Lambda:
         ("GET", r"/api/v1/file-systems", "volumes"),
         ("GET", r"/api/v1/instance-types", "offers"),
         ("POST", r"/api/v1/instance-operations/launch", "create"),
+        ("GET", r"/api/v1/ssh-keys", "ssh_keys"),
         ("GET", r"/api/v1/instances", "list"),
         ("POST", r"/api/v1/instance-operations/terminate", "terminate"),
         ("GET", r"/api/v1/instances/(?P<id>[\w.-]+)", "status"),
@@ -238,7 +240,10 @@ class ProviderStub:
         self.volumes: dict[str, list] = {}  # provider → the volumes / filesystems it lists, as it answers them
         self.offers: dict[str, object] = {}  # provider → its offers as it answers them (vast.ai list, Lambda dict)
         self.no_capacity: set[str] = set()  # providers whose create answers their documented "no capacity"
-        self.on_create = None  # (provider, name) → (host, port) of the new box's sshd, or None
+        self.on_create = None  # (provider, name, keys) → (host, port) of the new box's sshd, or None
+        self.on_attach = None  # ((host, port), public key): a key attached to a running box lets it in
+        self.account_keys: dict[str, list] = {}  # provider → its account's SSH keys as it lists them (Lambda)
+        self.box_keys: dict[str, list] = {}  # target → the public keys it was given (created with, attached)
         self.names: dict[str, str] = {}  # target → the name it was created with (listed)
         self.boot_reads: dict[str, int] = {}  # target → list reads it still shows booting
         self.boot_reads_default = 1
@@ -349,6 +354,12 @@ class ProviderStub:
             return self._graphql(body)
         if verb == "create":
             return self._create(provider, target, body, headers)
+        if verb == "ssh_keys":
+            _no_body(body)
+            with self.lock:
+                return 200, {"data": list(self.account_keys.get(provider.name, []))}
+        if verb == "attach_ssh":
+            return self._attach(target, body)
         with self.lock:
             before = len(self.calls)
             self.owner.setdefault(target, provider.name)
@@ -405,13 +416,15 @@ class ProviderStub:
             raise Refused(400, {"error": said})
         if full:
             raise Refused(400, {"success": False, "error": "no_such_ask", "msg": f"ask {target} is not available"})
-        endpoint = self.on_create(provider.name, name) if self.on_create else None
+        keys = self._keys_given(provider.name, body)
+        endpoint = self.on_create(provider.name, name, keys) if self.on_create else None
         with self.lock:
             self.created_count += 1
             box = {"vastai": str(7000 + self.created_count), "lambda": f"lmb{self.created_count:04d}"}.get(
                 provider.name, f"pod{self.created_count:04d}x"
             )
             self.owner[box], self.states[box], self.names[box] = provider.name, BOOTING, name
+            self.box_keys[box] = list(keys)
             self.boot_reads[box] = self.boot_reads_default
             if endpoint is not None:
                 self.endpoints[box] = endpoint
@@ -429,6 +442,37 @@ class ProviderStub:
         if provider.name == "runpod":
             return 201, {"id": box, "name": name, "desiredStatus": "RUNNING", "costPerHr": 0.44}
         return 200, {"data": {"instance_ids": [box]}}
+
+    def _keys_given(self, provider: str, body) -> list[str]:
+        """The public keys a create gives its box: RunPod's PUBLIC_KEY, the Lambda account keys it names
+        (an unknown name is refused as Lambda does); vast.ai's boxes get theirs attached after."""
+        if provider == "runpod":
+            key = (body.get("env") or {}).get("PUBLIC_KEY")
+            return [key] if isinstance(key, str) else []
+        if provider == "lambda":
+            with self.lock:
+                known = {k["name"]: k["public_key"] for k in self.account_keys.get("lambda", [])}
+            missing = [name for name in body["ssh_key_names"] if name not in known]
+            if missing:
+                said = {"code": "global/object-does-not-exist", "message": f"SSH key {missing[0]} does not exist"}
+                raise Refused(400, {"error": said})
+            return [known[name] for name in body["ssh_key_names"]]
+        return []
+
+    def _attach(self, target, body):
+        """vast.ai's POST /instances/{id}/ssh/: the key is added to the running box's authorized keys."""
+        key = body.get("ssh_key") if isinstance(body, dict) else None
+        if not isinstance(key, str) or not key.startswith(("ssh-", "ecdsa-")):
+            raise Refused(400, {"success": False, "error": "invalid_args", "msg": "ssh_key"})
+        with self.lock:
+            if self.owner.get(target) != "vastai" or self.states.get(target) == GONE:
+                return 404, {"success": False, "error": "no_such_instance"}
+            self.box_keys.setdefault(target, []).append(key)
+            endpoint = self.endpoints.get(target)
+            self.calls.append({"provider": "vastai", "verb": "attach_ssh", "target": target, "body": body})
+        if endpoint is not None and self.on_attach is not None:
+            self.on_attach(endpoint, key)
+        return 200, {"success": True, "msg": "SSH key attached successfully"}
 
     def _has_ask(self, ask_id) -> bool:
         return any(str(offer.get("id")) == ask_id for offer in self.offers.get("vastai") or [])
@@ -499,10 +543,12 @@ class ProviderStub:
                 self.offers,
                 self.balances,
                 self.volumes,
+                self.account_keys,
+                self.box_keys,
             )
             for kept in kept_all:
                 kept.clear()
-            self.on_create, self.boot_reads_default = None, 1
+            self.on_create, self.on_attach, self.boot_reads_default = None, None, 1
 
     def fail_next(self, target: str, *answers) -> None:
         """The next requests about target answer these before the real answer: 429 or 5xx, "timeout"

@@ -149,21 +149,30 @@ class Sshd:
 
 
 class BoxMaker:
-    """What a provider stub starts on create: a real sshd on a fresh port with a fresh host key, each
-    reachable with one client key (the SSH key a rent names). Call it as the stub's on_create."""
+    """What a provider stub starts on create: a real sshd on a fresh port with a fresh host key, letting
+    in only the public keys the provider was given for it (at create, or attached later: on_attach).
+    client_key is the SSH key a rent names; a box made without it cannot be reached with it."""
 
     def __init__(self, directory: Path):
         self.directory = directory
         self.client_key = keygen(directory / "client_key")
         self.started: list[Sshd] = []
 
-    def __call__(self, provider: str, name: str) -> tuple[str, int]:
+    def __call__(self, provider: str, name: str, keys: list[str]) -> tuple[str, int]:
         home = self.directory / f"box-{len(self.started)}-{provider}"
-        home.mkdir()
-        shutil.copy(self.client_key, home / "user_key")
-        shutil.copy(f"{self.client_key}.pub", home / "user_key.pub")
-        self.started.append(Sshd(home).start())
-        return "127.0.0.1", self.started[-1].port
+        server = Sshd(home)  # its own user_key, which nobody was given: only `keys` let anyone in
+        (home / "authorized_keys").write_text("".join(f"{key}\n" for key in keys))
+        self.started.append(server.start())
+        return "127.0.0.1", server.port
+
+    def authorize(self, endpoint: tuple[str, int], key: str) -> None:
+        """A key attached to the box at endpoint (vast.ai's attach): sshd reads the file at each login."""
+        server = next(server for server in self.started if server.port == endpoint[1])
+        with (server.dir / "authorized_keys").open("a") as keys:
+            keys.write(f"{key}\n")
+
+    def public_key(self) -> str:
+        return " ".join(Path(f"{self.client_key}.pub").read_text().split()[:2])
 
     def stop(self) -> None:
         for server in self.started:

@@ -104,6 +104,8 @@ APIS = {
             "balance": Endpoint("GET", "/api/v0/users/current/"),
             "offers": Endpoint("POST", "/api/v0/bundles/"),
             "list_volumes": Endpoint("GET", "/api/v0/volumes/"),
+            # Account keys reach only boxes created after them (VA §SSH): the rent's key is attached to its box.
+            "attach_ssh": Endpoint("POST", "/api/v0/instances/{id}/ssh/"),
         },
         # A volume bills per GB after its instance is destroyed, until deleted; each is priced by its host:
         # the answer's storage_total_cost ($/h), where it gives one.
@@ -145,6 +147,7 @@ APIS = {
             "list": Endpoint("GET", "/api/v1/instances"),
             "list_file_systems": Endpoint("GET", "/api/v1/file-systems"),
             "offers": Endpoint("GET", "/api/v1/instance-types"),
+            "ssh_keys": Endpoint("GET", "/api/v1/ssh-keys"),  # a launch names keys registered here
         },
         # A persistent filesystem bills until deleted, after every instance is terminated (LAM: $0.20/GB/month).
         resources=(ResourceList("persistent_fs", "list_file_systems", ("data",), ("bytes_used",), 10**9, 0.20),),

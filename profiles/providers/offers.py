@@ -216,8 +216,9 @@ class Create:
     body: dict
 
 
-def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: str) -> Create:
-    """The documented create call that rents this offer, named by the naming rule."""
+def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: str, public_key: str) -> Create:
+    """The documented create call that rents this offer, named by the naming rule, with the rent's SSH
+    key where the create takes it (box_keys.py says where the others get it)."""
     if offer.provider == "vastai":
         body = {"client_id": "me", "image": image, "disk": need.disk_gb, "label": name, "runtype": "ssh_direct"}
         return Create("PUT", f"/api/v0/asks/{offer.offer_id}/", body)
@@ -240,6 +241,7 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
             "cloudType": "SECURE",
             "ports": ["22/tcp"],  # full SSH over a public IP and a mapped port (RP §3)
             "supportPublicIp": True,
+            "env": {"PUBLIC_KEY": public_key},
         }
         return Create("POST", "/v1/pods", body)
     raise ValueError(f"{offer.provider} cannot be rented here")

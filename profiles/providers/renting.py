@@ -6,6 +6,7 @@ offers.py's. A create that may have landed is never sent twice blind: the caller
 from dataclasses import dataclass
 
 from profiles.providers.apis import APIS
+from profiles.providers.box_keys import ATTACHED_AFTER_CREATE, attached, lambda_key_problem
 from profiles.providers.calls import (
     ProviderError,
     ProviderRefused,
@@ -51,14 +52,51 @@ class Created:
     answer: str
 
 
-def create_box(offer: Offer, credential, need: Need, name: str, image: str, ssh_key_name: str, idem: str) -> Created:
+@dataclass(frozen=True)
+class BoxKey:
+    name: str  # the SSH key credential's name (Lambda's launch names a key registered under it)
+    public: str  # its public half (box_keys.py: how each provider is given it)
+
+
+def key_problem(profile_key: str, credential, key: BoxKey) -> str | None:
+    """Why the box a create would make here could not be reached with the rent's key, asked before
+    anything is created (Lambda: the key it names must be ours), or None. ProviderError when unreadable."""
+    if profile_key != "lambda":
+        return None
+    api = APIS[profile_key]
+    endpoint = api.endpoints["ssh_keys"]
+    answer = with_retries(
+        profile_key, lambda: exchange(api, profile_key, endpoint.method, endpoint.path, None, key_of(credential), "")
+    )
+    if answer["http_status"] != 200:
+        raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list of SSH keys")
+    return lambda_key_problem(answer["body"], key.name, key.public)
+
+
+def attach_key(profile_key: str, credential, provider_id: str, key: BoxKey) -> None:
+    """Give a created box the rent's key where the create could not (vast.ai); ProviderError when the
+    provider does not say it did. Repeating it is harmless: the box holds the key once either way."""
+    if profile_key not in ATTACHED_AFTER_CREATE:
+        return
+    api = APIS[profile_key]
+    endpoint = api.endpoints["attach_ssh"]
+    path = endpoint.path.replace("{id}", provider_id)
+    answer = with_retries(
+        profile_key,
+        lambda: exchange(api, profile_key, endpoint.method, path, {"ssh_key": key.public}, key_of(credential), ""),
+    )
+    if answer["http_status"] != 200 or not attached(answer["body"]):
+        raise ProviderError(f"{profile_key} did not attach the SSH key to {provider_id}: {str(answer['body'])[:200]}")
+
+
+def create_box(offer: Offer, credential, need: Need, name: str, image: str, key: BoxKey, idem: str) -> Created:
     """One create call onto the offer. Created(id) when the provider names the new box; Created(None)
     when it says there is no capacity (the next candidate is tried); ProviderError otherwise: the call
     may have landed, so the caller looks for the name before anything else."""
-    api, key = APIS[offer.provider], key_of(credential)
-    call = create_call(offer, need, name, image, ssh_key_name)
+    api, key_value = APIS[offer.provider], key_of(credential)
+    call = create_call(offer, need, name, image, key.name, key.public)
     try:
-        status, body = exchange(api, offer.provider, call.method, call.path, call.body, key, idem)
+        status, body = exchange(api, offer.provider, call.method, call.path, call.body, key_value, idem)
     except ProviderRefused as exc:
         if no_capacity(offer.provider, exc.code, exc.text):
             return Created(None, exc.text[:300])

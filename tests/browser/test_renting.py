@@ -39,7 +39,7 @@ def renting(tmp_path_factory, provider_stub):
     directory = tmp_path_factory.mktemp("renting")
     maker = BoxMaker(directory)
     provider_stub.reset()
-    provider_stub.on_create = maker
+    provider_stub.on_create, provider_stub.on_attach = maker, maker.authorize
     provider_stub.offers.update(vastai=OFFERS)
     provider_stub.offers["lambda"] = TYPES
     provider_stub.no_capacity.add("lambda")
@@ -85,6 +85,9 @@ def test_a_box_is_rented_approved_registered_and_runs_tinyfit(page, renting, pro
     page.fill("#id_slug", slug)
     page.click("button:has-text('Create project')")
     credential(page, stack, f"{slug}-ssh", "ssh-key", str(client_key), slug.title())
+    # Lambda's launch names an account key: the rent's own is held there under its credential's name.
+    public = " ".join(Path(f"{client_key}.pub").read_text().split()[:2])
+    provider_stub.account_keys["lambda"] = [{"id": "k1", "name": f"{slug}-ssh", "public_key": public}]
     credential(page, stack, f"{slug}-vast", "provider-key", f"env:{KEY_ENV}", slug.title())
     operator_password = create_person(page, stack, "rory", "operator", slug)
     approver_password = create_person(page, stack, "ada", "approver", slug)

@@ -3,6 +3,7 @@ cheapest under the max, and answers that must not read as offers or as a created
 
 import pytest
 
+from profiles.providers.box_keys import attached, lambda_key_problem, same_key
 from profiles.providers.offers import (
     Need,
     Offer,
@@ -92,10 +93,12 @@ def test_lambda_offers_are_types_with_capacity_somewhere():
 
 def test_create_calls_are_the_documented_ones_named_by_the_rule():
     need = Need(("A100",), 1, 0, 80, 2.0)
-    vast = create_call(Offer("vastai", "11", "A100", 1, 40, 1.0), need, "p-train-r1-20261202", "img", "key")
+    pub = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk"
+    vast = create_call(Offer("vastai", "11", "A100", 1, 40, 1.0), need, "p-train-r1-20261202", "img", "key", pub)
     assert (vast.method, vast.path) == ("PUT", "/api/v0/asks/11/")
     assert vast.body["label"] == "p-train-r1-20261202" and vast.body["disk"] == 80
-    lam = create_call(Offer("lambda", "gpu_1x_a100", "A100", 1, 40, 1.29, "us-east-1"), need, "n", "img", "key")
+    assert pub not in str(vast.body)  # attached to the box once made (box_keys.py)
+    lam = create_call(Offer("lambda", "gpu_1x_a100", "A100", 1, 40, 1.29, "us-east-1"), need, "n", "img", "key", pub)
     assert lam.body == {
         "region_name": "us-east-1",
         "instance_type_name": "gpu_1x_a100",
@@ -103,6 +106,21 @@ def test_create_calls_are_the_documented_ones_named_by_the_rule():
         "name": "n",
         "quantity": 1,
     }
+    pod = create_call(Offer("runpod", "NVIDIA A100 80GB PCIe", "A100", 1, 80, 1.6), need, "n", "img", "key", pub)
+    assert pod.body["env"] == {"PUBLIC_KEY": pub} and pod.body["ports"] == ["22/tcp"]
+
+
+def test_a_provider_s_keys_are_read_as_keys_and_a_hostile_answer_is_no_match():
+    pub = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk"
+    ours = {"data": [{"id": "1", "name": "k", "public_key": pub + " someone@laptop"}]}
+    assert lambda_key_problem(ours, "k", pub) is None  # a comment is not the key
+    assert "no SSH key named k" in lambda_key_problem({"data": []}, "k", pub)
+    other = {"data": [{"id": "1", "name": "k", "public_key": "ssh-ed25519 AAAAother"}]}
+    assert "another key" in lambda_key_problem(other, "k", pub)
+    for hostile in (None, [], {"data": "x"}, {"data": [{"name": "k", "public_key": 7}]}, {"data": [{"name": "k"}]}):
+        assert lambda_key_problem(hostile, "k", pub) is not None
+    assert not same_key("", "") and not same_key("ssh-ed25519", "ssh-ed25519")
+    assert attached({"success": True}) and not attached({"success": "true"}) and not attached([True])
 
 
 def test_created_ids_and_no_capacity_are_read_from_the_providers_words():

@@ -3,6 +3,7 @@ fresh host key) on create: approval by another person, fallback past "no capacit
 host key waiting for a person, and a create that may have landed never sent twice."""
 
 import getpass
+import subprocess
 from decimal import Decimal
 
 import pytest
@@ -40,19 +41,33 @@ LAMBDA_TYPES = {
 }
 
 
+SSH_KEY_NAME = "rent-key"
+
+
 @pytest.fixture
 def boxes(tmp_path, provider_api):
-    """Each create starts a real sshd on a fresh port with a fresh host key, reachable with one client key."""
+    """Each create starts a real sshd on a fresh port with a fresh host key, which lets in only the keys
+    the provider was given for it; Lambda's account holds the rent's key under its credential's name."""
     maker = BoxMaker(tmp_path)
-    provider_api.on_create = maker
+    provider_api.on_create, provider_api.on_attach = maker, maker.authorize
     provider_api.offers["vastai"] = VAST_OFFERS
     provider_api.offers["lambda"] = LAMBDA_TYPES
+    provider_api.account_keys["lambda"] = [{"id": "k1", "name": SSH_KEY_NAME, "public_key": maker.public_key()}]
     yield maker.started, maker.client_key
     maker.stop()
 
 
+def logs_in(client_key, port: int) -> bool:
+    """Whether the rent's key opens a session on the box at port (real ssh, batch mode: no prompt)."""
+    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+    argv = ["ssh", *options, "-i", str(client_key), "-p", str(port), f"{getpass.getuser()}@127.0.0.1", "true"]
+    return subprocess.run(argv, capture_output=True, timeout=30).returncode == 0
+
+
 def _ask(project, user, client_key, **fields):
-    ssh = factories.ssh_key(project, str(client_key))
+    ssh = Credential.objects.filter(name=SSH_KEY_NAME).first() or factories.ssh_key(
+        project, str(client_key), name=SSH_KEY_NAME
+    )
     key = api_credential(project)
     data = {
         "purpose": "train",
@@ -166,6 +181,10 @@ def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_
     box = rental.instance
     assert (box.name, box.provider_id, box.port) == (rental.name, rental.provider_id, started[0].port)
     assert box.rate_running == Decimal("0.38") and box.pinned_host_key is None
+    # vast.ai's account keys reach only boxes made after them: the rent's key was attached to this one.
+    (attach,) = provider_api.calls_for(rental.provider_id, "attach_ssh")
+    assert attach["body"]["ssh_key"] == boxes_public(client_key)
+    assert logs_in(client_key, box.port)
     probe_instance(box.pk, "light")
     box.refresh_from_db()
     assert box.seen_host_key is not None and box.pinned_host_key is None  # never trusted silently
@@ -209,10 +228,10 @@ def test_a_worker_killed_after_the_create_call_leaves_a_rent_the_redrive_adopts(
     do_claim_rental(rental.pk)
     do_record_attempt(rental.pk, "vastai", RentalAttempt.Outcome.SENT, {"offer_id": "502"}, "", "")
     from profiles.providers.offers import Need, Offer
-    from profiles.providers.renting import create_box
+    from profiles.providers.renting import BoxKey, create_box
 
-    offer = Offer("vastai", "502", "RTX 4090", 1, 24, 0.38)
-    create_box(offer, api_credential(project), Need(("RTX 4090",), 1, 0, 40, 0.6), rental.name, "img", "k", "i")
+    offer, key = Offer("vastai", "502", "RTX 4090", 1, 24, 0.38), BoxKey("k", "ssh-ed25519 AAAA")
+    create_box(offer, api_credential(project), Need(("RTX 4090",), 1, 0, 40, 0.6), rental.name, "img", key, "i")
     assert do_redrive_stale()["redrive"] == [rental.pk]
     assert create(rental.pk) == "created"
     rental.refresh_from_db()
@@ -294,13 +313,80 @@ def test_runpod_is_asked_through_its_graphql_catalogue_and_created_by_rest(proje
     ]
     (made,) = provider_api.creates()
     assert made["body"]["name"] == rental.name and made["body"]["gpuTypeIds"] == ["NVIDIA GeForce RTX 4090"]
+    assert made["body"]["env"]["PUBLIC_KEY"].startswith("ssh-ed25519 ")  # the pod's images authorize it
     assert poll(rental.pk) in ("waiting", "registered")
     wait = poll(rental.pk)
     rental.refresh_from_db()
     assert rental.state == RentalState.REGISTERED, wait
     assert rental.instance.port == started[-1].port and rental.instance.rate_running == Decimal("0.44")
+    assert logs_in(client_key, rental.instance.port)
     provider_api.balances["runpod"] = 12.5
     assert account_balance("runpod", api_credential(project)) == 12.5
+
+
+def test_lambda_launches_only_when_the_key_it_names_is_the_rent_s_own(project, alice, bob, boxes, provider_api):
+    """Lambda's launch names an account key: one of that name holding another key would make a box we
+    cannot enter, billing. It is asked first; the next candidate is tried and nothing is launched there."""
+    started, client_key = boxes
+    provider_api.account_keys["lambda"][0]["public_key"] = (
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherKeyOtherKeyOtherKey"
+    )
+    rental = _ask(project, bob, client_key)
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "created"
+    rental.refresh_from_db()
+    first = rental.attempts.first()
+    assert (first.provider, first.outcome) == ("lambda", "error") and "another key than this rent's" in first.detail
+    assert [c["provider"] for c in provider_api.creates()] == ["vastai"]
+
+    provider_api.account_keys["lambda"] = []  # no key of that name at all
+    again = _ask(project, bob, client_key, candidates="lambda")
+    do_decide_rental(again.pk, True, "go", actor=alice)
+    assert create(again.pk) == "failed"
+    assert "Lambda has no SSH key named rent-key" in again.attempts.first().detail
+    assert [c["provider"] for c in provider_api.creates()] == ["vastai"]
+
+    provider_api.account_keys["lambda"] = [{"id": "k1", "name": SSH_KEY_NAME, "public_key": boxes_public(client_key)}]
+    third = _ask(project, bob, client_key, candidates="lambda")
+    do_decide_rental(third.pk, True, "go", actor=alice)
+    assert create(third.pk) == "created"
+    assert poll(third.pk) == "waiting" and poll(third.pk) == "registered"
+    third.refresh_from_db()  # Lambda lists the box's IP only (port 22): its loopback sshd is reached by its port
+    assert provider_api.box_keys[third.provider_id] == [boxes_public(client_key)]
+    assert logs_in(client_key, started[-1].port)
+
+
+def boxes_public(client_key) -> str:
+    """The client key's public line, type and base64 (what a provider holds of it)."""
+    return " ".join(client_key.with_suffix(".pub").read_text().split()[:2])
+
+
+def test_a_box_is_registered_only_once_it_holds_the_key(project, alice, bob, boxes, provider_api):
+    """vast.ai refuses the attach once: the rent keeps booting (said why), and registers on the next poll."""
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "created"
+    rental.refresh_from_db()
+    assert poll(rental.pk) == "waiting"  # listed loading
+    provider_api.fail_next(rental.provider_id, 403)
+    assert poll(rental.pk) == "waiting"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.BOOTING and rental.instance is None
+    assert poll(rental.pk) == "registered"
+    rental.refresh_from_db()
+    assert logs_in(client_key, rental.instance.port)
+
+
+def test_a_key_whose_public_half_cannot_be_read_fails_before_anything_is_sent(project, alice, bob, boxes, provider_api):
+    _, client_key = boxes
+    factories.ssh_key(project, "/nonexistent/key", name=SSH_KEY_NAME)
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert "does not exist on this worker" in rental.reason and "Nothing was created" in rental.reason
+    assert provider_api.creates() == [] and not rental.attempts.exists()
 
 
 def test_a_rent_delivered_to_two_workers_at_once_is_created_once(project, alice, bob, boxes, provider_api):
