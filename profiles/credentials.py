@@ -83,7 +83,7 @@ def public_key_of(credential) -> str:
         path = Path(auth["key_filename"])
         try:
             key = paramiko.PKey.from_path(path)
-        except (paramiko.SSHException, ValueError, OSError):
+        except (paramiko.SSHException, ValueError, TypeError, OSError):  # TypeError: it has a passphrase
             public = Path(f"{path}.pub")
             line = public.read_text(errors="replace").split() if public.is_file() else []
             if len(line) >= 2 and PUBLIC_KEY_TYPE.fullmatch(line[0]) and PUBLIC_KEY_DATA.fullmatch(line[1]):

@@ -68,3 +68,28 @@ def test_a_referenced_variable_is_never_echoed_in_an_error(monkeypatch):
     with pytest.raises(CredentialError) as error:
         resolve_auth("env:SOME_WORKER_SECRET")
     assert "canary" not in str(error.value) and "SOME_WORKER_SECRET" in str(error.value)
+
+
+def test_the_public_half_is_read_from_the_key_or_its_pub_file_and_never_echoes_the_key(tmp_path, monkeypatch):
+    """What a rent gives a provider so the box lets us in: from the private key (file or env), from the
+    .pub beside a key with a passphrase; a clear error, with nothing of the key, when neither is there."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from profiles.credentials import public_key_of
+
+    plain = tmp_path / "plain"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(plain)], check=True)
+    expected = " ".join((tmp_path / "plain.pub").read_text().split()[:2])
+    assert public_key_of(SimpleNamespace(name="k", reference=str(plain))) == expected
+    monkeypatch.setenv("RENT_TEST_KEY", plain.read_text())
+    assert public_key_of(SimpleNamespace(name="k", reference="env:RENT_TEST_KEY")) == expected
+
+    locked = tmp_path / "locked"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "a passphrase", "-f", str(locked)], check=True)
+    locked_pub = " ".join((tmp_path / "locked.pub").read_text().split()[:2])
+    assert public_key_of(SimpleNamespace(name="k", reference=str(locked))) == locked_pub
+    (tmp_path / "locked.pub").write_text("not a key at all\n")
+    with pytest.raises(CredentialError, match="public half of SSH key k cannot be read") as refused:
+        public_key_of(SimpleNamespace(name="k", reference=str(locked)))
+    assert "BEGIN" not in str(refused.value) and "not a key" not in str(refused.value)
