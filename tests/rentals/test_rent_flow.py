@@ -356,6 +356,15 @@ def test_lambda_launches_only_when_the_key_it_names_is_the_rent_s_own(project, a
     assert logs_in(client_key, started[-1].port)
 
 
+def _created(project, approver, requester, client_key) -> Rental:
+    """A vast.ai rent asked, approved by another person and created (booting)."""
+    rental = _ask(project, requester, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=approver)
+    assert create(rental.pk) == "created"
+    rental.refresh_from_db()
+    return rental
+
+
 def boxes_public(client_key) -> str:
     """The client key's public line, type and base64 (what a provider holds of it)."""
     return " ".join(client_key.with_suffix(".pub").read_text().split()[:2])
@@ -363,11 +372,7 @@ def boxes_public(client_key) -> str:
 
 def test_a_box_is_registered_only_once_it_holds_the_key(project, alice, bob, boxes, provider_api):
     """vast.ai refuses the attach once: the rent keeps booting (said why), and registers on the next poll."""
-    _, client_key = boxes
-    rental = _ask(project, bob, client_key, candidates="vastai")
-    do_decide_rental(rental.pk, True, "go", actor=alice)
-    assert create(rental.pk) == "created"
-    rental.refresh_from_db()
+    rental = _created(project, alice, bob, boxes[1])
     assert poll(rental.pk) == "waiting"  # listed loading
     provider_api.fail_next(rental.provider_id, 403)
     assert poll(rental.pk) == "waiting"
@@ -375,7 +380,7 @@ def test_a_box_is_registered_only_once_it_holds_the_key(project, alice, bob, box
     assert rental.state == RentalState.BOOTING and rental.instance is None
     assert poll(rental.pk) == "registered"
     rental.refresh_from_db()
-    assert logs_in(client_key, rental.instance.port)
+    assert logs_in(boxes[1], rental.instance.port)
 
 
 def test_a_key_whose_public_half_cannot_be_read_fails_before_anything_is_sent(project, alice, bob, boxes, provider_api):
@@ -433,11 +438,7 @@ def test_a_key_revoked_after_approval_creates_nothing(project, alice, bob, boxes
 
 
 def test_a_box_whose_name_was_taken_meanwhile_fails_the_rent_with_what_to_do(project, alice, bob, boxes, provider_api):
-    _, client_key = boxes
-    rental = _ask(project, bob, client_key, candidates="vastai")
-    do_decide_rental(rental.pk, True, "go", actor=alice)
-    assert create(rental.pk) == "created"
-    rental.refresh_from_db()
+    rental = _created(project, alice, bob, boxes[1])
     factories.box(project, name=rental.name)  # someone registered a box by that name by hand
     while (said := poll(rental.pk)) == "waiting":
         pass
