@@ -9,6 +9,7 @@ calls are renting.py's.
 """
 
 ATTACHED_AFTER_CREATE = frozenset({"vastai"})
+NAMED_AT_LAUNCH = frozenset({"lambda"})  # the launch names an account key: it is checked to be ours first
 
 
 def same_key(one: str, other: str) -> bool:

@@ -67,10 +67,14 @@ class NeedsAttestation(Exception):
         self.steps = steps
 
 
-def _send(api, provider: str, verb: str, provider_id: str, key: str, idempotency_key: str) -> tuple[int, object]:
-    """One documented call by its name in the API table, "{id}" filled in."""
+def _send(
+    api, provider: str, verb: str, provider_id: str, key: str, idempotency_key: str, body=None
+) -> tuple[int, object]:
+    """One documented call by its name in the API table, "{id}" filled in; body, when given, is sent
+    instead of the table's template (a search, a key to attach)."""
     endpoint = api.endpoints[verb]
-    body = fill(endpoint.body, provider_id) if endpoint.body is not None else None
+    if body is None and endpoint.body is not None:
+        body = fill(endpoint.body, provider_id)
     path = fill(endpoint.path, provider_id)
     return exchange(api, provider, endpoint.method, path, body, key, idempotency_key, endpoint.base)
 
@@ -139,6 +143,13 @@ def api_call(instance, verb: str, idempotency_key: str = "") -> dict:
     return with_retries(provider, lambda: _send(api, provider, verb, instance.provider_id, key, idempotency_key))
 
 
+def call_verb(profile_key: str, credential, verb: str, provider_id: str = "", body=None) -> dict:
+    """{"http_status", "body"} of one documented call under a credential's key, by its name in the API
+    table; 429 and 5xx are retried a bounded number of times."""
+    api, key = APIS[profile_key], key_of(credential)
+    return with_retries(profile_key, lambda: _send(api, profile_key, verb, provider_id, key, "", body))
+
+
 def with_retries(provider: str, send) -> dict:
     for attempt in range(settings.PROVIDER_API_RETRIES + 1):
         status, body = send()
@@ -169,8 +180,7 @@ def account_balance(profile_key: str, credential) -> float | None:
     api = APIS[profile_key]
     if "balance" not in api.endpoints:
         return None
-    key = key_of(credential)
-    answer = with_retries(profile_key, lambda: _send(api, profile_key, "balance", "", key, ""))
+    answer = call_verb(profile_key, credential, "balance")
     balance = read_balance(api, answer["body"]) if answer["http_status"] == 200 else None
     if balance is None:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} with no balance to the account call")
@@ -192,8 +202,7 @@ class Listing:
 def list_boxes(profile_key: str, credential) -> Listing:
     """Every box the provider lists under the key, as a Listing; ProviderError when unreadable."""
     api = APIS[profile_key]
-    key = key_of(credential)
-    answer = with_retries(profile_key, lambda: _send(api, profile_key, "list", "", key, ""))
+    answer = call_verb(profile_key, credential, "list")
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
     body = answer["body"]

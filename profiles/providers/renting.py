@@ -1,19 +1,20 @@
 """Renting at a provider: search its offers, create onto one, and find a box by the name it was created
-with. The calls go through calls.exchange (bounded answers, bounded 429/5xx retries); what they mean is
-offers.py's. A create that may have landed is never sent twice blind: the caller looks for the name first.
+with. The calls go through calls.call_verb or, for a create, calls.exchange (bounded answers, bounded
+429/5xx retries); what they mean is offers.py's and box_keys.py's. A create that may have landed is
+never sent twice blind: the caller looks for the name first.
 """
 
 from dataclasses import dataclass
 
 from profiles.providers.apis import APIS
-from profiles.providers.box_keys import ATTACHED_AFTER_CREATE, attached, lambda_key_problem
+from profiles.providers.box_keys import ATTACHED_AFTER_CREATE, NAMED_AT_LAUNCH, attached, lambda_key_problem
 from profiles.providers.calls import (
     ProviderError,
     ProviderRefused,
+    call_verb,
     exchange,
     key_of,
     list_boxes,
-    with_retries,
 )
 from profiles.providers.offers import (
     RENTABLE,
@@ -32,12 +33,7 @@ def find_offers(profile_key: str, credential, need: Need) -> list[Offer]:
     when it cannot be asked or answers something unreadable."""
     if profile_key not in RENTABLE:
         raise ProviderError(f"{profile_key} cannot be rented here (no documented offer search and create)")
-    api, key = APIS[profile_key], key_of(credential)
-    endpoint = api.endpoints["offers"]
-    body = search_body(profile_key, need)
-    answer = with_retries(
-        profile_key, lambda: exchange(api, profile_key, endpoint.method, endpoint.path, body, key, "", endpoint.base)
-    )
+    answer = call_verb(profile_key, credential, "offers", body=search_body(profile_key, need))
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the offer search")
     try:
@@ -61,13 +57,9 @@ class BoxKey:
 def key_problem(profile_key: str, credential, key: BoxKey) -> str | None:
     """Why the box a create would make here could not be reached with the rent's key, asked before
     anything is created (Lambda: the key it names must be ours), or None. ProviderError when unreadable."""
-    if profile_key != "lambda":
+    if profile_key not in NAMED_AT_LAUNCH:
         return None
-    api = APIS[profile_key]
-    endpoint = api.endpoints["ssh_keys"]
-    answer = with_retries(
-        profile_key, lambda: exchange(api, profile_key, endpoint.method, endpoint.path, None, key_of(credential), "")
-    )
+    answer = call_verb(profile_key, credential, "ssh_keys")
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list of SSH keys")
     return lambda_key_problem(answer["body"], key.name, key.public)
@@ -78,13 +70,7 @@ def attach_key(profile_key: str, credential, provider_id: str, key: BoxKey) -> N
     provider does not say it did. Repeating it is harmless: the box holds the key once either way."""
     if profile_key not in ATTACHED_AFTER_CREATE:
         return
-    api = APIS[profile_key]
-    endpoint = api.endpoints["attach_ssh"]
-    path = endpoint.path.replace("{id}", provider_id)
-    answer = with_retries(
-        profile_key,
-        lambda: exchange(api, profile_key, endpoint.method, path, {"ssh_key": key.public}, key_of(credential), ""),
-    )
+    answer = call_verb(profile_key, credential, "attach_ssh", provider_id, {"ssh_key": key.public})
     if answer["http_status"] != 200 or not attached(answer["body"]):
         raise ProviderError(f"{profile_key} did not attach the SSH key to {provider_id}: {str(answer['body'])[:200]}")
 
