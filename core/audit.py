@@ -1,12 +1,11 @@
 """Writing the audit log (the one writer every action calls), filtering it and exporting it."""
 
-import csv
-import io
 import json
 from datetime import datetime
 
 from django.http import HttpResponse
 
+from core.csvsafe import write_csv
 from core.models import AuditAction, AuditEntry
 
 COLUMNS = ["at", "action", "actor", "project", "instance", "run", "request", "subject", "message"]
@@ -83,10 +82,6 @@ def export_audit(entries, fmt: str) -> HttpResponse:
     if fmt == "json":
         response = HttpResponse(json.dumps(rows, indent=2), content_type="application/json")
     else:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-        response = HttpResponse(buffer.getvalue(), content_type="text/csv")
+        response = HttpResponse(write_csv(COLUMNS, rows), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="remotegpu-audit.{fmt}"'
     return response

@@ -136,6 +136,13 @@ def _pulled(node, request: dict, progress) -> dict:
     raise StageFailed("the stage gave no answer (the box's stage-pull ended or ran past STAGE_TIMEOUT)")
 
 
+def forced_command(python: str, wrapper: str, root: str) -> str:
+    """The one command the temporary key may run, with its own deadline: a sender that hangs (a source
+    that stalls, a receiver gone without closing) never outlives the stage that granted it."""
+    deadline = ["timeout", "-k", "10", str(int(settings.STAGE_TIMEOUT))]
+    return shlex.join([*deadline, python, "-I", "-S", wrapper, "stage-send", root])
+
+
 def _from_box(node, dataset, request: dict, progress) -> dict:
     """Box to box: a key good for `stage-send` of this root only, on the source, for as long as this takes."""
     source = dataset.source_instance
@@ -152,9 +159,7 @@ def _from_box(node, dataset, request: dict, progress) -> dict:
     with NodeClient(source) as box:
         box.install_wrapper(box.tools)
         python = box.python or settings.NODE_PYTHON
-        command = shlex.join(
-            [python, "-I", "-S", f"{box.tools}/{wrapper_name()}", "stage-send", _node_path(dataset, box.home)]
-        )
+        command = forced_command(python, f"{box.tools}/{wrapper_name()}", _node_path(dataset, box.home))
         if '"' in command or "\n" in command:
             raise StageFailed(f"dataset {dataset.name}: its path cannot be written into a restricted key")
         # Keys older than two stages' time are a dead worker's: removed with this grant.

@@ -14,6 +14,7 @@ files strictly inside its root; the receiver writes only strictly inside its tar
 import hashlib
 import json
 import os
+import stat
 import time
 
 from .files import atomic_write
@@ -34,23 +35,20 @@ def relative_ok(rel):
 
 
 def roster_of_dir(root):
-    """[{path, bytes, sha256}] of every regular file under root, sorted; links are never followed."""
+    """[{path, bytes, sha256}] of every file a sender may read under root (regular_files), sorted."""
+    allowed = regular_files(root)
+    if len(allowed) > MAX_FILES:
+        raise StageError(f"more than {MAX_FILES} files under {root}")
     files = []
-    for directory, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(directory, d)))
-        for name in sorted(names):
-            full = os.path.join(directory, name)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            if len(files) >= MAX_FILES:
-                raise StageError(f"more than {MAX_FILES} files under {root}")
-            digest = hashlib.sha256()
-            with open(full, "rb") as handle:
-                for block in iter(lambda: handle.read(BLOCK), b""):
-                    digest.update(block)
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            files.append({"path": rel, "bytes": os.path.getsize(full), "sha256": digest.hexdigest()})
-    return sorted(files, key=lambda item: item["path"])
+    for rel in sorted(allowed):
+        fd = open_regular(root, rel, allowed[rel])
+        digest, size = hashlib.sha256(), 0
+        with os.fdopen(fd, "rb") as handle:
+            for block in iter(lambda: handle.read(BLOCK), b""):
+                digest.update(block)
+                size += len(block)
+        files.append({"path": rel, "bytes": size, "sha256": digest.hexdigest()})
+    return files
 
 
 def complete(target, roster_sha256):
@@ -82,16 +80,39 @@ def needed(target, files, rehash_small=True):
 
 
 def regular_files(root):
-    """Every regular file strictly inside root, reached without following a link: what a sender may read."""
-    found = set()
+    """{relative path: (device, inode)} of every file a sender may read: a regular file strictly inside root,
+    reached without following a link, whose every hard link is inside root too. A fifo, a socket or a
+    device would block or never end a read; a hard link to a file outside the root would send its bytes."""
+    found, links, seen = {}, {}, {}
     for directory, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(directory, d))]
         base = os.path.relpath(directory, root)
         for name in names:
-            full = os.path.join(directory, name)
-            if not os.path.islink(full):
-                found.add(name if base == "." else f"{base}/{name}".replace(os.sep, "/"))
-    return found
+            try:
+                st = os.lstat(os.path.join(directory, name))
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            rel = name if base == "." else f"{base}/{name}".replace(os.sep, "/")
+            found[rel] = (st.st_dev, st.st_ino)
+            links[found[rel]] = st.st_nlink
+            seen[found[rel]] = seen.get(found[rel], 0) + 1
+    return {rel: key for rel, key in found.items() if seen[key] >= links[key]}
+
+
+def open_regular(root, rel, expected):
+    """rel under root opened for reading as the very file regular_files saw: no link followed, no wait on
+    a fifo swapped in since (O_NONBLOCK), and fstat says it is that regular file, every link inside root."""
+    try:
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        raise StageError(f"{rel}: cannot be opened at the source ({error.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != tuple(expected):
+        os.close(fd)
+        raise StageError(f"{rel}: changed into something that is not the regular file listed")
+    return fd
 
 
 def send_frames(root, need, out, rate=0):
@@ -103,7 +124,11 @@ def send_frames(root, need, out, rate=0):
             out.write(json.dumps({"path": item["path"], "missing": True}).encode() + b"\n")
             continue
         offset = int(item.get("offset") or 0)
-        fd = os.open(os.path.join(root, item["path"]), os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            fd = open_regular(root, item["path"], allowed[item["path"]])
+        except StageError:
+            out.write(json.dumps({"path": item["path"], "missing": True}).encode() + b"\n")
+            continue
         with os.fdopen(fd, "rb", buffering=0) as handle:
             count = max(os.fstat(fd).st_size - offset, 0)
             header = json.dumps({"path": item["path"], "offset": offset, "bytes": count}).encode() + b"\n"
