@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from profiles.node.transport.stream import StreamError
+
 CHUNK = 1 << 20
 BATCH_LIMIT = 4 << 20  # files below this size share one tar stream
 
@@ -142,9 +144,22 @@ def pull_batch(transport, remote_root: str, entries, canonical: Path, progress=N
     """Many small files in one tar stream; only the members asked for, only regular files."""
     wanted = {entry.path: entry for entry in entries}
     names = "\0".join(wanted).encode()
-    moved, made, view = 0, set(), memoryview(bytearray(CHUNK))
     argv = ["tar", "-C", remote_root, "--null", "--no-recursion", "-T", "-", "-cf", "-"]
-    with transport.stream(argv, stdin=names) as source, tarfile.open(fileobj=source, mode="r|") as archive:
+    try:
+        moved = _unpack(transport.stream(argv, stdin=names), wanted, canonical, progress)
+    except tarfile.TarError as exc:
+        # A session dropped mid-stream ends the tar early (or before its first block): what arrived whole
+        # is in custody under its final name, and the next pull asks only for the rest.
+        raise StreamError(f"the tar stream of {len(wanted)} small file(s) broke ({exc}); the pull resumes") from None
+    if wanted:
+        raise HashMismatch(f"{len(wanted)} file(s) never arrived, e.g. {sorted(wanted)[0]}")
+    return moved
+
+
+def _unpack(stream, wanted: dict, canonical: Path, progress) -> int:
+    """The members of one tar stream into canonical, each popped from wanted as it lands whole."""
+    moved, made, view = 0, set(), memoryview(bytearray(CHUNK))
+    with stream as source, tarfile.open(fileobj=source, mode="r|") as archive:
         for member in archive:
             entry = wanted.pop(member.name, None)
             if entry is None or not member.isreg() or member.issparse():
@@ -162,8 +177,6 @@ def pull_batch(transport, remote_root: str, entries, canonical: Path, progress=N
             moved += size
             if progress:
                 progress(0, 1)
-    if wanted:
-        raise HashMismatch(f"{len(wanted)} file(s) never arrived, e.g. {sorted(wanted)[0]}")
     return moved
 
 

@@ -8,7 +8,7 @@ import socket
 import stat as statmod
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +79,42 @@ def scan_host_key(host: str, port: int, timeout: float) -> HostKey:
         raise Unreachable(f"{host}:{port} did not speak SSH within {timeout:g}s ({reason})") from None
     finally:
         transport.close()
+
+
+# What a box's own answer may be (the file is not there, not ours to read): passed on as it is. Every other
+# OSError, paramiko's SSHException and EOFError mean the connection or session broke.
+FILE_ANSWERS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+
+
+@contextmanager
+def session_errors(transport: "SSHTransport", what: str):
+    """paramiko's and the socket's errors inside as Unreachable (the connection is closed, so the next call
+    connects afresh): a session that drops during an SFTP call or a stream is the box not answering, never
+    a crash of the task that asked."""
+    try:
+        yield
+    except FILE_ANSWERS:
+        raise
+    except (paramiko.SSHException, EOFError, OSError) as exc:
+        transport.close()
+        reason = str(exc) or type(exc).__name__
+        raise Unreachable(f"{transport.host}:{transport.port}: {what} failed: {reason}") from None
+
+
+class _Guarded:
+    """A remote file or stream read through session_errors: a read that meets a dropped session is
+    Unreachable, while errors of the reader's own code (a local disk, a hash) pass untouched."""
+
+    def __init__(self, transport: "SSHTransport", raw, what: str):
+        self.transport, self.raw, self.what = transport, raw, what
+
+    def read(self, size: int = -1) -> bytes:
+        with session_errors(self.transport, self.what):
+            return self.raw.read(size)
+
+    def readinto(self, buffer) -> int:
+        with session_errors(self.transport, self.what):
+            return self.raw.readinto(buffer)
 
 
 def _sftp_path(path: str) -> str:
@@ -209,44 +245,59 @@ class SSHTransport:
         elapsed = time.monotonic() - started
         return CommandResult(code, out.decode(errors="replace"), err.decode(errors="replace"), elapsed)
 
-    def _sftp(self) -> paramiko.SFTPClient:
-        sftp = self.connect().open_sftp()
-        sftp.get_channel().settimeout(max(self.connect_timeout, 30))
-        return sftp
+    @contextmanager
+    def _sftp(self, what: str):
+        """An SFTP session for one call; a session that breaks anywhere inside is Unreachable."""
+        with session_errors(self, what):
+            sftp = self.connect().open_sftp()
+            with sftp:
+                sftp.get_channel().settimeout(max(self.connect_timeout, 30))
+                yield sftp
 
     @contextmanager
     def reader(self, path: str, offset: int = 0):
         """A file on the node opened for streaming from offset, with read-ahead (SFTP prefetch)."""
-        with self._sftp() as sftp:
-            handle = sftp.open(_sftp_path(path), "rb")
+        with self._sftp(f"opening {path}") as sftp:
+            with session_errors(self, f"opening {path}"):
+                handle = sftp.open(_sftp_path(path), "rb")
             try:
-                handle.seek(offset)
-                handle.prefetch()
-                yield handle
+                with session_errors(self, f"opening {path}"):
+                    handle.seek(offset)
+                    handle.prefetch()
+                yield _Guarded(self, handle, f"reading {path}")
             finally:
-                handle.close()
+                with suppress(Exception):  # a dropped session cannot close its handle: nothing to do
+                    handle.close()
 
     def stream(self, argv: list[str], stdin: bytes | None = None):
         """Context manager: the stdout of a node command as a binary stream (bulk pulls)."""
         command = shlex.join(argv)
         if can_use_openssh(self):
             return openssh_stream(self, command, stdin)
-        return channel_stream(self.connect(), command, stdin, self.connect_timeout)
+        return self._channel_stream(command, stdin)
+
+    @contextmanager
+    def _channel_stream(self, command: str, stdin: bytes | None):
+        with ExitStack() as stack:
+            with session_errors(self, "opening a stream"):
+                out = stack.enter_context(channel_stream(self.connect(), command, stdin, self.connect_timeout))
+            yield _Guarded(self, out, "reading a stream")
 
     def follow(self, argv: list[str], stdin: bytes):
         """One more channel on this connection: no handshake for the watcher's push stream."""
-        return channel_feed(self.connect(), shlex.join(argv), stdin, self.connect_timeout)
+        with session_errors(self, "opening a follow channel"):
+            return channel_feed(self.connect(), shlex.join(argv), stdin, self.connect_timeout)
 
     def upload(self, local_path: Path, remote_path: str) -> None:
-        with self._sftp() as sftp:
+        with self._sftp(f"uploading {remote_path}") as sftp:
             sftp.put(str(local_path), _sftp_path(remote_path))
 
     def download(self, remote_path: str, local_path: Path) -> None:
-        with self._sftp() as sftp:
+        with self._sftp(f"downloading {remote_path}") as sftp:
             sftp.get(_sftp_path(remote_path), str(local_path))
 
     def stat(self, path: str) -> PathStat | None:
-        with self._sftp() as sftp:
+        with self._sftp(f"stat of {path}") as sftp:
             try:
                 info = sftp.stat(_sftp_path(path))
             except FileNotFoundError:
@@ -254,7 +305,7 @@ class SSHTransport:
         return _path_stat(path, info)
 
     def listdir(self, path: str) -> list[PathStat]:
-        with self._sftp() as sftp:
+        with self._sftp(f"listing {path}") as sftp:
             entries = sftp.listdir_attr(_sftp_path(path))
         stats = [_path_stat(entry.filename, entry) for entry in entries]
         return sorted(stats, key=lambda entry: entry.path)
