@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
-from custody.models import CustodyRecord, TeardownKind, TeardownRequest
+from custody.models import CustodyRecord, EvidenceLocation, TeardownKind, TeardownRequest
 from datasets.models import Dataset, DatasetSource
 from profiles.models import Instance
 from projects.models import Project
@@ -234,11 +234,21 @@ class TeardownSerializer(serializers.ModelSerializer):
 
 
 class TeardownCreateSerializer(serializers.Serializer):
+    """The request's shape; its rules (which kind names a run, a location or a resource) are the page's
+    form's, custody.forms.TeardownRequestForm, which the view applies after this."""
+
     instance = serializers.CharField(max_length=100)
     kind = serializers.ChoiceField(choices=TeardownKind.choices)
     reason = serializers.CharField(max_length=2000)
-    run = serializers.CharField(max_length=64, required=False, default="", allow_blank=True)
-    location = serializers.CharField(max_length=8, required=False, default="", allow_blank=True)
+    run = serializers.CharField(
+        max_length=64, required=False, default="", allow_blank=True, help_text="evidence deletion: the exported run"
+    )
+    location = serializers.ChoiceField(
+        choices=["", *EvidenceLocation.values], required=False, default="", help_text="evidence deletion: which copy"
+    )
+    resource = serializers.IntegerField(
+        required=False, allow_null=True, default=None, help_text="resource deletion: the registered resource's id"
+    )
     retire_hold = serializers.BooleanField(default=False)
 
 

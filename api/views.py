@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from api import serializers as s
 from console import history
 from custody.actions import do_start_verification
+from custody.forms import TeardownRequestForm
 from custody.models import CustodyRecord, TeardownRequest
 from custody.teardown import do_file_teardown
 from datasets.actions import do_register_dataset
@@ -43,6 +44,18 @@ def natural(request, name: str, default: int, what: str = "a non-negative intege
     if not (text.isascii() and text.isdigit() and len(text) <= 18):
         raise ValidationError({name: [what]})
     return int(text)
+
+
+def no_body(request) -> None:
+    """A verb that takes nothing refuses a body that says something (`false`, a field): a client that sends
+    one expects it to matter, and it would not."""
+    if request.data not in (None, {}):
+        raise ValidationError({"non_field_errors": ["This action takes no body (send none, or {})."]})
+
+
+def form_errors(form) -> dict:
+    """A page form's errors as a 400's detail: under each field, the rest under non_field_errors."""
+    return {("non_field_errors" if name == "__all__" else name): list(errors) for name, errors in form.errors.items()}
 
 
 def require(user, perm: str, project=None) -> None:
@@ -112,6 +125,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def launch(self, request, run_id=None):
         """Preflight → smoke → detached launch, as the page's button."""
+        no_body(request)
         run = self.get_object()
         require(request.user, OPERATE, run.project)
         do_start_preflight(run.pk, actor=request.user)
@@ -146,6 +160,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def stop(self, request, run_id=None):
         """Stop the running attempt, as the page's Stop button: SIGTERM, SIGKILL after the grace; the
         attempt is quarantined "stopped by <you>". A run that is not running: 400 with its state."""
+        no_body(request)
         run = self.get_object()
         require(request.user, OPERATE, run.project)
         run = do_stop_run(run.pk, actor=request.user)
@@ -154,6 +169,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def retry(self, request, run_id=None):
         """Retry the identical config of a quarantined run or failed launch: it resumes from its checkpoint."""
+        no_body(request)
         run = self.get_object()
         require(request.user, OPERATE, run.project)
         run = do_retry_run(run.pk, actor=request.user)
@@ -188,6 +204,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @action(detail=True, methods=["post"])
     def verify(self, request, run_id=None):
+        no_body(request)
         run = self.get_object()
         require(request.user, OPERATE, run.project)
         record = do_start_verification(run.pk, actor=request.user)
@@ -230,11 +247,19 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         data = typed.validated_data
         instance = get_object_or_404(Instance.objects.visible_to(request.user), name=data["instance"])
         require(request.user, OPERATE, instance.project)
-        run = None
-        if data["run"]:
-            run = get_object_or_404(Run.objects.visible_to(request.user).filter(instance=instance), run_id=data["run"])
+        form = TeardownRequestForm({**data, "resource": data["resource"] or ""}, instance=instance)
+        if not form.is_valid():  # the page's rules: evidence deletion names an exported run and a location, …
+            raise ValidationError(form_errors(form))
+        clean = form.cleaned_data
         request_row = do_file_teardown(
-            instance.pk, data["kind"], data["reason"], run, data["location"], data["retire_hold"], actor=request.user
+            instance.pk,
+            clean["kind"],
+            clean["reason"],
+            clean["run"],
+            clean["location"],
+            clean["retire_hold"],
+            clean["resource"],
+            actor=request.user,
         )
         return Response(s.TeardownSerializer(request_row).data, status=status.HTTP_201_CREATED)
 
@@ -291,7 +316,7 @@ class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             user=request.user,
         )
         if not form.is_valid():
-            raise ValidationError({name: list(errors) for name, errors in form.errors.items()})
+            raise ValidationError(form_errors(form))
         sweep = form.create(actor=request.user)
         return Response(s.SweepSerializer(self.get_queryset().get(pk=sweep.pk)).data, status=status.HTTP_201_CREATED)
 

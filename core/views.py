@@ -4,6 +4,7 @@ from dataclasses import asdict
 
 from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
+from django.views import csrf as django_csrf
 from django.views import defaults as django_defaults
 
 from core import throttle
@@ -63,3 +64,11 @@ bad_request = _api_error(400, "invalid", "The request could not be read.")
 permission_denied = _api_error(403, "forbidden", "You do not have permission to do this.")
 page_not_found = _api_error(404, "not_found", "Not found.")
 server_error = _api_error(500, "server_error", "Something went wrong on our side; it is logged.")
+
+
+def csrf_failure(request, reason=""):
+    """A refused CSRF check: JSON under /api/ (a script there sends a token, not a cookie), Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        detail = "A signed-in browser session needs its CSRF token; a script authenticates with an API token."
+        return JsonResponse({"error": "forbidden", "detail": detail}, status=403)
+    return django_csrf.csrf_failure(request, reason=reason)

@@ -388,6 +388,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # Security headers. The CSP allows no inline script on any page, in every mode.
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
+CSRF_FAILURE_VIEW = "core.views.csrf_failure"  # JSON under /api/, like every other API error
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

@@ -26,6 +26,7 @@ def parse_cells(text: str, base_config: dict) -> list[dict]:
     if len(cells) > MAX_CELLS:
         raise SweepError(f"At most {MAX_CELLS} cells per sweep.")
     seen = {}
+    cells = [_whole_text(f"Cell {index}", cell) for index, cell in enumerate(cells, start=1)]
     for index, cell in enumerate(cells, start=1):
         _check_overrides(f"Cell {index}", cell, base_config)
         key = json.dumps(cell, sort_keys=True, default=str)
@@ -55,6 +56,25 @@ def replicate(cells: list[dict], seeds: int, base_config: dict) -> list[dict]:
     if len(cells) * seeds > MAX_CELLS:
         raise SweepError(f"At most {MAX_CELLS} runs per sweep ({len(cells)} cells × {seeds} seeds).")
     return [{**cell, key: base_config[key] + offset} for cell in cells for offset in range(seeds)]
+
+
+def _whole(text: str, what: str) -> str:
+    """text with its escaped surrogate pairs joined (YAML reads "\\ud83d\\ude00" as two halves of 😀): a
+    lone half cannot be stored, rendered or sent to a box, so it is refused."""
+    try:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeError:
+        raise SweepError(f"{what}: a key or value holds a lone surrogate (\\ud800-\\udfff), not text.") from None
+
+
+def _whole_text(what: str, overrides):
+    """The overrides with every key and string value whole text (see _whole); anything else as it is."""
+    if not isinstance(overrides, dict):
+        return overrides
+    return {
+        _whole(key, what) if isinstance(key, str) else key: _whole(value, what) if isinstance(value, str) else value
+        for key, value in overrides.items()
+    }
 
 
 def _check_overrides(what: str, overrides, base_config: dict) -> None:
@@ -94,6 +114,7 @@ def parse_overrides(value, base_config: dict) -> dict:
                 ) from None
     if value == {}:
         return {}
+    value = _whole_text("The overrides", value)
     _check_overrides("The overrides", value, base_config)
     return value
 
