@@ -85,8 +85,13 @@ def seed_of(run, config: dict | None) -> str:
     return ", ".join(f"{key}={value}" for key, value in sorted(found.items())) or "—"
 
 
+def _declared_gpu(instance) -> str:
+    """A GPU nobody measured is what its box's page declares, said as such (never read as a measurement)."""
+    return f"{instance.gpu_description} (declared, not measured)" if instance.gpu_description else "not measured"
+
+
 def variables_of(run, config: dict | None) -> dict[str, str]:
-    """Everything a result may depend on, but the seed: config keys, code, data, box, GPU, environment,
+    """Everything a result may depend on, but the seed and the box: config keys, code, data, GPU, environment,
     and what custody read of its test population, selection, evaluation code and budget (epochs)."""
     found = {f"config {key}": repr(value) for key, value in _flat(config or {}).items() if key not in SEED_KEYS}
     if config is None:
@@ -99,8 +104,9 @@ def variables_of(run, config: dict | None) -> dict[str, str]:
     code = (run.preflight_report.get("hashes") or {}).get("code_sha256") if run.preflight_report else None
     found["code"] = code or run.source_tree_sha256 or "—"
     env = run.env_identity or {}
-    found["box"] = run.instance.name
-    found["GPU model"] = ", ".join(env.get("gpu_names") or []) or run.instance.gpu_description or "CPU"
+    # Not the box: replicates spread over boxes are still replicates. What makes two boxes' runs
+    # incomparable is what was measured on them (GPU model, environment, data), each a variable of its own.
+    found["GPU model"] = ", ".join(env.get("gpu_names") or []) or _declared_gpu(run.instance)
     for key, label in (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA")):
         found[label] = str(env.get(key) or "—")
     record = latest_verified(run)

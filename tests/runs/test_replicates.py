@@ -138,7 +138,7 @@ def test_compare_groups_seeds_and_labels_each_pair(client, bob, make_run, tmp_pa
 
 
 @pytest.mark.django_db
-def test_two_runs_on_different_boxes_list_the_box_and_gpu_as_variables(make_run, project, tmp_path):
+def test_two_runs_on_different_boxes_list_what_was_measured_not_the_box(make_run, project, tmp_path):
     other = factories.box(project, state="running", gpu_description="1× A100 80GB")
     first = make_run(env_identity={"python": "3.11.7", "torch": "2.13.0", "cuda": "12.4", "gpu_names": ["NVIDIA H100"]})
     second = make_run(instance=other, env_identity={"python": "3.11.7", "torch": "2.13.0", "cuda": "12.1"})
@@ -146,9 +146,28 @@ def test_two_runs_on_different_boxes_list_the_box_and_gpu_as_variables(make_run,
         verified(run, tmp_path, 0.9, {"seed": 7, "lr": 0.01})
     result = compare([first, second])
     varying = {row["name"]: row["values"] for row in result["varying"]}
-    assert set(varying) == {"box", "GPU model", "CUDA"}
-    assert varying["GPU model"] == ["NVIDIA H100", "1× A100 80GB"]
-    assert any("Not a one-variable comparison: besides the seed, 3 variables differ" in n for n in result["notes"])
+    assert set(varying) == {"GPU model", "CUDA"}
+    assert varying["GPU model"] == ["NVIDIA H100", "1× A100 80GB (declared, not measured)"]
+    assert any("Not a one-variable comparison: besides the seed, 2 variables differ" in n for n in result["notes"])
+
+
+@pytest.mark.django_db
+def test_seeds_spread_over_boxes_with_the_same_measured_gpu_and_environment_are_one_group(make_run, project, tmp_path):
+    """A sweep spreads a cell's seeds round-robin over its boxes: before, three seeds on three boxes made
+    three one-run groups and every pair read "unknown"."""
+    env = {"python": "3.11.7", "torch": "2.13.0", "cuda": "12.4", "gpu_names": ["NVIDIA H100"]}
+    runs = []
+    for lr, accuracies in ((0.01, [0.90, 0.91, 0.92]), (0.1, [0.95, 0.96, 0.97])):
+        for offset, accuracy in enumerate(accuracies):
+            box = factories.box(project, state="running", gpu_description=f"box {offset}")
+            run = make_run(instance=box, env_identity=env)
+            verified(run, tmp_path, accuracy, {"seed": 7 + offset, "lr": lr})
+            runs.append(run)
+    result = compare(runs)
+    assert [len(group["runs"]) for group in result["groups"]] == [3, 3]
+    assert [row["name"] for row in result["varying"]] == ["config lr"]
+    pairs = {(pair["a"], pair["b"]): pair["label"] for pair in result["stats"][0]["pairs"]}
+    assert pairs == {("A", "B"): "effect"}
 
 
 @pytest.mark.django_db
