@@ -150,8 +150,10 @@ def resume_floor(mirror: dict | None, same_box: bool) -> int | None:
 
 def resume_problem(mirror: dict, floor: int | None) -> str | None:
     """Why this attempt did not resume from the floor: it had no checkpoint at its start, or one below
-    the floor, or its own first checkpoint is not beyond the floor (it started again from the beginning).
-    None when it resumed, or when nothing can be told yet."""
+    the floor, or its own first checkpoint is below the floor (it started again from the beginning).
+    A first checkpoint *at* the floor is a trainer that evaluates and saves again at the step it resumed
+    from: a correct resume, proven once it trains past it (resume_proven). None when it resumed, or when
+    nothing can be told yet."""
     if floor is None:
         return None
     start, first = mirror["start"], mirror["first_written"]
@@ -159,9 +161,17 @@ def resume_problem(mirror: dict, floor: int | None) -> str | None:
         return f"the attempt started with no checkpoint; the last durable one is at step {floor}"
     if start["step"] is not None and start["step"] < floor:
         return f"the attempt started from step {start['step']}, below the last durable checkpoint's step {floor}"
-    if first is not None and first["step"] is not None and first["step"] <= floor:
+    if first is not None and first["step"] is not None and first["step"] < floor:
         return (
-            f"its first checkpoint is at step {first['step']}, not beyond the step {floor} it was given: "
+            f"its first checkpoint is at step {first['step']}, below the step {floor} it was given: "
             "the command started again instead of resuming"
         )
     return None
+
+
+def resume_proven(mirror: dict, floor: int | None) -> bool:
+    """The attempt resumed: its first checkpoint is at or beyond the floor and it has trained past it."""
+    first, local = mirror["first_written"], mirror["local"]
+    if floor is None or first is None or first["step"] is None or first["step"] < floor:
+        return False
+    return local is not None and local["step"] is not None and local["step"] > floor

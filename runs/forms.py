@@ -117,6 +117,7 @@ class RunForm(forms.ModelForm):
             "manifest_path",
             "expected_minutes",
             "checkpoints_retained",
+            "step_key",
             "expected_files",
             "environment",
             "capsule",
@@ -157,6 +158,9 @@ class RunForm(forms.ModelForm):
 
     def clean_data_paths_text(self):
         return validation.check_data_paths(self.cleaned_data["data_paths_text"].splitlines())
+
+    def clean_step_key(self):
+        return validation.check_step_key(self.cleaned_data["step_key"])
 
     def clean_environment(self):
         return validation.check_environment(self.cleaned_data["environment"])

@@ -96,6 +96,12 @@ class Run(models.Model):
     expected_minutes = models.PositiveIntegerField(default=60)
     checkpoint_bytes = models.BigIntegerField(default=0)
     checkpoints_retained = models.PositiveIntegerField(default=2)
+    step_key = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="The top-level key your checkpoint keeps its step in, when it is none of step, global_step, "
+        "iter_num, iteration, epoch",
+    )
     scratch_bytes = models.BigIntegerField(default=0)
     expected_files = models.PositiveBigIntegerField(default=1000, help_text="Inodes the run will create")
     state = models.CharField(max_length=20, choices=RunState.choices, default=RunState.DRAFT)

@@ -62,6 +62,16 @@ def check_data_paths(paths: list[str]) -> list[str]:
     return paths
 
 
+STEP_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
+
+
+def check_step_key(value: str) -> str:
+    value = value.strip()
+    if value and not STEP_KEY.match(value):
+        raise ValidationError("A checkpoint's top-level key: letters, digits and _, e.g. train_step.")
+    return value
+
+
 def check_environment(value: str) -> str:
     value = value.strip()
     if value and (_has_control(value) or ".." in PurePosixPath(value).parts or value.startswith("-")):

@@ -339,6 +339,7 @@ class RunNode(NodeClient):
                 "keep": self.run.checkpoints_retained,
                 "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
                 "hold_seconds": settings.CKPT_HOLD_SECONDS,
+                "step_key": self.run.step_key or None,  # read first, before the usual keys
             },
             "restore": restore if restore["files"] else None,
             "dataset_files": self.dataset_files,

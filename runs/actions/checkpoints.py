@@ -14,7 +14,7 @@ from notifications.models import Event
 from runs import ckpt_pull, notices, signals
 from runs.actions.base import lock_run, push_update, run_event
 from runs.cadence import checkpoint_environment
-from runs.checkpoints import lag_problem, parse_mirror, resume_problem
+from runs.checkpoints import lag_problem, parse_mirror, resume_problem, resume_proven
 from runs.ckpt_pull import CONTROL
 from runs.models import Run
 
@@ -174,10 +174,26 @@ def _took_newer(run: Run, mirror: dict) -> None:
 
 def _resume(run: Run, mirror: dict) -> None:
     problem = resume_problem(mirror, run.resume_floor)
+    if problem is None and resume_proven(mirror, run.resume_floor):
+        _proven(run, mirror)
     if problem is None or run.resume_broken:
         return
     run.resume_broken = f"attempt {run.attempt}: {problem}"
     _material(run, "resume_broken", problem + ". Automatic relaunches stop: fix the resume, then retry by hand.")
+
+
+def _proven(run: Run, mirror: dict) -> None:
+    """Said once per attempt: the resume is proven by what the box wrote, not by the command's word."""
+    if (run.durable_ckpt or {}).get("resume_proven") == run.attempt:
+        return
+    run.durable_ckpt = {**(run.durable_ckpt or {}), "resume_proven": run.attempt}
+    first, local = mirror["first_written"]["step"], mirror["local"]["step"]
+    run_event(
+        run,
+        "note",
+        f"Resume proven: attempt {run.attempt} was given step {run.resume_floor}, wrote its first checkpoint at "
+        f"step {first} and trained on to step {local}",
+    )
 
 
 def _material(run: Run, name: str, detail: str) -> None:

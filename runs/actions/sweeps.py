@@ -30,6 +30,7 @@ CELL_FIELDS = [
     "expected_minutes",
     "checkpoint_bytes",
     "checkpoints_retained",
+    "step_key",
     "scratch_bytes",
     "expected_files",
     "environment",

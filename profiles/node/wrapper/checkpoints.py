@@ -3,9 +3,9 @@
 A checkpoint is complete when it has its final name (no temporary mark), has held still (unchanged
 between two looks, or untouched for a moment: ckpt_mirror's settle), no process holds it open for
 writing, and, for torch's zip format, its archive ends in a central directory (a half-written zip
-has none). Its step is read from the checkpoint itself: the top-level `step`, `global_step` or
-`epoch` of the pickled object, unpickled with nothing imported (every class a stub), so a checkpoint
-can never run code here.
+has none). Its step is read from the checkpoint itself: the top-level key the run declares, else
+`step`, `global_step`, `iter_num`, `iteration` or `epoch` of the pickled object, unpickled with
+nothing imported (every class a stub), so a checkpoint can never run code here.
 """
 
 import io
@@ -17,7 +17,7 @@ import zipfile
 from .idle import open_files
 
 TEMPORARY = (".tmp", ".partial", ".part", ".incomplete", ".swp")
-STEP_KEYS = ("step", "global_step", "epoch")
+STEP_KEYS = ("step", "global_step", "iter_num", "iteration", "epoch")
 PICKLE_LIMIT = 64 << 20  # data.pkl holds the structure only (tensors are separate members)
 
 
@@ -94,8 +94,9 @@ class _Structure(pickle.Unpickler):
         return None  # a tensor's storage: not read
 
 
-def checkpoint_step(path):
-    """The step (or epoch) a torch zip checkpoint records at its top level, or None."""
+def checkpoint_step(path, key=None):
+    """The step (or epoch) a torch zip checkpoint records at its top level, or None: key (the run's own
+    name for it) first, then the usual names."""
     try:
         with zipfile.ZipFile(path) as archive:
             member = next((i for i in archive.infolist() if i.filename.endswith("data.pkl")), None)
@@ -106,8 +107,8 @@ def checkpoint_step(path):
         return None
     if not isinstance(top, dict):
         return None
-    for key in STEP_KEYS:
-        value = top.get(key)
+    for name in (key, *STEP_KEYS) if key else STEP_KEYS:
+        value = top.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None

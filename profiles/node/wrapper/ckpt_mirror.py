@@ -69,6 +69,7 @@ class CheckpointMirror:
         self.state_path = os.path.join(attempt_path, STATE)
         self.root, self.target = config.get("root"), config.get("target")
         self.keep = int(config.get("keep") or 2)
+        self.step_key = config.get("step_key") if isinstance(config.get("step_key"), str) else None
         self.poll = float(config.get("poll_seconds") or 5)
         # A checkpoint must hold still: unchanged since the previous look, or untouched for `settle`
         # seconds. The second is what lets a trainer that saves more often than the poll be mirrored
@@ -117,7 +118,7 @@ class CheckpointMirror:
 
     def _described(self, name, fingerprint):
         """A checkpoint in ckpt/ as the state file tells of it: name, step (read from it), bytes, time."""
-        step = checkpoint_step(os.path.join(self.ckpt, name))
+        step = checkpoint_step(os.path.join(self.ckpt, name), self.step_key)
         return {"name": name, "step": step, "bytes": fingerprint[1], "at": fingerprint[2] / 1e9}
 
     def loop(self, stop):
@@ -213,7 +214,7 @@ class CheckpointMirror:
                 return
             os.rename(staging, os.path.join(self.target, stored))
             entry = {"file": stored, "name": name, "sha256": sha, "bytes": fingerprint[1], "seq": seq}
-            entry.update(step=checkpoint_step(os.path.join(self.target, stored)), at=time.time())
+            entry.update(step=checkpoint_step(os.path.join(self.target, stored), self.step_key), at=time.time())
             entry["attempt"] = self.spec["attempt"]
             manifest["seq"], manifest["entries"] = seq, kept(manifest["entries"] + [entry], self.keep)
             atomic_write(os.path.join(self.target, MANIFEST), json.dumps(manifest))
