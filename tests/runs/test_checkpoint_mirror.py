@@ -236,16 +236,16 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     assert not state["durable"] and "on the data root's disk" in state["unusable"] and state["error"] is None
     assert not (data / "plain" / "x").exists()
     assert state["local"]["step"] == 3  # the step is still read: a relaunch is proved against it
-    # No durable tier: the newest checkpoint is held (hashed, hard-linked) for the control host's pull,
+    # No durable tier: the newest checkpoint is held (a copy of its own, hashed) for the control host's pull,
     # and lags once the control host has not taken it within the allowance.
     first = state["held"]["latest.pth"]["sha256"]
     held = Path(spec["active"]) / "ckpt-outbox" / WRAPPER.held_name(first, "latest.pth")
     assert first == hashlib.sha256(held.read_bytes()).hexdigest()
-    assert held.stat().st_ino == (Path(spec["ckpt"]) / "latest.pth").stat().st_ino
+    assert held.stat().st_ino != (Path(spec["ckpt"]) / "latest.pth").stat().st_ino
     assert lag_problem(state, time.time(), 60) is None
     assert "is not on the control host (nothing is copied yet" in lag_problem(state, time.time() + 120, 60)
     hashed = held.read_bytes()
-    save(Path(spec["ckpt"]) / "latest.pth", 4)  # saved by rename: the held link keeps the bytes it was hashed with
+    save(Path(spec["ckpt"]) / "latest.pth", 4)  # saved by rename: the held copy keeps the bytes it was hashed with
     assert held.read_bytes() == hashed != (Path(spec["ckpt"]) / "latest.pth").read_bytes()
     # The held copy stays its time (hold_seconds) before a newer one replaces it: a pull asked for it finds it.
     assert looked_twice(mirror)["held"]["latest.pth"]["sha256"] == first
@@ -344,3 +344,26 @@ def test_a_restore_that_took_a_newer_copy_is_said_once_on_the_run(make_run):
     same = make_run(state=RunState.RUNNING, attempt=2, durable_ckpt={"restore": {"attempt": 2, "files": [named]}})
     _took_newer(same, parse_mirror({"restored": [{"name": "latest.pth", "file": "000003-latest.pth", "step": 3}]}))
     assert not same.events.filter(message__startswith="Restored").exists()  # the named copy: nothing to say
+
+
+def test_a_held_copy_keeps_its_bytes_when_the_trainer_saves_in_place(tmp_path):
+    """A common habit: torch.save(state, "ckpt.pt") straight over the file (same inode, truncated and
+    rewritten). Held copies were hard links, so every held copy was rewritten with it: "HashMismatch …
+    expected c390… got d030…" on the first checkpoint of every run, and the control host's copy stayed old."""
+    data = tmp_path / "data" / "proj"
+    ckpt = data / "active" / "r1" / "ckpt"
+    ckpt.mkdir(parents=True)
+    spec = {"run_root": str(data), "active": str(ckpt.parent), "ckpt": str(ckpt), "attempt": 1}
+    spec["ckpt_mirror"] = {"root": None, "target": None, "keep": 2, "hold_seconds": 60}
+    mirror = WRAPPER.CheckpointMirror(spec, str(tmp_path))
+    mirror.begin()
+    live = ckpt / "ckpt.pt"
+    torch.save({"model": torch.nn.Linear(64, 64).state_dict(), "step": 1}, live)
+    held_state = looked_twice(mirror)["held"]["ckpt.pt"]
+    held = ckpt.parent / "ckpt-outbox" / WRAPPER.held_name(held_state["sha256"], "ckpt.pt")
+    assert held.stat().st_ino != live.stat().st_ino and held.stat().st_nlink == 1
+    inode = live.stat().st_ino
+    torch.save({"model": torch.nn.Linear(64, 64).state_dict(), "step": 2}, live)  # in place: same inode
+    assert live.stat().st_ino == inode
+    assert hashlib.sha256(held.read_bytes()).hexdigest() == held_state["sha256"]
+    assert held_state["step"] == 1

@@ -19,8 +19,8 @@ import os
 import time
 
 from .checkpoints import candidates, checkpoint_step, incomplete
-from .files import atomic_write, read, sha256_file
-from .mirror import copy_hashing, durable_problem
+from .files import atomic_write, read
+from .mirror import clone_hashing, copy_hashing, durable_problem
 
 MANIFEST = "manifest.json"
 STATE = "ckpt-mirror.json"
@@ -161,20 +161,16 @@ class CheckpointMirror:
 
     def _hold(self, name, path, fingerprint, local):
         """No durable tier: the newest copy of each checkpoint (latest and best alike: a continuation
-        restores both) waits in the outbox for the control side's pull, under a hard link (a trainer that
-        saves by rename leaves the held bytes as they were hashed; where a link is refused, a copy),
-        hashed here so the pull is checked against what the box wrote."""
+        restores both) waits in the outbox for the control side's pull as a copy of its own (a reflink where
+        the filesystem has them, else bytes; never a hard link, which a trainer saving in place rewrites),
+        hashed as it is taken so the pull is checked against what the box wrote."""
         outbox = os.path.join(self.spec["active"], OUTBOX)
         staging = os.path.join(outbox, ".hold-" + name)
         try:
             os.makedirs(outbox, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(staging)
-            try:
-                os.link(path, staging)
-                sha = sha256_file(staging)
-            except OSError:
-                sha = copy_hashing(path, staging)
+            sha = clone_hashing(path, staging)
             info = os.stat(path)
             if (info.st_ino, info.st_size, info.st_mtime_ns) != fingerprint:
                 os.remove(staging)  # rewritten meanwhile: the next look holds the new one

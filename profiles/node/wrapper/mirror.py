@@ -1,11 +1,12 @@
 """`mirror`: copy the sealed export to a durable tier, hashed against the sealed roster."""
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 
-from .files import measure, mount_of, read
+from .files import measure, mount_of, read, sha256_file
 from .roster import roster_of, sealed_roster_path
 
 
@@ -18,6 +19,21 @@ def copy_hashing(source, target):
         dst.flush()
         os.fsync(dst.fileno())
     return digest.hexdigest()
+
+
+FICLONE = 0x40049409  # Linux: the target becomes a copy-on-write clone of the source (btrfs, XFS, bcachefs)
+
+
+def clone_hashing(source, target):
+    """target as a copy of source that shares no inode with it, hashed: a reflink where the filesystem
+    has them (no bytes moved; a later write to either is the writer's own), else a byte copy. Never a hard
+    link: a trainer that saves in place would rewrite the copy held for the control host."""
+    try:
+        with open(source, "rb") as src, open(target, "wb") as dst:
+            fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
+    except OSError:
+        return copy_hashing(source, target)
+    return sha256_file(target)
 
 
 def durable_problem(spec, root, target):
