@@ -5,6 +5,7 @@ exits 0, so sealing the export is what runs out of space. Once the wrapper died 
 stayed `exited` forever; with inodes gone it flapped between unreachable and reachable.
 """
 
+import os
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ from profiles.node.client import RunNode
 from runs import shipping
 from runs.models import RunState
 from runs.tasks import launch_run
-from tests.runs.conftest import wait_state
+from tests.runs.conftest import load_wrapper, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,6 +61,11 @@ for path in made[-3:]:
 )
 
 
+@pytest.fixture(scope="module")
+def wrapper():
+    return load_wrapper()
+
+
 @pytest.fixture
 def small_root(tmp_path, instance):
     def mount(options: str):
@@ -102,3 +108,66 @@ def test_a_full_disk_during_closeout_quarantines_as_disk_full(
     assert not (root / run.project.slug / "export" / ".partial" / run.run_id).exists()  # its staging freed
     messages = list(run.events.values_list("message", flat=True))
     assert not any("Unreachable" in message for message in messages), messages
+
+
+# A trainer whose torch.save runs out of space and says so with no errno: the .tmp fills the disk, then
+# "unexpected pos", exit 1. Before, this was a code error ("a retry would fail the same way").
+SAVE_FAILS = """
+import os, sys
+tmp = os.path.join(os.environ["REMOTEGPU_CHECKPOINT_DIR"], "latest.pth.tmp")
+with open(tmp, "wb", buffering=0) as handle:
+    try:
+        while handle.write(b"\\1" * 65536):
+            pass
+    except OSError:
+        pass
+print("RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 1088 vs 982", flush=True)
+sys.exit(1)
+"""
+
+
+def test_a_write_that_fails_without_an_errno_on_a_full_disk_is_disk_full(make_run, small_root, celery_worker_process):
+    small_root("size=6m,nr_inodes=4096")
+    run = make_run(command=[sys.executable, "-c", SAVE_FAILS], state=RunState.LAUNCHING, attempt=1)
+    with RunNode(run) as node:
+        node.prepare()
+        shipping.ship_source(node)
+    launch_run(run.pk, 1)
+    run = wait_state(run, {RunState.QUARANTINED, RunState.EXPORTED}, timeout=120, refresh=True)
+    assert run.close_reason.startswith("disk_full: command exited with code 1"), run.close_reason
+    assert "when it exited" in run.close_reason
+    assert run.failure_class == "disk_full"
+
+
+def test_the_lowest_free_space_while_it_ran_counts_after_the_trainer_removed_its_tmp(tmp_path, wrapper):
+    """The trainer's own cleanup frees the space before it exits: the sample taken while it ran decides."""
+    root = tmp_path / "disk"
+    root.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(root)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        watch = wrapper.DiskWatch(str(root))
+        watch.sample()
+        fill = root / "latest.pth.tmp"
+        with open(fill, "wb", buffering=0) as handle:
+            try:
+                while handle.write(b"\1" * 65536):
+                    pass
+            except OSError:
+                pass
+        watch.sample()  # what the sampler sees while the trainer's .tmp fills the disk
+        os.remove(fill)
+        watch.exited()
+        assert wrapper.nearly_full(watch.at_exit) is None
+        reason = watch.full_reason(1)
+        assert reason.startswith("disk_full: command exited with code 1") and "while it ran" in reason
+        assert watch.full_reason(0) is not None  # the caller asks only for a failed command
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
+
+
+def test_a_roomy_disk_leaves_a_failure_a_code_error(tmp_path, wrapper):
+    watch = wrapper.DiskWatch(str(tmp_path))
+    watch.sample()
+    watch.exited()
+    assert watch.full_reason(1) is None

@@ -11,6 +11,7 @@ import time
 
 from .attempts import attempt_dir, run_env
 from .ckpt_mirror import CheckpointMirror, restore_checkpoints
+from .diskwatch import DiskWatch
 from .environment import argv_in_environment, boot_identity
 from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
@@ -68,6 +69,8 @@ def cmd_run(spec):
     beat = os.path.join(attempt, "heartbeat")
     atomic_write(beat, f"{int(time.time())}\n")
     threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
+    disk = DiskWatch(spec["active"])
+    disk.start(stop)
     pump = None
     with open(log_path, "ab") as log:
         try:
@@ -89,6 +92,7 @@ def cmd_run(spec):
         # still written; a person's stop (cmd_stop) is a SIGTERM with its marker, any other a preemption.
         signal.signal(signal.SIGTERM, lambda signum, frame: on_sigterm(spec, child))
         code = child.wait() if child else 127
+        disk.exited()  # before anything of ours is removed or copied
         if pump is not None:
             pump.join(timeout=30)  # the rest of the child's output, masked, before the exit marker
     remove_secrets(spec)
@@ -98,7 +102,8 @@ def cmd_run(spec):
     mirror.join(timeout=600)  # the last checkpoint copied before the attempt closes
     durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
     stopped = stop_reason(spec, code) or preempted_reason(spec, code)
-    problem = stopped or (f"command exited with code {code}" if code != 0 else closeout(spec))
+    failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
+    problem = stopped or failed or closeout(spec)
     if problem:
         quarantine(spec, problem)
         return 1
