@@ -1,7 +1,10 @@
 """Whether the GPUs a run asks for are really there, from its preflight report: pure.
 
 A GPU is not there because the form says so: the run's own interpreter must see CUDA and each index,
-and no process outside RemoteGPU may hold memory on one of them (an approver may waive that)."""
+and no process outside RemoteGPU may hold memory on one of them (an approver may waive that). Whether they
+are still there at a (re)launch is the wrapper's rule (`gone_problem`), the same on the box's own relaunch."""
+
+from profiles.node.wrapper.gpus import gone_problem  # noqa: F401 (the one rule, used by the launch task)
 
 
 def gpu_problems(requested: list[int], environment: dict, holders: dict | None, waived: bool = False) -> list[str]:
@@ -39,21 +42,3 @@ def _holders(holders) -> list[dict]:
         h for h in items if isinstance(h, dict) and isinstance(h.get("index"), int) and isinstance(h.get("pid"), int)
     ]
     return [{**h, "used_mib": h["used_mib"] if isinstance(h.get("used_mib"), int) else None} for h in valid[:32]]
-
-
-def gone_problem(requested: list[int], now: dict | None, at_preflight: dict | None) -> str | None:
-    """At a (re)launch: a requested GPU nvidia-smi no longer lists (a box back from a restart without
-    its GPUs) fails the launch rather than running on CPU at the GPU rate. Without nvidia-smi now, only
-    a box that had it at preflight is refused (something changed); one that never had it says nothing."""
-    if not requested:
-        return None
-    if not isinstance(now, dict) or not now.get("nvidia_smi", True):
-        if isinstance(at_preflight, dict):
-            return "nvidia-smi answered at preflight and not now: the box lost its GPUs (a restart?); not run on CPU"
-        return None
-    listed = now.get("indices") if isinstance(now.get("indices"), list) else []
-    gone = [gpu for gpu in requested if gpu not in listed]
-    if gone:
-        shown = ", ".join(map(str, listed)) or "none"
-        return f"GPU {', '.join(map(str, gone))} is not on this box now (nvidia-smi lists {shown}): not run on CPU"
-    return None

@@ -321,6 +321,10 @@ class RunNode(NodeClient):
             "secrets": secret_names(run) if attempt or run.secrets_in_smoke else [],
             "hooks": self.hooks,
             "gpus": run.gpus,
+            # Whether nvidia-smi answered at preflight: the box's own relaunch holds itself to the same gate.
+            "gpus_at_preflight": {"nvidia_smi": True}
+            if isinstance(run.preflight_report.get("gpu_holders"), dict)
+            else None,
             "environment": resolve_home(run.environment, self.home) if run.environment else "",
             "inputs": inputs,
             "config": layout.under_src(run.config_path),
@@ -350,6 +354,9 @@ class RunNode(NodeClient):
             if self.run.auto_relaunch and not self.run.secrets and attempt
             else None,
         }
+
+    def _gpus_at_preflight(self):
+        return (self.run.preflight_report or {}).get("gpu_holders")
 
     def ckpt_target(self) -> str | None:
         """Where this run's checkpoints are mirrored on the box's durable tier, if it has one."""

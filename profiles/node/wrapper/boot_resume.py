@@ -5,7 +5,8 @@ An attempt is cut off when its spec opted in (`boot_relaunch`), it has no exit m
 quarantine, and none of its processes lives. It is started again in place (the same attempt: the
 command resumes from its own checkpoint in ckpt/), at most `boot_relaunch.max` times, counted in
 `active/<run>/boot-relaunches`, which the control side reads back and counts as interruptions. An
-attempt with run secrets is not relaunched: they were read once and deleted at its start.
+attempt with run secrets is not relaunched: they were read once and deleted at its start. Every relaunch
+passes the launch task's GPU gate first: a box back without the GPUs the run asked for relaunches nothing.
 """
 
 import json
@@ -16,9 +17,11 @@ import sys
 import time
 
 from .files import alive, atomic_write, load_spec, read
+from .gpus import relaunch_problem
 from .status import counted, rebooted
 
 COUNTER = "boot-relaunches"
+GPU_GATE = "the GPU gate refused it: "
 SPEC_NAME = re.compile(r"^spec-attempt-(\d+)\.json$")
 
 
@@ -46,7 +49,8 @@ def why_not(spec, active):
         return "running"
     if counted(os.path.join(active, COUNTER)) >= allowed:
         return f"its {allowed} relaunches on the box are used"
-    return None
+    gone = relaunch_problem(spec)  # the launch task's GPU gate: never trained on CPU at the GPU rate
+    return f"{GPU_GATE}{gone}" if gone else None
 
 
 def running(pid):
@@ -72,6 +76,9 @@ def cmd_boot_resume(root):
             reason = f"unreadable spec: {exc}"
         if reason:
             skipped.append({"run_id": run_id, "why": reason})
+            if reason.startswith(GPU_GATE):  # said where its run's page reads: the attempt's own log
+                with open(os.path.join(active, f"attempt-{spec['attempt']}", "log.txt"), "a") as log:
+                    log.write(f"remotegpu: not relaunched on the box by its start hook: {reason}\n")
             continue
         used = counted(os.path.join(active, COUNTER)) + 1
         atomic_write(os.path.join(active, COUNTER), f"{used}\n")

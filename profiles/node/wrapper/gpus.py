@@ -11,9 +11,20 @@ from .files import read
 def cmd_gpus(spec):
     """At every (re)launch: which GPUs nvidia-smi lists now, and who holds the requested ones (a box
     back from a restart may have come back without its GPUs: RunPod)."""
-    holders = gpu_holders(spec)
-    print(json.dumps({"gpus": {"nvidia_smi": holders is not None, **(holders or {})}}))
+    print(json.dumps({"gpus": gpus_now(spec)}))
     return 0
+
+
+def gpus_now(spec):
+    holders = gpu_holders(spec)
+    return {"nvidia_smi": holders is not None, **(holders or {})}
+
+
+def relaunch_problem(spec):
+    """Why the attempt of spec may not start again on this box now (gone_problem), or None."""
+    if not spec.get("gpus"):
+        return None
+    return gone_problem(spec["gpus"], gpus_now(spec), spec.get("gpus_at_preflight"))
 
 
 def our_pids(spec):
@@ -86,3 +97,22 @@ def gpu_utilization():
         return None
     rows = [line.split(",") for line in done.stdout.decode().splitlines() if line.count(",") == 2]
     return [{"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)} for i, u, m in rows]
+
+
+def gone_problem(requested, now, at_preflight):
+    """At a (re)launch: a requested GPU nvidia-smi no longer lists (a box back from a restart without
+    its GPUs) fails the launch rather than running on CPU at the GPU rate. Without nvidia-smi now, only
+    a box that had it at preflight is refused (something changed); one that never had it says nothing.
+    The one rule for every relaunch: the launch task's and the box's own after a restart (boot-resume)."""
+    if not requested:
+        return None
+    if not isinstance(now, dict) or not now.get("nvidia_smi", True):
+        if isinstance(at_preflight, dict):
+            return "nvidia-smi answered at preflight and not now: the box lost its GPUs (a restart?); not run on CPU"
+        return None
+    listed = now.get("indices") if isinstance(now.get("indices"), list) else []
+    gone = [gpu for gpu in requested if gpu not in listed]
+    if gone:
+        shown = ", ".join(map(str, listed)) or "none"
+        return f"GPU {', '.join(map(str, gone))} is not on this box now (nvidia-smi lists {shown}): not run on CPU"
+    return None

@@ -1,5 +1,5 @@
-"""A run's secrets on the box: one 0600 file per attempt, in memory-backed storage where the box has it,
-outside every data and durable root; read once by the attempt (or the smoke) and deleted.
+"""A run's secrets on the box: one 0600 file per attempt, in memory-backed storage (refused where the box
+has none), outside every data and durable root; read once by the attempt (or the smoke) and deleted.
 
 The values arrive on the SSH channel's stdin (`put-secrets`, put_secrets.py), never in a spec or a command line. The
 training child gets them in its environment; the wrapper's own environment never holds them. Whatever
@@ -12,17 +12,31 @@ import json
 import os
 import stat
 
-# Memory-backed first (tmpfs: nothing reaches a disk), then the user's runtime directory. Shared
-# directories: ours is a subdirectory checked to be our own 0700 directory before anything is written.
+from .files import mount_of
+
+# Memory-backed only (tmpfs: nothing reaches a disk), each measured as such: /dev/shm, then the user's
+# runtime directory. Shared directories: ours is a subdirectory checked to be our own 0700 directory
+# before anything is written. Without one, secrets are refused (never a file in a home directory).
 SECRET_DIRS = ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}")  # noqa: S108
 SECRETS_LIMIT = 1 << 20  # a run's secrets are tokens and keys: far less than this
 
 
+MEMORY_FS = ("tmpfs", "ramfs")
+NO_MEMORY_DIR = (
+    "this box has no memory-backed directory ({}, measured as tmpfs) to hold run secrets, and they are never "
+    "written to a disk (a home directory may be synced or kept: Featurize, LanRui): mount a tmpfs at /dev/shm, "
+    "or run without secrets"
+)
+
+
 def secrets_dir():
+    """Our directory in the first memory-backed base there is, measured (its mount's fstype), or None."""
     for base in SECRET_DIRS:
-        if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+        if not (base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK)):
+            continue
+        if (mount_of(base) or {}).get("fstype") in MEMORY_FS:
             return os.path.join(base, f"remotegpu-{os.getuid()}")
-    return os.path.join(os.path.expanduser("~"), ".remotegpu-secrets")
+    return None
 
 
 class NotPrivate(Exception):
@@ -32,6 +46,8 @@ class NotPrivate(Exception):
 def private_dir():
     """The secrets directory, made 0700 and checked to be this user's own directory (not a link)."""
     directory = secrets_dir()
+    if directory is None:
+        raise NotPrivate(NO_MEMORY_DIR.format(", ".join(base for base in SECRET_DIRS if base)))
     os.makedirs(directory, mode=0o700, exist_ok=True)
     mine = os.lstat(directory)
     if not stat.S_ISDIR(mine.st_mode) or mine.st_uid != os.getuid():
@@ -54,12 +70,15 @@ def write_private(path, text):
 def secrets_path(spec):
     """The attempt's secrets file: named by project root, run and attempt, so each call finds it."""
     name = f"{os.path.basename(spec['run_root'])}--{spec['run_id']}--{spec['attempt']}.json"
-    return os.path.join(secrets_dir(), name)
+    directory = secrets_dir()
+    return os.path.join(directory, name) if directory else None
 
 
 def take_secrets(spec):
     """The attempt's secrets, read once and the file deleted at once: {NAME: value}, {} when none."""
     path = secrets_path(spec)
+    if path is None:  # nowhere they could have been put: put-secrets refused, so the launch never came
+        return {}
     try:
         with open(path) as handle:
             values = json.loads(handle.read(SECRETS_LIMIT))
@@ -72,8 +91,10 @@ def take_secrets(spec):
 
 
 def remove_secrets(spec):
-    with contextlib.suppress(OSError):
-        os.remove(secrets_path(spec))
+    path = secrets_path(spec)
+    if path:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 MASK = b"[secret masked]"
