@@ -51,6 +51,10 @@ def consequence_of(kind: str, instance, resource=None) -> Consequence:
                 ]
             return Consequence("L3", True, _stop_effect(instance), list(dict.fromkeys(lost)), clock)
         return Consequence("L2", project.shutdown_needs_approval, _stop_effect(instance), [], clock)
+    if kind == TeardownKind.RELEASE and profile.data["teardown"]["release"]["via"] == "none":
+        # Nothing to release (your own workstation has no meter): no step a person could take or attest.
+        why = f"{profile.name} has nothing to release: {profile.data['teardown']['release']['verb']}."
+        return Consequence("L3", True, "nothing (not offered)", [], "", why)
     if kind == TeardownKind.RELEASE:
         lost = _names(t for t in profile.tiers if profile.loses(t, "release")) + _unknown_disks(instance, "release")
         return Consequence("L3", True, f"{billing['meter_stop_verb']} and every charge of this box", lost)

@@ -6,10 +6,12 @@ while the evidence check counted what a stop keeps. Each consequence now has its
 import pytest
 
 from custody.levels import consequence_of
+from custody.teardown import TeardownRefused, do_file_teardown
 from profiles.catalog import all_profiles
 from profiles.models import Instance
 from profiles.providers.calls import console_steps
 from projects.models import Project
+from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +24,7 @@ def project():
 
 
 @pytest.mark.parametrize("profile", sorted(all_profiles(), key=lambda p: p.key), ids=lambda p: p.key)
-def test_each_consequence_is_worded_with_its_own_verb(project, profile):
+def test_each_consequence_is_worded_with_its_own_verb(project, profile, bob):
     box = Instance.objects.create(
         name=f"steps-{profile.key}-20261201",
         project=project,
@@ -44,5 +46,13 @@ def test_each_consequence_is_worded_with_its_own_verb(project, profile):
         lost_on_stop = {tier["name"] for tier in profile.tiers_lost_on("stop")}
         lost_on_release = {tier["name"] for tier in profile.tiers if profile.loses(tier, "release")}
         assert lost_on_stop <= lost_on_release
-    release = " ".join(console_steps(box, "release"))
-    assert profile.data["teardown"]["release"]["verb"] in release
+    if profile.data["teardown"]["release"]["via"] == "none":
+        # Nothing to release (the local workstation): not offered, never a console step nobody can take
+        # ("choose 'not offered (this machine)' and attest" once sat on a request page).
+        assert consequence_of("release", box).not_offered
+        with pytest.raises(TeardownRefused, match="nothing to release"):
+            join(project, bob)
+            do_file_teardown(box.pk, "release", "done with it", actor=bob)
+    else:
+        release = " ".join(console_steps(box, "release"))
+        assert profile.data["teardown"]["release"]["verb"] in release
