@@ -27,6 +27,7 @@ def tiles_for(user) -> list[Tile]:
     requests = TeardownRequest.objects.visible_to(user).pending()
     pending = approvable_count(requests.select_related("instance__project", "run__project", "run__instance"))
     pending += SpendRequest.objects.filter(status=SpendStatus.PENDING, run__in=Run.objects.visible_to(user)).count()
+    attention = TeardownRequest.objects.visible_to(user).needs_person().count()
     return [
         Tile("Projects", projects.count(), "lines of work"),
         Tile("Instances", Instance.objects.visible_to(user).billing().count(), "registered, not released"),
@@ -36,6 +37,7 @@ def tiles_for(user) -> list[Tile]:
             pending,
             "consequences and spending waiting for a second person",
         ),
+        Tile("Needs a person", attention, "teardowns whose outcome an approver must settle"),
     ]
 
 

@@ -208,8 +208,14 @@ def approval_queue(request):
     spends = SpendRequest.objects.filter(run__in=Run.objects.visible_to(request.user)).select_related(
         "run__project", "run__instance", "requester", "approver"
     )
+    attention = (
+        TeardownRequest.objects.visible_to(request.user)
+        .needs_person()
+        .select_related("instance__project", "requester", "approver")
+    )
     context = {
         "pending": pending,
+        "attention": attention,
         "decided": decided,
         # Which of these projects this person decides for (one query): an approver of another project
         # sees a request of this one, as a member, but never a button to decide it.

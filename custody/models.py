@@ -153,6 +153,11 @@ class TeardownRequestQuerySet(models.QuerySet):
     def pending(self):
         return self.filter(status=TeardownStatus.PENDING)
 
+    def needs_person(self):
+        """Executions whose outcome nobody knows (a worker vanished mid-call, a provider still listing a
+        released box): an approver must say what happened."""
+        return self.filter(status=TeardownStatus.NEEDS_ATTENTION)
+
     def visible_to(self, user):
         """Requests on the boxes of the projects the user sees (admins: all)."""
         from profiles.models import Instance

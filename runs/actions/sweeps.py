@@ -5,6 +5,8 @@ from functools import partial
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from core.audit import record
+from core.models import AuditAction
 from profiles.control_host import runs_here_problem
 from runs import rollups, sweeps
 from runs.actions.base import move_run, new_run_id, run_event
@@ -106,6 +108,9 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
             run.gpus = [gpu] if sweep.base_run.gpus else []
             where = f"GPU {gpu}" if run.gpus else f"CPU slot {gpu}"
             move_run(run, RunState.PREFLIGHT, f"Sweep {sweep.name}: cell {run.cell} starts on {where}")
+            # Each cell is a launch asked, audited as a single run's is (by who made the sweep).
+            message = f"{run.run_id}: launch asked (sweep {sweep.name}, cell {run.cell})"
+            record(AuditAction.RUN_LAUNCH_ASKED, message, actor=sweep.created_by, run=run)
             transaction.on_commit(partial(preflight_run.delay, run.pk))
             started.append(run.run_id)
     return started

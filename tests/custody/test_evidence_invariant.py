@@ -245,6 +245,14 @@ def test_a_stale_request_says_so_and_its_requester_cancels_it(client, alice, bob
     client.force_login(alice)
     queue = client.get(reverse("approval-queue")).content.decode()
     assert f'id="request-{custody.pk}"' in queue and "Not approvable now" in queue
+    # The request's page says the same as the queue: the check as it stands now, failing, and no live
+    # Approve button beside it (it once showed the filing's green ✓ and an Approve button under "Not
+    # approvable now").
+    page = client.get(custody.get_absolute_url()).content.decode()
+    assert "Not approvable now" in page and 'id="check-now"' in page and 'id="approve-withheld"' in page
+    assert 'id="approve"' not in page and 'id="reject"' in page
+    now = page.split('id="check-now"', 1)[1].split("</ul>", 1)[0]
+    assert 'class="lost"' in now
     client.force_login(bob)
     assert "Not approvable now" in client.get(custody.get_absolute_url()).content.decode()
     client.force_login(alice)

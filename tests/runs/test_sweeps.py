@@ -130,6 +130,11 @@ def test_a_cpu_sweep_runs_its_cells_on_cpu_slots_and_a_gpu_sweep_on_gpus(bob, ma
     started = cpu.cells.filter(state=RunState.PREFLIGHT)
     assert started.count() == 2 and all(cell.gpus == [] for cell in started)
     assert "starts on CPU slot" in started.first().events.filter(kind="state").last().message
+    # Each cell started is a launch asked in the audit log, as a single run's is (a sweep of six wrote none).
+    from core.models import AuditEntry
+
+    asked = AuditEntry.objects.filter(action="run.launch_asked", run__in=started)
+    assert asked.count() == 2 and {entry.actor for entry in asked} == {bob}
     gpu = do_create_sweep(make_run(gpus=[0]), "gpu", [{"lr": n} for n in range(3)], [instance], 2, True, actor=bob)
     do_advance_sweep(gpu.pk)
     assert sorted(cell.gpus for cell in gpu.cells.filter(state=RunState.PREFLIGHT)) == [[0], [1]]

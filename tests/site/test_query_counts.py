@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 28,  # and the rents in flight
+    "dashboard": 29,  # and the rents in flight, the teardowns that need a person
     "history": 10,
     "project": 13,  # the cost envelope: boxes and their states, resources, orphan drift, live runs, its history
     "run": 8,
@@ -34,7 +34,7 @@ PINNED = {
     # A release-clock platform: what the shutdown would take, for every export; and its waste alarms.
     "instance_autodl": 24,
     "sweep": 7,
-    "approvals": 14,  # and the rents waiting
+    "approvals": 15,  # and the rents waiting, the teardowns that need a person
     "audit": 3,
     "compare": 4,
     "rentals": 4,
