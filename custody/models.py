@@ -197,6 +197,10 @@ class TeardownRequest(models.Model):
     redriven_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A filed request's proofs: when a task began gathering them, and how long they took on this box
+    # (what the next request's deadline on the same box follows).
+    proof_started_at = models.DateTimeField(null=True, blank=True)
+    proof_seconds = models.FloatField(null=True, blank=True)
     provider_answer = models.JSONField(default=dict, blank=True)
     failure = models.TextField(blank=True)
     attested_by = models.ForeignKey(

@@ -1,7 +1,11 @@
 """Celery wrappers for custody and teardown work."""
 
+import time
+
 from celery import shared_task
 from django.conf import settings
+from django.db import DatabaseError
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from custody import execution, teardown
 from custody.models import CustodyRecord, CustodyStatus
@@ -35,20 +39,35 @@ def execute_teardown(self, request_id: int) -> str:
         raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None
 
 
+# Gathering proofs changes nothing on the box and settling checks the request's state under its lock: a
+# database or broker error retries the task instead of acking it (a killed connection, a Redis restart);
+# what no retry reaches, the reconciler re-drives at the request's deadline.
+TRANSIENT = {
+    "autoretry_for": (DatabaseError, KombuOperationalError),
+    "retry_backoff": 2,
+    "retry_backoff_max": 30,
+    "max_retries": 8,
+}
+
+
 @shared_task(
-    acks_late=True, soft_time_limit=settings.TEARDOWN_PROOF_SECONDS - 30, time_limit=settings.TEARDOWN_PROOF_SECONDS
+    acks_late=True,
+    soft_time_limit=settings.TEARDOWN_PROOF_SECONDS - 30,
+    time_limit=settings.TEARDOWN_PROOF_SECONDS,
+    **TRANSIENT,
 )
 def prove_teardown(request_id: int) -> str:
     """A filed request's deep proofs, gathered here outside any transaction (a slow box holds no lock
     and no web worker), then judged under the lock."""
     from custody import checks
-    from custody.models import TeardownRequest, TeardownStatus
+    from custody.models import TeardownRequest
 
-    request = TeardownRequest.objects.select_related("instance__project", "run", "resource").filter(pk=request_id)
-    request = request.first()
-    if request is None or request.status != TeardownStatus.CHECKING:
+    if not teardown.do_start_proofs(request_id):
         return "nothing to do"  # settled already (a redelivery), or cancelled
-    return teardown.do_settle_teardown_proofs(request.pk, checks.checks_for(request)).status
+    request = TeardownRequest.objects.select_related("instance__project", "run", "resource").get(pk=request_id)
+    began = time.monotonic()
+    proofs = checks.checks_for(request)
+    return teardown.do_settle_teardown_proofs(request.pk, proofs, time.monotonic() - began).status
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)

@@ -120,7 +120,8 @@ def do_file_teardown(instance_pk, kind, reason, run=None, location="", retire_ho
         refusal = checks.refusal(fresh)
         if not refusal:
             request.status = TeardownStatus.CHECKING
-            request.expires_at = timezone.now() + timedelta(seconds=settings.TEARDOWN_PROOF_SECONDS)
+            # Until a task starts on its proofs: a lost enqueue is re-driven within a minute, not an hour.
+            request.expires_at = timezone.now() + timedelta(seconds=settings.TEARDOWN_PROOF_START_SECONDS)
             request.check_at_request = fresh  # the database's part, until the box's proofs arrive
             request.save()
             message = f"{request.get_kind_display()} of {request.target} filed ({request.level}): checking the box"
@@ -132,7 +133,32 @@ def do_file_teardown(instance_pk, kind, reason, run=None, location="", retire_ho
     return request
 
 
-def do_settle_teardown_proofs(request_pk, proofs: dict) -> TeardownRequest:
+def proof_budget(instance_id) -> float:
+    """How long a started proof may take on this box: its last proofs' time with a margin (the mirror's
+    worst case only on a box never proved), so a lost proof task is re-driven in minutes."""
+    taken = TeardownRequest.objects.filter(instance_id=instance_id, proof_seconds__isnull=False)
+    recent = list(taken.order_by("-id").values_list("proof_seconds", flat=True)[:5])
+    if not recent:
+        return float(settings.TEARDOWN_PROOF_SECONDS)
+    budget = max(recent) * settings.TEARDOWN_PROOF_MARGIN
+    return min(max(budget, settings.TEARDOWN_PROOF_MIN_SECONDS), settings.TEARDOWN_PROOF_SECONDS)
+
+
+def do_start_proofs(request_pk) -> bool:
+    """A proof task begins: its deadline becomes what a proof on this box takes. False when the request
+    no longer waits on proofs (settled by another delivery, cancelled)."""
+    with transaction.atomic(durable=True):
+        request = _locked(request_pk)
+        if request.status != TeardownStatus.CHECKING:
+            return False
+        now = timezone.now()
+        request.proof_started_at = now
+        request.expires_at = now + timedelta(seconds=proof_budget(request.instance_id))
+        request.save(update_fields=["proof_started_at", "expires_at"])
+    return True
+
+
+def do_settle_teardown_proofs(request_pk, proofs: dict, seconds: float | None = None) -> TeardownRequest:
     """The task's proofs, judged under the lock beside a fresh look at the database: the request goes on
     to its approver (or straight to execution at L2), or is refused saying what failed. A request no
     longer checking (cancelled, settled by a redelivered task) is left as it is."""
@@ -140,6 +166,9 @@ def do_settle_teardown_proofs(request_pk, proofs: dict) -> TeardownRequest:
         request = _locked(request_pk)
         if request.status != TeardownStatus.CHECKING:
             return request
+        if seconds is not None:
+            request.proof_seconds = seconds
+            request.save(update_fields=["proof_seconds"])
         fresh = checks.checks_for(request, deep=False)
         refusal = "; ".join(why for why in (checks.refusal(proofs), checks.refusal(fresh)) if why)
         if refusal:
@@ -170,14 +199,15 @@ def do_redrive_checking(now=None) -> list[int]:
             request = _locked(pk)
             if request.status != TeardownStatus.CHECKING or request.expires_at > now:
                 continue
+            lost = "its proof task never started" if request.proof_started_at is None else "its proofs were not in"
             if request.redrives >= 1:
-                limit = settings.TEARDOWN_PROOF_SECONDS
-                _refuse(request, f"the box's proofs were not gathered within {limit} s, twice: ask again")
+                _refuse(request, f"the box's proofs were not gathered twice ({lost}): ask again")
                 continue
             request.redrives += 1
-            request.expires_at = now + timedelta(seconds=settings.TEARDOWN_PROOF_SECONDS)
-            request.save(update_fields=["redrives", "expires_at"])
-            audit("redriven", f"Request #{request.pk}: its proofs were not in: gathered again", None, request)
+            request.proof_started_at = None
+            request.expires_at = now + timedelta(seconds=settings.TEARDOWN_PROOF_START_SECONDS)
+            request.save(update_fields=["redrives", "expires_at", "proof_started_at"])
+            audit("redriven", f"Request #{request.pk}: {lost}: gathered again", None, request)
             _enqueue_proofs(request.pk)
             redriven.append(pk)
     return redriven

@@ -178,6 +178,12 @@ TEARDOWN_MAX_REDRIVES = env.envint("TEARDOWN_MAX_REDRIVES", 3)
 # A filed request's deep proofs (the idle scan, re-hashing copies where they live) are gathered by a task:
 # it stops after this long, and a request still checking then is proved once more, then refused.
 TEARDOWN_PROOF_SECONDS = env.envint("TEARDOWN_PROOF_SECONDS", CUSTODY_MIRROR_TIMEOUT + 300)
+# The proof task must start within this (else its enqueue was lost: a broker outage) and is re-driven;
+# once started, a box's proofs have its last proofs' time × TEARDOWN_PROOF_MARGIN (at least
+# TEARDOWN_PROOF_MIN_SECONDS; TEARDOWN_PROOF_SECONDS on a box never proved) before they are re-driven.
+TEARDOWN_PROOF_START_SECONDS = env.envint("TEARDOWN_PROOF_START_SECONDS", 60)
+TEARDOWN_PROOF_MARGIN = env.envfloat("TEARDOWN_PROOF_MARGIN", 3.0)
+TEARDOWN_PROOF_MIN_SECONDS = env.envint("TEARDOWN_PROOF_MIN_SECONDS", 120)
 if TEARDOWN_PROOF_SECONDS < 60:
     raise ImproperlyConfigured("TEARDOWN_PROOF_SECONDS must leave a box at least a minute to answer")
 if TEARDOWN_EXECUTION_LEASE <= TEARDOWN_EXECUTION_TIME_LIMIT:

@@ -22,10 +22,11 @@ from tests.sshd import free_port
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def with_the_broker_down(code: str) -> subprocess.CompletedProcess:
-    """code, run in a Django process whose broker (and cache) is a port nothing listens on."""
+def with_the_broker_down(code: str, **settings_env: str) -> subprocess.CompletedProcess:
+    """code, run in a Django process whose broker (and cache) is a port nothing listens on; settings_env:
+    settings the process reads from its environment."""
     dead = f"redis://127.0.0.1:{free_port()}/0"
-    env = subprocess_env(DATABASE_URL=database_url(), REDIS_URL=dead)
+    env = subprocess_env(DATABASE_URL=database_url(), REDIS_URL=dead, **settings_env)
     script = "import django; django.setup()\nfrom django.contrib.auth import get_user_model\n" + code
     return subprocess.run(
         [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=180
