@@ -27,6 +27,8 @@ def audit(action: str, message: str, actor=None, request=None, instance=None, **
         facts = {"request": request.pk, "kind": request.kind, "level": request.level, "instance": instance.name}
         who = f" by {actor.get_username()}" if actor else ""
         text = f"{instance.name}: {message}{who}"
+        if action == "needs_attention":  # an approver settles it: told whatever they chose
+            facts.update(awaits_approval=True, asked_by=None)
         if action == "requested" and request.status == "pending":  # its approvers are told, never its asker
             facts.update(
                 awaits_approval=True,

@@ -12,7 +12,7 @@ from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from custody.removal import remove_copy
 from profiles.node.client import transport_for
 from profiles.node.transport import TransportError, Unreachable
-from profiles.providers.apis import GONE
+from profiles.providers.apis import GONE, UNKNOWN
 from profiles.providers.calls import (
     NeedsAttestation,
     ProviderError,
@@ -50,18 +50,39 @@ def _offline(instance) -> bool:
     return _poll(down, 2)
 
 
+def gone_confirm_seconds(profile_key: str) -> float:
+    return settings.TEARDOWN_GONE_CONFIRM_BY_PROVIDER.get(profile_key, settings.TEARDOWN_GONE_CONFIRM_SECONDS)
+
+
 def _still_listed(instance) -> str | None:
     """Poll the provider until it says the box is gone (404, destroyed, terminated; vast.ai's
-    `instances: null`), up to TEARDOWN_OFFLINE_WAIT: None when gone, else the state it last reported.
-    A 200 to a DELETE is not gone: RunPod and vast.ai destroy eventually, Lambda can leave a box in
-    Alert."""
+    `instances: null`) on two reads some seconds apart, up to TEARDOWN_OFFLINE_WAIT: None when gone,
+    else the state it last reported. A 200 to a DELETE is not gone: RunPod and vast.ai destroy
+    eventually, Lambda can leave a box in Alert; and one 404 is not gone either (a provider answered
+    404 once and listed the pod again)."""
     states = []
 
     def gone() -> bool:
         states.append(provider_state(instance))
+        if states[-1] != GONE:
+            return False
+        time.sleep(gone_confirm_seconds(instance.profile_key))
+        states.append(provider_state(instance))
         return states[-1] == GONE
 
     return None if _poll(gone, settings.TEARDOWN_GONE_POLL_SECONDS) else states[-1]
+
+
+def recheck_release(request_id: int) -> str:
+    """A release done by API, read again soon after: still gone, or listed again (still billing)."""
+    request = TeardownRequest.objects.select_related("instance").filter(pk=request_id).first()
+    if request is None or request.status != TeardownStatus.DONE or request.kind != TeardownKind.RELEASE:
+        return "nothing to do"
+    state = provider_state(request.instance)
+    if state in (GONE, UNKNOWN):
+        return "gone" if state == GONE else "unknown"  # unknown: the provider reconciliation reads it again
+    teardown.do_reopen_release(request.pk, state)
+    return "still billing"
 
 
 def _finish_attested(request_id: int) -> bool:

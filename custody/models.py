@@ -126,7 +126,8 @@ TEARDOWN_TRANSITIONS = Transitions(
         TeardownStatus.REJECTED: set(),
         TeardownStatus.REFUSED: set(),
         TeardownStatus.EXPIRED: set(),
-        TeardownStatus.DONE: set(),
+        # A release done by API whose box the provider lists again soon after: still billing, for a person.
+        TeardownStatus.DONE: {TeardownStatus.NEEDS_ATTENTION},
         TeardownStatus.CANCELLED: set(),
     },
     "A teardown request",

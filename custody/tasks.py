@@ -70,6 +70,11 @@ def prove_teardown(request_id: int) -> str:
     return teardown.do_settle_teardown_proofs(request.pk, proofs, time.monotonic() - began).status
 
 
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150, **TRANSIENT)
+def recheck_release(request_id: int) -> str:
+    return execution.recheck_release(request_id)
+
+
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def expire_teardown_requests() -> int:
     return teardown.do_expire_requests()

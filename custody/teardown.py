@@ -30,6 +30,7 @@ from custody.models import (
     TeardownStatus,
 )
 from profiles.models import Instance, InstanceState
+from profiles.providers.calls import by_api
 from projects.models import Project
 from projects.roles import require
 from runs.models import RunState
@@ -465,7 +466,16 @@ def do_finish_execution(
         instance = request.instance
         if target and instance.state != target and target in INSTANCE_TRANSITIONS[instance.state]:
             change_state_locked(instance, target, reason, actor=None)
+        if request.kind == TeardownKind.RELEASE and by_api(instance, request.kind):
+            _enqueue_recheck(request.pk)  # one 404 is not gone: read it again soon
     return request
+
+
+def _enqueue_recheck(request_id: int) -> None:
+    from custody.tasks import recheck_release
+
+    countdown = settings.TEARDOWN_RELEASE_RECHECK_SECONDS
+    transaction.on_commit(partial(recheck_release.apply_async, (request_id,), countdown=countdown))
 
 
 def _apply_effects(request) -> None:
@@ -540,6 +550,30 @@ def do_record_provider_status(request_pk, status: dict) -> None:
         request.provider_answer = {**request.provider_answer, "status_when_interrupted": status}
         request.save(update_fields=["provider_answer"])
         audit("provider_status", f"Provider says: {status.get('status')}", None, request, status=status)
+
+
+def do_reopen_release(request_pk, state: str) -> TeardownRequest:
+    """A release done by API whose box the provider lists again (read soon after): re-opened as still
+    billing for a person, the box no longer called released, its approvers told. The copies it wiped
+    stay counted as gone (the least-surviving reading)."""
+    from profiles.actions import change_state_locked
+
+    with transaction.atomic(durable=True):
+        request = _locked(request_pk)
+        if request.status != TeardownStatus.DONE or request.kind != TeardownKind.RELEASE:
+            return request
+        _move(request, TeardownStatus.NEEDS_ATTENTION)
+        name = request.instance.profile.name
+        request.failure = (
+            f"Still billing: {name} lists the box again ({state}) after its release was done. "
+            "Check the console: settle it as done only once the provider no longer lists it, or retry."
+        )
+        request.save(update_fields=["status", "failure"])
+        audit("needs_attention", request.failure, None, request)
+        instance = request.instance
+        if instance.state == InstanceState.RELEASED:
+            change_state_locked(instance, InstanceState.UNKNOWN, f"release #{request.pk} listed again", actor=None)
+    return request
 
 
 def do_need_person(request_pk, answer: dict, reason: str) -> TeardownRequest:

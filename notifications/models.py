@@ -38,7 +38,7 @@ class Event(models.TextChoices):
 # A member who never chose is told of what destroys data or money; everything else is opt-in.
 DEFAULT_EVENTS = [Event.CLOCK, Event.DRIFT, Event.TEARDOWN_FAILED, Event.BUDGET, Event.WASTE]
 # What waits for an approver: its approvers are told whatever they chose (the one path approvers hear on).
-DECIDED_BY_APPROVERS = {Event.TEARDOWN_REQUESTED, Event.SPEND, Event.RENT}
+DECIDED_BY_APPROVERS = {Event.TEARDOWN_REQUESTED, Event.SPEND, Event.RENT, Event.TEARDOWN_FAILED}
 
 
 class NotifyVariableQuerySet(models.QuerySet):

@@ -165,6 +165,15 @@ RENT_BOOT_SECONDS = env.envint("RENT_BOOT_SECONDS", 900)
 RENT_POLL_SECONDS = env.envfloat("RENT_POLL_SECONDS", 10.0)
 TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline, or gone
 TEARDOWN_GONE_POLL_SECONDS = env.envfloat("TEARDOWN_GONE_POLL_SECONDS", 2)  # how often a release asks the provider
+# Gone means gone on two reads this far apart (a provider's 404 once, then the pod listed again), per
+# provider: TEARDOWN_GONE_CONFIRM_SECONDS_RUNPOD, …_VASTAI, …_LAMBDA, …_PAPERSPACE.
+TEARDOWN_GONE_CONFIRM_SECONDS = env.envfloat("TEARDOWN_GONE_CONFIRM_SECONDS", 10)
+TEARDOWN_GONE_CONFIRM_BY_PROVIDER = {
+    key: env.envfloat(f"TEARDOWN_GONE_CONFIRM_SECONDS_{key.upper()}", TEARDOWN_GONE_CONFIRM_SECONDS)
+    for key in ("runpod", "vastai", "lambda", "paperspace")
+}
+# A release done by API is read again this long after: a box listed again re-opens it as still billing.
+TEARDOWN_RELEASE_RECHECK_SECONDS = env.envint("TEARDOWN_RELEASE_RECHECK_SECONDS", 30)
 # The hard limit of one execution (provider call + offline check), and the lease after which an
 # execution whose worker vanished goes to "needs a person": always longer than the limit.
 TEARDOWN_EXECUTION_TIME_LIMIT = env.envint("TEARDOWN_EXECUTION_TIME_LIMIT", 660)

@@ -62,6 +62,9 @@ class RunPod:
 
     def act(self, stub, verb, target, body):
         _no_body(body)
+        if verb == "status" and stub.state_of(target) != GONE and stub.flicker.get(target):
+            stub.flicker[target] -= 1  # one "not found" for a pod it still has and bills
+            raise Refused(404, {"error": "pod not found", "status": 404})
         if verb == "status" and stub.state_of(target) == GONE and stub.linger.get(target):
             stub.linger[target] -= 1  # eventually consistent: the terminated pod still reads as running
             return 200, {"id": target, "desiredStatus": "RUNNING"}
@@ -233,6 +236,7 @@ class ProviderStub:
         self.owner: dict[str, str] = {}  # target → the provider that has it (what "list" answers)
         self.lies: set[str] = set()  # targets whose release answers 200 and changes nothing
         self.linger: dict[str, int] = {}  # target → status reads that still show it after its release
+        self.flicker: dict[str, int] = {}  # target → status reads that answer 404 though it still has it
         self.alert: set[str] = set()  # Lambda targets whose terminate leaves them in "alert"
         self.endpoints: dict[str, tuple] = {}  # target → (host, SSH port) its listing names
         self.ends: dict[str, object] = {}  # target → the end of its rental its listing names (vast.ai)
@@ -535,6 +539,7 @@ class ProviderStub:
                 self.owner,
                 self.lies,
                 self.linger,
+                self.flicker,
                 self.alert,
                 self.endpoints,
                 self.names,
