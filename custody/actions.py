@@ -13,6 +13,7 @@ from custody.models import Artifact, CustodyRecord, CustodyStatus
 from runs import rollups
 from runs.actions.base import locked_run, record_run_event
 from runs.live import push_run_update
+from runs.masking import mask_tree, values_for
 from runs.models import RunState
 
 
@@ -117,6 +118,8 @@ def do_finish_verification(record_id: int, evidence: dict | None, failure: str =
         if record.status not in (CustodyStatus.PULLING, CustodyStatus.VERIFYING):
             return record  # already closed (interrupted and superseded): a late finisher changes nothing
         first_verified = not record.run.custody_records.filter(status=CustodyStatus.VERIFIED).exists()
+        values = values_for(record.run)  # what run.json and metrics say is kept masked, like its log
+        evidence, failure = mask_tree(evidence, values), mask_tree(failure, values)
         if evidence is not None:
             failure = failure or "; ".join(evidence["failures"])
             record.evidence = {key: evidence[key] for key in EVIDENCE_KEYS if key in evidence}

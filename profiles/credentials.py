@@ -168,6 +168,13 @@ def _value(credential) -> str:
     return os.environ.get(ENV_REFERENCE.fullmatch(credential.reference.strip()).group(1), "")
 
 
+def secret_value_of(credential) -> str:
+    """A run secret's value as this worker reads it, whatever its grants ("" when unset): for masking
+    what a run sends back, never for giving it to a run (run_secret_values checks the grants)."""
+    match = ENV_REFERENCE.fullmatch(credential.reference.strip())
+    return os.environ.get(match.group(1), "") if match else ""
+
+
 def _problems(credentials: list, project) -> list[str]:
     problems = grant_problems(credentials, project)
     for credential in credentials if not problems else []:

@@ -31,6 +31,7 @@ from django.conf import settings
 from profiles.node.protocol import follow_event
 from profiles.node.transport import TransportError
 from runs.live import push_run_update
+from runs.masking import mask_text, values_for
 from runs.signals import beyond, strip_ansi
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Push:
         self.following: tuple = ()
         self.sent: dict[tuple[str, int], int] = {}  # (run_id, attempt) -> the log's end already on the pages
         self.finished: set[tuple[str, int]] = set()  # attempts that finished writing (no stream for them)
+        self.masking: dict[tuple[int, int], list[str]] = {}  # (run pk, attempt) -> its secret values
         self.failures = 0
         self.retry_at = 0.0
         self.wake = threading.Event()  # an attempt finished writing: the watcher probes now
@@ -197,11 +199,19 @@ class Push:
         already = self.until(run) or 0
         if event["end"] <= already:
             return
-        lines = strip_ansi(beyond(event["text"], event["start"], already)).splitlines()[-MAX_PUSHED_LINES:]
+        text = mask_text(strip_ansi(beyond(event["text"], event["start"], already)), self._mask_values(run))
+        lines = text.splitlines()[-MAX_PUSHED_LINES:]
         if lines:
             payload = {"type": "log", "lines": lines, "attempt": run.attempt, "end": event["end"]}
             push_run_update(run.run_id, payload)
         self.sent_to(run, event["end"])
+
+    def _mask_values(self, run) -> list[str]:
+        """The run's secret values, read once per run and attempt of this stream (runs.masking)."""
+        key = (run.pk, run.attempt)
+        if key not in self.masking:
+            self.masking[key] = values_for(run)
+        return self.masking[key]
 
     def _broke(self, exc) -> None:
         """Under `lock`: drop the stream; reopen after a jittered, bounded back-off (no handshake

@@ -10,6 +10,7 @@ from runs.actions.base import lock_run, move_run, push_update, release_gpus, run
 from runs.actions.checkpoints import apply_boot_relaunches, apply_mirror
 from runs.actions.lifecycle import relaunch_run
 from runs.actions.spending import ask_again_when_overrunning, spend_gate
+from runs.masking import mask_tree, values_for
 from runs.models import (
     Run,
     RunState,
@@ -84,6 +85,7 @@ def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: in
         # too, in the one lock order, taken before the run's row; any other probe locks the run alone.
         changes = _changes_state(status)
         run = lock_run(run_pk, run_only=not changes)
+        status = mask_tree(status, values_for(run))  # before anything of it is kept, shown or judged
         seen = observe(Snapshot.of(run), status, thresholds)
         if not seen.applies:
             return run, False

@@ -182,3 +182,57 @@ def test_a_revoked_grant_stops_the_next_launch(bob, make_run, source, canary, ce
     message = run.events.filter(to_state="failed_launch").get().message
     assert canary.name in message and "not granted" in message
     assert RUN_SECRET_VALUE not in json.dumps(list(run.events.values_list("message", "data")))
+
+
+# The child writes the value past the masker on its stdout: appended to its attempt's own log.txt, and
+# as a train.csv column name. Both reached runs_logchunk, runs_run, the pages and the box's log.txt.
+WRITES_ITSELF = """
+def leak_past_the_masker():
+    token = os.environ.get("CANARY_TOKEN", "")
+    active = os.path.dirname(os.environ["REMOTEGPU_CHECKPOINT_DIR"])
+    attempt = os.path.join(active, "attempt-" + os.environ["REMOTEGPU_ATTEMPT"])
+    with open(os.path.join(attempt, "log.txt"), "a") as log:
+        log.write("appended=" + token + "\\n")
+
+
+def train(config, config_path, smoke):
+    if not smoke:
+        leak_past_the_masker()
+"""
+
+
+def test_a_secret_the_child_writes_itself_is_masked_on_the_way_in(
+    bob, client, make_run, source, node, canary, celery_worker_process
+):
+    edit_train(source, "def train(config, config_path, smoke):\n", WRITES_ITSELF)
+    edit_train(
+        source,
+        "fieldnames=list(rows[0])",
+        'fieldnames=list(rows[0]) + ["col_" + os.environ.get("CANARY_TOKEN", "")]',
+    )
+    set_config(source, epochs=2)
+    run = make_run(secrets=[canary.name])
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, {RunState.EXPORTED, *SETTLED} - {RunState.RUNNING}, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (
+        list(run.events.values_list("message", flat=True)),
+        run.smoke_output[-2000:],
+    )
+
+    log = lines_of(run)
+    assert "appended=" in log and RUN_SECRET_VALUE not in log
+    assert "col_[secret masked]" in json.dumps(run.last_status)
+    assert RUN_SECRET_VALUE not in json.dumps([run.last_status, run.curve, run.last_metrics])
+    client.force_login(bob)
+    for url in (run.get_absolute_url(), f"/runs/{run.run_id}/live.json", f"/runs/{run.run_id}/log/"):
+        assert RUN_SECRET_VALUE not in client.get(url).content.decode(), url
+    assert RUN_SECRET_VALUE not in json.dumps(client.get(f"/api/runs/{run.run_id}/log/").json())
+    assert RUN_SECRET_VALUE.encode() not in database_dump()
+    # The box's own log after the attempt: masked in place by the wrapper (its export's train.csv is the
+    # run's own output and keeps what the child wrote).
+    attempt_log = next(node.root.glob(f"active/{run.run_id}/attempt-*/log.txt"), None) or next(
+        node.root.glob(f"quarantine/{run.run_id}--*/log.txt"), None
+    )
+    assert attempt_log is not None, sorted(str(p) for p in node.root.rglob("log.txt"))
+    text = attempt_log.read_text(errors="replace")
+    assert RUN_SECRET_VALUE not in text and "appended=*" in text

@@ -16,7 +16,7 @@ from .environment import argv_in_environment, boot_identity
 from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
 from .hooks import drop_proxy_from_wrapper, hook_env, make_cache
-from .run_secrets import pump_masked, remove_secrets, take_secrets
+from .run_secrets import pump_masked, remask_in_place, remove_secrets, take_secrets
 from .stop import on_sigterm, preempted_reason, stop_reason
 
 
@@ -86,7 +86,8 @@ def cmd_run(spec):
         except OSError as exc:
             log.write((f"cannot start the command: {exc}\n").encode())
             child = None
-        secrets = None  # the child has them; this process needs them no longer
+        # The child has them; this process keeps them only to mask its log once more at the end.
+        mask_values, secrets = list((secrets or {}).values()), None
         atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")
         # A SIGTERM to the wrapper is passed on (then SIGKILL after the grace), so the exit marker is
         # still written; a person's stop (cmd_stop) is a SIGTERM with its marker, any other a preemption.
@@ -95,6 +96,9 @@ def cmd_run(spec):
         disk.exited()  # before anything of ours is removed or copied
         if pump is not None:
             pump.join(timeout=30)  # the rest of the child's output, masked, before the exit marker
+    # What the child wrote into log.txt itself (past the masker on its stdout): masked in place.
+    remask_in_place(log_path, mask_values)
+    mask_values = None
     remove_secrets(spec)
     if code < 0:
         code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
