@@ -80,6 +80,14 @@ class Verdict:
         return "; ".join([head, *self.notes])
 
 
+def export_tier(run) -> dict:
+    """The tier the export's copy on the box is on, as the run's preflight measured its data root's mount
+    (a tier that is a disk of its own counts only where the root measured on that disk)."""
+    instance = run.instance
+    mounts = (run.preflight_report or {}).get("mounts")
+    return instance.profile.measured_tier(instance.data_root, mounts, instance.data_tier)
+
+
 def latest_verified(run) -> CustodyRecord | None:
     if hasattr(run, "verified_records"):  # prefetched by custody.facts.verified_first
         return run.verified_records[0] if run.verified_records else None
@@ -98,7 +106,7 @@ def copies_of(run) -> list[Copy]:
             EvidenceLocation.NODE,
             export,
             instance.pk,
-            instance.data_tier_info,
+            export_tier(run),
             how,
             _gone(run.export_deleted_at),
         )

@@ -65,24 +65,11 @@ def _mirror(node, record, warnings: list) -> None:
         warnings.append(f"no durable mirror on the node: {exc}")
         return
     tier, mount = node.instance.mirror_tier_info, answer["mount"]
-    problem = mount_problem({**tier, "path": resolve_home(str(tier.get("path") or ""), node.home)}, mount)
+    problem = catalog.mount_problem({**tier, "path": resolve_home(str(tier.get("path") or ""), node.home)}, mount)
     if problem:
         warnings.append(f"the mirror at {target} does not count as durable: {problem}")
         return
     actions.do_record_mirror(record.pk, target, True, tier["name"], mount)
-
-
-def mount_problem(tier: dict, mount: dict) -> str | None:
-    """Why a measured mount is not on tier: the tier's disk is mounted at or below its path."""
-    point, path = str(mount.get("mountpoint") or ""), str(tier.get("path") or "")
-    if not point or not path:
-        return f"its disk cannot be matched to the {tier.get('name', 'unknown')} tier"
-    if not catalog.contains(path, point):
-        return (
-            f"it is on {mount.get('fstype')} mounted at {point} (device {mount.get('device')}), "
-            f"not on the {tier['name']} tier at {path}"
-        )
-    return None
 
 
 def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict, bytes | None]:

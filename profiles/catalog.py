@@ -99,6 +99,16 @@ class Profile:
         candidates = [tier for tier in matches if len(tier["path"].rstrip("/")) == longest]
         return min(candidates, key=lambda tier: sum(tier["survives"][verb] is not False for verb in VERBS))
 
+    def measured_tier(self, path: str, mounts, declared: str = "") -> dict:
+        """The tier a data root is on, as the box measured it (a preflight's `mounts`: the data root's
+        mount, and the declared tier's). A tier that is a disk of its own (`mount`) counts only where it
+        was measured so: the data root on the tier's mount, or, declared, on the same disk as the
+        declared tier's path, itself mounted there. Otherwise (a plain directory of the system disk
+        where the tier should be mounted, nothing measured) NOT_ON_ITS_MOUNT: lost by every consequence.
+        A tier that is no mount of its own is what its path says."""
+        tier = self.tier_of(path, declared)
+        return tier if tier.get("mount") is not True else on_its_mount(tier, mounts, bool(declared))
+
     def loses(self, tier: dict, consequence: str) -> bool:
         """Does a shutdown or release lose this tier, now or by a clock that the stop starts?"""
         survives = tier["survives"]
@@ -117,6 +127,38 @@ UNKNOWN_TIER = {
     "survives": dict.fromkeys(VERBS, False),
     "note": "Not on any tier the profile lists: assumed lost by every consequence.",
 }
+
+
+NOT_ON_ITS_MOUNT = {
+    "name": "the system disk",
+    "path": "",
+    "survives": dict.fromkeys(VERBS, False),
+    "note": "Where the {tier} should be mounted, the box measured a plain directory of another disk: assumed lost "
+    "by every consequence.",
+}
+
+
+def on_its_mount(tier: dict, mounts, declared: bool) -> dict:
+    """tier where the measured mounts put the data root on it, else NOT_ON_ITS_MOUNT (pure)."""
+    mounts = mounts if isinstance(mounts, dict) else {}
+    data, own = mounts.get("data"), mounts.get("declared_tier") if declared else mounts.get("data")
+    measured = isinstance(data, dict) and isinstance(own, dict)
+    if measured and data.get("device") == own.get("device") and mount_problem(tier, own) is None:
+        return tier
+    return {**NOT_ON_ITS_MOUNT, "note": NOT_ON_ITS_MOUNT["note"].format(tier=tier["name"])}
+
+
+def mount_problem(tier: dict, mount: dict) -> str | None:
+    """Why a measured mount is not on tier: the tier's disk is mounted at or below its path."""
+    point, path = str(mount.get("mountpoint") or ""), str(tier.get("path") or "")
+    if not point or not path:
+        return f"its disk cannot be matched to the {tier.get('name', 'unknown')} tier"
+    if not contains(path, point):
+        return (
+            f"it is on {mount.get('fstype')} mounted at {point} (device {mount.get('device')}), "
+            f"not on the {tier['name']} tier at {path}"
+        )
+    return None
 
 
 def contains(root: str, path: str) -> bool:

@@ -33,6 +33,8 @@ class MapOf:
 
 
 SURVIVES = {"stop": Optional(bool), "release": Optional(bool), "destroy": Optional(bool)}
+# Keys a profile may leave out (every other key is written out, even when null).
+OMITTABLE = {"mount"}
 VIA = Choice(("api", "ssh", "console", "none"))
 # verb: what a person chooses in the console for this consequence alone (a shutdown's verb never names
 # a release: the composite meter-stop verb once told an operator to "shut down, then release").
@@ -65,7 +67,11 @@ PROFILE_SCHEMA = {
         "durable_root": Optional(str),
         "inode_cap": Optional(int),
         "shared_fs": Optional({"path": str, "region_locked": bool, "note": str}),
-        "tiers": ListOf({"name": str, "path": str, "survives": SURVIVES, "note": str}, min_items=1),
+        # mount: the tier is a disk of its own mounted at its path; a data root there that measures on
+        # another mount (a plain directory of the system disk) is not on the tier.
+        "tiers": ListOf(
+            {"name": str, "path": str, "survives": SURVIVES, "note": str, "mount": Optional(bool)}, min_items=1
+        ),
     },
     "daemon": {
         "detach": Choice(("tmux", "nohup", "sbatch", "k8s-job", "onstart")),
@@ -135,6 +141,8 @@ def validate(value, spec, file: str, path: str = "") -> None:
         for key, inner in spec.items():
             child = f"{path}.{key}" if path else key
             if key not in value:
+                if isinstance(inner, Optional) and key in OMITTABLE:
+                    continue
                 raise ProfileError(file, child, "is missing")
             validate(value[key], inner, file, child)
         unknown = sorted(set(value) - set(spec))

@@ -276,10 +276,26 @@ class RunNode(NodeClient):
         return f"{self.layout.tools}/{wrapper_name()}"
 
     def prepare(self) -> None:
+        self.check_tier_root()
         layout = self.layout
         dirs = [layout.active, layout.tools, layout.quarantine_base, f"{layout.run_root}/export/.partial"]
         self.check(self.transport.run(["mkdir", "-p", *dirs], timeout=settings.SSH_COMMAND_TIMEOUT), "mkdir")
         self.install_wrapper(layout.tools)
+
+    def check_tier_root(self) -> None:
+        """A data root on a tier that is a disk of its own needs that disk there: its root is never
+        created (`mkdir -p` made /hy-netdisk a plain directory of the system disk, and a copy there
+        counted as surviving a release)."""
+        tier = self.instance.data_tier_info
+        if not tier.get("mount"):
+            return
+        root = resolve_home(tier["path"], self.home)
+        found = self.transport.stat(root)
+        if found is None or not found.is_dir:
+            raise NodeError(
+                f"The {tier['name']} ({root}) is not on this box, and a tier's root is never created (a copy "
+                "made there would sit on the system disk): mount it, or choose another data root on the box's page."
+            )
 
     def has_source(self) -> bool:
         """The run's src/ is on the node already (shipped by an earlier attempt)."""

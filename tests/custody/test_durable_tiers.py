@@ -15,7 +15,7 @@ import pytest
 from custody.models import TeardownKind
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_request_teardown
-from custody.verify import mount_problem
+from profiles.catalog import mount_problem
 from profiles.node.client import RunNode
 from profiles.node.protocol import NodeError
 from runs.models import RunState

@@ -1,0 +1,98 @@
+"""The export's copy on the box gets its tier from the disk the box measured, not from a path.
+
+`get_profile("gpushare").tier_of("/hy-netdisk")` said netdisk whatever the box had mounted there, and
+`RunNode.prepare` made the run root with `mkdir -p`, so on a Gpushare box not marked 内网存储 the copy on
+the system disk counted as surviving shutdown and release: deleting the custody copy, then a shutdown,
+lost the last verified copy. Real mounts here: a tmpfs where the tier should be, a plain directory, the
+mount gone between two runs; measured by the wrapper's own `mount_of`, as a preflight measures."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from custody.evidence import copies_of
+from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation
+from profiles.catalog import get_profile, on_its_mount
+from profiles.node.client import RunNode
+from profiles.node.protocol import NodeError
+from runs.models import RunState
+from tests import factories
+from tests.runs.conftest import load_wrapper
+
+WRAPPER = load_wrapper()
+GPUSHARE = get_profile("gpushare")
+NETDISK = GPUSHARE.tier_named("netdisk")
+
+
+def mount_tmpfs(path: Path) -> None:
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+
+
+def measured(root: Path) -> dict:
+    """What a preflight reports of a data root (its run root measured once prepare made it)."""
+    return {"data": WRAPPER.mount_of(str(root / "proj"))}
+
+
+def test_a_tier_counts_only_on_its_own_mount_and_not_once_the_mount_is_gone(tmp_path):
+    disk = tmp_path / "netdisk"
+    disk.mkdir()
+    tier = {**NETDISK, "path": str(disk)}  # the netdisk tier, its disk mounted here for the test
+    assert on_its_mount(tier, measured(disk), declared=False)["name"] == "the system disk"  # a plain directory
+    mount_tmpfs(disk)
+    try:
+        assert on_its_mount(tier, measured(disk), declared=False) == tier  # the mount present
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+    gone = on_its_mount(tier, measured(disk), declared=False)  # the mount gone between two runs
+    assert gone["name"] == "the system disk" and not any(gone["survives"].values())
+
+
+def test_nothing_measured_is_the_least_surviving_reading():
+    tier = GPUSHARE.measured_tier("/hy-netdisk", None)
+    assert tier["name"] == "the system disk" and GPUSHARE.loses(tier, "shutdown") and GPUSHARE.loses(tier, "release")
+    assert GPUSHARE.measured_tier("/root", None)["name"] == "system disk"  # no mount of its own: its path says
+
+
+@pytest.mark.skipif(Path("/hy-netdisk").exists(), reason="this machine has a /hy-netdisk of its own")
+@pytest.mark.django_db
+def test_the_copy_on_a_gpushare_box_without_its_netdisk_counts_as_lost_by_a_shutdown(alice, bob):
+    box = factories.box(factories.project(alice, bob), "gpushare")  # its data root: /hy-netdisk
+    mounts = {"data": WRAPPER.mount_of("/hy-netdisk/proj"), "declared_tier": None}  # not there: the root disk
+    run = factories.run(box, state=RunState.EXPORTED, preflight_report={"mounts": mounts})
+    CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now())
+    node = next(copy for copy in copies_of(run) if copy.location == EvidenceLocation.NODE)
+    assert node.tier["name"] == "the system disk"  # before: netdisk, surviving shutdown and release
+    assert GPUSHARE.loses(node.tier, "shutdown")
+
+
+@pytest.mark.skipif(Path("/hy-netdisk").exists(), reason="this machine has a /hy-netdisk of its own")
+@pytest.mark.django_db(transaction=True)
+def test_a_tier_root_is_never_created(instance, make_run, no_worker):
+    instance.profile_key, instance.data_root_override = "gpushare", ""
+    instance.save()
+    run = make_run()
+    with pytest.raises(NodeError, match=r"netdisk \(/hy-netdisk\) is not on this box"), RunNode(run) as node:
+        node.prepare()
+    assert not Path("/hy-netdisk").exists()  # before: mkdir -p made it a plain directory of the system disk
+
+
+@pytest.mark.django_db
+def test_a_gpushare_box_whose_netdisk_is_mounted_keeps_its_copy_there(alice, bob):
+    root = Path("/hy-netdisk")
+    if root.exists():
+        pytest.skip("this machine has a /hy-netdisk of its own")
+    root.mkdir()
+    try:
+        mount_tmpfs(root)
+        mounts = {"data": WRAPPER.mount_of("/hy-netdisk/proj")}
+        box = factories.box(factories.project(alice, bob), "gpushare")
+        run = factories.run(box, state=RunState.EXPORTED, preflight_report={"mounts": mounts})
+        node = next(copy for copy in copies_of(run) if copy.location == EvidenceLocation.NODE)
+        assert node.tier == NETDISK and not GPUSHARE.loses(node.tier, "release")
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False)
+        root.rmdir()
