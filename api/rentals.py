@@ -3,11 +3,13 @@ candidate asked; approving the spend and confirming the host key stay a person's
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from api.serializers import DocumentedModelSerializer, ErrorSerializer
 from api.views import NewestFirst
 from profiles.models import Credential
 from profiles.providers.offers import RENTABLE
@@ -17,17 +19,17 @@ from rentals.forms import RentalForm
 from rentals.models import Rental, RentalAttempt
 
 
-class AttemptSerializer(serializers.ModelSerializer):
+class AttemptSerializer(DocumentedModelSerializer):
     class Meta:
         model = RentalAttempt
         fields = ["provider", "outcome", "offer", "provider_id", "detail", "at"]
 
 
-class RentalSerializer(serializers.ModelSerializer):
+class RentalSerializer(DocumentedModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    approver = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    approver = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    instance = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     attempts = AttemptSerializer(many=True, read_only=True)
     host_key_seen = serializers.SerializerMethodField(help_text="The fingerprint waiting for a person, if any.")
 
@@ -94,6 +96,7 @@ def _pk(project, name: str) -> int | str:
 
 
 class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
     pagination_class = NewestFirst
 
     def get_queryset(self):
@@ -106,6 +109,7 @@ class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self):
         return RentalCreateSerializer if self.action == "create" else RentalSerializer
 
+    @extend_schema(request=RentalCreateSerializer, responses={201: RentalSerializer})
     def create(self, request, *args, **kwargs):
         typed = RentalCreateSerializer(data=request.data)
         typed.is_valid(raise_exception=True)
@@ -138,11 +142,13 @@ class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise ValidationError({"non_field_errors": exc.messages}) from None
         return Response(RentalSerializer(self.get_queryset().get(pk=rental.pk)).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(request=None, responses={403: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         self.get_object()  # 404 for what the user cannot see, before saying no
         raise PermissionDenied("Approving a rent's spend stays human: an approver decides on the rent's page.")
 
+    @extend_schema(request=None, responses={403: ErrorSerializer})
     @action(detail=True, methods=["post"])
     def confirm(self, request, pk=None):
         self.get_object()

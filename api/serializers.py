@@ -21,13 +21,26 @@ def seen(queryset, field: str, noun: str = "", **lookup):
     return found
 
 
-class ProjectSerializer(serializers.ModelSerializer):
+class DocumentedModelSerializer(serializers.ModelSerializer):
+    """A model serializer whose schema says what it answers: a read-only choice of a field that may be
+    blank keeps "" among its choices (DRF drops allow_blank from read-only fields, and the schema then
+    listed only the choices while the API answered "")."""
+
+    def include_extra_kwargs(self, kwargs, extra_kwargs):
+        blank = kwargs.get("allow_blank") and "choices" in kwargs
+        kwargs = super().include_extra_kwargs(kwargs, extra_kwargs)
+        if blank:
+            kwargs["allow_blank"] = True
+        return kwargs
+
+
+class ProjectSerializer(DocumentedModelSerializer):
     class Meta:
         model = Project
         fields = ["slug", "name", "description", "created"]
 
 
-class InstanceSerializer(serializers.ModelSerializer):
+class InstanceSerializer(DocumentedModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     address = serializers.CharField(read_only=True)
 
@@ -36,7 +49,7 @@ class InstanceSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "project", "profile_key", "address", "state", "gpu_description", "created"]
 
 
-class RunSerializer(serializers.ModelSerializer):
+class RunSerializer(DocumentedModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
@@ -168,13 +181,13 @@ class RunCreateSerializer(serializers.Serializer):
         return Run(**data)
 
 
-class EventSerializer(serializers.ModelSerializer):
+class EventSerializer(DocumentedModelSerializer):
     class Meta:
         model = RunEvent
         fields = ["id", "at", "kind", "message", "data"]
 
 
-class CustodySerializer(serializers.ModelSerializer):
+class CustodySerializer(DocumentedModelSerializer):
     run = serializers.SlugRelatedField(slug_field="run_id", read_only=True)
 
     class Meta:
@@ -203,11 +216,11 @@ class CustodySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class TeardownSerializer(serializers.ModelSerializer):
+class TeardownSerializer(DocumentedModelSerializer):
     instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
     requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    approver = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    run = serializers.SlugRelatedField(slug_field="run_id", read_only=True)
+    approver = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    run = serializers.SlugRelatedField(slug_field="run_id", read_only=True, allow_null=True)
 
     class Meta:
         model = TeardownRequest
@@ -254,7 +267,7 @@ class TeardownCreateSerializer(serializers.Serializer):
     retire_hold = serializers.BooleanField(default=False)
 
 
-class SweepSerializer(serializers.ModelSerializer):
+class SweepSerializer(DocumentedModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     base_run = serializers.SlugRelatedField(slug_field="run_id", read_only=True)
     cells = serializers.SerializerMethodField()
@@ -283,9 +296,9 @@ class SweepCreateSerializer(serializers.Serializer):
     independent = serializers.BooleanField(default=True)
 
 
-class DatasetSerializer(serializers.ModelSerializer):
+class DatasetSerializer(DocumentedModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    source_instance = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    source_instance = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
 
     class Meta:
         model = Dataset
@@ -323,3 +336,33 @@ class DatasetCreateSerializer(serializers.Serializer):
         boxes = Instance.objects.visible_to(user)
         data["source_instance"] = seen(boxes, "source_instance", "instance", name=name) if name else None
         return data
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every API error (api/errors.py)."""
+
+    error = serializers.CharField()
+    detail = serializers.JSONField()
+
+
+class EventsAnswerSerializer(serializers.Serializer):
+    state = serializers.CharField()
+    events = EventSerializer(many=True)
+
+
+class LogAnswerSerializer(serializers.Serializer):
+    run_id = serializers.CharField()
+    state = serializers.CharField()
+    attempt = serializers.IntegerField()
+    current_attempt = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    next_offset = serializers.IntegerField()
+    more = serializers.BooleanField()
+    text = serializers.CharField(allow_blank=True)
+
+
+class RunEditedSerializer(RunSerializer):
+    changed = serializers.ListField(child=serializers.CharField(), help_text="The fields the edit changed")
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "changed"]

@@ -3,6 +3,8 @@
 import json
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -14,6 +16,7 @@ from rest_framework.response import Response
 
 from api import serializers as s
 from console import history
+from console.history import CUSTODY_CHOICES
 from custody.actions import do_start_verification
 from custody.forms import TeardownRequestForm
 from custody.models import CustodyRecord, TeardownRequest
@@ -27,9 +30,24 @@ from runs import logs
 from runs.actions.lifecycle import do_create_run, do_edit_run, do_retry_run, do_start_preflight
 from runs.actions.stops import do_stop_run
 from runs.forms import SweepForm
-from runs.models import Run, Sweep
+from runs.models import Run, RunState, Sweep
 
 OPERATE = "projects.operate"
+
+
+# What the schema says each operation takes and answers (the errors: api/schema.py adds them to every one).
+NO_BODY = {"request": None}
+HUMAN_ONLY = {"request": None, "responses": {403: s.ErrorSerializer}}
+HISTORY_FILTERS = [
+    OpenApiParameter("project", str, description="A project's slug"),
+    OpenApiParameter("instance", str, description="A box's name"),
+    OpenApiParameter("platform", str, description="A platform profile's key, e.g. runpod"),
+    OpenApiParameter("state", str, enum=list(RunState.values), description="Runs in this state"),
+    OpenApiParameter("custody", str, enum=list(CUSTODY_CHOICES), description="Runs by what custody says of them"),
+    OpenApiParameter("since", OpenApiTypes.DATE, description="Created on or after this day"),
+    OpenApiParameter("until", OpenApiTypes.DATE, description="Created on or before this day"),
+    OpenApiParameter("q", str, description="Search run ids, titles, commands and configs"),
+]
 
 
 class NewestFirst(CursorPagination):
@@ -74,6 +92,7 @@ class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
+    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
     serializer_class = s.InstanceSerializer
 
     def get_queryset(self):
@@ -81,6 +100,7 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class DatasetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
     serializer_class = s.DatasetSerializer
 
     def get_queryset(self):
@@ -89,6 +109,7 @@ class DatasetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self):
         return s.DatasetCreateSerializer if self.action == "create" else s.DatasetSerializer
 
+    @extend_schema(request=s.DatasetCreateSerializer, responses={201: s.DatasetSerializer})
     def create(self, request, *args, **kwargs):
         require(request.user, OPERATE)
         typed = s.DatasetCreateSerializer(data=request.data, context={"user": request.user})
@@ -100,6 +121,7 @@ class DatasetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(s.DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(list=extend_schema(parameters=HISTORY_FILTERS))
 class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "run_id"
     pagination_class = NewestFirst
@@ -113,6 +135,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self):
         return s.RunCreateSerializer if self.action == "create" else s.RunSerializer
 
+    @extend_schema(request=s.RunCreateSerializer, responses={201: s.RunSerializer})
     def create(self, request, *args, **kwargs):
         require(request.user, OPERATE)
         typed = s.RunCreateSerializer(data=request.data, context={"user": request.user})
@@ -122,6 +145,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run = do_create_run(unsaved, actor=request.user)
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(**NO_BODY, responses={202: s.RunSerializer})
     @action(detail=True, methods=["post"])
     def launch(self, request, run_id=None):
         """Preflight → smoke → detached launch, as the page's button."""
@@ -132,6 +156,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(request=s.RunCreateSerializer(partial=True), responses={200: s.RunEditedSerializer})
     def partial_update(self, request, run_id=None):
         """Change a draft (or a failed preflight or smoke), as its Edit page: the fields given are checked
         with the rest of the run by the run form's rules; identities bound before are cleared."""
@@ -156,6 +181,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run.refresh_from_db()
         return Response({**s.RunSerializer(run).data, "changed": changed})
 
+    @extend_schema(**NO_BODY, responses={202: s.RunSerializer})
     @action(detail=True, methods=["post"])
     def stop(self, request, run_id=None):
         """Stop the running attempt, as the page's Stop button: SIGTERM, SIGKILL after the grace; the
@@ -166,6 +192,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run = do_stop_run(run.pk, actor=request.user)
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(**NO_BODY, responses={202: s.RunSerializer})
     @action(detail=True, methods=["post"])
     def retry(self, request, run_id=None):
         """Retry the identical config of a quarantined run or failed launch: it resumes from its checkpoint."""
@@ -176,6 +203,10 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(
+        responses={200: s.EventsAnswerSerializer},
+        parameters=[OpenApiParameter("after", int, description="Only events after this event id")],
+    )
     @action(detail=True, methods=["get"])
     def events(self, request, run_id=None):
         run = self.get_object()
@@ -183,6 +214,13 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         events = run.events.filter(pk__gt=after).order_by("id")[:500]
         return Response({"state": run.state, "events": s.EventSerializer(events, many=True).data})
 
+    @extend_schema(
+        responses={200: s.LogAnswerSerializer},
+        parameters=[
+            OpenApiParameter("attempt", int, description="Which attempt's log (its current one by default)"),
+            OpenApiParameter("offset", int, description="From this byte of the log"),
+        ],
+    )
     @action(detail=True, methods=["get"])
     def log(self, request, run_id=None):
         """The attempt's training log from byte `offset` on, as kept on the control host (`logs -f` polls this)."""
@@ -202,6 +240,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             }
         )
 
+    @extend_schema(**NO_BODY, responses={202: s.CustodySerializer})
     @action(detail=True, methods=["post"])
     def verify(self, request, run_id=None):
         no_body(request)
@@ -210,6 +249,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         record = do_start_verification(run.pk, actor=request.user)
         return Response(s.CustodySerializer(record).data, status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(responses={200: s.CustodySerializer})
     @action(detail=True, methods=["get"])
     def custody(self, request, run_id=None):
         record = self.get_object().custody_records.first()
@@ -219,6 +259,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
 
 class CustodyViewSet(viewsets.ReadOnlyModelViewSet):
+    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
     serializer_class = s.CustodySerializer
     pagination_class = NewestFirst
 
@@ -230,6 +271,7 @@ class CustodyViewSet(viewsets.ReadOnlyModelViewSet):
 class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Scripts may *request* a consequence; approving one is a person's act in the approval queue."""
 
+    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
     pagination_class = NewestFirst
 
     def get_queryset(self):
@@ -240,6 +282,7 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self):
         return s.TeardownCreateSerializer if self.action == "create" else s.TeardownSerializer
 
+    @extend_schema(request=s.TeardownCreateSerializer, responses={201: s.TeardownSerializer})
     def create(self, request, *args, **kwargs):
         require(request.user, OPERATE)
         typed = s.TeardownCreateSerializer(data=request.data)
@@ -263,11 +306,13 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         )
         return Response(s.TeardownSerializer(request_row).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(**HUMAN_ONLY)
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         self.get_object()  # 404 for what the user cannot see, before saying no
         raise PermissionDenied("Approval stays human: an approver decides in the approval queue, not through the API.")
 
+    @extend_schema(**HUMAN_ONLY)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         self.get_object()
@@ -277,6 +322,7 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Sweeps of the projects you see: list, one with its cells and their states, and create."""
 
+    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
     pagination_class = NewestFirst
 
     def get_queryset(self):
@@ -291,6 +337,7 @@ class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self):
         return s.SweepCreateSerializer if self.action == "create" else s.SweepSerializer
 
+    @extend_schema(request=s.SweepCreateSerializer, responses={201: s.SweepSerializer})
     def create(self, request, *args, **kwargs):
         """The sweep form's rules: cells of the base run's config keys, boxes of its project, pinned."""
         require(request.user, OPERATE)

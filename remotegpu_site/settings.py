@@ -59,6 +59,7 @@ SPECTACULAR_SETTINGS = {
     "browser session works too. `python -m remotegpu` reads the token from `REMOTEGPU_TOKEN`.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "api.schema.add_error_responses"],
 }
 
 MIDDLEWARE = [
