@@ -6,7 +6,6 @@ the system disk counted as surviving shutdown and release: deleting the custody 
 lost the last verified copy. Real mounts here: a tmpfs where the tier should be, a plain directory, the
 mount gone between two runs; measured by the wrapper's own `mount_of`, as a preflight measures."""
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,12 @@ from profiles.node.client import RunNode
 from profiles.node.protocol import NodeError
 from runs.models import RunState
 from tests import factories
+from tests.mounts import tmpfs
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
 GPUSHARE = get_profile("gpushare")
 NETDISK = GPUSHARE.tier_named("netdisk")
-
-
-def mount_tmpfs(path: Path) -> None:
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
 
 
 def measured(root: Path) -> dict:
@@ -42,11 +36,8 @@ def test_a_tier_counts_only_on_its_own_mount_and_not_once_the_mount_is_gone(tmp_
     disk.mkdir()
     tier = {**NETDISK, "path": str(disk)}  # the netdisk tier, its disk mounted here for the test
     assert on_its_mount(tier, measured(disk), declared=False)["name"] == "the system disk"  # a plain directory
-    mount_tmpfs(disk)
-    try:
+    with tmpfs(disk):
         assert on_its_mount(tier, measured(disk), declared=False) == tier  # the mount present
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
     gone = on_its_mount(tier, measured(disk), declared=False)  # the mount gone between two runs
     assert gone["name"] == "the system disk" and not any(gone["survives"].values())
 
@@ -85,14 +76,12 @@ def test_a_gpushare_box_whose_netdisk_is_mounted_keeps_its_copy_there(alice, bob
     root = Path("/hy-netdisk")
     if root.exists():
         pytest.skip("this machine has a /hy-netdisk of its own")
-    root.mkdir()
     try:
-        mount_tmpfs(root)
-        mounts = {"data": WRAPPER.mount_of("/hy-netdisk/proj")}
-        box = factories.box(factories.project(alice, bob), "gpushare")
-        run = factories.run(box, state=RunState.EXPORTED, preflight_report={"mounts": mounts})
-        node = next(copy for copy in copies_of(run) if copy.location == EvidenceLocation.NODE)
-        assert node.tier == NETDISK and not GPUSHARE.loses(node.tier, "release")
+        with tmpfs(root):
+            mounts = {"data": WRAPPER.mount_of("/hy-netdisk/proj")}
+            box = factories.box(factories.project(alice, bob), "gpushare")
+            run = factories.run(box, state=RunState.EXPORTED, preflight_report={"mounts": mounts})
+            node = next(copy for copy in copies_of(run) if copy.location == EvidenceLocation.NODE)
+            assert node.tier == NETDISK and not GPUSHARE.loses(node.tier, "release")
     finally:
-        subprocess.run(["umount", "-l", str(root)], check=False)
         root.rmdir()

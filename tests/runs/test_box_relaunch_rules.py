@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from tests.mounts import tmpfs
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
@@ -91,11 +92,7 @@ def test_secrets_are_refused_where_no_directory_is_memory_backed(tmp_path, monke
 
 
 def test_secrets_land_in_a_directory_measured_as_tmpfs(tmp_path, monkeypatch):
-    memory = tmp_path / "shm"
-    memory.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(memory)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tmpfs(tmp_path / "shm", "1m") as memory:
         monkeypatch.setattr(WRAPPER, "SECRET_DIRS", (str(tmp_path / "missing"), str(memory)))
         spec = {"run_root": str(tmp_path / "proj"), "run_id": "r1", "attempt": 1, "secrets": ["TOKEN"]}
         directory = WRAPPER.private_dir()
@@ -103,5 +100,3 @@ def test_secrets_land_in_a_directory_measured_as_tmpfs(tmp_path, monkeypatch):
         WRAPPER.write_private(WRAPPER.secrets_path(spec), json.dumps({"TOKEN": "s3cr3t"}))
         assert WRAPPER.take_secrets(spec) == {"TOKEN": "s3cr3t"}
         assert os.listdir(directory) == []  # read once, gone
-    finally:
-        subprocess.run(["umount", "-l", str(memory)], check=False)
