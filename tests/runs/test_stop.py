@@ -105,7 +105,7 @@ def test_only_a_running_run_is_stopped_and_only_by_its_operators(bob, carol, dav
     assert pages[dave].post(f"/api/runs/{run.run_id}/stop/").status_code == 404
     Run.objects.filter(pk=run.pk).update(state=RunState.EXITED)
     refused = pages[bob].post(f"/api/runs/{run.run_id}/stop/")
-    assert refused.status_code == 400 and "Exited" in json.dumps(refused.json())
+    assert refused.status_code == 409 and "Exited" in json.dumps(refused.json())  # the state refuses it
     assert Run.objects.get(pk=run.pk).stop_asked_at is None
 
 
