@@ -152,7 +152,8 @@ def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
     if copy.instance_id is None or copy.instance_id != consequence.instance_id:
         return False
     if consequence.kind == TeardownKind.DELETE_RESOURCE:
-        return bool(consequence.tier) and copy.tier["name"] == consequence.tier
+        # A copy not measured on its tier's mount may still be on it: the least-surviving reading.
+        return bool(consequence.tier) and consequence.tier in (copy.tier["name"], copy.tier.get("path_tier"))
     return profile.loses(copy.tier, "release" if consequence.kind == TeardownKind.RELEASE else "shutdown")
 
 

@@ -145,7 +145,8 @@ def on_its_mount(tier: dict, mounts, declared: bool) -> dict:
     measured = isinstance(data, dict) and isinstance(own, dict)
     if measured and data.get("device") == own.get("device") and mount_problem(tier, own) is None:
         return tier
-    return {**NOT_ON_ITS_MOUNT, "note": NOT_ON_ITS_MOUNT["note"].format(tier=tier["name"])}
+    # Which tier it might still be on, unmeasured: deleting that tier's resource counts as destroying it too.
+    return {**NOT_ON_ITS_MOUNT, "note": NOT_ON_ITS_MOUNT["note"].format(tier=tier["name"]), "path_tier": tier["name"]}
 
 
 def mount_problem(tier: dict, mount: dict) -> str | None:
