@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint deps bench
+.PHONY: run test test-fast test-stress lint deps bench
 
 # One person on their own machine: the control host may be a node (REMOTEGPU_LOCAL_NODE=0 turns it off).
 run: deps
@@ -17,6 +17,11 @@ test: deps
 # (and CI) runs every test on a database built by the migrations.
 test-fast: deps
 	VENV=$(VENV) ./bin/test -m "not e2e and not migration" --nomigrations
+
+# The end-to-end tier three times in random orders on a machine loaded by a CPU burner per core: a
+# failure is a flake to fix at its cause (bin/test-stress prints each pass's seed to replay it).
+test-stress: deps
+	VENV=$(VENV) ./bin/test-stress
 
 # Every benchmark, each figure printed beside its baseline from the same run (see README, Benchmarks).
 bench: deps

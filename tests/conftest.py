@@ -71,6 +71,34 @@ def _persona(django_user_model, name: str):
     return django_user_model.objects.create(username=name, email=f"{name}@example.org", password=_password_hash(name))
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request, django_test_environment, django_db_blocker, django_db_use_migrations, django_db_modify_db_settings
+):
+    """On PostgreSQL each worker's database is a copy of one migrated template (tests/template_db.py);
+    elsewhere (SQLite) pytest-django's own setup."""
+    if connection.vendor != "postgresql":
+        yield from _pytest_django_setup(request, django_test_environment, django_db_blocker, django_db_use_migrations)
+        return
+    from pytest_django.fixtures import _disable_migrations
+
+    from tests.template_db import clone_from_template, drop_clone
+
+    if not django_db_use_migrations:
+        _disable_migrations()
+    with django_db_blocker.unblock():
+        name = clone_from_template(migrate=django_db_use_migrations)
+    yield
+    with django_db_blocker.unblock():
+        drop_clone(name)
+
+
+def _pytest_django_setup(request, environment, blocker, use_migrations):
+    from pytest_django.fixtures import django_db_setup as original
+
+    yield from original.__wrapped__(request, environment, blocker, use_migrations, False, False, None)
+
+
 @pytest.fixture(autouse=True)
 def fresh_channel_layer():
     """Each test gets a new channel layer instance. channels_redis keeps its receive state (a lock

@@ -15,6 +15,12 @@ from runs.models import Run
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def instance(box_row):
+    """Forms and answers: the box is a row these tests never reach (no sshd)."""
+    return box_row
+
+
 def api(user) -> tuple[Client, str]:
     _, token = ApiToken.objects.issue(user, "test")
     return Client(HTTP_AUTHORIZATION=f"Token {token}"), token

@@ -18,7 +18,7 @@ from runs.models import Run, RunState, SourceKind
 from tests.conftest import REPO
 from tests.personas import join
 from tests.waiting import wait_until
-from tests.worker_env import NODE_ROOT_PATH
+from tests.worker_env import NODE_ROOT, NODE_ROOT_PATH
 
 TINYFIT = REPO / "examples" / "tinyfit"
 SETTLED = {
@@ -95,6 +95,29 @@ def node(project):
 def instance(project, sshd):
     name = f"{project.slug}-node-{timezone.localdate():%Y%m%d}"
     return Instance.objects.create(name=name, project=project, **sshd.instance_fields(project))
+
+
+@pytest.fixture
+def box_row(project):
+    """A registered, running box for tests that never talk to it (forms, refusals, permissions, API
+    answers): a row only, no sshd. A test that reaches it over SSH fails to connect, loudly."""
+    from tests import factories
+
+    credential = factories.ssh_key(project, "env:RGPU_TEST_UNUSED_KEY")
+    return factories.box(
+        project,
+        credential=credential,
+        host="127.0.0.1",
+        port=22,
+        user="nobody",
+        state="running",
+        data_root_override=NODE_ROOT,
+        shutdown_command="true",
+        # A confirmed host key (forms refuse a box whose key nobody confirmed); no server holds it.
+        host_key_type="ssh-ed25519",
+        host_key_base64="AAAAC3NzaC1lZDI1NTE5AAAAIBt1c3Qtbm8tc2VydmVyLWhvbGRzLXRoaXMta2V5",
+        host_key_confirmed_at=timezone.now(),
+    )
 
 
 @pytest.fixture

@@ -15,6 +15,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
+def instance(box_row):
+    """Forms and answers: the box is a row these tests never reach (no sshd)."""
+    return box_row
+
+
+@pytest.fixture
 def form(project, instance, source):
     return {
         "project": project.pk,

@@ -11,6 +11,7 @@ import torch
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import GpuLock, RunState
 from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REQUIRED = ["run.json", "config.yaml", "train.csv", "best.pth", "last.pth"]
@@ -54,8 +55,7 @@ def test_kill_9_then_identical_retry_resumes_from_the_checkpoint(bob, make_run, 
     assert run.state == RunState.RUNNING
     train_csv = node.active(run) / "output" / "train.csv"
     wait_file(train_csv)
-    while len(train_csv.read_text().splitlines()) < 4:  # header + 3 epochs checkpointed
-        pass
+    wait_until(lambda: len(train_csv.read_text().splitlines()) >= 4, 60, 0.05, what="3 epochs checkpointed")
     wrapper_pid, child_pid = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
     os.kill(child_pid, signal.SIGKILL)
 

@@ -18,6 +18,7 @@ from runs.tasks import deliver_stop
 from tests.personas import join
 from tests.racing import at_once
 from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,8 +27,7 @@ def running(run, node, epochs: int) -> None:
     """Wait until the run has checkpointed this many epochs on the box."""
     train_csv = node.active(run) / "output" / "train.csv"
     wait_file(train_csv)
-    while len(train_csv.read_text().splitlines()) < epochs + 1:
-        pass
+    wait_until(lambda: len(train_csv.read_text().splitlines()) > epochs, 60, 0.05, what=f"{epochs} epochs logged")
 
 
 def test_a_stopped_run_is_quarantined_with_its_checkpoint_and_a_retry_resumes(

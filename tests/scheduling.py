@@ -1,0 +1,86 @@
+"""Which module runs first, and how long each took (`-p tests.scheduling` in pytest's addopts).
+
+xdist's loadfile keeps a module on one worker and hands modules out in collection order (with
+--no-loadscope-reorder, as bin/test runs it). Ordering modules by their measured duration, longest
+first, keeps a long module from starting last and running alone at the end (the longest-first rule
+of list scheduling). The durations come from tests/module_durations.json, written from a full run's
+own table: every run prints its table sorted by time and saves it in test-artifacts/.
+
+--shuffle=SEED puts the modules, and the tests inside each module, in a random order the seed fixes
+(every xdist worker collects the same order): `make test-stress` runs that way, so a test that needs
+an earlier test's leftovers, or a later one's absence, fails.
+"""
+
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MEASURED = Path(__file__).with_name("module_durations.json")
+TABLE = REPO / "test-artifacts" / "module-durations.json"
+UNMEASURED_SECONDS = 30.0  # a module new since the last table: assume a middling e2e module
+
+
+def pytest_addoption(parser):
+    parser.addoption("--shuffle", type=int, default=None, metavar="SEED", help="random module and test order")
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def measured() -> dict[str, float]:
+    try:
+        return {str(key): float(value) for key, value in json.loads(MEASURED.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def pytest_collection_modifyitems(config, items):
+    by_module: dict[str, list] = defaultdict(list)
+    for item in items:
+        by_module[module_of(item.nodeid)].append(item)
+    seed = config.getoption("shuffle")
+    if seed is not None:
+        chance = random.Random(seed)
+        modules = sorted(by_module)
+        chance.shuffle(modules)
+        for module in modules:
+            chance.shuffle(by_module[module])
+    else:
+        seconds = measured()
+        modules = sorted(by_module, key=lambda module: -seconds.get(module, UNMEASURED_SECONDS))
+    items[:] = [item for module in modules for item in by_module[module]]
+
+
+class Durations:
+    """Seconds per module, summed from every phase of every test's report (the controller's view)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.tests: dict[str, int] = defaultdict(int)
+
+    def pytest_runtest_logreport(self, report):
+        module = module_of(report.nodeid)
+        self.seconds[module] += report.duration
+        if report.when == "call" or (report.when == "setup" and report.skipped):
+            self.tests[module] += 1
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.seconds:
+            return
+        ranked = sorted(self.seconds.items(), key=lambda pair: -pair[1])
+        total = sum(self.seconds.values())
+        write = terminalreporter.write_line
+        terminalreporter.section("seconds per module, slowest first")
+        for module, seconds in ranked:
+            write(f"{seconds:8.1f} s {100 * seconds / total:5.1f} % {self.tests[module]:4d} tests  {module}")
+        write(f"{total:8.1f} s in all, over {len(ranked)} modules (worker seconds, not wall clock)")
+        TABLE.parent.mkdir(exist_ok=True)
+        TABLE.write_text(json.dumps({module: round(seconds, 1) for module, seconds in ranked}, indent=1) + "\n")
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) sees every report
+        config.pluginmanager.register(Durations(), "module-durations")
