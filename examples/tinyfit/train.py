@@ -250,9 +250,18 @@ def train(config, config_path, smoke):
             saved_at, saved_epoch = time.monotonic(), epoch
         write_rows(train_csv, rows)
         time.sleep(float(config.get("epoch_pause", 0)))
+        hold(config.get("hold_file"))
 
     finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device, determinism)
     return 0
+
+
+def hold(path):
+    """While the config's hold_file exists, wait before the next epoch: whoever watches (a demo, a
+    test) keeps the run at a logged, checkpointed epoch as long as it needs; removing the file lets
+    it go on at once. No file named: no wait."""
+    while path and os.path.exists(str(path)):
+        time.sleep(0.05)
 
 
 def write_rows(train_csv, rows):

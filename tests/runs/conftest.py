@@ -137,6 +137,39 @@ def edit_train(source: Path, old: str, new: str) -> None:
     train.write_text(text.replace(old, new))
 
 
+class Gate:
+    """The example's hold_file: while it exists the run waits after each logged, checkpointed epoch.
+    A test holds a run at the epoch it needs for as long as it acts (a stop, a kill, a lost box, a
+    count of watcher ticks), then lets it finish at once: no epoch_pause long enough to be caught."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def hold(self) -> "Gate":
+        self.path.touch()
+        return self
+
+    def release(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def gate(tmp_path):
+    """A held gate (tinyfit's hold_file), released when the test ends so no run waits forever."""
+    held = Gate(tmp_path / "hold").hold()
+    yield held
+    held.release()
+
+
+def logged_epochs(node: Node, run: Run) -> int:
+    """Epochs the run has logged in its output/train.csv on the box (0 before the first)."""
+    train_csv = node.active(run) / "output" / "train.csv"
+    try:
+        return max(len(train_csv.read_text().splitlines()) - 1, 0)
+    except FileNotFoundError:
+        return 0
+
+
 def set_config(source: Path, **values) -> None:
     lines = [line for line in (source / "config.yaml").read_text().splitlines() if line.split(":")[0] not in values]
     lines += [f"{key}: {value}" for key, value in values.items()]

@@ -15,6 +15,7 @@ from django.db import connection
 from remotegpu_site.asgi import application
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import RunEvent, RunState, WatchLease
+from runs.tasks import arm_watchers
 from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, database_url, subprocess_env
 from tests.runs.conftest import SETTLED, set_config, wait_health, wait_state
 from tests.runs.test_live_channel import ORIGIN, session_cookie
@@ -80,8 +81,8 @@ class Beat:
         self.process.wait(timeout=20)
 
 
-def test_killed_worker_is_replaced_by_exactly_one_watcher(tmp_path, bob, make_run, source, celery_worker_process):
-    set_config(source, epochs=12, epoch_pause=0.6)
+def test_killed_worker_is_replaced_by_exactly_one_watcher(tmp_path, bob, make_run, source, gate, celery_worker_process):
+    set_config(source, epochs=12, hold_file=gate.path)  # held after epoch 1 until a new watcher has it
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
@@ -91,6 +92,9 @@ def test_killed_worker_is_replaced_by_exactly_one_watcher(tmp_path, bob, make_ru
     beat = Beat(tmp_path, celery_worker_process.database)
     try:
         celery_worker_process.start()
+        taken = lambda: WatchLease.objects.filter(instance=run.instance).exclude(owner=first_owner).exists()  # noqa: E731
+        wait_until(taken, 60, 0.2, what="a watcher of the new worker taking the lease")
+        gate.release()
         run = wait_state(run, {RunState.EXPORTED}, timeout=180)
     finally:
         beat.stop()
@@ -112,12 +116,12 @@ def private_sshd(tmp_path):
 
 
 def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
-    client, bob, make_run, source, instance, private_sshd, celery_worker_process
+    client, bob, make_run, source, instance, private_sshd, gate, celery_worker_process
 ):
     for field, value in private_sshd.instance_fields(instance.project).items():
         setattr(instance, field, value)
     instance.save()
-    set_config(source, epochs=14, epoch_pause=0.7)
+    set_config(source, epochs=14, hold_file=gate.path)  # held after epoch 1 until the box is back
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
@@ -129,6 +133,9 @@ def test_lost_ssh_is_unreachable_not_failed_and_watching_resumes(
     page = lambda: client.get(instance.get_absolute_url()).content.decode()  # noqa: E731
     wait_until(lambda: 'id="unreachable"' in page(), 10, 0.3, what="the instance page saying the box is unreachable")
     private_sshd.start()
+    back = lambda: run.events.filter(message__startswith="Reachable again").exists()  # noqa: E731
+    wait_until(back, 60, 0.2, what="the watcher reaching the box again", between=arm_watchers)
+    gate.release()
     run = wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
     assert run.events.filter(message__startswith="Reachable again").count() == 1
     assert run.health == "ok"
@@ -187,10 +194,10 @@ def test_dead_attempt_is_quarantined_and_offered_an_identical_retry(bob, make_ru
     assert "required file run.json is missing" in run.close_reason
 
 
-def test_watchers_use_one_connection_and_one_probe_per_tick(bob, make_run, source, celery_worker_process):
-    # Long enough that the first run is still live when the third settles on a loaded machine: once
-    # all three end, the lease is released and its tick count is gone with it (seen once in CI).
-    set_config(source, epochs=30, epoch_pause=0.5)
+def test_watchers_use_one_connection_and_one_probe_per_tick(bob, make_run, source, gate, celery_worker_process):
+    # Held after their first epoch until the ticks are counted: once all three end, the lease is
+    # released and its tick count is gone with it.
+    set_config(source, epochs=3, hold_file=gate.path)
     runs = [make_run() for _ in range(3)]
     for run in runs:
         do_start_preflight(run.pk, actor=bob)
@@ -202,17 +209,18 @@ def test_watchers_use_one_connection_and_one_probe_per_tick(bob, make_run, sourc
     lease = wait_until(ticked, timeout=30, what="two ticks of the watcher")
     assert lease.connects == 1
     assert WatchLease.objects.count() == 1  # three live runs on one instance: one watcher
+    gate.release()
     for run in runs:
         wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True)
 
 
-def test_a_database_outage_skips_ticks_and_the_same_watcher_goes_on(bob, make_run, source, celery_worker_process):
+def test_a_database_outage_skips_ticks_and_the_same_watcher_goes_on(bob, make_run, source, gate, celery_worker_process):
     """While PostgreSQL refuses new connections (ALLOW_CONNECTIONS false: every watcher burst opens
     one), each tick is skipped at its first read instead of failing the watcher's task; the same
     watcher (the same lease owner) probes again once the database is back."""
     if connection.vendor != "postgresql":
         pytest.skip("an outage of PostgreSQL")
-    set_config(source, epochs=30, epoch_pause=0.5)
+    set_config(source, epochs=3, hold_file=gate.path)  # held after epoch 1 through the outage
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
@@ -232,7 +240,8 @@ def test_a_database_outage_skips_ticks_and_the_same_watcher_goes_on(bob, make_ru
     try:
         with pytest.raises(psycopg.OperationalError):  # the outage is real: a new connection is refused
             psycopg.connect(database_url(), connect_timeout=2).close()
-        time.sleep(3)  # three ticks of 1 s, inside the 5 s lease
+        skipped = f"watcher of instance {run.instance_id} skipped a tick"
+        wait_until(lambda: skipped in log.read_bytes()[logged_before:].decode(errors="replace"), 15, 0.2, what=skipped)
     finally:
         admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         admin.close()
@@ -240,6 +249,7 @@ def test_a_database_outage_skips_ticks_and_the_same_watcher_goes_on(bob, make_ru
     probed = lambda: run.refresh_from_db() or (run.last_status or {}).get("now", 0) > back  # noqa: E731
     wait_until(probed, 10, 0.2, what="the watcher probing again after the outage")
     assert WatchLease.objects.get(instance=run.instance).owner == owner  # the same watcher, not a new one
+    gate.release()
     assert wait_state(run, {RunState.EXPORTED}, timeout=180, refresh=True).state == RunState.EXPORTED
     with log.open("rb") as handle:
         handle.seek(logged_before)
