@@ -250,17 +250,25 @@ def train(config, config_path, smoke):
             saved_at, saved_epoch = time.monotonic(), epoch
         write_rows(train_csv, rows)
         time.sleep(float(config.get("epoch_pause", 0)))
-        hold(config.get("hold_file"))
+        hold(config.get("hold_file"), epoch)
 
     finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device, determinism)
     return 0
 
 
-def hold(path):
+def hold(path, epoch):
     """While the config's hold_file exists, wait before the next epoch: whoever watches (a demo, a
-    test) keeps the run at a logged, checkpointed epoch as long as it needs; removing the file lets
-    it go on at once. No file named: no wait."""
+    test) keeps the run at a logged, checkpointed epoch as long as it needs, and removing the file
+    lets it go on at once. A file that holds a number holds only from that epoch on (it is read on
+    each look: rewriting it moves the hold). No file named: no wait."""
     while path and os.path.exists(str(path)):
+        try:
+            with open(str(path)) as handle:
+                text = handle.read().strip()
+        except OSError:  # removed between the two looks
+            return
+        if text.isdigit() and epoch < int(text):
+            return
         time.sleep(0.05)
 
 

@@ -145,8 +145,9 @@ class Gate:
     def __init__(self, path: Path):
         self.path = path
 
-    def hold(self) -> "Gate":
-        self.path.touch()
+    def hold(self, at: int | None = None) -> "Gate":
+        """Hold the run after every epoch, or only from epoch `at` on (moved by holding again)."""
+        self.path.write_text("" if at is None else f"{at}\n")
         return self
 
     def release(self) -> None:

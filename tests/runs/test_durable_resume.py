@@ -120,10 +120,10 @@ def continue_on(run, box, bob):
 
 
 def test_a_run_continues_on_another_box_from_its_durable_checkpoint_and_verifies(
-    bob, make_run, node, source, boxes, celery_worker_process
+    bob, make_run, node, source, boxes, gate, celery_worker_process
 ):
     box1, box2 = boxes
-    set_config(source, epochs=12, epoch_pause=0.7)
+    set_config(source, epochs=12, hold_file=gate.hold(at=3).path)  # held at epoch 3 until the box is lost
     run = make_run()
     rollups.add(run, runs=1)  # as do_create_run counts it: the move carries it to box 2
     do_start_preflight(run.pk, actor=bob)
@@ -133,6 +133,7 @@ def test_a_run_continues_on_another_box_from_its_durable_checkpoint_and_verifies
     seen_before_loss = durable_step(run)
     lost_at = time.monotonic()
     lose_box(node, run)
+    gate.release()
 
     continue_on(run, box2, bob)
     run = wait_state(run, {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}, refresh=True)
@@ -201,16 +202,18 @@ def boot_marker(node):
 
 
 def test_a_command_that_ignores_its_checkpoint_is_a_broken_resume_and_is_not_relaunched_again(
-    bob, make_run, node, source, boxes, boot_marker, celery_worker_process
+    bob, make_run, node, source, boxes, boot_marker, gate, celery_worker_process
 ):
-    # Long enough that neither attempt ends before it is interrupted on a loaded machine.
-    set_config(source, epochs=60, epoch_pause=0.5)
+    # Attempt 1 held at epoch 3 until interrupted; attempt 2 held at its first epoch (never released),
+    # so its first checkpoint (epoch 1 again, below the floor) is the one the mirror copies.
+    set_config(source, epochs=60, hold_file=gate.hold(at=3).path)
     edit_train(source, "if os.path.exists(latest) and not smoke:", "if False:  # this variant never resumes")
     run = make_run(auto_relaunch=True, max_relaunches=3)
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     wait_durable(run, 3)
-    interrupt(node, run)
+    gate.hold(at=1)
+    interrupt(node, run, epochs=3)
 
     from runs.tasks import arm_watchers
 

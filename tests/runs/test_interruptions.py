@@ -19,12 +19,13 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def interrupt(node, run) -> None:
-    """Kill the training's whole process group, as a reboot would, and change the boot marker."""
+def interrupt(node, run, epochs: int = 2) -> None:
+    """Once this many epochs are checkpointed, kill the training's whole process group, as a reboot
+    would, and change the boot marker."""
     train_csv = node.active(run) / "output" / "train.csv"
     wait_file(train_csv)
-    epochs = lambda: len(train_csv.read_text().splitlines()) >= 3  # noqa: E731 (2 epochs checkpointed)
-    wait_until(epochs, 60, 0.1, what="two epochs checkpointed")
+    logged = lambda: len(train_csv.read_text().splitlines()) > epochs  # noqa: E731 (a header, then a row each)
+    wait_until(logged, 60, 0.1, what=f"{epochs} epochs checkpointed")
     wrapper_pid, child_pid = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
     (node.root.parent / ".remotegpu-boot").write_text(uuid.uuid4().hex)
     for pid in (child_pid, wrapper_pid):
@@ -41,13 +42,14 @@ def boot_marker(node):
 
 
 def test_an_interrupted_run_that_opted_in_is_relaunched_and_resumes(
-    bob, make_run, node, source, boot_marker, celery_worker_process
+    bob, make_run, node, source, boot_marker, gate, celery_worker_process
 ):
-    set_config(source, epochs=12, epoch_pause=0.5)
+    set_config(source, epochs=12, hold_file=gate.hold(at=2).path)  # held at epoch 2 until interrupted
     run = make_run(auto_relaunch=True, max_relaunches=2)
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
     interrupt(node, run)
+    gate.release()
 
     run = wait_state(run, {RunState.EXPORTED}, timeout=240, refresh=True)
     assert run.attempt == 2 and run.relaunches == 1
@@ -61,9 +63,9 @@ def test_an_interrupted_run_that_opted_in_is_relaunched_and_resumes(
 
 
 def test_without_opt_in_an_interruption_is_classified_and_only_offered(
-    client, bob, make_run, node, source, boot_marker, celery_worker_process
+    client, bob, make_run, node, source, boot_marker, gate, celery_worker_process
 ):
-    set_config(source, epochs=12, epoch_pause=0.5)
+    set_config(source, epochs=12, hold_file=gate.hold(at=2).path)  # held at epoch 2 until interrupted
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING

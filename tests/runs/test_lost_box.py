@@ -142,10 +142,11 @@ def test_a_run_whose_provider_says_its_box_is_gone_continues_by_itself_on_the_fi
     node,
     source,
     boxes,  # noqa: F811
+    gate,
     celery_worker_process,
 ):
     box1, box2 = boxes
-    set_config(source, epochs=12, epoch_pause=0.7)
+    set_config(source, epochs=12, hold_file=gate.hold(at=3).path)  # held at epoch 3 until the box is lost
     run = make_run(auto_relaunch=True, max_relaunches=2, move_candidates=[box2.name])
     rollups.add(run, runs=1)  # as do_create_run counts it: the move carries it to box 2
     do_start_preflight(run.pk, actor=bob)
@@ -154,6 +155,7 @@ def test_a_run_whose_provider_says_its_box_is_gone_continues_by_itself_on_the_fi
     seen = durable_step(run)
     lost_at = time.monotonic()
     lose_box(node, run)
+    gate.release()
     do_observe_provider_state(box1.pk, "gone", "runpod")  # what the provider's reconciliation records
     assert reconcile_runs()[f"lost box {run.pk}"] == f"continued on {box2.name}"  # beat's next reconcile
     run = wait_state(run, {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}, refresh=True)

@@ -22,9 +22,10 @@ def test_the_start_hook_relaunches_a_cut_off_run_that_seals_with_no_control_plan
     node,
     source,
     boot_marker,  # noqa: F811
+    gate,
     celery_worker_process,
 ):
-    set_config(source, epochs=12, epoch_pause=0.5)
+    set_config(source, epochs=12, hold_file=gate.hold(at=2).path)  # held at epoch 2 until interrupted
     run = make_run(auto_relaunch=True, max_relaunches=2)
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING
@@ -35,6 +36,7 @@ def test_the_start_hook_relaunches_a_cut_off_run_that_seals_with_no_control_plan
     celery_worker_process.stop()
     try:
         interrupt(node, run)
+        gate.release()
         subprocess.run(["sh", str(hook)], check=True, timeout=30)  # the platform, at boot
         try:
             wait_file(node.export(run), timeout=120)  # sealed on the box, nobody watching
