@@ -1,1 +1,1 @@
-from tests.runs.conftest import box_row, instance, make_run, node, project, source  # noqa: F401
+from tests.runs.conftest import box_row, gate, instance, make_run, node, project, source  # noqa: F401

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -100,22 +99,20 @@ def test_the_cli_overrides_the_config_and_says_why_a_run_failed(
     assert refused.returncode == 2 and "unknown config key(s) nosuchkey" in refused.stderr
 
 
-def test_stop_and_retry_through_the_cli(live_server, bob, project, instance, source, celery_worker_process):
+def test_stop_and_retry_through_the_cli(live_server, bob, project, instance, source, gate, celery_worker_process):
     """`stop` stops a running run (quarantined "stopped by"), `follow` prints why, `retry`
     resumes it to an export; stopping it again once it has ended is refused with its state."""
     from runs.models import Run, RunState
     from tests.runs.conftest import wait_state
 
-    set_config(source, epochs=25, epoch_pause=0.4)
+    set_config(source, epochs=25, hold_file=gate.hold(at=2).path)  # held at epoch 2 until stopped
     _, token = ApiToken.objects.issue(bob, "cli")
     command = ["--", sys.executable, "train.py", "--config", "config.yaml"]
     launched = cli(live_server, token, *launch_in(source, project, instance), "--no-follow", *command)
     assert launched.returncode == 0, launched.stdout + launched.stderr
     run_id = launched.stdout.split("created ", 1)[1].split()[0]
     run = wait_state(Run.objects.get(run_id=run_id), {RunState.RUNNING}, timeout=120)
-    while len(run.curve) < 2:
-        time.sleep(0.3)
-        run.refresh_from_db()
+    wait_until(lambda: run.refresh_from_db() or len(run.curve) >= 2, 60, 0.2, what="two epochs on the run's curve")
 
     stopped = cli(live_server, token, "stop", run_id)
     assert stopped.returncode == 0 and f"{run_id}: stop asked" in stopped.stdout, stopped.stderr
@@ -125,6 +122,7 @@ def test_stop_and_retry_through_the_cli(live_server, bob, project, instance, sou
     again = cli(live_server, token, "stop", run_id)
     assert again.returncode == 2 and "Closed: quarantined" in again.stderr
 
+    gate.release()
     assert cli(live_server, token, "retry", run_id).returncode == 0
     assert f"{run_id}: exported" in cli(live_server, token, "follow", run_id).stdout
     assert Run.objects.get(run_id=run_id).attempt == 2

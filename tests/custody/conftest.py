@@ -3,7 +3,7 @@
 import pytest
 
 from tests.custody import sealed
-from tests.runs.conftest import instance, make_run, node, project, source  # noqa: F401
+from tests.runs.conftest import gate, instance, make_run, node, project, source  # noqa: F401
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -36,22 +36,24 @@ def as_runpod(instance, pod: str) -> None:
     instance.save()
 
 
-def refused_while_live(make_run, source, bob, instance, kind):
-    """A run trains on the box: the consequence is refused while it is live; returns it once exported."""
-    set_config(source, epochs=4, epoch_pause=1)
+def refused_while_live(make_run, source, bob, instance, kind, gate):
+    """A run trains on the box, held after epoch 1: the consequence is refused while it is live;
+    released, it is returned once exported."""
+    set_config(source, epochs=4, hold_file=gate.path)
     run = make_run()
     do_start_preflight(run.pk, actor=bob)
     wait_state(run, {RunState.RUNNING}, timeout=120)
     with pytest.raises(TeardownRefused, match="still live"):
         do_request_teardown(instance.pk, kind, "done with it", actor=bob)
+    gate.release()
     return wait_state(run, {RunState.EXPORTED}, timeout=120)
 
 
 def test_release_waits_for_the_run_and_custody_then_a_second_person(
-    alice, bob, make_run, source, instance, provider_stub, celery_worker_process
+    alice, bob, make_run, source, instance, provider_stub, gate, celery_worker_process
 ):
     as_runpod(instance, "pod-release-1")
-    run = refused_while_live(make_run, source, bob, instance, TeardownKind.RELEASE)
+    run = refused_while_live(make_run, source, bob, instance, TeardownKind.RELEASE, gate)
     with pytest.raises(TeardownRefused, match="export on the box \\(container disk\\) was never verified"):
         do_request_teardown(instance.pk, TeardownKind.RELEASE, "done with it", actor=bob)
 
@@ -107,7 +109,7 @@ def test_evidence_deletion_needs_a_verified_replica_and_refuses_a_tampered_one(
 
 
 def test_shutdown_waits_for_idle_then_powers_off_once_and_verifies_offline(
-    bob, make_run, source, instance, tmp_path, celery_worker_process
+    bob, make_run, source, instance, tmp_path, gate, celery_worker_process
 ):
     box = Sshd(tmp_path / "box").start()  # this box really goes offline
     marker = tmp_path / "poweroff-calls"
@@ -115,7 +117,7 @@ def test_shutdown_waits_for_idle_then_powers_off_once_and_verifies_offline(
     instance.shutdown_command = f"bash -c 'echo once >> {marker}; kill {box.process.pid}'"
     instance.save()
     try:
-        refused_while_live(make_run, source, bob, instance, TeardownKind.SHUTDOWN)
+        refused_while_live(make_run, source, bob, instance, TeardownKind.SHUTDOWN, gate)
 
         request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "night", actor=bob)
         assert request.level == "L2" and request.status == TeardownStatus.APPROVED  # no second person
