@@ -7,16 +7,17 @@ from pathlib import Path
 from tests.browser.test_dashboard import sign_in
 from tests.browser.test_runs import create_project_and_ssh_box, new_run
 from tests.conftest import REPO
-from tests.runs.conftest import set_config
+from tests.runs.conftest import Gate, set_config
 
 
-def test_an_operator_stops_a_run_and_retries_it_from_its_checkpoint(page, stack, sshd):
+def test_an_operator_stops_a_run_and_retries_it_from_its_checkpoint(page, stack, sshd, tmp_path):
     slug = "browserstop"
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
     source = Path(stack.var_dir) / "sources" / "stoppable"  # under the stack's allowed source root
     shutil.rmtree(source, ignore_errors=True)
     shutil.copytree(REPO / "examples" / "tinyfit", source, ignore=shutil.ignore_patterns("ckpt", "output"))
-    set_config(source, epochs=30, epoch_pause=0.4)
+    gate = Gate(tmp_path / "hold").hold(at=3)  # held at epoch 3 until stopped
+    set_config(source, epochs=30, hold_file=gate.path)
     sign_in(page, stack, stack.password)
     create_project_and_ssh_box(page, stack, slug, sshd)
     new_run(page, stack, slug, source, "train.py --config config.yaml", "stop me")
@@ -38,6 +39,7 @@ def test_an_operator_stops_a_run_and_retries_it_from_its_checkpoint(page, stack,
     sent.locator("button.dismiss").click()
     assert sent.count() == 0
 
+    gate.release()
     page.click("button:has-text('Retry identical config')")
     page.wait_for_selector("#run-state:has-text('Closed: exported')", timeout=120_000)
     assert "resumed from epoch" in page.inner_text("#timeline") + page.inner_text("pre.log-tail")

@@ -52,12 +52,11 @@ def sha256_of(path) -> str:
 
 
 def test_a_box_without_a_durable_tier_has_its_checkpoint_pulled_and_the_run_continues_from_it(
-    bob, make_run, node, source, bare_boxes, celery_worker_process
+    bob, make_run, node, source, bare_boxes, gate, celery_worker_process
 ):
     box1, box2 = bare_boxes
-    # Long enough that a loaded machine still pulls both before it ends (CI: 12 epochs of 0.7 s ended first;
-    # alone it takes 7 s).
-    set_config(source, epochs=20, epoch_pause=1.0)
+    # Held at epoch 2 until the box is lost: however loaded the machine, both are pulled before it ends.
+    set_config(source, epochs=20, hold_file=gate.hold(at=2).path)
     run = make_run()
     rollups.add(run, runs=1)
     do_start_preflight(run.pk, actor=bob)
@@ -80,6 +79,7 @@ def test_a_box_without_a_durable_tier_has_its_checkpoint_pulled_and_the_run_cont
     assert any("copied to the control host" in m for m in run.events.values_list("message", flat=True))
     lost_at = time.monotonic()
     lose_box(node, run)
+    gate.release()
 
     continue_on(run, box2, bob)
     run = wait_state(run, {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}, refresh=True)
