@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from profiles.models import Instance
 from runs.cadence import cadence_for, checkpoint_environment
 from runs.models import Run
 from tests.runs.conftest import TINYFIT
+from tests.waiting import wait_until
 
 
 def run_on(profile_key: str, **fields) -> Run:
@@ -61,37 +61,39 @@ def test_the_launched_command_gets_its_cadence(make_run, node, settings):
 
 
 def train_until_epoch(tmp_path, stop_after: int, every: str | None, steps: str | None = None) -> tuple[bool, str]:
-    """tinyfit with a pause per epoch, killed once it logged epoch stop_after: whether a checkpoint exists."""
+    """tinyfit held after it logged epoch stop_after (its checkpoint decision made, its train.csv
+    written), then killed: whether a checkpoint exists."""
+    hold = tmp_path / "hold"
+    hold.write_text(f"{stop_after}\n")
     config = tmp_path / "config.yaml"
-    config.write_text((TINYFIT / "config.yaml").read_text().replace("epoch_pause: 0", "epoch_pause: 0.5"))
+    config.write_text((TINYFIT / "config.yaml").read_text().replace("hold_file:", f"hold_file: {hold}"))
     env = dict(os.environ, REMOTEGPU_CHECKPOINT_DIR=str(tmp_path / "ckpt"), REMOTEGPU_OUTPUT_DIR=str(tmp_path / "out"))
     if every:
         env["REMOTEGPU_CHECKPOINT_EVERY_S"] = every
     if steps:
         env["REMOTEGPU_CHECKPOINT_EVERY_STEPS"] = steps
-    child = subprocess.Popen(
-        [sys.executable, str(TINYFIT / "train.py"), "--config", str(config)], env=env, stdout=subprocess.PIPE, text=True
-    )
-    lines = []
-    deadline = time.monotonic() + 120
-    for line in child.stdout:
-        lines.append(line)
-        if line.startswith(f"epoch {stop_after}/") or time.monotonic() > deadline:
-            break
-    time.sleep(0.2)  # past the epoch's checkpoint write, inside its pause
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    return (tmp_path / "ckpt" / "latest.pth").exists(), "".join(lines)
+    log = (tmp_path / "log.txt").open("w")
+    child = subprocess.Popen([sys.executable, str(TINYFIT / "train.py"), "--config", str(config)], env=env, stdout=log)
+    train_csv = tmp_path / "out" / "train.csv"
+    try:
+        logged = lambda: train_csv.exists() and len(train_csv.read_text().splitlines()) > stop_after  # noqa: E731
+        wait_until(logged, 120, 0.05, what=f"epoch {stop_after} logged")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        log.close()
+    return (tmp_path / "ckpt" / "latest.pth").exists(), (tmp_path / "log.txt").read_text()
 
 
 @pytest.mark.parametrize(
     ("every", "steps", "checkpointed"),
-    [(None, None, True), ("3600", None, False), ("1", None, True), ("3600", "2", True), ("1", "5", False)],
+    [(None, None, True), ("3600", None, False), ("0.001", None, True), ("3600", "2", True), ("0.001", "5", False)],
 )
 def test_tinyfit_checkpoints_at_the_cadence_it_is_given(tmp_path, every, steps, checkpointed):
     exists, log = train_until_epoch(tmp_path, 3, every, steps)
     assert "epoch 3/" in log
-    # Without a cadence: after every epoch. An hour's cadence: not yet after 3 short epochs. A second's: yes.
+    # Without a cadence: after every epoch. An hour's cadence: not yet after 3 short epochs. A millisecond's
+    # (shorter than any epoch of 27 batches): yes.
     # In whole steps, the steps decide: every 2 epochs (saved at 2), every 5 (not yet at 3).
     assert exists is checkpointed
 
