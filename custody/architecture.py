@@ -8,8 +8,6 @@ checkpoint: a checkpoint from another config, or a config edited after training,
 
 from dataclasses import dataclass
 
-import torch
-
 
 @dataclass(frozen=True)
 class ArchitectureCheck:
@@ -20,6 +18,8 @@ class ArchitectureCheck:
 
 def state_dict_of(state) -> dict:
     """The tensors of a checkpoint: a bare state dict, or one under "model" / "state_dict"."""
+    import torch  # here, not at the top: see custody.checkpoint.safe_load
+
     if isinstance(state, dict):
         for key in ("model", "state_dict"):
             if isinstance(state.get(key), dict):

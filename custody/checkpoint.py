@@ -4,8 +4,6 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 
-import torch
-
 
 @dataclass(frozen=True)
 class LoadResult:
@@ -38,6 +36,10 @@ def safe_load(path) -> LoadResult:
     problem = inflation_problem(path)
     if problem:
         return LoadResult(False, problem)
+    # Imported on the first readback, not when custody is: torch's import is seconds of CPU that every
+    # web process and every worker start would pay, most of which never load a checkpoint.
+    import torch
+
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # UnpicklingError, RuntimeError, EOFError … all mean "do not trust it"

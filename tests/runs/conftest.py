@@ -21,6 +21,7 @@ from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT, NODE_ROOT_PATH
 
 TINYFIT = REPO / "examples" / "tinyfit"
+TEST_SAMPLES = 512  # tinyfit's samples in tests (the example's own config: 2048)
 SETTLED = {
     RunState.FAILED_PREFLIGHT,
     RunState.FAILED_SMOKE,
@@ -122,9 +123,11 @@ def box_row(project):
 
 @pytest.fixture
 def source():
-    """A private copy of the example under an allowed source root, editable per test."""
+    """A private copy of the example under an allowed source root, editable per test. Its data are a
+    quarter of the example's (512 samples): an epoch in tens of milliseconds, every step the same."""
     target = Path(settings.VAR_DIR) / "sources" / uuid.uuid4().hex
     shutil.copytree(TINYFIT, target, ignore=shutil.ignore_patterns("ckpt", "output", "__pycache__"))
+    set_config(target, samples=TEST_SAMPLES)
     yield target
     shutil.rmtree(target, ignore_errors=True)
 
