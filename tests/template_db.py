@@ -80,7 +80,7 @@ def clone_from_template(migrate: bool) -> str:
             if not _exists(cursor, template):
                 _build(template, cursor)
                 _drop_stale(cursor, base, template)
-            cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(target)}")
+            cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(target)} WITH (FORCE)")  # an aborted run's
             cursor.execute(f"CREATE DATABASE {_quoted(target)} TEMPLATE {_quoted(template)}")
         finally:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
@@ -91,6 +91,8 @@ def clone_from_template(migrate: bool) -> str:
 
 
 def drop_clone(name: str) -> None:
+    """The worker's copy, gone at the session's end even if a process of a test still holds a
+    connection to it (a stack or worker a failed test left behind): FORCE ends those sessions."""
     connection.close()
     with connection._nodb_cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)}")
+        cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
