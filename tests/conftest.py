@@ -59,11 +59,16 @@ PERSONAS = {
 
 
 @functools.cache
-def _password_hash(name: str) -> str:
-    """A real PBKDF2 hash of "<name>-pass-1234", made once per process: hashing costs ~0.4 s each time."""
+def password_hash(password: str) -> str:
+    """A real PBKDF2 hash of a password, made once per process: hashing costs ~0.2–0.4 s of CPU each
+    time, and the fast tier made ~100 of them (a third of its CPU) before they were shared."""
     from django.contrib.auth.hashers import make_password
 
-    return make_password(f"{name}-pass-1234")
+    return make_password(password)
+
+
+def _password_hash(name: str) -> str:
+    return password_hash(f"{name}-pass-1234")
 
 
 def _persona(django_user_model, name: str):
@@ -82,8 +87,9 @@ def django_db_setup(
         return
     from pytest_django.fixtures import _disable_migrations
 
-    from tests.template_db import clone_from_template, drop_clone
+    from tests.template_db import clone_from_template, delete_instead_of_truncate, drop_clone
 
+    delete_instead_of_truncate()
     if not django_db_use_migrations:
         _disable_migrations()
     with django_db_blocker.unblock():
@@ -110,6 +116,16 @@ def fresh_channel_layer():
 
     channel_layers.backends.clear()
     yield
+
+
+@pytest.fixture
+def admin_user(db, django_user_model):
+    """pytest-django's admin (username "admin", password "password"), its hash made once per process."""
+    try:
+        return django_user_model._default_manager.get_by_natural_key("admin")
+    except django_user_model.DoesNotExist:
+        fields = {"email": "admin@example.com", "is_staff": True, "is_superuser": True}
+        return django_user_model._default_manager.create(username="admin", password=password_hash("password"), **fields)
 
 
 @pytest.fixture
@@ -218,6 +234,7 @@ def provider_api(provider_stub, settings, monkeypatch):
     """Point this test process (tasks called in-process) at the stub as well."""
     settings.PROVIDER_API_BASES = {key: provider_stub.url for key in settings.PROVIDER_API_BASES}
     settings.PROVIDER_API_RETRY_SECONDS = 0.05
+    settings.PROVIDER_API_TIMEOUT = 1  # a "timeout" the stub holds (3 s) is given up on after 1 s
     monkeypatch.setenv(KEY_ENV, API_KEY)
     provider_stub.reset()
     yield provider_stub

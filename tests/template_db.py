@@ -96,3 +96,23 @@ def drop_clone(name: str) -> None:
     connection.close()
     with connection._nodb_cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
+
+
+def delete_instead_of_truncate() -> None:
+    """A transactional test's teardown empties every table. Django's PostgreSQL flush is one TRUNCATE of
+    all of them, which gives each table new files: ~0.3 s on an idle machine and over a second under
+    the suite's load, paid by every e2e test. DELETE of the few rows a test wrote takes ~0.03 s. The
+    foreign keys Django makes on PostgreSQL are DEFERRABLE INITIALLY DEFERRED, so the order of the
+    DELETEs does not matter inside the flush's one transaction; a flush that must reset sequences
+    (none here) keeps Django's TRUNCATE."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        deletes = [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(t))};" for t in tables]
+        return ["SET CONSTRAINTS ALL DEFERRED;", *deletes]
+
+    DatabaseOperations.sql_flush = sql_flush

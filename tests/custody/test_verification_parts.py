@@ -11,24 +11,28 @@ import torch
 
 from custody.checkpoint import safe_load
 from custody.metrics import DOWN, UP, recompute
+from tests.built_once import built_once
 from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
 def tinyfit_output(tmp_path_factory):
-    """A real export from the example training (CPU, a few seconds)."""
-    work = tmp_path_factory.mktemp("tinyfit")
-    config = work / "config.yaml"
-    config.write_text((REPO / "examples" / "tinyfit" / "config.yaml").read_text() + "epochs: 3\n")
-    env = dict(os.environ, REMOTEGPU_OUTPUT_DIR=str(work / "output"), REMOTEGPU_CHECKPOINT_DIR=str(work / "ckpt"))
-    subprocess.run(
-        [sys.executable, str(REPO / "examples" / "tinyfit" / "train.py"), "--config", str(config)],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return work / "output"
+    """A real export from the example training (CPU, 3 epochs), trained once per session and shared by
+    every module that reads it (test_capsule, test_population): read-only, a test copies it to change it."""
+
+    def train(work):
+        config = work / "config.yaml"
+        config.write_text((REPO / "examples" / "tinyfit" / "config.yaml").read_text() + "epochs: 3\n")
+        env = dict(os.environ, REMOTEGPU_OUTPUT_DIR=str(work / "output"), REMOTEGPU_CHECKPOINT_DIR=str(work / "ckpt"))
+        subprocess.run(
+            [sys.executable, str(REPO / "examples" / "tinyfit" / "train.py"), "--config", str(config)],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+
+    return built_once(tmp_path_factory, "tinyfit-export", train) / "output"
 
 
 def test_recomputed_metrics_equal_the_exported_ones(tinyfit_output):

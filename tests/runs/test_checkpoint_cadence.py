@@ -14,7 +14,7 @@ import pytest
 from profiles.models import Instance
 from runs.cadence import cadence_for, checkpoint_environment
 from runs.models import Run
-from tests.runs.conftest import TINYFIT
+from tests.runs.conftest import TEST_SAMPLES, TINYFIT, set_config
 from tests.waiting import wait_until
 
 
@@ -66,7 +66,8 @@ def train_until_epoch(tmp_path, stop_after: int, every: str | None, steps: str |
     hold = tmp_path / "hold"
     hold.write_text(f"{stop_after}\n")
     config = tmp_path / "config.yaml"
-    config.write_text((TINYFIT / "config.yaml").read_text().replace("hold_file:", f"hold_file: {hold}"))
+    config.write_text((TINYFIT / "config.yaml").read_text())
+    set_config(tmp_path, samples=TEST_SAMPLES, hold_file=hold)
     env = dict(os.environ, REMOTEGPU_CHECKPOINT_DIR=str(tmp_path / "ckpt"), REMOTEGPU_OUTPUT_DIR=str(tmp_path / "out"))
     if every:
         env["REMOTEGPU_CHECKPOINT_EVERY_S"] = every
@@ -93,7 +94,7 @@ def test_tinyfit_checkpoints_at_the_cadence_it_is_given(tmp_path, every, steps, 
     exists, log = train_until_epoch(tmp_path, 3, every, steps)
     assert "epoch 3/" in log
     # Without a cadence: after every epoch. An hour's cadence: not yet after 3 short epochs. A millisecond's
-    # (shorter than any epoch of 27 batches): yes.
+    # (shorter than any epoch of 6 batches): yes.
     # In whole steps, the steps decide: every 2 epochs (saved at 2), every 5 (not yet at 3).
     assert exists is checkpointed
 
@@ -104,6 +105,7 @@ def test_tinyfit_resumed_from_its_last_epoch_on_an_empty_box_still_exports_its_w
     every epoch's row from the checkpoint (CI: "required file train.csv is missing")."""
     config = tmp_path / "config.yaml"
     config.write_text((TINYFIT / "config.yaml").read_text())
+    set_config(tmp_path, samples=TEST_SAMPLES, epochs=4)
     env = dict(os.environ, REMOTEGPU_CHECKPOINT_DIR=str(tmp_path / "ckpt"), REMOTEGPU_OUTPUT_DIR=str(tmp_path / "out"))
     command = [sys.executable, str(TINYFIT / "train.py"), "--config", str(config)]
     subprocess.run(command, env=env, check=True, capture_output=True, timeout=120)

@@ -124,10 +124,20 @@ async def test_project_group_hears_run_events(alice):
     await communicator.disconnect()
 
 
+def test_the_layers_read_timeout_outlasts_its_blocking_receive():
+    """redis-py's 5 s read timeout once cut the channel layer's 5 s blocking receive (BZPOPMIN): an
+    idle page reconnected every few seconds. The read timeout must outlast the receive it waits on,
+    with room for a loaded Redis to answer."""
+    from channels_redis.core import RedisChannelLayer
+
+    for host in settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"]:
+        assert host["socket_timeout"] >= 2 * RedisChannelLayer.brpop_timeout, host
+
+
+@pytest.mark.e2e  # sixteen seconds of a socket left idle: time that must pass, so the full suite only
 async def test_an_idle_page_keeps_its_socket(alice):
-    """redis-py's 5 s read timeout once cut the channel layer's 5 s blocking receive: the page
-    reconnected every few seconds. Idle for three of those timeouts, then an update still arrives on
-    the same socket."""
+    """The same cut, seen from a page: idle for three of the layer's blocking receives, then an update
+    still arrives on the same socket."""
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]
