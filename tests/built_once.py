@@ -28,3 +28,20 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Pa
             build(root)
             done.touch()
     return root
+
+
+def migrated_sqlite(tmp_path_factory) -> Path:
+    """An embedded SQLite database with every migration applied, as `runstack` leaves it on its first start:
+    migrated once per session (~7 s of CPU each time) and copied by each stack or process that needs one."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, subprocess_env
+
+    def migrate(directory: Path) -> None:
+        env = subprocess_env(REMOTEGPU_VAR_DIR=str(directory), DATABASE_URL="")
+        command = [sys.executable, "manage.py", "migrate", "-v", "0"]
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+    return built_once(tmp_path_factory, "migrated-sqlite", migrate) / "remotegpu.sqlite3"

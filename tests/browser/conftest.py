@@ -2,16 +2,19 @@
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
 
+from tests.built_once import migrated_sqlite
 from tests.conftest import ARTIFACTS, REPO, subprocess_env
 
 CHROMIUM = "/usr/bin/chromium"
@@ -95,8 +98,13 @@ class Stack:
             self.process.wait()
 
 
-def started_stack(var_dir, **extra_env) -> Stack:
-    """A `runstack` on a free port, up and listening, its admin's one-time password read."""
+def started_stack(var_dir, database: Path | None = None, **extra_env) -> Stack:
+    """A `runstack` on a free port, up and listening, its admin's one-time password read. Given a migrated
+    database (tests.built_once.migrated_sqlite), it starts on a copy of it: its own migrate finds nothing to
+    do (test_stack_lifecycle starts stacks on nothing, as a fresh machine does)."""
+    if database is not None:
+        Path(var_dir).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(database, Path(var_dir) / "remotegpu.sqlite3")
     running = Stack(var_dir, free_port(), **extra_env)
     running.password = running.wait_for(r"Created admin user 'admin' with password: (\S+)").group(1)
     running.wait_for(r"RemoteGPU is up at")
@@ -106,7 +114,7 @@ def started_stack(var_dir, **extra_env) -> Stack:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):
-    running = started_stack(tmp_path_factory.mktemp("stack-var"))
+    running = started_stack(tmp_path_factory.mktemp("stack-var"), migrated_sqlite(tmp_path_factory))
     yield running
     running.kill()
 

@@ -9,12 +9,13 @@ from django.utils import timezone
 from tests.browser.conftest import started_stack
 from tests.browser.test_dashboard import sign_in
 from tests.browser.test_runs import create_person
+from tests.built_once import migrated_sqlite
 from tests.conftest import ARTIFACTS
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    running = started_stack(tmp_path_factory.mktemp("lone-stack-var"))
+    running = started_stack(tmp_path_factory.mktemp("lone-stack-var"), migrated_sqlite(tmp_path_factory))
     yield running
     running.kill()
 

@@ -16,6 +16,7 @@ import pytest
 from tests.browser.conftest import started_stack
 from tests.browser.test_dashboard import choose_own_password, sign_in
 from tests.browser.test_runs import create_person, new_run, run_to_export
+from tests.built_once import migrated_sqlite
 from tests.conftest import ARTIFACTS, REPO
 from tests.provider_stub import KEY_ENV
 from tests.sshd import BoxMaker
@@ -45,6 +46,7 @@ def renting(tmp_path_factory, provider_stub):
     provider_stub.no_capacity.add("lambda")
     stack = started_stack(
         directory / "var",
+        migrated_sqlite(tmp_path_factory),
         **provider_stub.env,
         RENT_POLL_SECONDS="1",
         RENT_CREATE_SECONDS="4",

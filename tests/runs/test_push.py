@@ -77,14 +77,27 @@ class ProbeCommands:
         self._thread.join()
 
     def _scan(self):
+        # Only processes new since the last look are read, and each for its first second (a fork execs
+        # the wrapper within milliseconds): reading every process's cmdline every 5 ms kept a core busy.
+        listed: set[int] = set()
+        young: dict[int, float] = {}
         while not self._stop.is_set():
-            for entry in Path("/proc").iterdir():
+            now = time.monotonic()
+            pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+            for pid in pids - listed:
+                young[pid] = now
+            listed = pids  # a pid that went away and comes back is a new process
+            for pid, since in list(young.items()):
+                if pid not in pids or now - since > 1.0:
+                    del young[pid]
+                    continue
                 try:
-                    argv = (entry / "cmdline").read_bytes().split(b"\0")
-                except OSError:  # not a process, or it just ended
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                except OSError:  # it just ended
                     continue
                 if len(argv) >= 3 and argv[-2] == b"probe" and any(NODE_ROOT_PATH.encode() in arg for arg in argv):
-                    self.pids.add(int(entry.name))
+                    self.pids.add(pid)
+                    del young[pid]
             time.sleep(0.005)
 
 

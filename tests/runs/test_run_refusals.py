@@ -14,43 +14,35 @@ from tests.runs.conftest import SETTLED, edit_train, wait_state
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_missing_data_path_fails_preflight_naming_the_path(bob, make_run, celery_worker_process):
+def test_one_preflight_names_every_missing_input_and_every_shortfall_with_its_exact_words(
+    bob, make_run, celery_worker_process
+):
+    """The box measures inputs, space and inodes in one preflight, and the verdict names every problem
+    it found, not the first: missing data and manifest, a storage budget that does not fit (with its
+    exact shortfall), too few inodes. Nothing ran and a refused run holds no GPU."""
     missing = f"/tmp/remotegpu-no-such-data-{uuid.uuid4().hex}"
-    run = make_run(data_paths=[missing, "/tmp"])
+    run = make_run(
+        data_paths=[missing, "/tmp"],
+        manifest_path="$HOME/no-such-manifest.json",
+        checkpoint_bytes=50 * 1024**4,
+        checkpoints_retained=3,
+        expected_files=4_000_000_000,
+        gpus=[0],
+    )
     do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED)
     assert run.state == RunState.FAILED_PREFLIGHT
-    assert run.preflight_report["problems"] == [f"Missing data on the node: {missing}"]
-    assert run.smoke_exit_code is None  # nothing ran
-
-
-def test_missing_manifest_fails_preflight(bob, make_run, celery_worker_process):
-    run = make_run(manifest_path="$HOME/no-such-manifest.json")
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED)
-    assert run.state == RunState.FAILED_PREFLIGHT
-    assert "Missing manifest on the node:" in run.preflight_report["problems"][0]
-
-
-def test_storage_budget_refuses_with_the_exact_shortfall(bob, make_run, celery_worker_process):
-    run = make_run(checkpoint_bytes=50 * 1024**4, checkpoints_retained=3, gpus=[0])
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED)
-    assert run.state == RunState.FAILED_PREFLIGHT
-    budget = run.preflight_report["budget"]
+    problems, budget = run.preflight_report["problems"], run.preflight_report["budget"]
+    assert problems[0] == f"Missing data on the node: {missing}"  # /tmp exists: not named
+    assert problems[1] == f"Missing manifest on the node: {Path.home() / 'no-such-manifest.json'}"  # $HOME expanded
     assert budget["required_bytes"] == (150 + 100) * 1024**4  # three retained, and the staged best + last
     assert budget["short_bytes"] == budget["needed_bytes"] - budget["free_bytes"] > 0
-    assert f"short by {budget['short_bytes']:,} bytes" in run.preflight_report["problems"][0]
+    assert problems[2].startswith("Not enough space") and f"short by {budget['short_bytes']:,} bytes" in problems[2]
+    assert problems[3].startswith("Not enough inodes")
+    assert f"short by {budget['short_inodes']:,} inodes" in problems[3]
+    assert all("GPU" in problem for problem in problems[4:]), problems  # this box has none to give
+    assert run.smoke_exit_code is None  # nothing ran
     assert not GpuLock.objects.exists()  # a refused run holds no GPU
-
-
-def test_inode_budget_refuses_with_the_shortfall(bob, make_run, celery_worker_process):
-    run = make_run(expected_files=4_000_000_000)
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED)
-    assert run.state == RunState.FAILED_PREFLIGHT
-    assert "Not enough inodes" in run.preflight_report["problems"][0]
-    assert f"short by {run.preflight_report['budget']['short_inodes']:,} inodes" in run.preflight_report["problems"][0]
 
 
 def test_smoke_that_raises_stops_at_failed_smoke_with_the_traceback(bob, make_run, source, celery_worker_process):
