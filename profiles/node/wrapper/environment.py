@@ -37,14 +37,44 @@ def write_speed(root, size=32 << 20):
     return int(size / elapsed)
 
 
+# The run's interpreter reports itself and its torch. Importing torch costs about a second of CPU and
+# only CUDA needs it: a run that asks for GPUs has torch imported and asked what it sees; a run that
+# asks for none gets torch's version and CUDA build read from the installed torch/version.py (the same
+# strings torch reports), and its smoke imports torch soon after anyway. An install laid out otherwise
+# is imported as before.
 IDENTITY_SCRIPT = (
-    "import json, sys\n"
+    "import json, os, sys\n"
     "info = {'sys_executable': sys.executable, 'python': sys.version.split()[0], 'prefix': sys.prefix}\n"
-    "try:\n"
+    "def imported():\n"
     "    import torch\n"
-    "    info.update(torch=torch.__version__, cuda=torch.version.cuda, cuda_available=torch.cuda.is_available())\n"
-    "    info.update(cuda_device_count=torch.cuda.device_count() if info['cuda_available'] else 0)\n"
-    "    info.update(gpu_names=[torch.cuda.get_device_name(i) for i in range(info['cuda_device_count'])])\n"
+    "    found = {'torch': torch.__version__, 'cuda': torch.version.cuda}\n"
+    "    found['cuda_available'] = torch.cuda.is_available()\n"
+    "    found['cuda_device_count'] = torch.cuda.device_count() if found['cuda_available'] else 0\n"
+    "    found['gpu_names'] = [torch.cuda.get_device_name(i) for i in range(found['cuda_device_count'])]\n"
+    "    return found\n"
+    "def installed():\n"
+    "    import importlib.util\n"
+    "    spec = importlib.util.find_spec('torch')\n"
+    "    if spec is None:\n"
+    "        raise ModuleNotFoundError(\"No module named 'torch'\")\n"
+    "    names = {}\n"
+    "    with open(os.path.join(os.path.dirname(spec.origin), 'version.py')) as handle:\n"
+    "        exec(handle.read(), names)\n"
+    "    if not isinstance(names.get('__version__'), str):\n"
+    "        raise LookupError('torch/version.py names no version')\n"
+    "    cuda = names.get('cuda')\n"
+    "    cuda = cuda if isinstance(cuda, str) else None\n"
+    "    return {'torch': names['__version__'], 'cuda': cuda, 'cuda_checked': False}\n"
+    "try:\n"
+    "    if '--cuda' in sys.argv:\n"
+    "        info.update(imported())\n"
+    "    else:\n"
+    "        try:\n"
+    "            info.update(installed())\n"
+    "        except ModuleNotFoundError:\n"
+    "            raise\n"
+    "        except Exception:\n"
+    "            info.update(imported())\n"
     "except Exception as exc:\n"
     "    info.update(torch=None, torch_error=type(exc).__name__)\n"
     "print(json.dumps(info))\n"
@@ -133,7 +163,8 @@ def environment_report(spec):
         return report
     report["conda_base"] = is_conda_base(interpreter)
     try:
-        done = subprocess.run([interpreter, "-c", IDENTITY_SCRIPT], stdout=subprocess.PIPE, timeout=120)
+        command = [interpreter, "-c", IDENTITY_SCRIPT, *(["--cuda"] if spec.get("gpus") else [])]
+        done = subprocess.run(command, stdout=subprocess.PIPE, timeout=120)
         report.update(json.loads(done.stdout.decode().strip().splitlines()[-1]))
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
         report["error"] = f"the interpreter {interpreter} did not run: {exc}"
