@@ -76,6 +76,12 @@ class Sshd:
                     "PermitRootLogin prohibit-password",
                     "Subsystem sftp /usr/lib/openssh/sftp-server",
                     "LogLevel ERROR",
+                    # Debian's bash sources ~/.bashrc for every command sshd runs, and this machine's root
+                    # .bashrc runs `pyenv init` (and its shims resolve each `python3` through `pyenv exec`):
+                    # dozens of processes and ~0.1 s of CPU per SSH command (the two inits alone: 0.09 s).
+                    # A shell that finds SHLVL set thinks it is nested and skips that (as a box whose
+                    # .bashrc is light would be); the wrapper then runs on /usr/bin/python3.
+                    "SetEnv SHLVL=1",
                     *self.extra_config,
                     "",
                 ]
