@@ -81,8 +81,9 @@ class Sshd:
                     # dozens of processes and ~0.1 s of CPU per SSH command (the two inits alone: 0.09 s).
                     # A shell that finds SHLVL set thinks it is nested and skips that (as a box whose
                     # .bashrc is light would be); the wrapper then runs on /usr/bin/python3.
-                    "SetEnv SHLVL=1",
-                    *self.extra_config,
+                    # sshd takes the first SetEnv line only: a test's own variables join this one.
+                    " ".join(["SetEnv SHLVL=1", *(line[7:] for line in self.extra_config if line[:7] == "SetEnv ")]),
+                    *(line for line in self.extra_config if line[:7] != "SetEnv "),
                     "",
                 ]
             )

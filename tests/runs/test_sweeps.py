@@ -69,7 +69,7 @@ def test_a_bad_sweep_form_launches_nothing(client, bob, make_run, instance):
 
 @pytest.mark.django_db(transaction=True)
 def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alone(
-    client, bob, project, make_run, instance, source, tmp_path, celery_worker_process
+    client, bob, project, make_run, instance, source, tmp_path, gate, celery_worker_process
 ):
     box2_sshd = Sshd(tmp_path / "box2").start()
     try:
@@ -78,7 +78,7 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
             project=project,
             **{**box2_sshd.instance_fields(project), "data_root_override": str(tmp_path / "box2-data")},
         )
-        set_config(source, epochs=3, epoch_pause=1)
+        set_config(source, epochs=3, hold_file=gate.path)  # every cell held after epoch 1 until both boxes were busy
         base = make_run()
         client.force_login(bob)
         response = client.post(
@@ -103,6 +103,8 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
             busy = sum(s in (RunState.PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING, RunState.RUNNING) for s in states)
             peak = max(peak, busy)
             assert busy <= 2  # one writer per box's single GPU
+            if peak == 2:
+                gate.release()
             if all(s in (RunState.EXPORTED, RunState.FAILED_SMOKE, RunState.QUARANTINED) for s in states):
                 break
             time.sleep(0.3)

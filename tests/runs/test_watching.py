@@ -35,8 +35,10 @@ def transitions(run):
     return list(run.events.exclude(to_state="").values_list("to_state", flat=True))
 
 
-async def test_websocket_hears_running_logs_and_exported_in_order(alice, bob, make_run, source, celery_worker_process):
-    set_config(source, epochs=5, epoch_pause=0.3)
+async def test_websocket_hears_running_logs_and_exported_in_order(
+    alice, bob, make_run, source, gate, celery_worker_process
+):
+    set_config(source, epochs=5, hold_file=gate.path)  # held after epoch 1 until its line reached the socket
     run = await sync_to_async(make_run)()
     cookie = await sync_to_async(session_cookie)(alice)
     path = f"/ws/runs/{run.run_id}/"
@@ -48,6 +50,8 @@ async def test_websocket_hears_running_logs_and_exported_in_order(alice, bob, ma
     while time.monotonic() < deadline:
         message = await communicator.receive_json_from(timeout=150)
         messages.append(message)
+        if message.get("type") == "log" and any(line.startswith("epoch 1/5") for line in message["lines"]):
+            gate.release()
         if message.get("type") == "event" and message.get("state") == "exported":
             break
     await communicator.disconnect()
