@@ -54,6 +54,13 @@ def test_stdin_is_delivered(transport):
     assert result.stdout.strip() == "100000"
 
 
+def test_a_box_that_answers_and_exits_before_reading_its_stdin_is_still_heard(transport):
+    """A box may answer and close its end before it reads what it was sent: its answer is read and judged,
+    not called unreachable (the garbage-box test lost that race under load)."""
+    result = transport.run(["echo", "answered"], timeout=30, stdin=b"x" * (16 << 20))
+    assert (result.exit_code, result.stdout) == (0, "answered\n")
+
+
 def test_timeout_is_enforced(transport):
     started = time.monotonic()
     with pytest.raises(CommandTimeout):

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import subprocess
 import sys
 
 import pytest
@@ -51,29 +52,54 @@ def session_cookie(user) -> bytes:
     return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode()
 
 
-async def push_from_another_process(run_id: str, payload: dict) -> None:
-    code = "import django; django.setup(); from runs.live import push_run_update; "
-    code += f"push_run_update({run_id!r}, {payload!r})"
-    process = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=REPO, env=subprocess_env())
-    assert await asyncio.wait_for(process.wait(), timeout=60) == 0
+# Another process that pushes what it is sent, one line each, and says "pushed" when its push returned:
+# one for the module (a Django start per push cost a second of CPU each).
+PUSHER = (
+    "import json, sys, django\n"
+    "django.setup()\n"
+    "from runs.live import push_run_update\n"
+    "for line in sys.stdin:\n"
+    "    run_id, payload = json.loads(line)\n"
+    "    push_run_update(run_id, payload)\n"
+    "    print('pushed', flush=True)\n"
+)
 
 
-async def test_signed_in_client_receives_update_sent_by_another_process(alice):
+@pytest.fixture(scope="module")
+def pusher():
+    process = subprocess.Popen(
+        [sys.executable, "-c", PUSHER], cwd=REPO, env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    yield process
+    process.stdin.close()
+    process.wait(timeout=30)
+
+
+async def push_from_another_process(pusher, run_id: str, payload: dict) -> None:
+    def push():
+        pusher.stdin.write(json.dumps([run_id, payload]).encode() + b"\n")
+        pusher.stdin.flush()
+        assert pusher.stdout.readline() == b"pushed\n", "the pushing process ended"
+
+    await asyncio.wait_for(asyncio.to_thread(push), timeout=60)
+
+
+async def test_signed_in_client_receives_update_sent_by_another_process(alice, pusher):
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
     connected, _ = await communicator.connect()
     assert connected
     payload = {"state": "running", "note": json.dumps({"step": 3})}
-    await push_from_another_process("vision-r1", payload)
+    await push_from_another_process(pusher, "vision-r1", payload)
     assert await communicator.receive_json_from(timeout=20) == {**payload, "run_id": "vision-r1"}
     await communicator.disconnect()
 
 
-async def test_client_in_another_run_group_hears_nothing(alice):
+async def test_client_in_another_run_group_hears_nothing(alice, pusher):
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, "/ws/runs/other-run/", headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]
-    await push_from_another_process("vision-r2", {"state": "exited"})
+    await push_from_another_process(pusher, "vision-r2", {"state": "exited"})
     assert await communicator.receive_nothing(timeout=1)
     await communicator.disconnect()
 
@@ -135,14 +161,14 @@ def test_the_layers_read_timeout_outlasts_its_blocking_receive():
 
 
 @pytest.mark.e2e  # sixteen seconds of a socket left idle: time that must pass, so the full suite only
-async def test_an_idle_page_keeps_its_socket(alice):
+async def test_an_idle_page_keeps_its_socket(alice, pusher):
     """The same cut, seen from a page: idle for three of the layer's blocking receives, then an update
     still arrives on the same socket."""
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]
     assert await communicator.receive_nothing(timeout=16, interval=1)
-    await push_from_another_process("vision-r1", {"state": "running"})
+    await push_from_another_process(pusher, "vision-r1", {"state": "running"})
     assert await communicator.receive_json_from(timeout=20) == {"state": "running", "run_id": "vision-r1"}
     await communicator.disconnect()
 
@@ -164,7 +190,7 @@ async def test_a_page_connecting_while_redis_is_down_is_told_to_retry_not_given_
 
 
 @pytest.mark.parametrize("how", ["removed from the project", "signed out"])
-async def test_an_open_socket_stops_when_access_ends(alice, settings, how):
+async def test_an_open_socket_stops_when_access_ends(alice, settings, how, pusher):
     """Sockets were authorised only at connect: a removed or signed-out user kept hearing log lines."""
     from django.contrib.sessions.models import Session
 
@@ -174,13 +200,13 @@ async def test_an_open_socket_stops_when_access_ends(alice, settings, how):
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]
-    await push_from_another_process("vision-r1", {"line": "before"})
+    await push_from_another_process(pusher, "vision-r1", {"line": "before"})
     assert await communicator.receive_json_from(timeout=20) == {"line": "before", "run_id": "vision-r1"}
     if how == "signed out":
         await sync_to_async(lambda: Session.objects.all().delete())()
     else:
         await sync_to_async(lambda: Project.objects.get(slug="vision").members.remove(alice))()
-    await push_from_another_process("vision-r1", {"line": "after"})
+    await push_from_another_process(pusher, "vision-r1", {"line": "after"})
     output = await communicator.receive_output(timeout=20)
     assert output == {"type": "websocket.close", "code": 4403}
 
@@ -225,7 +251,7 @@ async def test_a_removal_closes_the_members_sockets_when_it_commits(alice, bob, 
     assert await project_page.receive_output(timeout=10) == {"type": "websocket.close", "code": 4403}
 
 
-async def test_a_removal_from_another_project_leaves_the_members_sockets_open(alice, bob, settings):
+async def test_a_removal_from_another_project_leaves_the_members_sockets_open(alice, bob, settings, pusher):
     from projects.membership import do_remove_member
 
     settings.LIVE_REAUTH_SECONDS = 3600
@@ -235,6 +261,6 @@ async def test_a_removal_from_another_project_leaves_the_members_sockets_open(al
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]
     await sync_to_async(lambda: do_remove_member(other.pk, "alice", actor=bob))()
-    await push_from_another_process("vision-r1", {"line": "still here"})
+    await push_from_another_process(pusher, "vision-r1", {"line": "still here"})
     assert await communicator.receive_json_from(timeout=20) == {"line": "still here", "run_id": "vision-r1"}
     await communicator.disconnect()
