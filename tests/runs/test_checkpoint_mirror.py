@@ -185,6 +185,21 @@ def test_a_trainer_that_saves_more_often_than_the_mirror_looks_is_still_mirrored
     assert parse_mirror(mirror.state)["newest"]["step"] == 12  # and the last one when the command ended
 
 
+def test_a_checkpoint_untouched_longer_than_the_settle_is_mirrored_at_its_first_look(disks):
+    """The settle rule alone, with no clock to wait on: a checkpoint whose last write is older than the
+    settle (its mtime set back) is taken at the first look, with no second look to compare it to. A
+    trainer that saves more often than the poll is never unchanged between two looks."""
+    spec, attempt = disks()
+    mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
+    mirror.begin()
+    latest = Path(spec["ckpt"]) / "latest.pth"
+    save(latest, 1)
+    written = time.time() - 2 * mirror.settle - 1
+    os.utime(latest, (written, written))
+    mirror.look()
+    assert (mirror.state.get("newest") or {}).get("step") == 1
+
+
 def test_a_mirror_disk_that_fills_up_raises_the_lag_and_never_breaks_the_run(disks):
     spec, attempt = disks(durable_kib=512)
     ckpt = Path(spec["ckpt"])
