@@ -234,7 +234,6 @@ def provider_api(provider_stub, settings, monkeypatch):
     """Point this test process (tasks called in-process) at the stub as well."""
     settings.PROVIDER_API_BASES = {key: provider_stub.url for key in settings.PROVIDER_API_BASES}
     settings.PROVIDER_API_RETRY_SECONDS = 0.05
-    settings.PROVIDER_API_TIMEOUT = 1  # a "timeout" the stub holds (3 s) is given up on after 1 s
     monkeypatch.setenv(KEY_ENV, API_KEY)
     provider_stub.reset()
     yield provider_stub
