@@ -520,8 +520,12 @@ class RunNode(NodeClient):
         spec_path = self.attempt_spec(attempt)
         inner = [self.python or settings.NODE_PYTHON, self.wrapper_path, "run", spec_path]
         if use_tmux:
+            # A tmux server of its own (-L, named as the session): on the box's default server, shared with
+            # every other run and every person there, a launch while that server was exiting (its last
+            # session just ended) failed with "server exited unexpectedly", and one `tmux kill-server`
+            # ended every run. Watch it with `tmux -L <session> attach`.
             session = f"rgpu-{self.run.run_id}-{attempt}"
-            argv = ["tmux", "new-session", "-d", "-s", session, shlex.join(inner)]
+            argv = ["tmux", "-L", session, "new-session", "-d", "-s", session, shlex.join(inner)]
             self._write_launch_marker(attempt, "tmux", shlex.join(argv))
             self.check(self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT), "tmux launch")
             return "tmux", shlex.join(argv)

@@ -1,5 +1,7 @@
 """Launch without tmux (setsid nohup) and a redelivered launch task that must not start a second copy."""
 
+import subprocess
+
 import pytest
 
 from profiles.node.client import RunNode
@@ -34,6 +36,27 @@ def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run
     assert (node.active(run) / "attempt-1" / "pid").read_text() == pids
     wait_file(node.export(run) / "best.pth", timeout=120)
     assert len(list((node.root / "active" / run.run_id).glob("attempt-*"))) == 1
+
+
+def test_a_tmux_launch_has_a_tmux_server_of_its_own(make_run, node, source, gate):
+    """Every run's session was on the box's default tmux server, shared with every other run and every
+    person there: a launch while that server was exiting (its last session just ended) failed with
+    "server exited unexpectedly" (found by make test-stress), and one `tmux kill-server` ended every run."""
+    set_config(source, epochs=3, hold_file=gate.path)
+    run = make_run(state=RunState.LAUNCHING, attempt=1, preflight_report={"tmux": True})
+    with RunNode(run) as session:
+        session.prepare()
+        shipping.ship_source(session)
+    launch_run(run.pk, 1)  # in this process, over real SSH
+    run.refresh_from_db()
+    assert (run.state, run.detach) == (RunState.RUNNING, "tmux")
+    name = f"rgpu-{run.run_id}-1"
+    own = subprocess.run(["tmux", "-L", name, "has-session", "-t", name], capture_output=True, timeout=30)
+    shared = subprocess.run(["tmux", "has-session", "-t", name], capture_output=True, timeout=30)
+    assert own.returncode == 0, own.stderr
+    assert shared.returncode != 0  # not on the default server
+    gate.release()
+    wait_file(node.export(run) / "best.pth", timeout=120)
 
 
 def test_runs_preparing_the_same_project_root_at_once_all_succeed(make_run, node):
