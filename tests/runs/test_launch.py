@@ -1,4 +1,5 @@
-"""Launch without tmux (setsid nohup) and a redelivered launch task that must not start a second copy."""
+"""Launch without tmux (setsid nohup), a redelivered launch task that must not start a second copy, and
+a tmux launch on a server of its own."""
 
 import subprocess
 
@@ -13,14 +14,21 @@ from tests.runs.conftest import set_config, wait_file
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run, node, source):
-    set_config(source, epochs=3)
-    run = make_run(state=RunState.LAUNCHING, attempt=1, preflight_report={"tmux": False})
+def launched_run(make_run, tmux: bool) -> Run:
+    """Attempt 1 of a run whose preflight found tmux (or not), prepared, shipped and launched in this
+    process over real SSH."""
+    run = make_run(state=RunState.LAUNCHING, attempt=1, preflight_report={"tmux": tmux})
     with RunNode(run) as session:
         session.prepare()
         shipping.ship_source(session)
-    launch_run(run.pk, 1)  # in this process, over real SSH
+    launch_run(run.pk, 1)
     run.refresh_from_db()
+    return run
+
+
+def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run, node, source):
+    set_config(source, epochs=3)
+    run = launched_run(make_run, tmux=False)
     assert (run.state, run.detach) == (RunState.RUNNING, "nohup")
     assert "setsid nohup" in run.launched_command
     pids = wait_file(node.active(run) / "attempt-1" / "pid").read_text()
@@ -43,12 +51,7 @@ def test_a_tmux_launch_has_a_tmux_server_of_its_own(make_run, node, source, gate
     person there: a launch while that server was exiting (its last session just ended) failed with
     "server exited unexpectedly" (found by make test-stress), and one `tmux kill-server` ended every run."""
     set_config(source, epochs=3, hold_file=gate.path)
-    run = make_run(state=RunState.LAUNCHING, attempt=1, preflight_report={"tmux": True})
-    with RunNode(run) as session:
-        session.prepare()
-        shipping.ship_source(session)
-    launch_run(run.pk, 1)  # in this process, over real SSH
-    run.refresh_from_db()
+    run = launched_run(make_run, tmux=True)
     assert (run.state, run.detach) == (RunState.RUNNING, "tmux")
     name = f"rgpu-{run.run_id}-1"
     own = subprocess.run(["tmux", "-L", name, "has-session", "-t", name], capture_output=True, timeout=30)
