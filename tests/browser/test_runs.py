@@ -112,8 +112,13 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack, sshd):
     project_page.wait_for_selector("#connection:has-text('live')")
     # No reload from here on: the badge, timeline, log and curves follow the WebSocket.
     run_to_export(operator)
-    # The box has no durable tier: the checkpoint section says where its checkpoints go, swapped in live.
-    operator.wait_for_selector("#checkpoints-part #no-durable:has-text('copied to the control host')", timeout=30_000)
+    # The box has no durable tier: the checkpoint section says where its checkpoints go, swapped in live:
+    # that they are copied to the control host or, once one has been, the copy there.
+    operator.wait_for_selector(
+        "#checkpoints-part #no-durable:has-text('copied to the control host'),"
+        " #checkpoints-part #durable-newest:has-text('copy on the control host (no durable tier on the box)')",
+        timeout=30_000,
+    )
     operator.wait_for_selector("#curves figure[data-metric] .uplot", timeout=30_000)
     assert operator.locator("#curves figure[data-metric]").count() >= 3  # train_loss, val_loss, val_accuracy
     project_page.wait_for_selector("#live-runs td.run-state:has-text('Closed: exported')", timeout=30_000)
