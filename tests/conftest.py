@@ -251,8 +251,15 @@ def _worker(django_db_setup, django_db_blocker, provider_stub):
     worker = WorkerProcess(
         url, **provider_stub.env, WEBHOOK_ALLOW_HTTP="1", WEBHOOK_ALLOW_PRIVATE="1", REMOTEGPU_LOCAL_NODE="1"
     )
+    SESSION_WORKER.append(worker)
     yield worker
     worker.stop()
+    SESSION_WORKER.remove(worker)
+
+
+# The session's worker once a test has asked for it: it then stays up for the rest of the xdist worker's
+# session, taking every task enqueued on its queue, by later tests too.
+SESSION_WORKER: list[WorkerProcess] = []
 
 
 @pytest.fixture
@@ -279,12 +286,14 @@ def local_node(settings):
 
 
 @pytest.fixture
-def no_worker(_worker):
-    """Consequences executed in this process only: the session's worker (if running) is stopped and the
-    queue emptied, so an approval's own enqueued execution never runs beside the test's (or after it)."""
+def no_worker():
+    """Tasks run in this process only: the session's worker, if an earlier test started it, is stopped
+    and the queue emptied, so a task the test enqueues (an approval's execution, a rent's create) never
+    runs beside the test's own call of it (or after it). Not a worker of the test's own: not end-to-end."""
     from remotegpu_site.celery import app
 
-    _worker.stop()
+    for worker in SESSION_WORKER:
+        worker.stop()
     app.control.purge()
     yield
     app.control.purge()

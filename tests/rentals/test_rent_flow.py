@@ -22,7 +22,8 @@ from tests import factories
 from tests.provider_stub import api_credential
 from tests.sshd import BoxMaker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Creates and polls are called here, one step at a time: no worker may take the tasks they enqueue.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
 
 VAST_OFFERS = [
     {"id": 501, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.52},
