@@ -58,10 +58,18 @@ PERSONAS = {
 }
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fewer_hashing_rounds():
+    """This process hashes passwords with Django's PBKDF2 at fewer rounds (tests/hashers.py)."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.hashers.FewerRounds"]):
+        yield
+
+
 @functools.cache
 def password_hash(password: str) -> str:
-    """A real PBKDF2 hash of a password, made once per process: hashing costs ~0.2–0.4 s of CPU each
-    time, and the fast tier made ~100 of them (a third of its CPU) before they were shared."""
+    """A real PBKDF2 hash of a password, made once per process."""
     from django.contrib.auth.hashers import make_password
 
     return make_password(password)

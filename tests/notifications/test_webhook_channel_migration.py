@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.migrating import migrate
+from tests.migrating import back_to_newest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,4 +29,4 @@ def test_the_approval_webhook_moves_to_a_channel_and_back():
         assert projects.get(slug="audio").approval_webhook == ""
         assert not back.get_model("notifications", "Channel").objects.exists()
     finally:
-        migrate([])
+        back_to_newest()

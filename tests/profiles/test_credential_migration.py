@@ -3,7 +3,7 @@ to the projects whose instances used it."""
 
 import pytest
 
-from tests.migrating import migrate
+from tests.migrating import back_to_newest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,4 +50,4 @@ def test_references_become_granted_credentials():
             "audio-b-20261130": ("/home/ops/.ssh/id_ed25519", False),
         }
     finally:
-        migrate([])
+        back_to_newest()

@@ -3,7 +3,7 @@ names, and permissions held by users and groups follow the content type."""
 
 import pytest
 
-from tests.migrating import migrate
+from tests.migrating import back_to_newest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,4 +45,4 @@ def test_rows_and_grants_survive_the_move(projects_type_exists):
         assert list(moved.members.values_list("username", flat=True)) == ["erin"]
         assert not new.get_model("contenttypes", "ContentType").objects.filter(app_label="runs", model="project")
     finally:
-        migrate([])
+        back_to_newest()

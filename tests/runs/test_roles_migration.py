@@ -3,7 +3,7 @@ in every project they are a member of, and in no other; the groups go; the way b
 
 import pytest
 
-from tests.migrating import migrate
+from tests.migrating import back_to_newest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,4 +55,4 @@ def test_global_roles_move_onto_every_membership_and_back():
             back.get_model("projects", "Project").objects.get(slug="audio").members.values_list("username", flat=True)
         ) == {"paul", "quinn"}
     finally:
-        migrate([])
+        back_to_newest()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.migrating import migrate
+from tests.migrating import back_to_newest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,4 +81,4 @@ def test_the_six_tables_become_the_one_log_and_come_back():
         assert back.get_model("projects", "MembershipEvent").objects.get().action == "added"
         assert list(back.get_model("custody", "AuditEntry").objects.values_list("action", flat=True)) == ["hold_placed"]
     finally:
-        migrate([])
+        back_to_newest()
