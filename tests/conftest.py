@@ -67,6 +67,19 @@ def fewer_hashing_rounds():
         yield
 
 
+@pytest.fixture
+def migrated_copy():
+    """A migration test migrates a copy of the worker's database made for it (PostgreSQL), or the
+    database itself, migrated back to its newest state after (elsewhere)."""
+    from tests.migrating import migrate
+    from tests.template_db import scratch_copy
+
+    with scratch_copy() as copied:
+        yield
+    if not copied:
+        migrate([])
+
+
 @functools.cache
 def password_hash(password: str) -> str:
     """A real PBKDF2 hash of a password, made once per process."""

@@ -28,12 +28,3 @@ def migrate(targets):
     executor.loader.build_graph()
     # An app migrated to nothing (None) has no state to build: it is simply absent from the models.
     return executor.loader.project_state([node for node in full if node[1] is not None]).apps
-
-
-def back_to_newest() -> None:
-    """The test database at its newest migration again, for the tests after this one: a fresh copy of
-    the migrated template where there is one (PostgreSQL), else migrated forward."""
-    from tests.template_db import clone_again
-
-    if not clone_again():
-        migrate([])

@@ -94,20 +94,31 @@ def clone_from_template(migrate: bool) -> str:
 CLONED: dict[str, str] = {}  # this worker's test database → the template it was cloned from
 
 
-def clone_again() -> bool:
-    """The worker's test database replaced by a fresh copy of its template (~0.2 s), as after a migration
-    test: migrating the whole schema forward again renders every model state (~10 s of CPU). False when
-    the database is not a clone (SQLite, or pytest-django's own setup)."""
+@contextlib.contextmanager
+def scratch_copy():
+    """For a migration test: this thread's connection on a fresh copy of the template (~0.2 s) while it
+    runs, the copy dropped after. Migrating the worker's own database forward again afterwards renders
+    every model state (~10 s of CPU); dropping and cloning it instead would cut the connections other
+    threads of this process keep to it (asgiref's executor thread's, say). Yields False where the
+    database is not a clone (SQLite, or pytest-django's own setup): the test then migrates it back."""
     target = connection.settings_dict["NAME"]
     template = CLONED.get(target)
     if template is None:
-        return False
+        yield False
+        return
+    scratch = f"{target}_scratch"
     connection.close()
     with connection._nodb_cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(target)} WITH (FORCE)")
-        cursor.execute(f"CREATE DATABASE {_quoted(target)} TEMPLATE {_quoted(template)}")
-    connection.close()
-    return True
+        cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(scratch)} WITH (FORCE)")
+        cursor.execute(f"CREATE DATABASE {_quoted(scratch)} TEMPLATE {_quoted(template)}")
+    connection.settings_dict["NAME"] = scratch
+    try:
+        yield True
+    finally:
+        connection.close()
+        connection.settings_dict["NAME"] = target
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(scratch)} WITH (FORCE)")
 
 
 def drop_clone(name: str) -> None:

@@ -3,9 +3,9 @@ names, and permissions held by users and groups follow the content type."""
 
 import pytest
 
-from tests.migrating import back_to_newest, migrate
+from tests.migrating import migrate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("migrated_copy")]
 
 BEFORE = [("runs", "0012_membership_event"), ("profiles", "0008_remove_references")]
 AFTER = [("runs", "0013_project_moves_to_projects"), ("projects", "0004_envelope_history")]  # before roles per project
@@ -29,20 +29,15 @@ def test_rows_and_grants_survive_the_move(projects_type_exists):
     approvers.permissions.add(approve, operate)
     project = old.get_model("runs", "Project").objects.create(name="Vision", slug="vision")
     project.members.add(erin)
-    try:
-        new = migrate(AFTER)
-        Permission, User = new.get_model("auth", "Permission"), new.get_model("auth", "User")
-        held = {
-            (p.content_type.app_label, p.codename) for p in User.objects.get(username="erin").user_permissions.all()
-        }
-        assert held == {("projects", "approve_cost")}
-        group = new.get_model("auth", "Group").objects.get(name="legacy-approvers")
-        assert {(p.content_type.app_label, p.codename) for p in group.permissions.all()} == {
-            ("projects", "approve_cost"),
-            ("projects", "operate"),
-        }
-        moved = new.get_model("projects", "Project").objects.get(slug="vision")
-        assert list(moved.members.values_list("username", flat=True)) == ["erin"]
-        assert not new.get_model("contenttypes", "ContentType").objects.filter(app_label="runs", model="project")
-    finally:
-        back_to_newest()
+    new = migrate(AFTER)
+    Permission, User = new.get_model("auth", "Permission"), new.get_model("auth", "User")
+    held = {(p.content_type.app_label, p.codename) for p in User.objects.get(username="erin").user_permissions.all()}
+    assert held == {("projects", "approve_cost")}
+    group = new.get_model("auth", "Group").objects.get(name="legacy-approvers")
+    assert {(p.content_type.app_label, p.codename) for p in group.permissions.all()} == {
+        ("projects", "approve_cost"),
+        ("projects", "operate"),
+    }
+    moved = new.get_model("projects", "Project").objects.get(slug="vision")
+    assert list(moved.members.values_list("username", flat=True)) == ["erin"]
+    assert not new.get_model("contenttypes", "ContentType").objects.filter(app_label="runs", model="project")

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.migrating import back_to_newest, migrate
+from tests.migrating import migrate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("migrated_copy")]
 
 BEFORE = [
     ("custody", "0009_mirror_mount"),
@@ -54,31 +54,28 @@ def populate(old):
 
 def test_the_six_tables_become_the_one_log_and_come_back():
     old = migrate(BEFORE)
-    try:
-        project = populate(old)
+    project = populate(old)
 
-        new = migrate(AFTER)
-        entries = new.get_model("core", "AuditEntry").objects.order_by("action")
-        got = {(e.action, e.message, e.project_id, e.subject.username if e.subject else None) for e in entries}
-        assert got == {
-            ("password.issued", "one-time password issued to erin", None, "erin"),
-            ("member.added", "erin added to audio", project.pk, "erin"),
-            ("role.granted", "operator granted to erin", project.pk, "erin"),
-            ("envelope.changed", "budget: none → 50.00", project.pk, None),
-            ("credential.changed", "pod-key: registered", None, None),
-            ("variable.changed", "SLACK_URL: granted audio", None, None),
-            ("hold_placed", "hold", project.pk, None),  # teardown's entry now names its box's project
-        }
-        assert {e.at for e in entries if e.action != "hold_placed"} == {THEN}
-        assert entries.get(action="role.granted").data == {"role": "operator"}
+    new = migrate(AFTER)
+    entries = new.get_model("core", "AuditEntry").objects.order_by("action")
+    got = {(e.action, e.message, e.project_id, e.subject.username if e.subject else None) for e in entries}
+    assert got == {
+        ("password.issued", "one-time password issued to erin", None, "erin"),
+        ("member.added", "erin added to audio", project.pk, "erin"),
+        ("role.granted", "operator granted to erin", project.pk, "erin"),
+        ("envelope.changed", "budget: none → 50.00", project.pk, None),
+        ("credential.changed", "pod-key: registered", None, None),
+        ("variable.changed", "SLACK_URL: granted audio", None, None),
+        ("hold_placed", "hold", project.pk, None),  # teardown's entry now names its box's project
+    }
+    assert {e.at for e in entries if e.action != "hold_placed"} == {THEN}
+    assert entries.get(action="role.granted").data == {"role": "operator"}
 
-        back = migrate(BEFORE)
-        assert back.get_model("projects", "RoleEvent").objects.get().role == "operator"
-        assert back.get_model("projects", "EnvelopeEvent").objects.get().after == "50.00"
-        assert back.get_model("accounts", "PasswordEvent").objects.get().at == THEN
-        assert back.get_model("profiles", "CredentialEvent").objects.get().message == "registered"
-        assert back.get_model("notifications", "NotifyVariableEvent").objects.get().message == "granted audio"
-        assert back.get_model("projects", "MembershipEvent").objects.get().action == "added"
-        assert list(back.get_model("custody", "AuditEntry").objects.values_list("action", flat=True)) == ["hold_placed"]
-    finally:
-        back_to_newest()
+    back = migrate(BEFORE)
+    assert back.get_model("projects", "RoleEvent").objects.get().role == "operator"
+    assert back.get_model("projects", "EnvelopeEvent").objects.get().after == "50.00"
+    assert back.get_model("accounts", "PasswordEvent").objects.get().at == THEN
+    assert back.get_model("profiles", "CredentialEvent").objects.get().message == "registered"
+    assert back.get_model("notifications", "NotifyVariableEvent").objects.get().message == "granted audio"
+    assert back.get_model("projects", "MembershipEvent").objects.get().action == "added"
+    assert list(back.get_model("custody", "AuditEntry").objects.values_list("action", flat=True)) == ["hold_placed"]

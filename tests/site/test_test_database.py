@@ -89,3 +89,28 @@ def test_a_flush_holds_when_a_writer_commits_a_row_between_its_deletes(django_us
     assert flushed == {"outcome": "flushed"}
     assert not django_user_model.objects.exists() and not PasswordDuty.objects.exists()
     assert not Group.objects.exists()
+
+
+def test_a_migration_tests_copy_leaves_the_connections_of_other_threads_working():
+    """A migration test migrates a copy (tests/template_db.py scratch_copy): replacing the worker's own
+    database instead cut the connection asgiref's executor thread keeps, and the next async test on that
+    worker failed with 'terminating connection due to administrator command'."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.template_db import scratch_copy
+
+    def one():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_database()")
+            return cursor.fetchone()[0]
+
+    kept = ThreadPoolExecutor(1)  # one long-lived thread with its own connection, as asgiref's
+    try:
+        before = kept.submit(one).result(30)
+        with scratch_copy() as copied:
+            assert copied and one() == f"{before}_scratch"
+        assert one() == before
+        assert kept.submit(one).result(30) == before  # the same connection, still open
+    finally:
+        kept.submit(lambda: connection.close()).result(30)
+        kept.shutdown()
