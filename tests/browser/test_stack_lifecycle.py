@@ -6,14 +6,15 @@ import time
 
 import pytest
 
-from tests.browser.conftest import Stack, free_port
+from tests.browser.conftest import Stack, free_port, migrated_var
+from tests.built_once import migrated_sqlite
 
 # Starts processes of its own (a stack, a worker, a web server): end to end, whatever its fixtures.
 pytestmark = pytest.mark.e2e
 
 
 def test_ctrl_c_stops_web_worker_and_beat(tmp_path):
-    stack = Stack(tmp_path, free_port())
+    stack = Stack(tmp_path, free_port())  # on nothing, as on a fresh machine: it migrates first
     try:
         stack.wait_for(r"Created admin user 'admin' with password: (\S+)")
         stack.wait_for(r"RemoteGPU is up at")
@@ -47,8 +48,8 @@ def start_then_stop(var_dir, says: str) -> Stack:
     return stack
 
 
-def test_second_start_does_not_print_the_password_again(tmp_path):
-    start_then_stop(tmp_path, r"Created admin user")
+def test_second_start_does_not_print_the_password_again(tmp_path, tmp_path_factory):
+    start_then_stop(migrated_var(tmp_path, migrated_sqlite(tmp_path_factory)), r"Created admin user")
     second = start_then_stop(tmp_path, r"Admin user already exists")
     assert not any("password:" in line for line in second.lines)
 
@@ -71,11 +72,11 @@ def _children(pid: int) -> dict[int, str]:
     return found
 
 
-def test_a_killed_worker_is_restarted_and_the_dashboard_stays_up(tmp_path):
+def test_a_killed_worker_is_restarted_and_the_dashboard_stays_up(tmp_path, tmp_path_factory):
     import signal
     import urllib.request
 
-    stack = Stack(tmp_path, free_port())
+    stack = Stack(migrated_var(tmp_path, migrated_sqlite(tmp_path_factory)), free_port())
     try:
         stack.wait_for(r"RemoteGPU is up at")
         stack.wait_listening()
