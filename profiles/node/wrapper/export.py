@@ -12,6 +12,7 @@ from .files import DISK_FULL, RESERVE, atomic_write, durable_write, sha256_file
 from .hardware import hardware_problem
 from .roster import roster_of, sealed_roster_path
 from .run_secrets import remove_secrets
+from .weights import plainly_loads
 
 REQUIRED_EXPORT = ("run.json", "config.yaml", "train.csv", "best.pth")
 
@@ -91,6 +92,8 @@ def dataset_bytes_problem(spec, partial):
 
 
 def check_best_loads(spec, best):
+    if plainly_loads(best):
+        return None  # plain tensors in plain containers, read without torch's import (weights.py)
     # Use the run's own interpreter when it is a python: it is the one that has torch.
     argv0 = argv_in_environment(spec)[0]
     python = argv0 if os.path.basename(argv0).startswith("python") else sys.executable
