@@ -36,7 +36,7 @@ HEADER = "import os, sys, time\nif os.environ.get('REMOTEGPU_SMOKE') == '1':\n  
 
 
 @pytest.fixture(scope="module")
-def slow_worker(_worker, django_db_blocker, provider_stub):
+def _slow_worker(_worker, django_db_blocker, provider_stub):
     """This module's own worker (the session's is stopped meanwhile): the probe every 8 s, push on."""
     from remotegpu_site.celery import app
 
@@ -49,6 +49,13 @@ def slow_worker(_worker, django_db_blocker, provider_stub):
     yield worker
     worker.stop()
     app.control.purge()
+
+
+@pytest.fixture
+def slow_worker(_slow_worker):
+    """The module's worker, started again if an earlier test stopped it (one does, on purpose)."""
+    _slow_worker.start()
+    return _slow_worker
 
 
 STREAM = f"{NODE_ROOT_PATH}.*wrapper-.*follow"
