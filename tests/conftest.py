@@ -310,7 +310,7 @@ def local_node(settings):
 def no_worker():
     """Tasks run in this process only: the session's worker, if an earlier test started it, is stopped
     and the queue emptied, so a task the test enqueues (an approval's execution, a rent's create) never
-    runs beside the test's own call of it (or after it). Not a worker of the test's own: not end-to-end."""
+    runs beside the test's own call of it (or after it). It starts none (a registry, not _worker)."""
     from remotegpu_site.celery import app
 
     for worker in SESSION_WORKER:
@@ -320,8 +320,9 @@ def no_worker():
     app.control.purge()
 
 
-# What makes a test end-to-end: a real worker process, an sshd box, the local node, a browser or a stack.
-E2E_FIXTURES = {"_worker", "sshd", "local_node", "stack", "page"}
+# What makes a test end-to-end: a real worker process (or stopping one), an sshd box, the local node, a
+# browser or a stack.
+E2E_FIXTURES = {"_worker", "no_worker", "sshd", "local_node", "stack", "page"}
 
 
 def pytest_collection_modifyitems(config, items):
