@@ -272,15 +272,8 @@ def _worker(django_db_setup, django_db_blocker, provider_stub):
     worker = WorkerProcess(
         url, **provider_stub.env, WEBHOOK_ALLOW_HTTP="1", WEBHOOK_ALLOW_PRIVATE="1", REMOTEGPU_LOCAL_NODE="1"
     )
-    SESSION_WORKER.append(worker)
     yield worker
     worker.stop()
-    SESSION_WORKER.remove(worker)
-
-
-# The session's worker once a test has asked for it: it then stays up for the rest of the xdist worker's
-# session, taking every task enqueued on its queue, by later tests too.
-SESSION_WORKER: list[WorkerProcess] = []
 
 
 @pytest.fixture
@@ -307,22 +300,21 @@ def local_node(settings):
 
 
 @pytest.fixture
-def no_worker():
+def no_worker(_worker):
     """Tasks run in this process only: the session's worker, if an earlier test started it, is stopped
     and the queue emptied, so a task the test enqueues (an approval's execution, a rent's create) never
-    runs beside the test's own call of it (or after it). It starts none (a registry, not _worker)."""
+    runs beside the test's own call of it (or after it)."""
     from remotegpu_site.celery import app
 
-    for worker in SESSION_WORKER:
-        worker.stop()
+    _worker.stop()
     app.control.purge()
     yield
     app.control.purge()
 
 
-# What makes a test end-to-end: a real worker process (or stopping one), an sshd box, the local node, a
-# browser or a stack.
-E2E_FIXTURES = {"_worker", "no_worker", "sshd", "local_node", "stack", "page"}
+# What makes a test end-to-end: a real worker process (no_worker, which stops one, asks for _worker too),
+# an sshd box, the local node, a browser or a stack.
+E2E_FIXTURES = {"_worker", "sshd", "local_node", "stack", "page"}
 
 
 def pytest_collection_modifyitems(config, items):
