@@ -67,6 +67,12 @@ def _drop_stale(cursor, base: str, template: str) -> None:
                 cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)}")
 
 
+def _fresh_copy(cursor, name: str, template: str) -> None:
+    """name, whatever was there before (FORCE ends its sessions), a file copy of the template."""
+    cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
+    cursor.execute(f"CREATE DATABASE {_quoted(name)} TEMPLATE {_quoted(template)}")
+
+
 def clone_from_template(migrate: bool) -> str:
     """Make this worker's test database a copy of the template; its name (settings now point at it)."""
     from django.conf import settings
@@ -80,8 +86,7 @@ def clone_from_template(migrate: bool) -> str:
             if not _exists(cursor, template):
                 _build(template, cursor)
                 _drop_stale(cursor, base, template)
-            cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(target)} WITH (FORCE)")  # an aborted run's
-            cursor.execute(f"CREATE DATABASE {_quoted(target)} TEMPLATE {_quoted(template)}")
+            _fresh_copy(cursor, target, template)  # over an aborted run's
         finally:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
     connection.close()
@@ -109,8 +114,7 @@ def scratch_copy():
     scratch = f"{target}_scratch"
     connection.close()
     with connection._nodb_cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(scratch)} WITH (FORCE)")
-        cursor.execute(f"CREATE DATABASE {_quoted(scratch)} TEMPLATE {_quoted(template)}")
+        _fresh_copy(cursor, scratch, template)
     connection.settings_dict["NAME"] = scratch
     try:
         yield True
