@@ -8,13 +8,19 @@ own table: every run prints its table sorted by time and saves it in test-artifa
 
 --shuffle=SEED puts the modules, and the tests inside each module, in a random order the seed fixes
 (every xdist worker collects the same order): `make test-stress` runs that way, so a test that needs
-an earlier test's leftovers, or a later one's absence, fails.
+an earlier test's leftovers, or a later one's absence, fails. Inside a module the shuffle keeps
+Django's order of kinds (pytest-django's, as Django's runner: database tests first, tests without a
+database last), which the suite relies on: a module-scoped Playwright browser keeps an event loop
+marked running in its thread, and a database test after it in the same module is refused
+(SynchronousOnlyOperation: stress pass 3, seed 2938, tests/browser/test_load.py).
 """
 
 import json
 import random
 from collections import defaultdict
 from pathlib import Path
+
+from pytest_django.plugin import validate_django_db
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURED = Path(__file__).with_name("module_durations.json")
@@ -37,6 +43,19 @@ def measured() -> dict[str, float]:
         return {}
 
 
+def database_kind(item) -> int:
+    """pytest-django's order key: 0 a database test, 1 a transactional one, 2 no database."""
+    fixtures = getattr(item, "fixturenames", [])
+    marker = item.get_closest_marker("django_db")
+    transactional = "transactional_db" in fixtures or "live_server" in fixtures
+    if marker:
+        transaction, reset_sequences, *_ = validate_django_db(marker)
+        transactional = transactional or transaction or reset_sequences
+    if transactional:
+        return 1
+    return 0 if marker or "db" in fixtures else 2
+
+
 def pytest_collection_modifyitems(config, items):
     by_module: dict[str, list] = defaultdict(list)
     for item in items:
@@ -48,6 +67,7 @@ def pytest_collection_modifyitems(config, items):
         chance.shuffle(modules)
         for module in modules:
             chance.shuffle(by_module[module])
+            by_module[module].sort(key=database_kind)
     else:
         seconds = measured()
         modules = sorted(by_module, key=lambda module: -seconds.get(module, UNMEASURED_SECONDS))
