@@ -49,6 +49,9 @@ class Stack:
             CELERY_QUEUE=f"remotegpu-e2e-{os.getpid()}-{port}",  # a queue per stack: two stacks in one worker
             LOG_LEVEL="WARNING",
             REMOTEGPU_LOCAL_NODE="1",  # as `make run` sets it: the one-person stack may use this machine
+            # Nothing answers on port 1: the stack starts a private redis-server, as on a fresh machine,
+            # instead of sharing this test worker's Redis database (its beat's health record, its groups).
+            REDIS_URL="redis://127.0.0.1:1/0",
             **extra_env,
         )
         self.process = subprocess.Popen(
