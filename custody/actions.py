@@ -2,12 +2,12 @@
 
 import hashlib
 from datetime import timedelta
-from functools import partial
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.enqueue import after_commit
 from core.states import IllegalTransition
 from custody.models import Artifact, CustodyRecord, CustodyStatus
 from runs import rollups
@@ -24,7 +24,6 @@ def roster_digest(entries) -> str:
 
 def do_start_verification(run_pk: int, *, actor) -> CustodyRecord:
     """L1: any time after the export is sealed; never touches the node's export; a new record each time."""
-    from custody.tasks import verify_custody
 
     with transaction.atomic(durable=True):
         run = locked_run(run_pk)  # the one lock order: run, instance, project
@@ -32,7 +31,7 @@ def do_start_verification(run_pk: int, *, actor) -> CustodyRecord:
             raise IllegalTransition("Only a run with a sealed export can be verified.")
         record = CustodyRecord.objects.create(run=run, provider=run.instance.profile_key)
         record_run_event(run, "custody", f"Custody verification #{record.pk} started", actor)
-        transaction.on_commit(partial(verify_custody.delay, record.pk))
+        after_commit("custody.tasks.verify_custody", record.pk)
     return record
 
 

@@ -4,10 +4,10 @@ their directory on the box's durable tier and the control host's copies."""
 
 import posixpath
 import shutil
-from functools import partial
 
 from django.db import transaction
 
+from core.enqueue import after_commit
 from custody.audit import audit
 from custody.evidence import present_on
 from custody.models import CustodyStatus
@@ -48,12 +48,11 @@ def _checkpoint_dirs(instance, home: str, runs: list[Run]) -> list[str]:
 
 def do_request_cache_cleanup(instance_id: int, *, actor) -> None:
     """Queue the cleanup (audited now, executed by a worker once this commits)."""
-    from custody.tasks import clean_caches
 
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         audit("cache_cleanup", f"Cache cleanup of {instance.name} queued", actor, instance=instance)
-        transaction.on_commit(partial(clean_caches.delay, instance.pk))
+        after_commit("custody.tasks.clean_caches", instance.pk)
 
 
 def clean(instance_id: int) -> dict:

@@ -8,13 +8,13 @@ key travels to the provider, and a second consequence on a box waits while one e
 """
 
 from datetime import timedelta
-from functools import partial
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from core.enqueue import after_commit
 from core.states import IllegalTransition
 from custody import checks
 from custody.audit import audit
@@ -68,9 +68,8 @@ def _locked(request_pk) -> TeardownRequest:
 
 # Audit actions the project is told of: each in the transaction that audits it.
 def _enqueue_execution(request_id: int) -> None:
-    from custody.tasks import execute_teardown
 
-    transaction.on_commit(partial(execute_teardown.delay, request_id))
+    after_commit("custody.tasks.execute_teardown", request_id)
 
 
 def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, *, actor):
@@ -215,9 +214,8 @@ def do_redrive_checking(now=None) -> list[int]:
 
 
 def _enqueue_proofs(request_id: int) -> None:
-    from custody.tasks import prove_teardown
 
-    transaction.on_commit(partial(prove_teardown.delay, request_id))
+    after_commit("custody.tasks.prove_teardown", request_id)
 
 
 def _new_request(instance, kind, reason, run, location, retire_hold, resource, actor) -> TeardownRequest:
@@ -472,10 +470,9 @@ def do_finish_execution(
 
 
 def _enqueue_recheck(request_id: int) -> None:
-    from custody.tasks import recheck_release
 
     countdown = settings.TEARDOWN_RELEASE_RECHECK_SECONDS
-    transaction.on_commit(partial(recheck_release.apply_async, (request_id,), countdown=countdown))
+    after_commit("custody.tasks.recheck_release", request_id, countdown=countdown)
 
 
 def _apply_effects(request) -> None:

@@ -1,13 +1,12 @@
 """Dataset state changes: registering one (hashed on the control host now, or on its box by a task) and
 recording what its box answered. Each is one transaction with its audit entry."""
 
-from functools import partial
-
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from core.paths import OutsideRoots, confined_directory
 from datasets import roster as rosters
@@ -49,7 +48,6 @@ def registration_problems(project, name, source_kind, source_path, source_instan
 def do_register_dataset(project, name, source_kind, source_path, source_instance=None, roster=None, *, actor):
     """A dataset of project. A control-host directory is hashed here and compared with a roster given;
     a box's is hashed there (`scan_dataset`). ValidationError naming the field, and nothing saved, else."""
-    from datasets.tasks import scan_dataset
 
     require(actor, "projects.operate", project)
     problems = registration_problems(project, name, source_kind, source_path, source_instance, roster)
@@ -87,7 +85,7 @@ def do_register_dataset(project, name, source_kind, source_path, source_instance
                 roster_sha256=dataset.roster_sha256,
             )
             if dataset.state == DatasetState.SCANNING:
-                transaction.on_commit(partial(scan_dataset.delay, dataset.pk))
+                after_commit("datasets.tasks.scan_dataset", dataset.pk)
     except IntegrityError:  # the same name, registered by another request since the check above
         raise ValidationError({"name": f"{project.name} already has a dataset named {name}."}) from None
     return dataset

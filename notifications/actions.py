@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from notifications import send, webhooks
 from notifications.models import (
@@ -27,7 +28,6 @@ from projects.grants import grant_changes
 
 def do_notify(project_id: int, event: str, subject: str, text: str, data: dict | None = None) -> Notification:
     """Written with the change it reports (inside its transaction); delivered after that commits."""
-    from notifications.tasks import deliver_notification
 
     notification = Notification.objects.create(
         project_id=project_id,
@@ -36,7 +36,7 @@ def do_notify(project_id: int, event: str, subject: str, text: str, data: dict |
         text=text,
         data={"event": event, **(data or {})},
     )
-    transaction.on_commit(partial(deliver_notification.delay, notification.pk))
+    after_commit("notifications.tasks.deliver_notification", notification.pk)
     return notification
 
 

@@ -1,13 +1,13 @@
 """Every state change of an instance: one function per verb, in a transaction, with a history event."""
 
 from datetime import UTC, datetime
-from functools import partial
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from core.states import IllegalTransition
 from profiles.live import instance_changed
@@ -206,7 +206,6 @@ def do_observe_timer(instance_id: int, ends_at: float, platform: str) -> bool:
 
 
 def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.Trigger.BUTTON, *, actor) -> None:
-    from profiles.tasks import probe_instance
 
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
@@ -214,7 +213,7 @@ def do_request_probe(instance_id: int, kind: str, trigger: str = InstanceProbe.T
             raise IllegalTransition("A released instance cannot be probed.")
         label = InstanceProbe.Kind(kind).label
         _event(instance, InstanceEvent.Kind.PROBE, f"{label} requested", actor, trigger=trigger)
-        transaction.on_commit(partial(probe_instance.delay, instance.pk, kind, trigger))
+        after_commit("profiles.tasks.probe_instance", instance.pk, kind, trigger)
 
 
 def do_record_probe(instance_id: int, outcome, trigger: str) -> InstanceProbe:

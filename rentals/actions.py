@@ -4,7 +4,6 @@ enqueued on commit. The provider calls themselves happen in tasks.py → creatin
 import datetime as dt
 from datetime import timedelta
 from decimal import Decimal
-from functools import partial
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -12,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from notifications.actions import do_notify
 from notifications.models import Event
@@ -69,7 +69,6 @@ def do_request_rental(rental: Rental, *, actor) -> Rental:
 
 def do_decide_rental(rental_pk: int, approve: bool, comment: str, *, actor) -> Rental:
     """An approver of the project, never the requester, approves the spend (creation starts) or refuses."""
-    from rentals.tasks import create_rental
 
     with transaction.atomic(durable=True):
         rental = _lock(rental_pk)
@@ -87,7 +86,7 @@ def do_decide_rental(rental_pk: int, approve: bool, comment: str, *, actor) -> R
         record(action, message, actor=actor, project=rental.project, rental=rental.pk)
         _tell(rental, f"{verdict} by {actor.get_username()}")
         if approve:
-            transaction.on_commit(partial(create_rental.delay, rental.pk))
+            after_commit("rentals.tasks.create_rental", rental.pk)
     return rental
 
 
@@ -145,7 +144,6 @@ def do_record_attempt(rental_pk: int, provider: str, outcome: str, offer: dict, 
 def do_mark_created(rental_pk: int, provider: str, provider_id: str, offer: dict) -> Rental | None:
     """The provider made the box: from here it bills; it is polled until it runs (its key is reconciled
     since the create was sent)."""
-    from rentals.tasks import poll_rental
 
     with transaction.atomic(durable=True):
         rental = _lock(rental_pk)
@@ -156,7 +154,7 @@ def do_mark_created(rental_pk: int, provider: str, provider_id: str, offer: dict
         rental.save()
         message = f"rent #{rental.pk} {rental.name}: {provider} created {provider_id} ({offer.get('describe', '')})"
         record(AuditAction.RENT_CREATED, message, project=rental.project, rental=rental.pk, provider=provider)
-        transaction.on_commit(partial(poll_rental.delay, rental.pk))
+        after_commit("rentals.tasks.poll_rental", rental.pk)
     return rental
 
 
@@ -182,8 +180,6 @@ def do_fail_rental(rental_pk: int, reason: str) -> Rental | None:
 def do_register_rental(rental_pk: int, host: str, port: int) -> Rental | None:
     """The box runs and answers on host:port: it becomes an instance of the project, with the rent's API
     key and SSH key; its host key is scanned by a probe and waits for a person (never trusted silently)."""
-    from profiles.tasks import probe_instance
-
     with transaction.atomic(durable=True):
         rental = _lock(rental_pk)
         if rental.state != RentalState.BOOTING:
@@ -197,8 +193,9 @@ def do_register_rental(rental_pk: int, host: str, port: int) -> Rental | None:
         rental.instance = instance
         rental.save()
         _tell(rental, f"registered as {instance.name}: confirm its host key on the rent's page")
-        probe = partial(probe_instance.delay, instance.pk, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.BUTTON)
-        transaction.on_commit(probe)
+        after_commit(
+            "profiles.tasks.probe_instance", instance.pk, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.BUTTON
+        )
     return rental
 
 

@@ -17,6 +17,7 @@ from profiles.models import Instance
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
 from projects.roles import require
+from runs.actions.base import arm_watcher
 from runs.actions.lifecycle import (
     do_close_active,
     do_create_run,
@@ -42,7 +43,6 @@ from runs.models import (
 )
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.spend import envelope_of
-from runs.tasks import watch_instance
 
 MEMBERSHIP_ACTIONS = [AuditAction.MEMBER_ADDED, AuditAction.MEMBER_REMOVED]
 
@@ -318,7 +318,7 @@ def run_close_active(request, run_id):
 def run_refresh(request, run_id):
     """Make sure a watcher is on the run's instance; a second one is refused by the lease."""
     run = get_object_or_404(Run.objects.visible_to(request.user), run_id=run_id)
-    watch_instance.delay(run.instance_id)
+    arm_watcher(run.instance_id)
     messages.success(request, "Watching the node.")
     return redirect(run)
 

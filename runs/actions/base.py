@@ -7,6 +7,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from core.enqueue import after_commit, send
 from notifications.models import Event
 from profiles.control_host import runs_here_problem
 from profiles.models import Instance
@@ -108,9 +109,8 @@ def move_run(run: Run, target: RunState, message: str, actor=None, **data) -> No
     elif target in FAILED_TO_START:
         notices.announce(run, Event.RUN_FAILED, f"{target.label}: {message[:200]}", failure_class=target.value)
     if run.sweep_id and target not in LIVE_STATES - {RunState.EXITED}:
-        from runs.tasks import advance_sweep  # a cell freed its GPU: the box's queue may move
-
-        transaction.on_commit(partial(advance_sweep.delay, run.sweep_id))
+        # A cell freed its GPU: the box's queue may move.
+        after_commit("runs.tasks.advance_sweep", run.sweep_id)
 
 
 def acquire_gpus(run: Run) -> str | None:
@@ -144,9 +144,7 @@ def may_run_on(run: Run, actor, instance: Instance | None = None) -> None:
 
 
 def arm_watcher(instance_id: int) -> None:
-    from runs.tasks import watch_instance
-
-    watch_instance.delay(instance_id)
+    send("runs.tasks.watch_instance", instance_id)
 
 
 def user_by_pk(pk):

@@ -10,6 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from core.enqueue import after_commit
 from notifications.models import Event
 from runs import ckpt_pull, notices, signals
 from runs.actions.base import lock_run, push_update, run_event
@@ -63,7 +64,6 @@ def _ask_pull(run: Run, held: dict) -> None:
     """Ask a worker for one checkpoint the box holds that the control host lacks, one pull at a time: a
     pull under way is asked again only past its deadline (its worker was lost), a failed one after the
     retry wait."""
-    from runs.tasks import pull_checkpoint
 
     on_control = run.durable_ckpt.get("files") if run.durable_ckpt.get("target") == CONTROL else {}
     wanted = [
@@ -80,7 +80,7 @@ def _ask_pull(run: Run, held: dict) -> None:
     # rewritten every epoch never starves best.pth.
     entry = min(wanted, key=lambda item: (item["name"] in on_control, on_control.get(item["name"], {}).get("at", 0)))
     run.durable_ckpt = {**run.durable_ckpt, "pull": {**entry, "asked": now, "attempt": run.attempt}}
-    transaction.on_commit(partial(pull_checkpoint.delay, run.pk, entry["sha256"]))
+    after_commit("runs.tasks.pull_checkpoint", run.pk, entry["sha256"])
 
 
 def do_record_pulled_checkpoint(run_pk: int, sha256: str, arrived: Path, seconds: float) -> bool:

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from core.states import IllegalTransition
 from datasets.roster import data_identity
@@ -95,7 +96,6 @@ def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
 
 
 def do_start_preflight(run_pk: int, *, actor) -> Run:
-    from runs.tasks import preflight_run
 
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
@@ -105,7 +105,7 @@ def do_start_preflight(run_pk: int, *, actor) -> Run:
         if waiting is None:
             move_run(run, RunState.PREFLIGHT, "Preflight started", actor)
             record(AuditAction.RUN_LAUNCH_ASKED, f"{run.run_id}: launch asked", actor=actor, run=run)
-            transaction.on_commit(partial(preflight_run.delay, run.pk))
+            after_commit("runs.tasks.preflight_run", run.pk)
     if waiting is not None:  # raised after commit: the request is kept, the run is not started
         raise SpendPending(waiting)
     return run
@@ -128,7 +128,6 @@ def do_record_staged(run_pk: int, staged: list[dict]) -> Run:
 
 
 def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
-    from runs.tasks import smoke_run
 
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
@@ -176,12 +175,11 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
             move_run(run, RunState.FAILED_PREFLIGHT, "Preflight failed: " + "; ".join(problems))
         else:
             move_run(run, RunState.SMOKE, "Preflight passed; identities bound", **hashes)
-            transaction.on_commit(partial(smoke_run.delay, run.pk))
+            after_commit("runs.tasks.smoke_run", run.pk)
     return run
 
 
 def do_finish_smoke(run_pk: int, exit_code: int, output: str) -> Run:
-    from runs.tasks import launch_run
 
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
@@ -193,7 +191,7 @@ def do_finish_smoke(run_pk: int, exit_code: int, output: str) -> Run:
         elif exit_code == 0 and "Traceback" not in output:
             run.attempt = 1
             move_run(run, RunState.LAUNCHING, "CPU smoke passed")
-            transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
+            after_commit("runs.tasks.launch_run", run.pk, run.attempt)
         else:
             why = "a Traceback in its output" if exit_code == 0 else f"exit code {exit_code}"
             move_run(run, RunState.FAILED_SMOKE, f"CPU smoke failed: {why}")
@@ -268,7 +266,6 @@ def do_retry_run(run_pk: int, *, actor) -> Run:
 
 def do_close_active(run_pk: int, reason: str, *, actor) -> Run:
     """An operator closes a failed run's leftover active/ (moved into quarantine/ on the node)."""
-    from runs.tasks import close_active
 
     if not reason.strip():
         raise ValidationError("Say why: the reason is written beside the quarantined directory.")
@@ -277,7 +274,7 @@ def do_close_active(run_pk: int, reason: str, *, actor) -> Run:
         if run.state not in UNCLOSED_STATES or run.active_closed_at:
             raise IllegalTransition("Only a failed or quarantined run's open active/ can be closed.")
         run_event(run, "note", f"Closing active/ requested: {reason.strip()}", actor)
-        transaction.on_commit(partial(close_active.delay, run.pk, actor.pk, reason.strip()))
+        after_commit("runs.tasks.close_active", run.pk, actor.pk, reason.strip())
     return run
 
 
@@ -294,7 +291,6 @@ def do_mark_active_closed(run_pk: int, actor_id: int | None, reason: str, answer
 
 def relaunch_run(run: Run, actor, why: str, moved: bool = False) -> None:
     """A new attempt of the identical command; it resumes from the run's latest checkpoint."""
-    from runs.tasks import launch_run
 
     holder = acquire_gpus(run)
     if holder:
@@ -312,4 +308,4 @@ def relaunch_run(run: Run, actor, why: str, moved: bool = False) -> None:
     run.health, run.health_since = "", None
     run.stop_asked_at, run.stop_asked_by, run.stop_delivered_at = None, None, None  # a stop was of the last one
     move_run(run, RunState.LAUNCHING, f"{why}: attempt {run.attempt}", actor)
-    transaction.on_commit(partial(launch_run.delay, run.pk, run.attempt))
+    after_commit("runs.tasks.launch_run", run.pk, run.attempt)

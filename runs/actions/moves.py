@@ -1,13 +1,12 @@
 """Continue a run on another box: a fresh attempt there restores the newest durable checkpoints, with
 the same identities (checked at its preflight), spend-gated like a launch; the run keeps one history."""
 
-from functools import partial
-
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from core.states import IllegalTransition
 from notifications.models import Event
@@ -44,7 +43,6 @@ def do_continue_elsewhere(
 ) -> Run:
     """A fresh attempt of the run on another box of its project, from its newest durable checkpoints.
     automatic: why RemoteGPU moves it by itself (actor None): it counts against the run's relaunches."""
-    from runs.tasks import preflight_run
 
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
@@ -77,7 +75,7 @@ def do_continue_elsewhere(
                 )
                 run_event(run, "failure", message)
                 notices.announce(run, Event.RUN_INTERRUPTED, message, failure_class="interrupted")
-            transaction.on_commit(partial(preflight_run.delay, run.pk))
+            after_commit("runs.tasks.preflight_run", run.pk)
     if waiting is not None:
         raise SpendPending(waiting)
     return run

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.enqueue import send
 from runs.actions.base import lock_run, move_run, release_gpus, run_event
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.actions.sweeps import do_advance_sweep
@@ -69,12 +70,10 @@ def do_reconcile_run(run_pk: int) -> str:
 
 
 def _redrive(run_pk: int, state: str, attempt: int) -> None:
-    from runs import tasks
-
-    task = {
-        RunState.PREFLIGHT: lambda: tasks.preflight_run.delay(run_pk),
-        RunState.SMOKE: lambda: tasks.smoke_run.delay(run_pk),
-        RunState.LAUNCHING: lambda: tasks.launch_run.delay(run_pk, attempt),
-        RunState.EXITED: lambda: tasks.close_out_run.delay(run_pk, attempt),
+    resend = {
+        RunState.PREFLIGHT: lambda: send("runs.tasks.preflight_run", run_pk),
+        RunState.SMOKE: lambda: send("runs.tasks.smoke_run", run_pk),
+        RunState.LAUNCHING: lambda: send("runs.tasks.launch_run", run_pk, attempt),
+        RunState.EXITED: lambda: send("runs.tasks.close_out_run", run_pk, attempt),
     }[state]
-    task()
+    resend()

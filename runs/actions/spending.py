@@ -1,7 +1,6 @@
 """Spend approval: an attempt over its project's envelope or threshold waits for an approver."""
 
 from datetime import timedelta
-from functools import partial
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -10,6 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from notifications.models import Event
 from projects.roles import require_second_approver
@@ -136,7 +136,6 @@ def do_decide_spend(request_pk: int, approve: bool, comment: str, *, actor) -> S
 
 
 def _record_decision(run: Run, request: SpendRequest, approve: bool, comment: str, actor) -> None:
-    from runs.tasks import continue_after_spend
 
     request.save()
     verdict = "approved" if approve else "rejected"
@@ -149,7 +148,7 @@ def _record_decision(run: Run, request: SpendRequest, approve: bool, comment: st
     if not approve and request.why == SpendRequest.Why.OVERRUN:
         notices.announce(run, Event.SPEND, f"its overrun was rejected by {actor.get_username()}: stop it by hand")
     if approve:
-        transaction.on_commit(partial(continue_after_spend.delay, request.pk))
+        after_commit("runs.tasks.continue_after_spend", request.pk)
 
 
 def lost_spend_continuations(now=None) -> list[int]:

@@ -6,7 +6,6 @@ any quarantine, its GPUs are freed, and Retry identical config resumes it from i
 """
 
 from datetime import timedelta
-from functools import partial
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -14,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from core.states import IllegalTransition
 from runs.actions.base import lock_run, run_event
@@ -22,8 +22,6 @@ from runs.models import Run, RunState
 
 def do_stop_run(run_pk: int, *, actor) -> Run:
     """Ask the box to stop the run's current attempt; refused, with the state, where nothing runs."""
-    from runs.tasks import deliver_stop
-
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
         if not actor.has_perm("projects.operate", run.project):
@@ -40,7 +38,7 @@ def do_stop_run(run_pk: int, *, actor) -> Run:
         )
         message = f"{run.run_id}: stop of attempt {run.attempt} asked"
         record(AuditAction.RUN_STOP_ASKED, message, actor=actor, run=run)
-        transaction.on_commit(partial(deliver_stop.delay, run.pk, run.attempt))
+        after_commit("runs.tasks.deliver_stop", run.pk, run.attempt)
     return run
 
 

@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from core.audit import record
+from core.enqueue import after_commit
 from core.models import AuditAction
 from profiles.control_host import runs_here_problem
 from runs import rollups, sweeps
@@ -79,7 +80,6 @@ def do_create_sweep(
 
 def do_advance_sweep(sweep_pk: int) -> list[str]:
     """Start every queued cell that has a free GPU on its box, in cell order (one sweep lock at a time)."""
-    from runs.tasks import preflight_run
 
     with transaction.atomic(durable=True):
         sweep = Sweep.objects.select_for_update(of=("self",)).select_related("base_run").get(pk=sweep_pk)
@@ -111,6 +111,6 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
             # Each cell is a launch asked, audited as a single run's is (by who made the sweep).
             message = f"{run.run_id}: launch asked (sweep {sweep.name}, cell {run.cell})"
             record(AuditAction.RUN_LAUNCH_ASKED, message, actor=sweep.created_by, run=run)
-            transaction.on_commit(partial(preflight_run.delay, run.pk))
+            after_commit("runs.tasks.preflight_run", run.pk)
             started.append(run.run_id)
     return started

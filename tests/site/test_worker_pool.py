@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from remotegpu_site.stack import child_commands
+from core.stack import child_commands
 from tests.conftest import REPO, subprocess_env
 
 # Starts processes of its own (a stack, a worker, a web server): end to end, whatever its fixtures.

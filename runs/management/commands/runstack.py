@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connection
 
-from remotegpu_site import stack
+from core import stack
 
 
 class Command(BaseCommand):
