@@ -24,7 +24,7 @@ test-fast: deps
 test-stress: deps
 	VENV=$(VENV) ./bin/test-stress
 
-# Every benchmark, each figure printed beside its baseline from the same run (see README, Benchmarks).
+# Every benchmark, each figure printed beside its baseline from the same run (see docs/benchmarks.md).
 bench: deps
 	$(PY) bench/all.py
 

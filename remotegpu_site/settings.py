@@ -1,4 +1,4 @@
-"""The one settings module. Every value comes from the environment; see README "Configuration"."""
+"""The one settings module. Every value comes from the environment; see docs/configuration.md."""
 
 import os
 from pathlib import Path
@@ -285,7 +285,7 @@ WATCH_TICK_SECONDS = env.envfloat("WATCH_TICK_SECONDS", 5)
 WATCH_LEASE_SECONDS = env.envfloat("WATCH_LEASE_SECONDS", max(15.0, 4 * WATCH_TICK_SECONDS))
 WATCH_LIFETIME_SECONDS = env.envfloat("WATCH_LIFETIME_SECONDS", 120)
 # Node-side push: the wrapper's follow stream per box, polled on the node this often;
-# off (WATCH_PUSH=0), pages update at each tick. Figures: README, Benchmarks.
+# off (WATCH_PUSH=0), pages update at each tick. Figures: docs/benchmarks.md.
 WATCH_PUSH = env.envbool("WATCH_PUSH", default=True)
 WATCH_PUSH_POLL = env.envfloat("WATCH_PUSH_POLL", 0.2)
 # Database connections the watchers of one worker process use at once (they wait on boxes, and
