@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from profiles.node.build import wrapper_file  # noqa: E402
+from node.build import wrapper_file  # noqa: E402
 
 
 def load_wrapper():

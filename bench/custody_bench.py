@@ -3,7 +3,7 @@
 
 Two exports on a loopback sshd: one large checkpoint (default 1 GiB) and 10,000 small files.
 For each it times, in the same run and on the same files:
-  * ours: `profiles.node.pull.pull_export` (stream, hash while writing, rename on a match) against the
+  * ours: `node.pull.pull_export` (stream, hash while writing, rename on a match) against the
     roster, with the node-side roster pass timed separately (the manual route has none);
   * the raw stream: `ssh cat` of the large file, `ssh tar cf -` piped into `tar xf -` for the small
     files (the bytes alone, nothing checked: the floor custody is held to, within 1.15x);
@@ -34,9 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from node.pull import pull_export  # noqa: E402
+from node.transport import SSHTransport, scan_host_key  # noqa: E402
 from profiles.credentials import resolve_auth  # noqa: E402
-from profiles.node.pull import pull_export  # noqa: E402
-from profiles.node.transport import SSHTransport, scan_host_key  # noqa: E402
 from tests.sshd import Sshd  # noqa: E402
 
 
@@ -124,7 +124,7 @@ class Bench:
 
     def node_roster(self, source: Path) -> float:
         """What the node pays before a pull: the wrapper's one streamed pass over the export."""
-        from profiles.node.build import wrapper_file
+        from node.build import wrapper_file
 
         code = f"import runpy; w = runpy.run_path({str(wrapper_file())!r}); "
         code += f"w['roster_of']({str(source)!r})"

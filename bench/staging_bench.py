@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.custody_bench import make_large, make_small  # noqa: E402
-from profiles.node.build import wrapper_file  # noqa: E402
-from profiles.node.transport import scan_host_key  # noqa: E402
+from node.build import wrapper_file  # noqa: E402
+from node.transport import scan_host_key  # noqa: E402
 from tests.sshd import Sshd  # noqa: E402
 
 

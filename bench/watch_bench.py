@@ -83,9 +83,9 @@ def make_node_files(layout, spec, sleeper_pid):
 def create_runs(n, sshds, sleeper_pid):
     from django.utils import timezone
 
+    from node.build import wrapper_file, wrapper_name
     from profiles.layout import NodeLayout
     from profiles.models import Instance
-    from profiles.node.build import wrapper_file, wrapper_name
     from projects.models import Project
     from runs.models import Run, RunState
 

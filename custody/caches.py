@@ -11,10 +11,10 @@ from core.enqueue import after_commit
 from custody.audit import audit
 from custody.evidence import present_on
 from custody.models import CustodyStatus
+from node.transport import TransportError
 from profiles.layout import resolve_home
 from profiles.models import Instance
-from profiles.node.client import NodeClient
-from profiles.node.transport import TransportError
+from profiles.node_client import NodeClient
 from runs import ckpt_pull
 from runs.models import Run, RunState
 

@@ -11,10 +11,10 @@ from custody.facts import BoxFacts, load
 from custody.levels import resource_data_lost
 from custody.models import EvidenceLocation, TeardownKind
 from custody.rehash import rehash
+from node.transport import TransportError
 from profiles.layout import resolve_home
 from profiles.models import InstanceState
-from profiles.node.client import NodeClient
-from profiles.node.transport import TransportError
+from profiles.node_client import NodeClient
 
 
 @dataclass

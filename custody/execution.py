@@ -10,8 +10,8 @@ from django.conf import settings
 from custody import teardown
 from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from custody.removal import remove_copy
-from profiles.node.client import transport_for
-from profiles.node.transport import TransportError, Unreachable
+from node.transport import TransportError, Unreachable
+from profiles.node_client import transport_for
 from profiles.providers.apis import GONE, UNKNOWN
 from profiles.providers.calls import (
     NeedsAttestation,

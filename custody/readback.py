@@ -136,49 +136,16 @@ def read_back(
     a hardware capsule (capsule.py): no weights, and a test without ground truth recomputes nothing.
     manifest: the bytes of the selection manifest run.json binds, as read from the box (selection.py)."""
     consumer = Path(tempfile.mkdtemp(prefix="remotegpu-readback-"))
-    failures, warnings, loaded, metrics, facts, capsule = [], [], [], [], {}, None
+    failures, warnings, capsule = [], [], None
     try:
-        for entry in entries:
-            target = consumer / entry.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(canonical / entry.path, target)
-            if _sha256(target) != entry.sha256:
-                failures.append(f"hash mismatch on readback: {entry.path}")
+        _copy_checked(canonical, consumer, entries, failures)
         if hardware:
             run = _read_json(consumer / "run.json")
             capsule = capsule_facts(consumer, run if isinstance(run, dict) else {}, failures)
         elif not (consumer / "best.pth").exists():
             failures.append("best.pth is missing")
-        architecture = None
-        for checkpoint in sorted(consumer.rglob("*.pth")):
-            result = safe_load(checkpoint)
-            loaded.append({"path": str(checkpoint.relative_to(consumer)), "ok": result.ok, "detail": result.detail})
-            if not result.ok:
-                failures.append(f"{checkpoint.relative_to(consumer)} does not load safely: {result.detail}")
-            elif checkpoint.relative_to(consumer) == Path("best.pth"):
-                architecture = _architecture_gate(consumer, result.state, failures, warnings)
-        tests = sorted(path for path in consumer.glob("test/*") if path.is_dir())
-        if not tests:
-            warnings.append("no test/<test-id>/ results: no metric to recompute")
-        for test in tests:
-            claimed_path, results_path = test / "metrics.json", test / "results.parquet"
-            if not claimed_path.exists() or not results_path.exists():
-                failures.append(f"test/{test.name} lacks metrics.json or results.parquet")
-                continue
-            if not (test / "vis").is_dir():
-                warnings.append(f"test/{test.name}: no vis/ (visuals are paperwork, not evidence)")
-            if capsule and capsule["tests"][test.name]["ground_truth_status"] == NO_GT:
-                capsule["tests"][test.name]["rows"] = without_ground_truth(test, failures)
-                continue  # its metrics are declared not applicable: nothing to recompute
-            rows, metric_warnings = recompute(results_path, json.loads(claimed_path.read_text()), tolerance, extra)
-            warnings += [f"test/{test.name}: {warning}" for warning in metric_warnings]
-            for row in rows:
-                metrics.append({"test": test.name, **row.__dict__})
-                if not row.within_tolerance:
-                    failures.append(
-                        f"metric drift in test/{test.name}: {row.name} claimed {row.claimed:.6g}, "
-                        f"recomputed {row.recomputed:.6g} (delta {row.delta:+.6g})"
-                    )
+        loaded, architecture = _load_checkpoints(consumer, failures, warnings)
+        metrics = _recompute_tests(consumer, capsule, tolerance, extra, failures, warnings)
         hashes = {entry.path: entry.sha256 for entry in entries}
         facts = _split_gates(consumer, failures, warnings, hashes, hardware, manifest)
     finally:
@@ -193,3 +160,54 @@ def read_back(
         "failures": failures,
         "warnings": warnings,
     }
+
+
+def _copy_checked(canonical: Path, consumer: Path, entries, failures: list) -> None:
+    """The consumer's own copy of every file, each hashed again as it lands."""
+    for entry in entries:
+        target = consumer / entry.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(canonical / entry.path, target)
+        if _sha256(target) != entry.sha256:
+            failures.append(f"hash mismatch on readback: {entry.path}")
+
+
+def _load_checkpoints(consumer: Path, failures: list, warnings: list) -> tuple[list, dict | None]:
+    """Every checkpoint loaded safely; best.pth's shapes checked against the config's architecture."""
+    loaded, architecture = [], None
+    for checkpoint in sorted(consumer.rglob("*.pth")):
+        result = safe_load(checkpoint)
+        loaded.append({"path": str(checkpoint.relative_to(consumer)), "ok": result.ok, "detail": result.detail})
+        if not result.ok:
+            failures.append(f"{checkpoint.relative_to(consumer)} does not load safely: {result.detail}")
+        elif checkpoint.relative_to(consumer) == Path("best.pth"):
+            architecture = _architecture_gate(consumer, result.state, failures, warnings)
+    return loaded, architecture
+
+
+def _recompute_tests(consumer: Path, capsule, tolerance: float, extra, failures: list, warnings: list) -> list:
+    """Each test/<id>/'s metrics recomputed from its results; a drift past the tolerance fails."""
+    metrics = []
+    tests = sorted(path for path in consumer.glob("test/*") if path.is_dir())
+    if not tests:
+        warnings.append("no test/<test-id>/ results: no metric to recompute")
+    for test in tests:
+        claimed_path, results_path = test / "metrics.json", test / "results.parquet"
+        if not claimed_path.exists() or not results_path.exists():
+            failures.append(f"test/{test.name} lacks metrics.json or results.parquet")
+            continue
+        if not (test / "vis").is_dir():
+            warnings.append(f"test/{test.name}: no vis/ (visuals are paperwork, not evidence)")
+        if capsule and capsule["tests"][test.name]["ground_truth_status"] == NO_GT:
+            capsule["tests"][test.name]["rows"] = without_ground_truth(test, failures)
+            continue  # its metrics are declared not applicable: nothing to recompute
+        rows, metric_warnings = recompute(results_path, json.loads(claimed_path.read_text()), tolerance, extra)
+        warnings += [f"test/{test.name}: {warning}" for warning in metric_warnings]
+        for row in rows:
+            metrics.append({"test": test.name, **row.__dict__})
+            if not row.within_tolerance:
+                failures.append(
+                    f"metric drift in test/{test.name}: {row.name} claimed {row.claimed:.6g}, "
+                    f"recomputed {row.recomputed:.6g} (delta {row.delta:+.6g})"
+                )
+    return metrics

@@ -23,10 +23,10 @@ from django.conf import settings
 
 from core.paths import confined_directory
 from datasets.models import DatasetSource
+from node.build import wrapper_name
+from node.protocol import NodeError, check_answer
 from profiles.layout import resolve_home
-from profiles.node.build import wrapper_name
-from profiles.node.client import NodeClient
-from profiles.node.protocol import NodeError, check_answer
+from profiles.node_client import NodeClient
 
 BLOCK = 1 << 20
 

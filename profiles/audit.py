@@ -5,7 +5,7 @@ Pure: knows nothing of Django, Celery or SSH. The probe module runs the script o
 
 import re
 
-from profiles.node.transport import shell_path
+from node.transport import shell_path
 
 GIB = 1024**3
 SECTION = re.compile(r"^@@([a-z_]+)$", re.MULTILINE)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import paramiko
 
-from profiles.node.transport import CredentialError
+from node.transport import CredentialError
 
 ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]*)")
 # The control plane's own secrets are never a box's credential, whoever registers them.

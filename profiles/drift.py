@@ -96,9 +96,8 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
     """Ask the provider (outside any transaction), then record: the ids of drift seen for the first time."""
     credential = Credential.objects.get(pk=credential_id)
     listing = list_boxes(profile_key, credential)
-    inventory, endpoints, ends = listing.inventory, listing.endpoints, listing.ends
     instances = list(Instance.objects.filter(profile_key=profile_key, api_credential=credential))
-    seen, now, new = compare(profile_key, inventory, instances), timezone.now(), []
+    seen = compare(profile_key, listing.inventory, instances)
     known = set(Resource.objects.filter(instance__profile_key=profile_key).values_list("provider_id", flat=True))
     try:
         seen += compare_resources(profile_key, list_other_resources(profile_key, credential), known)
@@ -106,8 +105,18 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
     except ProviderError as exc:  # the boxes are still reconciled; the resources' open drift stays open
         log.warning("the %s resources (credential %s) could not be listed: %s", profile_key, credential_id, exc)
         resources_read = False
+    new = _record_drift(profile_key, credential, seen, resources_read)
+    for instance in instances:  # observed state: how the provider bills it now (after drift was recorded)
+        _observe_listed(instance, listing, profile_key)
+    _observe_balance(profile_key, credential, listing.burn, instances)
+    return new
+
+
+def _record_drift(profile_key: str, credential, seen: list, resources_read: bool) -> list[int]:
+    """Open drift seen again is refreshed, new drift recorded and told, drift no longer seen resolved."""
     granted = list(credential.projects.all()[:2])
     owner = granted[0] if len(granted) == 1 else None  # several projects share the key: no one's spend
+    now, new = timezone.now(), []
     with transaction.atomic(durable=True):
         open_rows = ProviderDrift.objects.select_for_update().filter(
             profile_key=profile_key, credential=credential, resolved_at__isnull=True
@@ -141,19 +150,21 @@ def do_reconcile_provider(profile_key: str, credential_id: int) -> list[int]:
                 continue  # not listed this time is not "gone"
             row.resolved_at = now
             row.save(update_fields=["resolved_at"])
-    for instance in instances:  # observed state: how the provider bills it now (after drift was recorded)
-        said = inventory.get(instance.provider_id) if instance.provider_id else None
-        if said is None and instance.provider_id and instance.state != InstanceState.RELEASED:
-            # Not listed: gone only if its own status call says so too (a short page is not a termination).
-            said = GONE if provider_state(instance) == GONE else None
-        if said in (RUNNING, STOPPED, GONE):
-            do_observe_provider_state(instance.pk, said, profile_key)
-        if instance.provider_id in endpoints:  # where it answers SSH now (a reset moves RunPod's port)
-            do_observe_endpoint(instance.pk, *endpoints[instance.provider_id], profile_key)
-        if instance.provider_id in ends:  # when the provider stops it (vast.ai's rental end): read, not typed
-            do_observe_timer(instance.pk, ends[instance.provider_id], profile_key)
-    _observe_balance(profile_key, credential, listing.burn, instances)
     return new
+
+
+def _observe_listed(instance, listing, profile_key: str) -> None:
+    """What the provider's listing says of one box: its billing state, its SSH endpoint, its timer."""
+    said = listing.inventory.get(instance.provider_id) if instance.provider_id else None
+    if said is None and instance.provider_id and instance.state != InstanceState.RELEASED:
+        # Not listed: gone only if its own status call says so too (a short page is not a termination).
+        said = GONE if provider_state(instance) == GONE else None
+    if said in (RUNNING, STOPPED, GONE):
+        do_observe_provider_state(instance.pk, said, profile_key)
+    if instance.provider_id in listing.endpoints:  # where it answers SSH now (a reset moves RunPod's port)
+        do_observe_endpoint(instance.pk, *listing.endpoints[instance.provider_id], profile_key)
+    if instance.provider_id in listing.ends:  # when the provider stops it (vast.ai's rental end): read, not typed
+        do_observe_timer(instance.pk, listing.ends[instance.provider_id], profile_key)
 
 
 def _observe_balance(profile_key: str, credential, burn: float | None, instances) -> None:

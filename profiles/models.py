@@ -7,9 +7,9 @@ from django.db import models
 from django.urls import reverse
 
 from core.states import Transitions
+from node.transport import HostKey
 from profiles.catalog import get_profile
 from profiles.hooks import effective as effective_hooks
-from profiles.node.transport import HostKey
 from profiles.resources import FACTS as RESOURCE_FACTS
 
 

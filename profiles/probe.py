@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from node.transport import HostKey, TransportError, Unreachable
 from profiles import audit
-from profiles.node.client import first_contact_key, transport_for
-from profiles.node.transport import HostKey, TransportError, Unreachable
+from profiles.node_client import first_contact_key, transport_for
 
 
 @dataclass

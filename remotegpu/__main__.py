@@ -138,6 +138,12 @@ def follow_sweep(client: Client, sweep_id: str, timeout: float, out=sys.stdout) 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m remotegpu", description=__doc__)
     sub = top.add_subparsers(dest="verb", required=True)
+    for add in (_launch_verb, _run_verbs, _teardown_verb, _sweep_verbs, _rent_verbs):
+        add(sub)
+    return top
+
+
+def _launch_verb(sub) -> None:
     start = sub.add_parser("launch", help="create a run from a directory, launch it and follow it (-- COMMAND…)")
     start.add_argument("directory")
     start.add_argument("--project", required=True)
@@ -158,6 +164,9 @@ def parser() -> argparse.ArgumentParser:
     )
     start.add_argument("--no-follow", action="store_true")
     start.add_argument("--timeout", type=float, default=24 * 3600)
+
+
+def _run_verbs(sub) -> None:
     for verb in ("follow", "verify", "custody", "logs", "stop", "retry"):
         one = sub.add_parser(verb)
         one.add_argument("run_id")
@@ -165,12 +174,21 @@ def parser() -> argparse.ArgumentParser:
     edit = sub.add_parser("edit", help="change a draft run's fields: KEY=VALUE (values as JSON or text)")
     edit.add_argument("run_id")
     edit.add_argument("pairs", nargs="+", metavar="KEY=VALUE")
+    reading = sub.choices["logs"]
+    reading.add_argument("-f", "--follow", action="store_true", help="keep printing until the run settles")
+    reading.add_argument("--attempt", type=int, help="an earlier attempt (default: the current one)")
+
+
+def _teardown_verb(sub) -> None:
     teardown = sub.add_parser("teardown", help="request a consequence (an approver decides it on the page)")
     teardown.add_argument("instance")
     teardown.add_argument("kind", choices=["shutdown", "release", "delete_evidence"])
     teardown.add_argument("--reason", required=True)
     teardown.add_argument("--run", default="", help="delete_evidence: the run whose copy goes")
     teardown.add_argument("--location", default="", help="delete_evidence: node, custody or mirror")
+
+
+def _sweep_verbs(sub) -> None:
     sweep = sub.add_parser("sweep", help="a sweep from a base run: one cell per mapping of config keys")
     sweep.add_argument("base_run")
     sweep.add_argument("--name", required=True)
@@ -182,6 +200,9 @@ def parser() -> argparse.ArgumentParser:
     follow_one = sub.add_parser("follow-sweep", help="print each cell's state until every cell has settled")
     follow_one.add_argument("sweep_id")
     follow_one.add_argument("--timeout", type=float, default=24 * 3600)
+
+
+def _rent_verbs(sub) -> None:
     rent = sub.add_parser("rent", help="ask for a box by constraint (another person approves its spend on the page)")
     rent.add_argument("project")
     rent.add_argument("--purpose", default="train")
@@ -196,10 +217,122 @@ def parser() -> argparse.ArgumentParser:
     rent.add_argument("--run", default="", help="a draft run that continues into its preflight on the box")
     rent.add_argument("--acknowledge", action="store_true", help="I have read the platforms' danger clocks")
     sub.add_parser("rental", help="a rent's state and each candidate asked").add_argument("rental_id")
-    reading = sub.choices["logs"]
-    reading.add_argument("-f", "--follow", action="store_true", help="keep printing until the run settles")
-    reading.add_argument("--attempt", type=int, help="an earlier attempt (default: the current one)")
-    return top
+
+
+def _launch(client, args) -> int:
+    args.command = args.command or ["python3", "train.py"]
+    run_id = launch(client, args)
+    state = "launched" if args.no_follow else follow(client, run_id, args.timeout)
+    print(f"{run_id}: {state}")
+    if state not in ("launched", "exported"):
+        explain_failure(client, run_id)
+        return 1
+    return 0
+
+
+def _follow(client, args) -> int:
+    state = follow(client, args.run_id, args.timeout)
+    print(f"{args.run_id}: {state}")
+    if state != "exported":  # every failed state says why: its class and the tail it printed
+        explain_failure(client, args.run_id)
+        return 1
+    return 0
+
+
+def _logs(client, args) -> int:
+    logs(client, args.run_id, args.attempt, args.follow, args.timeout)
+    return 0
+
+
+def _edit(client, args) -> int:
+    run = client.call("PATCH", f"/runs/{args.run_id}/", edits(args.pairs))
+    print(f"{args.run_id}: changed {', '.join(run['changed']) or 'nothing'}")
+    return 0
+
+
+def _teardown(client, args) -> int:
+    body = {"instance": args.instance, "kind": args.kind, "reason": args.reason}
+    made = client.call("POST", "/teardown/", {**body, "run": args.run, "location": args.location})
+    print(f"request #{made['id']}: {made['kind']} of {made['instance']}, {made['status']} ({made['level']})")
+    return 0
+
+
+def _sweep(client, args) -> int:
+    try:
+        cells = json.loads(args.cells)
+    except ValueError as exc:
+        raise ApiError(f"--cells is not JSON: {exc}") from None
+    body = {"name": args.name, "base_run": args.base_run, "cells": cells, "instances": args.instance}
+    body.update(gpus_per_box=args.gpus_per_box, independent=not args.one_at_a_time)
+    made = client.call("POST", "/sweeps/", body)
+    print(f"sweep {made['id']} {made['name']}: {len(made['cells'])} cells ({client.site}/sweeps/{made['id']}/)")
+    return 0
+
+
+def _sweeps(client, args) -> int:
+    for sweep in client.call("GET", "/sweeps/").get("results", []):
+        states = [cell["state"] for cell in sweep["cells"]]
+        print(f"{sweep['id']}\t{sweep['name']}\t{sweep['project']}\t{len(states)} cells\t{', '.join(states)}")
+    return 0
+
+
+def _follow_sweep(client, args) -> int:
+    states = follow_sweep(client, args.sweep_id, args.timeout)
+    failed = [run_id for run_id, state in states.items() if state != "exported"]
+    print(f"sweep {args.sweep_id}: {len(states) - len(failed)} exported, {len(failed)} not")
+    for run_id in failed:
+        explain_failure(client, run_id)
+    return 1 if failed else 0
+
+
+def _rent(client, args) -> int:
+    made = client.call("POST", "/rentals/", rent_body(args))
+    where = f"{client.site}/rentals/{made['id']}/"
+    cost = f"at most ${made['expected_cost']}, {made['spend_note']}"
+    print(f"rent #{made['id']} {made['name']}: {made['state']}, {cost} ({where})")
+    return 0
+
+
+def _rental(client, args) -> int:
+    made = client.call("GET", f"/rentals/{args.rental_id}/")
+    print(f"rent #{made['id']} {made['name']}: {made['state']} {made['reason']}".rstrip())
+    for one in made["attempts"]:
+        print(f"  {one['provider']}\t{one['outcome']}\t{one['provider_id']} {one['detail']}".rstrip())
+    return 0
+
+
+def _stop_or_retry(client, args) -> int:
+    run = client.call("POST", f"/runs/{args.run_id}/{args.verb}/", {})
+    print(f"{args.run_id}: {args.verb} asked (state {run['state']}, attempt {run['attempt']})")
+    return 0
+
+
+def _verify(client, args) -> int:
+    print(json.dumps(client.call("POST", f"/runs/{args.run_id}/verify/", {}), indent=2))
+    return 0
+
+
+def _custody(client, args) -> int:
+    print(json.dumps(client.call("GET", f"/runs/{args.run_id}/custody/"), indent=2))
+    return 0
+
+
+VERBS = {
+    "launch": _launch,
+    "follow": _follow,
+    "logs": _logs,
+    "edit": _edit,
+    "teardown": _teardown,
+    "sweep": _sweep,
+    "sweeps": _sweeps,
+    "follow-sweep": _follow_sweep,
+    "rent": _rent,
+    "rental": _rental,
+    "stop": _stop_or_retry,
+    "retry": _stop_or_retry,
+    "verify": _verify,
+    "custody": _custody,
+}
 
 
 def main(argv=None) -> int:
@@ -209,71 +342,10 @@ def main(argv=None) -> int:
     args.command = command
     try:
         client = Client(os.environ.get("REMOTEGPU_URL", "http://127.0.0.1:8000"), os.environ.get("REMOTEGPU_TOKEN", ""))
-        if args.verb == "launch":
-            args.command = args.command or ["python3", "train.py"]
-            run_id = launch(client, args)
-            state = "launched" if args.no_follow else follow(client, run_id, args.timeout)
-            print(f"{run_id}: {state}")
-            if state not in ("launched", "exported"):
-                explain_failure(client, run_id)
-                return 1
-            return 0
-        if args.verb == "follow":
-            state = follow(client, args.run_id, args.timeout)
-            print(f"{args.run_id}: {state}")
-            if state != "exported":  # every failed state says why: its class and the tail it printed
-                explain_failure(client, args.run_id)
-                return 1
-        elif args.verb == "logs":
-            logs(client, args.run_id, args.attempt, args.follow, args.timeout)
-        elif args.verb == "edit":
-            run = client.call("PATCH", f"/runs/{args.run_id}/", edits(args.pairs))
-            print(f"{args.run_id}: changed {', '.join(run['changed']) or 'nothing'}")
-        elif args.verb == "teardown":
-            body = {"instance": args.instance, "kind": args.kind, "reason": args.reason}
-            made = client.call("POST", "/teardown/", {**body, "run": args.run, "location": args.location})
-            print(f"request #{made['id']}: {made['kind']} of {made['instance']}, {made['status']} ({made['level']})")
-        elif args.verb == "sweep":
-            try:
-                cells = json.loads(args.cells)
-            except ValueError as exc:
-                raise ApiError(f"--cells is not JSON: {exc}") from None
-            body = {"name": args.name, "base_run": args.base_run, "cells": cells, "instances": args.instance}
-            body.update(gpus_per_box=args.gpus_per_box, independent=not args.one_at_a_time)
-            made = client.call("POST", "/sweeps/", body)
-            print(f"sweep {made['id']} {made['name']}: {len(made['cells'])} cells ({client.site}/sweeps/{made['id']}/)")
-        elif args.verb == "sweeps":
-            for sweep in client.call("GET", "/sweeps/").get("results", []):
-                states = [cell["state"] for cell in sweep["cells"]]
-                print(f"{sweep['id']}\t{sweep['name']}\t{sweep['project']}\t{len(states)} cells\t{', '.join(states)}")
-        elif args.verb == "follow-sweep":
-            states = follow_sweep(client, args.sweep_id, args.timeout)
-            failed = [run_id for run_id, state in states.items() if state != "exported"]
-            print(f"sweep {args.sweep_id}: {len(states) - len(failed)} exported, {len(failed)} not")
-            for run_id in failed:
-                explain_failure(client, run_id)
-            return 1 if failed else 0
-        elif args.verb == "rent":
-            made = client.call("POST", "/rentals/", rent_body(args))
-            where = f"{client.site}/rentals/{made['id']}/"
-            cost = f"at most ${made['expected_cost']}, {made['spend_note']}"
-            print(f"rent #{made['id']} {made['name']}: {made['state']}, {cost} ({where})")
-        elif args.verb == "rental":
-            made = client.call("GET", f"/rentals/{args.rental_id}/")
-            print(f"rent #{made['id']} {made['name']}: {made['state']} {made['reason']}".rstrip())
-            for one in made["attempts"]:
-                print(f"  {one['provider']}\t{one['outcome']}\t{one['provider_id']} {one['detail']}".rstrip())
-        elif args.verb in ("stop", "retry"):
-            run = client.call("POST", f"/runs/{args.run_id}/{args.verb}/", {})
-            print(f"{args.run_id}: {args.verb} asked (state {run['state']}, attempt {run['attempt']})")
-        elif args.verb == "verify":
-            print(json.dumps(client.call("POST", f"/runs/{args.run_id}/verify/", {}), indent=2))
-        else:
-            print(json.dumps(client.call("GET", f"/runs/{args.run_id}/custody/"), indent=2))
+        return VERBS[args.verb](client, args)
     except ApiError as exc:
         print(f"remotegpu: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from node.transport import CredentialError
 from profiles.credentials import public_key_of
 from profiles.models import Credential
-from profiles.node.transport import CredentialError
 from profiles.providers.apis import GONE, RUNNING
 from profiles.providers.calls import ProviderError, list_boxes
 from profiles.providers.offers import Offer, choose

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from profiles.node.pull import Pace, only_puller, pull_one
+from node.pull import Pace, only_puller, pull_one
 
 CONTROL = "control"  # durable_ckpt["target"] of copies on the control host
 

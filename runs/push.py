@@ -28,8 +28,8 @@ import time
 
 from django.conf import settings
 
-from profiles.node.protocol import follow_event
-from profiles.node.transport import TransportError
+from node.protocol import follow_event
+from node.transport import TransportError
 from runs.live import push_run_update
 from runs.masking import mask_text, values_for
 from runs.signals import beyond, strip_ansi

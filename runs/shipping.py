@@ -8,7 +8,7 @@ from django.conf import settings
 
 from datasets.models import Dataset
 from datasets.staging import stage
-from profiles.node.protocol import NodeError
+from node.protocol import NodeError
 from runs import sources, sweeps
 from runs.models import SourceKind
 

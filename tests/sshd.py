@@ -47,7 +47,7 @@ class Sshd:
     def scanned_host_key(self):
         """The host key as a client's scan sees it, scanned once per key: every e2e test's box pins it,
         and a handshake per test was CPU the suite spent on an answer that never changed."""
-        from profiles.node.transport import scan_host_key
+        from node.transport import scan_host_key
 
         stamp = (self.dir / "host_key").stat().st_mtime_ns
         if self._scanned is None or self._scanned[0] != stamp:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from node.transport import CredentialError, TransportError
 from profiles.credentials import api_key_of, provider_key
-from profiles.node.client import transport_for
-from profiles.node.transport import CredentialError, TransportError
+from profiles.node_client import transport_for
 from profiles.providers.apis import (
     APIS,
     GONE,

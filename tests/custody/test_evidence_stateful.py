@@ -312,7 +312,7 @@ def machine_settings(examples: int):
 
 @pytest.mark.timeout(900)  # 110 machines of 25 steps over ssh: 2-5 min, near the default 300 s on a loaded box
 def test_the_last_intact_copy_survives_every_interleaving(alice, bob, sshd, settings, no_worker):
-    from profiles.node.transport import scan_host_key
+    from node.transport import scan_host_key
 
     settings.TEARDOWN_EXECUTION_LEASE = 0
     key = scan_host_key("127.0.0.1", sshd.port, timeout=5)

@@ -14,8 +14,8 @@ import pytest
 
 from custody.checkpoint import safe_load
 from custody.roster import RosterEntry
-from profiles.node.pull import HashMismatch, pull_batch, pull_one
-from profiles.node.transport import LocalTransport
+from node.pull import HashMismatch, pull_batch, pull_one
+from node.transport import LocalTransport
 
 
 def entry_for(path: str, data: bytes) -> RosterEntry:

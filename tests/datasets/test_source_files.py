@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from datasets.roster import of_directory
-from profiles.node.build import wrapper_file
+from node.build import wrapper_file
 
 
 def stage_send(root, paths) -> subprocess.CompletedProcess:

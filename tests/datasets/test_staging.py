@@ -22,7 +22,7 @@ from datasets.models import DatasetSource, DatasetState
 from datasets.roster import identity
 from datasets.tasks import scan_dataset
 from profiles.models import Instance
-from profiles.node.client import RunNode
+from profiles.node_client import RunNode
 from runs import shipping
 from tests.sshd import Sshd
 from tests.waiting import wait_until

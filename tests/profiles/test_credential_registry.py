@@ -11,9 +11,9 @@ from django.core import serializers
 from django.urls import reverse
 
 from core.models import AuditEntry
+from node.transport import CredentialError
 from profiles.credentials import provider_key, ssh_auth
 from profiles.models import Credential, CredentialKind, Instance
-from profiles.node.transport import CredentialError
 from profiles.probe import run_probe
 from profiles.providers import calls as providers
 from projects.models import Project

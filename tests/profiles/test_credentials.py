@@ -2,8 +2,8 @@
 
 import pytest
 
+from node.transport import CredentialError, SSHTransport, scan_host_key
 from profiles.credentials import reference_problem, resolve_auth
-from profiles.node.transport import CredentialError, SSHTransport, scan_host_key
 
 
 @pytest.mark.parametrize(
@@ -61,8 +61,8 @@ def test_wrong_key_is_refused_by_the_server(tmp_path, sshd):
 
 def test_a_referenced_variable_is_never_echoed_in_an_error(monkeypatch):
     """env:DATABASE_URL once showed the database password in the connection test's error."""
+    from node.transport import CredentialError
     from profiles.credentials import resolve_auth
-    from profiles.node.transport import CredentialError
 
     monkeypatch.setenv("SOME_WORKER_SECRET", "postgres://user:canary-password@db/x")
     with pytest.raises(CredentialError) as error:

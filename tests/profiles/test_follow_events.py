@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from profiles.node.protocol import FOLLOW_TEXT, follow_event
+from node.protocol import FOLLOW_TEXT, follow_event
 from runs.signals import beyond
 
 GOOD = {"type": "log", "run_id": "r1", "attempt": 2, "start": 10, "end": 20, "text": "epoch 1\n"}

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from node.transport import HostKeyMismatch, HostKeyUnknown, SSHTransport, scan_host_key
 from profiles.credentials import resolve_auth
-from profiles.node.transport import HostKeyMismatch, HostKeyUnknown, SSHTransport, scan_host_key
 from tests.sshd import Sshd
 
 

@@ -129,7 +129,7 @@ def test_an_operator_cannot_register_the_control_host_as_a_box(client, bob, proj
 
 
 def test_a_command_on_the_control_host_inherits_no_secret(monkeypatch):
-    from profiles.node.transport import LocalTransport
+    from node.transport import LocalTransport
 
     monkeypatch.setenv("DATABASE_URL", "postgres://canary-db-secret@h/db")
     monkeypatch.setenv("REMOTEGPU_OTHER_PROJECT_KEY", "canary-provider-secret")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from node.transport import CredentialError, LocalTransport
 from profiles.models import Instance
-from profiles.node.client import transport_for
-from profiles.node.transport import CredentialError, LocalTransport
+from profiles.node_client import transport_for
 from projects.models import Project
 
 USER = "rgpu-node-test"

@@ -1,7 +1,7 @@
 """One pull into a place at a time (custody copies, the control host's checkpoints): a second puller
 is told at once that another holds the place, and the place is free again once the first lets go."""
 
-from profiles.node.pull import only_puller
+from node.pull import only_puller
 
 
 def test_a_second_puller_is_told_another_holds_the_place(tmp_path):

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import paramiko
 import pytest
 
+from node.pull import pull_batch
+from node.transport import LocalTransport, SSHTransport, Unreachable, scan_host_key
+from node.transport.stream import StreamError
 from profiles.credentials import resolve_auth
-from profiles.node.pull import pull_batch
-from profiles.node.transport import LocalTransport, SSHTransport, Unreachable, scan_host_key
-from profiles.node.transport.stream import StreamError
 from tests.sshd import Sshd
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from profiles.node.transport import HostKey, SSHTransport, Unreachable, scan_host_key
+from node.transport import HostKey, SSHTransport, Unreachable, scan_host_key
 from tests.sshd import free_port
 
 

@@ -7,8 +7,7 @@ import uuid
 import paramiko
 import pytest
 
-from profiles.credentials import resolve_auth
-from profiles.node.transport import (
+from node.transport import (
     AnswerTooLarge,
     CommandTimeout,
     HostKey,
@@ -17,6 +16,7 @@ from profiles.node.transport import (
     TransportError,
     scan_host_key,
 )
+from profiles.credentials import resolve_auth
 
 CANARY = f"/tmp/remotegpu-canary-{uuid.uuid4().hex}"
 NASTY = f'it\'s a "test"; $(touch {CANARY}) `touch {CANARY}` && echo * | cat'

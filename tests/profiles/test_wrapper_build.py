@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from profiles.node import build
-from profiles.node.protocol import ANSWERS
-from profiles.node.wrapper.main import COMMANDS
+from node import build
+from node.protocol import ANSWERS
+from node.wrapper.main import COMMANDS
 
 
 def test_the_shipped_file_is_one_stdlib_file_a_box_runs():
@@ -32,7 +32,7 @@ def test_the_shipped_file_is_one_stdlib_file_a_box_runs():
 def test_every_answer_the_protocol_reads_has_a_subcommand_and_each_lives_in_its_own_module():
     assert set(COMMANDS) == set(ANSWERS) | {"run", "follow"}
     for name, (function, _) in COMMANDS.items():
-        assert function.__module__ == f"profiles.node.wrapper.{name.replace('-', '_')}", name
+        assert function.__module__ == f"node.wrapper.{name.replace('-', '_')}", name
 
 
 def test_a_wrong_argument_count_is_the_usage_not_a_traceback(tmp_path):

@@ -55,7 +55,7 @@ def load_wrapper():
     per process, as compiling its one file costs ~20 ms (the stateful evidence test loaded it 438 times)."""
     import importlib.util
 
-    from profiles.node.build import wrapper_file
+    from node.build import wrapper_file
 
     spec = importlib.util.spec_from_file_location("remotegpu_wrapper", wrapper_file())
     wrapper = importlib.util.module_from_spec(spec)

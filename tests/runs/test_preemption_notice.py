@@ -27,7 +27,7 @@ time.sleep(60)
 
 
 def test_a_sigterm_nobody_asked_for_reaches_the_command_and_closes_it_as_interrupted(spec, tmp_path):  # noqa: F811
-    from profiles.node.build import wrapper_file
+    from node.build import wrapper_file
 
     run_spec = {**spec, "argv": [sys.executable, "-c", SAVES_ON_SIGTERM], "stop_grace_seconds": 5}
     run_spec["cwd"] = str(tmp_path)  # paths in the spec are absolute, under tmp_path/data

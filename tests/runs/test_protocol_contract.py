@@ -13,10 +13,10 @@ import time
 
 import pytest
 
+from node.build import wrapper_file
+from node.protocol import ANSWERS, check_answer, follow_event, parse_answer, status_problem
+from node.transport.feed import process_feed
 from profiles.layout import NodeLayout
-from profiles.node.build import wrapper_file
-from profiles.node.protocol import ANSWERS, check_answer, follow_event, parse_answer, status_problem
-from profiles.node.transport.feed import process_feed
 from tests.runs.conftest import load_wrapper
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from custody.models import CustodyRecord, CustodyStatus
 from custody.verify import verify
+from node.protocol import NodeError
 from profiles.models import Instance
-from profiles.node.client import NodeClient, RunNode
-from profiles.node.protocol import NodeError
+from profiles.node_client import NodeClient, RunNode
 from runs.models import RunState
 from runs.watch import tick
 from tests.sshd import Sshd

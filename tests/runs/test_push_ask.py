@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from profiles.node.protocol import NodeError, check_answer
-from profiles.node.transport.feed import process_feed
+from node.protocol import NodeError, check_answer
+from node.transport.feed import process_feed
 from runs.push import Push
 
 RUN = SimpleNamespace(run_id="r1", attempt=1, log_offset=0)

@@ -5,7 +5,7 @@ seen in the full suite when three runs started together)."""
 import subprocess
 import sys
 
-from profiles.node.build import wrapper_file
+from node.build import wrapper_file
 
 PROBE = (
     "import importlib.util, sys\n"

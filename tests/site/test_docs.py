@@ -29,10 +29,8 @@ def test_every_file_the_docs_name_exists():
 
 
 def test_the_check_sees_a_path_that_is_gone():
-    assert named_paths("the wrapper (`profiles/node/remotegpu_wrapper.py`) and `x`") == {
-        "profiles/node/remotegpu_wrapper.py"
-    }
-    assert not (REPO / "profiles/node/remotegpu_wrapper.py").exists()
+    assert named_paths("the wrapper (`node/remotegpu_wrapper.py`) and `x`") == {"node/remotegpu_wrapper.py"}
+    assert not (REPO / "node/remotegpu_wrapper.py").exists()
 
 
 def test_every_link_between_the_docs_points_at_a_file():

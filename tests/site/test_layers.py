@@ -1,4 +1,4 @@
-"""Apps import downward only: core < accounts < projects < notifications < profiles < datasets < runs
+"""Apps import downward only: node < core < accounts < projects < notifications < profiles < datasets < runs
 < custody < rentals < console < api < remotegpu_site. No file is exempt: the pages that combine apps
 live in console/; remotegpu_site, on top, wires them (settings, URLs, routing, the Celery app) and no
 app imports it; every import counts, including one inside a function (a lazy import is still a
@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 LAYERS = [
+    "node",  # the node library: transport, protocol, pull, the wrapper and its build; no Django
     "core",
     "accounts",
     "projects",
@@ -53,16 +54,23 @@ def test_no_app_imports_an_app_above_it():
     assert upward_imports() == {}
 
 
-def test_core_is_the_bottom_and_imports_no_app():
+def test_core_imports_no_app_only_the_node_library():
     apps = set(LAYERS)
     for path in (REPO / "core").rglob("*.py"):
-        assert not (imports_of(path) & (apps - {"core"})), path
+        assert not (imports_of(path) & (apps - {"core", "node"})), path
+
+
+def test_the_node_library_is_plain_python():
+    """It takes what it needs as arguments (an endpoint, a key, a host key), never a model or a setting:
+    the fleet (profiles/node_client.py) calls it."""
+    for path in (REPO / "node").rglob("*.py"):
+        assert not (imports_of(path) & (set(LAYERS) - {"node"} | {"django", "celery", "channels"})), path
 
 
 def test_every_app_is_in_a_layer():
     """A new app must take its place here: one left out would be checked against nothing."""
     installed = {path.parent.name for path in REPO.glob("*/apps.py")}
-    assert installed | {"remotegpu_site"} == set(LAYERS)
+    assert installed | {"node", "remotegpu_site"} == set(LAYERS)
 
 
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiles.node.transport.stream import StreamError
+from node.transport.stream import StreamError
 
 CHUNK = 1 << 20
 BATCH_LIMIT = 4 << 20  # files below this size share one tar stream

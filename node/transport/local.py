@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from profiles.node.transport.base import (
+from node.transport.base import (
     MAX_ANSWER,
     STDERR_TAIL,
     AnswerTooLarge,
@@ -19,8 +19,8 @@ from profiles.node.transport.base import (
     PathStat,
     script_command,
 )
-from profiles.node.transport.feed import process_feed
-from profiles.node.transport.stream import local_stream
+from node.transport.feed import process_feed
+from node.transport.stream import local_stream
 
 # What a command on the control host may inherit from the worker: never its secrets (SECRET_KEY,
 # DATABASE_URL, provider keys, credential variables), only what a shell and a GPU job need.

@@ -74,7 +74,7 @@ class Transport(Protocol):
         """Context manager: the stdout of a node command as a binary stream, read as it arrives."""
 
     def follow(self, argv: list[str], stdin: bytes):
-        """A `LineFeed` of a long-running node command's stdout (profiles/node/transport/feed.py)."""
+        """A `LineFeed` of a long-running node command's stdout (node/transport/feed.py)."""
 
     def upload(self, local_path: Path, remote_path: str) -> None: ...
 

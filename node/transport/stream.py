@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from profiles.node.transport.base import TransportError
+from node.transport.base import TransportError
 
 # AES-GCM uses the CPU's AES instructions; chacha20 is the fallback every OpenSSH has.
 FAST_CIPHERS = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com"

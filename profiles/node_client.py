@@ -17,12 +17,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from profiles.control_host import local_node_problem
-from profiles.credentials import secret_names, ssh_auth
-from profiles.layout import NodeLayout, is_hardware, resolve_home
-from profiles.node.build import wrapper_file, wrapper_name
-from profiles.node.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
-from profiles.node.transport import (
+from node.build import wrapper_file, wrapper_name
+from node.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
+from node.transport import (
     AnswerTooLarge,
     CredentialError,
     LocalTransport,
@@ -30,7 +27,10 @@ from profiles.node.transport import (
     Transport,
     scan_host_key,
 )
-from profiles.node.transport.base import shell_path
+from node.transport.base import shell_path
+from profiles.control_host import local_node_problem
+from profiles.credentials import secret_names, ssh_auth
+from profiles.layout import NodeLayout, is_hardware, resolve_home
 
 SELECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a file name in _trust/selections/
 
@@ -313,18 +313,34 @@ class RunNode(NodeClient):
         self.upload_bytes(tarball, f"{self.layout.active}/src.tar")
         self.call("extract", self.write_spec("extract", self.spec(0)))
 
-    def spec(self, attempt: int) -> dict:
+    def _inputs(self, staged: dict, manifest: str | None, restore: dict) -> list[list[str]]:
+        """What the command refuses to start without, each checked on the node before the launch."""
         run, layout = self.run, self.layout
         inputs = [["config", layout.under_src(run.config_path)]]
         inputs += [["data", resolve_home(path, self.home)] for path in run.data_paths]
-        staged = (run.staging or {}).get("dirs") or {}
         inputs += [[f"dataset {name}", path] for name, path in staged.items()]
-        manifest = resolve_home(run.manifest_path, self.home) if run.manifest_path else None
         if manifest:
             inputs.append(["manifest", manifest])
-        restore = self.restore_for(attempt)
         for item in restore["files"]:
             inputs.append([f"durable checkpoint {item['name']}", f"{restore['from']}/{item['file']}"])
+        return inputs
+
+    def _ckpt_mirror(self) -> dict:
+        """Checkpoints copied to the durable tier as they land (none where the box has no durable root)."""
+        return {
+            "root": self.durable_root(),
+            "target": self.ckpt_target(),
+            "keep": self.run.checkpoints_retained,
+            "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
+            "hold_seconds": settings.CKPT_HOLD_SECONDS,
+            "step_key": self.run.step_key or None,  # read first, before the usual keys
+        }
+
+    def spec(self, attempt: int) -> dict:
+        run, layout = self.run, self.layout
+        staged = (run.staging or {}).get("dirs") or {}
+        manifest = resolve_home(run.manifest_path, self.home) if run.manifest_path else None
+        restore = self.restore_for(attempt)
         return {
             **layout.as_dict(),
             "run_id": run.run_id,
@@ -342,7 +358,7 @@ class RunNode(NodeClient):
             if isinstance(run.preflight_report.get("gpu_holders"), dict)
             else None,
             "environment": resolve_home(run.environment, self.home) if run.environment else "",
-            "inputs": inputs,
+            "inputs": self._inputs(staged, manifest, restore),
             "config": layout.under_src(run.config_path),
             "manifest": manifest,
             "heartbeat_seconds": settings.RUN_HEARTBEAT_SECONDS,
@@ -352,15 +368,7 @@ class RunNode(NodeClient):
             "smoke_timeout": settings.SMOKE_TIMEOUT,
             # A declared tier is measured: preflight reports the mount of its path beside the data root's.
             "data_tier_path": self._declared_tier_path(),
-            # Checkpoints copied to the durable tier as they land (none where the box has no durable root).
-            "ckpt_mirror": {
-                "root": self.durable_root(),
-                "target": self.ckpt_target(),
-                "keep": self.run.checkpoints_retained,
-                "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
-                "hold_seconds": settings.CKPT_HOLD_SECONDS,
-                "step_key": self.run.step_key or None,  # read first, before the usual keys
-            },
+            "ckpt_mirror": self._ckpt_mirror(),
             "restore": restore if restore["files"] else None,
             "dataset_files": self.dataset_files,
             "capsule": self.run.capsule,  # a hardware capsule is checked by its own contract at sealing

@@ -41,19 +41,56 @@ def start_child(spec, log, secrets, hooks):
     return child, pump
 
 
-def cmd_run(spec):
-    secrets = take_secrets(spec)  # read once, the file gone before anything else happens
-    drop_proxy_from_wrapper(spec)
-    make_cache(spec)
+def _prepare(spec) -> tuple[str, str, bool]:
+    """The attempt's directories and markers: (attempt dir, reserve dir, started again in place)."""
     attempt = attempt_dir(spec)
     os.makedirs(attempt, exist_ok=True)
     for directory in (spec["ckpt"], spec["output"], os.path.dirname(spec["partial"]), spec["quarantine_base"]):
         os.makedirs(directory, exist_ok=True)
-    log_path = os.path.join(attempt, "log.txt")
     reserve = reserve_markers(attempt)
     in_place = os.path.exists(os.path.join(attempt, "started_at"))  # the start hook's relaunch after a restart
     atomic_write(os.path.join(attempt, "started_at"), f"{int(time.time())}\n")
     atomic_write(os.path.join(attempt, "boot_identity"), boot_identity(spec) + "\n")
+    return attempt, reserve, in_place
+
+
+def _start_recorded(spec, attempt, log, secrets):
+    """The child started, and what actually ran written for the control side: the argv, the kernel's view
+    of it, the hooks applied (names of what the proxy exported, never values) and the secrets' names."""
+    try:
+        argv = argv_in_environment(spec)
+        hooks, hooks_ran = hook_env(spec, dict(os.environ))
+        child, pump = start_child(spec, log, secrets, hooks)
+        exe = os.path.realpath(f"/proc/{child.pid}/exe") if os.path.exists(f"/proc/{child.pid}/exe") else ""
+        ran = {"argv0": argv[0], "exe": exe, "hooks": hooks_ran, "secrets": sorted(secrets)}
+        atomic_write(os.path.join(attempt, "ran.json"), json.dumps(ran))
+        return child, pump
+    except OSError as exc:
+        log.write((f"cannot start the command: {exc}\n").encode())
+        return None, None
+
+
+def _close(spec, attempt, reserve, code, disk) -> int:
+    """The exit marker (also in the reserve), then quarantine with the reason, or the sealed export."""
+    durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
+    stopped = stop_reason(spec, code) or preempted_reason(spec, code)
+    failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
+    problem = stopped or failed or closeout(spec)
+    if problem:
+        quarantine(spec, problem)
+        return 1
+    with contextlib.suppress(OSError):  # a convenience marker: the export itself is what counts
+        atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
+    shutil.rmtree(reserve, ignore_errors=True)
+    return 0
+
+
+def cmd_run(spec):
+    secrets = take_secrets(spec)  # read once, the file gone before anything else happens
+    drop_proxy_from_wrapper(spec)
+    make_cache(spec)
+    attempt, reserve, in_place = _prepare(spec)
+    log_path = os.path.join(attempt, "log.txt")
     # A fresh attempt on another box continues from the durable copy; one started again in place keeps
     # the newer checkpoints it wrote since.
     problem, restored = (None, []) if in_place else restore_checkpoints(spec)
@@ -71,21 +108,8 @@ def cmd_run(spec):
     threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
     disk = DiskWatch(spec["active"])
     disk.start(stop)
-    pump = None
     with open(log_path, "ab") as log:
-        try:
-            argv = argv_in_environment(spec)
-            hooks, hooks_ran = hook_env(spec, dict(os.environ))
-            child, pump = start_child(spec, log, secrets, hooks)
-            # What actually ran, read back by the control side: the argv, the kernel's view of it, the
-            # hooks applied (names of what the proxy exported, never values) and the secrets' names.
-            exe = os.path.realpath(f"/proc/{child.pid}/exe") if os.path.exists(f"/proc/{child.pid}/exe") else ""
-            ran = {"argv0": argv[0], "exe": exe, "hooks": hooks_ran}
-            ran["secrets"] = sorted(secrets)
-            atomic_write(os.path.join(attempt, "ran.json"), json.dumps(ran))
-        except OSError as exc:
-            log.write((f"cannot start the command: {exc}\n").encode())
-            child = None
+        child, pump = _start_recorded(spec, attempt, log, secrets)
         # The child has them; this process keeps them only to mask its log once more at the end.
         mask_values, secrets = list((secrets or {}).values()), None
         atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")
@@ -104,14 +128,4 @@ def cmd_run(spec):
         code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
     stop.set()
     mirror.join(timeout=600)  # the last checkpoint copied before the attempt closes
-    durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
-    stopped = stop_reason(spec, code) or preempted_reason(spec, code)
-    failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
-    problem = stopped or failed or closeout(spec)
-    if problem:
-        quarantine(spec, problem)
-        return 1
-    with contextlib.suppress(OSError):  # a convenience marker: the export itself is what counts
-        atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
-    shutil.rmtree(reserve, ignore_errors=True)
-    return 0
+    return _close(spec, attempt, reserve, code, disk)

@@ -13,7 +13,7 @@ import select
 import signal
 import subprocess
 
-from profiles.node.transport.base import TransportError
+from node.transport.base import TransportError
 
 MAX_LINE = 1 << 20
 READ = 1 << 16

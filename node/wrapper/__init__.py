@@ -1,6 +1,6 @@
 """RemoteGPU node wrapper: runs on the GPU box, stdlib only, Python 3.8+.
 
-Written as this package, one module per subcommand; shipped as the one file `profiles/node/build.py`
+Written as this package, one module per subcommand; shipped as the one file `node/build.py`
 makes of it, whose hash names its version.
 
 Uploaded under a versioned name (wrapper-<sha>.py) and never overwritten, so a live run never
@@ -32,5 +32,5 @@ has the file it is executing changed under it. Subcommands (main.COMMANDS), most
   stage-pull    stage from this box's own directory or another box over one ssh stream (stdin)
   stage-grant   add or remove the temporary key that may run stage-send only (stdin)
 
-Every subcommand prints one JSON object as its last line; profiles/node/protocol.py says what each holds.
+Every subcommand prints one JSON object as its last line; node/protocol.py says what each holds.
 """

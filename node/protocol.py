@@ -9,7 +9,7 @@ the wrapper's own functions and checks each answer against ANSWERS, so the two s
 
 import json
 
-from profiles.node.transport import TransportError
+from node.transport import TransportError
 
 NUMBER = (int, float)
 OPTIONAL_INT = (int, type(None))

@@ -1,6 +1,6 @@
 """The node transport: one small interface, two implementations (SSH via paramiko, local subprocess)."""
 
-from profiles.node.transport.base import (
+from node.transport.base import (
     AnswerTooLarge,
     CommandResult,
     CommandTimeout,
@@ -13,8 +13,8 @@ from profiles.node.transport.base import (
     Unreachable,
     shell_path,
 )
-from profiles.node.transport.local import LocalTransport
-from profiles.node.transport.ssh import HostKey, SSHTransport, scan_host_key
+from node.transport.local import LocalTransport
+from node.transport.ssh import HostKey, SSHTransport, scan_host_key
 
 __all__ = [
     "AnswerTooLarge",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import paramiko
 
-from profiles.node.transport.base import (
+from node.transport.base import (
     MAX_ANSWER,
     STDERR_TAIL,
     AnswerTooLarge,
@@ -27,8 +27,8 @@ from profiles.node.transport.base import (
     Unreachable,
     script_command,
 )
-from profiles.node.transport.feed import channel_feed
-from profiles.node.transport.stream import can_use_openssh, channel_stream, openssh_stream
+from node.transport.feed import channel_feed
+from node.transport.stream import can_use_openssh, channel_stream, openssh_stream
 
 
 @dataclass(frozen=True)
