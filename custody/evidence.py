@@ -157,6 +157,17 @@ def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
     return profile.loses(copy.tier, "release" if consequence.kind == TeardownKind.RELEASE else "shutdown")
 
 
+def wiped_by(consequence: Consequence, copy: Copy, profile) -> bool:
+    """What a consequence that has happened wiped for good: beside `destroys`, which counts what one in
+    flight would lose. A stop wipes only a tier that does not survive a stop; what only the release
+    clock threatens stays on the stopped box (and `in_flight` keeps counting it as lost meanwhile)."""
+    if copy.gone or copy.instance_id is None or copy.instance_id != consequence.instance_id:
+        return False
+    if consequence.kind == TeardownKind.SHUTDOWN:
+        return copy.tier["survives"].get("stop") is False
+    return destroys(consequence, copy, profile)
+
+
 def in_flight(run, on_box: list[Consequence], exclude_request_id: int | None = None) -> list[Consequence]:
     """Consequences that count as already happened for this run's copies.
 

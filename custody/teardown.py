@@ -18,7 +18,7 @@ from core.enqueue import after_commit
 from core.states import IllegalTransition
 from custody import checks
 from custody.audit import audit
-from custody.evidence import Consequence, copies_of, latest_verified, touched
+from custody.evidence import Consequence, copies_of, latest_verified, touched, wiped_by
 from custody.levels import consequence_of
 from custody.models import (
     OPEN_TEARDOWN,
@@ -492,19 +492,10 @@ def _apply_effects(request) -> None:
         for run in request.instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance"):
             _mark_gone(run, [copy.location for copy in touched(run, planned)], now)
         return
-    # What the consequence wiped is gone for good; what only a release clock threatens stays
-    # counted as lost while the box is stopped (custody.evidence.in_flight).
-    verb = "stop" if request.kind == TeardownKind.SHUTDOWN else "release"
-    profile = request.instance.profile
+    # What the consequence wiped is gone for good (custody.evidence.wiped_by, the one rule).
+    happened, profile = Consequence.of(request), request.instance.profile
     for run in request.instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance"):
-        wiped = [
-            c.location
-            for c in copies_of(run)
-            if c.instance_id
-            and not c.gone
-            and (c.tier["survives"].get("stop") is False if verb == "stop" else profile.loses(c.tier, "release"))
-        ]
-        _mark_gone(run, wiped, now)
+        _mark_gone(run, [c.location for c in copies_of(run) if wiped_by(happened, c, profile)], now)
 
 
 def _mark_gone(run, locations, now) -> None:
