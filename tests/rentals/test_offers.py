@@ -4,20 +4,11 @@ cheapest under the max, and answers that must not read as offers or as a created
 import pytest
 
 from profiles.providers.box_keys import attached, lambda_key_problem, same_key
-from profiles.providers.offers import (
-    Need,
-    Offer,
-    choose,
-    create_call,
-    fits,
-    known_gpu,
-    model_matches,
-    no_capacity,
-    read_created,
-    read_lambda_offers,
-    read_vast_offers,
-)
+from profiles.providers.offers import RENTABLE, Need, Offer, choose, fits, known_gpu, model_matches
+from profiles.providers.renters import RENTERS, create_call, lambdalabs, no_capacity, read_created, runpod, vastai
 from rentals.asking import expected_cost, read_candidates, read_models, spend_note
+
+NEED_ONE = Need(("A100",), 1, 0, 50, 5.0)  # what a search asked for, where the reader needs it
 
 
 def test_gpu_names_compare_by_words_in_order():
@@ -54,10 +45,10 @@ def test_vast_offers_read_only_what_is_there():
             "not an offer",
         ]
     }
-    offers = read_vast_offers(body)
+    offers = vastai.read_offers(body, NEED_ONE)
     assert [(o.offer_id, o.gpu_name, o.gpu_memory_gb, o.rate) for o in offers] == [("11", "RTX 4090", 24.0, 0.41)]
     with pytest.raises(ValueError):
-        read_vast_offers({"offers": None})
+        vastai.read_offers({"offers": None}, NEED_ONE)
 
 
 def test_lambda_offers_are_types_with_capacity_somewhere():
@@ -85,10 +76,10 @@ def test_lambda_offers_are_types_with_capacity_somewhere():
             },
         }
     }
-    offers = read_lambda_offers(body)
+    offers = lambdalabs.read_offers(body, NEED_ONE)
     assert offers == [Offer("lambda", "gpu_1x_a100", "A100", 1, 40.0, 1.29, "us-east-1")]
     with pytest.raises(ValueError):
-        read_lambda_offers({"data": []})
+        lambdalabs.read_offers({"data": []}, NEED_ONE)
 
 
 def test_create_calls_are_the_documented_ones_named_by_the_rule():
@@ -157,9 +148,7 @@ def test_the_expected_cost_is_the_most_it_can_cost_and_the_spend_rules_are_said(
 
 
 def test_runpod_offers_are_gpu_types_in_stock_priced_for_the_count():
-    from profiles.providers.offers import read_runpod_offers, runpod_query
-
-    assert "gpuCount: 2" in runpod_query(Need(("A100",), 2, 0, 50, 5.0))["query"]
+    assert "gpuCount: 2" in runpod.search_body(Need(("A100",), 2, 0, 50, 5.0))["query"]
     body = {
         "data": {
             "gpuTypes": [
@@ -184,9 +173,20 @@ def test_runpod_offers_are_gpu_types_in_stock_priced_for_the_count():
             ]
         }
     }
-    assert read_runpod_offers(body, 2) == [Offer("runpod", "NVIDIA A100 80GB PCIe", "A100 PCIe", 2, 80.0, 2.38)]
+    assert runpod.read_offers(body, Need(("A100",), 2, 0, 50, 5.0)) == [
+        Offer("runpod", "NVIDIA A100 80GB PCIe", "A100 PCIe", 2, 80.0, 2.38)
+    ]
     with pytest.raises(ValueError):
-        read_runpod_offers({"errors": [{"message": "unauthorized"}]}, 1)
+        runpod.read_offers({"errors": [{"message": "unauthorized"}]}, NEED_ONE)
     assert read_created("runpod", {"id": "abc123xyz"}) == "abc123xyz"
     assert read_created("runpod", {"id": "../etc"}) is None
     assert no_capacity("runpod", 500, "There are no longer any instances available with the requested specs")
+
+
+def test_every_rentable_provider_has_its_adapter_and_nothing_else_does():
+    assert set(RENTERS) == set(RENTABLE)
+    interface = ("search_body", "read_offers", "create_call", "read_created", "no_capacity")
+    assert all(callable(getattr(module, name, None)) for module in RENTERS.values() for name in interface)
+    with pytest.raises(ValueError, match="cannot be rented here"):
+        create_call(Offer("paperspace", "x", "A100", 1, 40, 1.0), NEED_ONE, "n", "img", "key", "pub")
+    assert read_created("paperspace", {"id": "abc"}) is None and not no_capacity("paperspace", 503, "no capacity")
