@@ -333,7 +333,7 @@ def bench(n, sshds, sleeper, push: bool, port: int):
 
     from remotegpu_site.celery import app
     from runs.models import Run, RunState, WatchLease
-    from runs.tasks import arm_watchers
+    from watching.tasks import arm_watchers
 
     project, runs = create_runs(n, sshds, sleeper.pid)
     cookie = browser_cookie(project)

@@ -148,7 +148,7 @@ class NodeClient:
     def probe(self, runs, stream=None) -> dict:
         """Every given run in one round-trip; a malformed run status becomes {"error": why}.
 
-        stream: the runs' push stream (runs/push.py), asked first: the probe is then one line on a
+        stream: the runs' push stream (watching/push.py), asked first: the probe is then one line on a
         channel already open, with no process started and nothing exec'd on the box. Without one,
         or when it cannot answer, the wrapper's `probe` command, exactly as before."""
         tools, items = self._attempts(runs)

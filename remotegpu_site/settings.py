@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "projects",
     "notifications",
     "runs",
+    "watching",
     "profiles",
     "datasets",
     "custody",
@@ -301,7 +302,7 @@ if WATCH_PROBE_TIMEOUT >= WATCH_LEASE_SECONDS:
 PRESSURE_MIN_FREE_BYTES = env.envint("PRESSURE_MIN_FREE_GIB", 2) * 1024**3
 PRESSURE_MIN_FREE_FRACTION = env.envfloat("PRESSURE_MIN_FREE_FRACTION", 0.03)
 CELERY_BEAT_SCHEDULE["arm-watchers"] = {
-    "task": "runs.tasks.arm_watchers",
+    "task": "watching.tasks.arm_watchers",
     "schedule": env.envfloat("WATCH_ARM_INTERVAL", 10),
 }
 # Every state that waits on a task has a deadline (runs/reconcile.py); beat re-drives or fails it.

@@ -1,13 +1,11 @@
 """Celery tasks of the runs app: node work happens here, outside transactions; results go to actions."""
 
 import json
-import os
 import socket
 import time
 from functools import partial
 
 from celery import shared_task
-from celery.signals import worker_shutting_down
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError
@@ -19,18 +17,12 @@ from profiles.credentials import run_secret_values, secret_problems
 from profiles.layout import resolve_home
 from profiles.node_client import RunNode
 from projects.models import Project
-from runs import ckpt_pull, preflight, shipping, watch
+from runs import ckpt_pull, preflight, shipping
 from runs.actions import base, checkpoints, lifecycle, redrive, spending, sweeps
 from runs.cadence import checkpoint_environment
 from runs.gpus import gone_problem
 from runs.models import Run, RunState
 from runs.sources import SourceError
-
-
-@worker_shutting_down.connect
-def _stop_watchers(**kwargs):
-    """Warm or cold, a stopping worker ends its watchers now (their leases go; beat re-arms them elsewhere)."""
-    watch.STOPPING.set()
 
 
 @shared_task(acks_late=True, soft_time_limit=20, time_limit=30)
@@ -164,30 +156,6 @@ def launch_run(run_pk: int, attempt: int) -> None:
         lifecycle.do_mark_launch_failed(run_pk, attempt, str(exc))
         return
     lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), hook)
-
-
-@shared_task(
-    acks_late=True,
-    soft_time_limit=settings.WATCH_LIFETIME_SECONDS + 60,
-    time_limit=settings.WATCH_LIFETIME_SECONDS + 90,
-)
-def watch_instance(instance_id: int, spread: bool = True) -> str:
-    owner = f"{socket.gethostname()}:{os.getpid()}:{watch_instance.request.id}"
-    reason = watch.watch_instance(instance_id, owner, spread)
-    if reason == "lifetime":
-        # Re-arm at once, without the start-up spread (this one was in step with nobody): the gap
-        # without a watcher or a push stream stays one connect; beat's arm_watchers is the safety net.
-        watch_instance.delay(instance_id, spread=False)
-    return reason
-
-
-@shared_task(acks_late=True, soft_time_limit=30, time_limit=60)
-def arm_watchers() -> int:
-    """Beat: start a watcher for every instance with live runs and no valid lease."""
-    instance_ids = watch.instances_needing_a_watcher()
-    for instance_id in instance_ids:
-        watch_instance.delay(instance_id)
-    return len(instance_ids)
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)

@@ -144,7 +144,7 @@ def may_run_on(run: Run, actor, instance: Instance | None = None) -> None:
 
 
 def arm_watcher(instance_id: int) -> None:
-    send("runs.tasks.watch_instance", instance_id)
+    send("watching.tasks.watch_instance", instance_id)
 
 
 def user_by_pk(pk):

@@ -15,9 +15,9 @@ from custody.models import EvidenceLocation, TeardownKind, TeardownRequest
 from custody.teardown import do_request_teardown
 from runs.actions.observation import do_observe_run
 from runs.models import RunState
-from runs.watch import thresholds
 from tests.custody import sealed
 from tests.runs.test_protocol_garbage import valid_status
+from watching.watch import thresholds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -204,7 +204,7 @@ def make_run(project, instance, source):
 
 def wait_state(run: Run, states, timeout: float = 120, refresh: bool = False) -> Run:
     """Poll the database until run reaches a state; with refresh, arm watchers as beat would."""
-    from runs.tasks import arm_watchers
+    from watching.tasks import arm_watchers
 
     states = {RunState(state) for state in states}
     armed = [0.0]

@@ -18,10 +18,11 @@ from profiles.models import Instance
 from runs import ckpt_pull, rollups
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
-from runs.tasks import arm_watchers, pull_checkpoint
+from runs.tasks import pull_checkpoint
 from tests.runs.conftest import SETTLED, set_config, stop_processes_under, wait_state
 from tests.runs.test_durable_resume import SECOND_ROOT, continue_on, lose_box, on_this_machine, second_sshd  # noqa: F401
 from tests.waiting import wait_until
+from watching.tasks import arm_watchers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

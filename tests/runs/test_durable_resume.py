@@ -90,7 +90,7 @@ def durable_step(run) -> int | None:
 
 def wait_durable(run, step: int) -> None:
     """Until the watcher reports a durable copy of at least this step (arming watchers as beat would)."""
-    from runs.tasks import arm_watchers
+    from watching.tasks import arm_watchers
 
     wait_until(lambda: (durable_step(run) or 0) >= step, 90, 0.5, what=f"step {step} durable", between=arm_watchers)
 
@@ -215,7 +215,7 @@ def test_a_command_that_ignores_its_checkpoint_is_a_broken_resume_and_is_not_rel
     gate.hold(at=1)
     interrupt(node, run, epochs=3)
 
-    from runs.tasks import arm_watchers
+    from watching.tasks import arm_watchers
 
     # Interruption seen, relaunched, and the new attempt's first checkpoint mirrored: 25 s alone.
     wait_until(

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from profiles.models import Instance
 from projects.models import Project
-from runs import leases
 from runs.models import WatchLease
+from watching import leases
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

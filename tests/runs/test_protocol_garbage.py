@@ -14,8 +14,8 @@ from node.protocol import NodeError
 from profiles.models import Instance
 from profiles.node_client import NodeClient, RunNode
 from runs.models import RunState
-from runs.watch import tick
 from tests.sshd import Sshd
+from watching.watch import tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

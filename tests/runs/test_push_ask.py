@@ -1,6 +1,6 @@
 """A probe asked over the push stream, against boxes that answer badly: the answer is bounded by
 the request, an answer that breaks the protocol is refused as a probe command's would be, and a
-stream that does not answer is dropped so the tick probes by command (runs/push.py, Push.ask)."""
+stream that does not answer is dropped so the tick probes by command (watching/push.py, Push.ask)."""
 
 import sys
 import textwrap
@@ -11,7 +11,7 @@ import pytest
 
 from node.protocol import NodeError, check_answer
 from node.transport.feed import process_feed
-from runs.push import Push
+from watching.push import Push
 
 RUN = SimpleNamespace(run_id="r1", attempt=1, log_offset=0)
 REQUEST = {"runs": [{"spec": "/nowhere/spec.json", "log_offset": 0, "csv_offset": 0}]}

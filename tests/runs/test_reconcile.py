@@ -48,7 +48,7 @@ def back_date(run, seconds: float) -> None:
 
 def reconcile_until(run, states, timeout=120):
     """Beat's reconciler every second, the watchers armed as beat would, until the run settles."""
-    from runs.tasks import arm_watchers
+    from watching.tasks import arm_watchers
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

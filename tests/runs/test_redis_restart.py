@@ -57,7 +57,8 @@ def send(url: str, task, *args):
 
 def test_a_redis_restart_under_a_busy_worker_leaves_it_consuming(make_run):
     from core.health import RECORD_KEY
-    from runs.tasks import record_health, watch_instance
+    from runs.tasks import record_health
+    from watching.tasks import watch_instance
 
     broker = PrivateRedis().start()
     worker = WorkerProcess(database_url(), name="redis-restart", REDIS_URL=broker.url)

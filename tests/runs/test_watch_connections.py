@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from runs import watch
 from runs.models import Run
+from watching import watch
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
 

@@ -15,11 +15,11 @@ from django.db import connection
 from remotegpu_site.asgi import application
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import RunEvent, RunState, WatchLease
-from runs.tasks import arm_watchers
 from tests.conftest import ARTIFACTS, REPO, WATCH_ENV, database_url, subprocess_env
 from tests.runs.conftest import SETTLED, set_config, wait_health, wait_state
 from tests.runs.test_live_channel import ORIGIN, session_cookie
 from tests.waiting import wait_until
+from watching.tasks import arm_watchers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,5 @@
 """Apps import downward only: node < core < accounts < projects < notifications < profiles < datasets < runs
-< custody < rentals < console < api < remotegpu_site. No file is exempt: the pages that combine apps
+< watching < custody < rentals < console < api < remotegpu_site. No file is exempt: the pages that combine apps
 live in console/; remotegpu_site, on top, wires them (settings, URLs, routing, the Celery app) and no
 app imports it; every import counts, including one inside a function (a lazy import is still a
 dependency).
@@ -19,6 +19,7 @@ LAYERS = [
     "profiles",
     "datasets",
     "runs",
+    "watching",
     "custody",
     "rentals",
     "console",

@@ -18,10 +18,10 @@ from node.protocol import NodeError
 from node.transport import TransportError
 from profiles.models import Instance
 from profiles.node_client import NodeClient
-from runs import leases
 from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.models import Run, RunState
-from runs.push import Push
+from watching import leases
+from watching.push import Push
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)
 log = logging.getLogger(__name__)
