@@ -50,3 +50,16 @@ def test_the_readme_fits_and_links_every_page_of_the_docs():
     linked = set(LINK.findall(readme))
     pages = {doc for doc in DOCS if doc != "README.md"}
     assert pages - linked == set()
+
+
+def test_the_readmes_test_figures_come_from_the_run_that_orders_the_suite():
+    """tests/module_durations.json is copied from the last full run's table (tests/scheduling.py): the
+    README's worker-seconds and module count are that run's, not a figure typed from an older one."""
+    import json
+
+    table = json.loads((REPO / "tests" / "module_durations.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    figure = re.search(r"([\d,]+) worker-seconds over (\d+) modules", readme)
+    assert figure, "the README's test table names the worker-seconds and modules of its run"
+    assert int(figure.group(1).replace(",", "")) == round(sum(table.values()))
+    assert int(figure.group(2)) == len(table)
