@@ -126,7 +126,9 @@ def test_a_durable_disk_without_room_for_the_export_is_refused_before_a_byte_is_
     sealed.cleanup(run)
 
 
-def test_a_mirror_whose_disk_went_away_no_longer_survives_a_release(alice, bob, instance, exported, second_disk):
+def test_a_mirror_whose_disk_went_away_no_longer_survives_a_release(
+    alice, bob, instance, exported, second_disk, no_worker
+):
     """The mirror was measured on a durable disk; the disk is unmounted and the same bytes sit in the
     directory below it. Re-hashed, the bytes match; re-measured, it is not on its tier: after the custody
     copy is deleted, a release is refused (before, it destroyed the last copy)."""
