@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from api.serializers import DocumentedModelSerializer, ErrorSerializer
 from api.views import NewestFirst
 from profiles.models import Credential
-from profiles.providers.offers import RENTABLE
+from profiles.providers.renters import RENTABLE
 from projects.models import Project
 from rentals.actions import do_request_rental
 from rentals.forms import RentalForm

@@ -3,7 +3,7 @@ from django import forms
 from profiles.actions import needs_acknowledgement
 from profiles.forms import USER
 from profiles.models import Credential, CredentialKind
-from profiles.providers.offers import RENTABLE
+from profiles.providers.renters import RENTABLE
 from rentals.asking import read_candidates, read_models
 from rentals.models import Rental
 

@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from core.flash import perform
 from profiles.catalog import get_profile
-from profiles.providers.offers import RENTABLE
+from profiles.providers.renters import RENTABLE
 from projects.models import Project, Role
 from projects.roles import require
 from rentals.actions import do_cancel_rental, do_confirm_rental, do_decide_rental, do_request_rental

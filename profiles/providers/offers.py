@@ -41,9 +41,6 @@ KNOWN_GPUS = (
     "T4",
 )
 
-RENTABLE = ("vastai", "lambda", "runpod")  # the platforms whose documented API searches offers and creates
-# (each has its adapter in renters/, one module a provider: tests/rentals/test_offers.py holds the two equal)
-
 
 def tokens(name: str) -> tuple[str, ...]:
     """A GPU name as comparable words: "NVIDIA GeForce RTX 4090" → ("RTX", "4090"); "A100-SXM4" → ("A100", "SXM4")."""

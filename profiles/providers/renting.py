@@ -16,8 +16,8 @@ from profiles.providers.calls import (
     key_of,
     list_boxes,
 )
-from profiles.providers.offers import RENTABLE, Need, Offer
-from profiles.providers.renters import create_call, no_capacity, read_created, read_offers, search_body
+from profiles.providers.offers import Need, Offer
+from profiles.providers.renters import RENTABLE, create_call, no_capacity, read_created, read_offers, search_body
 
 
 def find_offers(profile_key: str, credential, need: Need) -> list[Offer]:

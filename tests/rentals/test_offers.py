@@ -4,8 +4,17 @@ cheapest under the max, and answers that must not read as offers or as a created
 import pytest
 
 from profiles.providers.box_keys import attached, lambda_key_problem, same_key
-from profiles.providers.offers import RENTABLE, Need, Offer, choose, fits, known_gpu, model_matches
-from profiles.providers.renters import RENTERS, create_call, lambdalabs, no_capacity, read_created, runpod, vastai
+from profiles.providers.offers import Need, Offer, choose, fits, known_gpu, model_matches
+from profiles.providers.renters import (
+    RENTABLE,
+    RENTERS,
+    create_call,
+    lambdalabs,
+    no_capacity,
+    read_created,
+    runpod,
+    vastai,
+)
 from rentals.asking import expected_cost, read_candidates, read_models, spend_note
 
 NEED_ONE = Need(("A100",), 1, 0, 50, 5.0)  # what a search asked for, where the reader needs it
@@ -184,7 +193,7 @@ def test_runpod_offers_are_gpu_types_in_stock_priced_for_the_count():
 
 
 def test_every_rentable_provider_has_its_adapter_and_nothing_else_does():
-    assert set(RENTERS) == set(RENTABLE)
+    assert RENTABLE == ("vastai", "lambda", "runpod")  # the order a rent asks in, from the one table
     interface = ("search_body", "read_offers", "create_call", "read_created", "no_capacity")
     assert all(callable(getattr(module, name, None)) for module in RENTERS.values() for name in interface)
     with pytest.raises(ValueError, match="cannot be rented here"):

@@ -19,6 +19,7 @@ from profiles.providers.offers import Create, Need, Offer
 from profiles.providers.renters import lambdalabs, runpod, vastai
 
 RENTERS: dict[str, ModuleType] = {"vastai": vastai, "lambda": lambdalabs, "runpod": runpod}
+RENTABLE = tuple(RENTERS)  # the platforms whose documented API searches offers and creates, in this order
 
 
 def renter(provider: str) -> ModuleType:
