@@ -1,1 +1,12 @@
-from tests.runs.conftest import box_row, gate, instance, make_run, node, project, source  # noqa: F401
+from tests.runs.conftest import (  # noqa: F401
+    box_row,
+    gate,
+    instance,
+    make_run,
+    node,
+    project,
+    source,
+    standin_checkpoints,
+    standin_source,
+    tinyfit_source,
+)

@@ -3,7 +3,17 @@
 import pytest
 
 from tests.custody import sealed
-from tests.runs.conftest import gate, instance, make_run, node, project, source  # noqa: F401
+from tests.runs.conftest import (  # noqa: F401
+    gate,
+    instance,
+    make_run,
+    node,
+    project,
+    source,
+    standin_checkpoints,
+    standin_source,
+    tinyfit_source,
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -38,8 +38,9 @@ def wait_record(record, timeout=120) -> CustodyRecord:
 def test_pull_readback_load_recompute_gives_a_verified_record_exported_as_json(
     client, bob, carol, charlie, make_run, source, node, tmp_path, celery_worker_process, durable_mount
 ):
-    """One exported run (a full training is most of this module's time) serves three checks: the
-    verified record, its JSON export, and a pull killed half-way resuming from what arrived."""
+    """One exported run (a full training is most of this module's time) serves four checks: the
+    verified record, its JSON export, a pull killed half-way resuming from what arrived, and a byte
+    flipped after sealing failing the next verification closed."""
     if not durable_mount:
         pytest.skip("the durable mirror needs a disk of its own: mounting a tmpfs needs root")
     run = exported(make_run, source, bob)
@@ -78,6 +79,7 @@ def test_pull_readback_load_recompute_gives_a_verified_record_exported_as_json(
     assert client.get(reverse("custody-json", args=[record.pk + 999])).status_code == 404
 
     resume_partial_pull(run, node, tmp_path / "resume")
+    flipped_byte_fails_closed(run, node, bob)
 
 
 def resume_partial_pull(run, node, target) -> None:
@@ -96,8 +98,9 @@ def resume_partial_pull(run, node, target) -> None:
     assert not partial.exists()
 
 
-def test_a_flipped_byte_after_sealing_fails_closed_naming_the_file(bob, make_run, source, node, celery_worker_process):
-    run = exported(make_run, source, bob)
+def flipped_byte_fails_closed(run, node, bob) -> None:
+    """A byte flipped in the sealed export after a verified copy: the next verification fails closed
+    naming the file (the seal's hash, not the earlier record, is what the pull checks against)."""
     best = node.export(run) / "best.pth"
     data = bytearray(best.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -108,21 +111,17 @@ def test_a_flipped_byte_after_sealing_fails_closed_naming_the_file(bob, make_run
     assert run.events.filter(kind="custody", message__contains="failed closed").exists()
 
 
-def test_an_inflated_metric_fails_closed_with_the_recomputed_value(bob, make_run, source, celery_worker_process):
+def test_an_inflated_metric_and_an_edited_config_each_fail_closed_with_their_reason(
+    bob, make_run, source, celery_worker_process
+):
+    """One training that lies twice: metrics.json claims 0.05 more accuracy than its predictions give,
+    and the export's config.yaml claims a narrower network than the one trained and checkpointed. The
+    readback names both (each gate on its own: either alone fails the record)."""
     edit_train(
         source,
         'json.dump({"accuracy": accuracy, "loss": loss}',
         'json.dump({"accuracy": accuracy + 0.05, "loss": loss}',
     )
-    run = exported(make_run, source, bob)
-    record = wait_record(do_start_verification(run.pk, actor=bob))
-    assert record.status == CustodyStatus.FAILED
-    assert "metric drift in test/synthetic: accuracy claimed" in record.failure
-    assert "(delta -0.05" in record.failure
-
-
-def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_run, source, celery_worker_process):
-    # The export's config.yaml claims a narrower network than the one trained and checkpointed.
     edit_train(
         source,
         "json.dump(run, handle, indent=2)",
@@ -134,6 +133,8 @@ def test_a_config_edited_after_training_fails_the_architecture_gate(bob, make_ru
     assert run.state == RunState.EXPORTED, run.failure_excerpt
     record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.FAILED
+    assert "metric drift in test/synthetic: accuracy claimed" in record.failure
+    assert "(delta -0.05" in record.failure
     assert "best.pth does not match the config's architecture" in record.failure
     assert "0.weight: checkpoint [64, 16], config says [32, 16]" in record.failure
 

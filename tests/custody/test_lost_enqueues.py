@@ -22,6 +22,12 @@ from tests.sshd import free_port
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 def with_the_broker_down(code: str, **settings_env: str) -> subprocess.CompletedProcess:
     """code, run in a Django process whose broker (and cache) is a port nothing listens on; settings_env:
     settings the process reads from its environment."""

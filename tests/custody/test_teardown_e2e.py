@@ -22,6 +22,12 @@ from tests.worker_env import NODE_ROOT
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def source(standin_source):
+    """Teardown is about the box, the export's copies and the people: tinyfit's contract without torch."""
+    return standin_source
+
+
 def wait_request(request: TeardownRequest, statuses, timeout: float = 60) -> TeardownRequest:
     stayed = lambda: f"request #{request.pk} stayed {request.status}: {request.failure}"  # noqa: E731
     wait_until(lambda: request.refresh_from_db() or request.status in statuses, timeout, 0.3, what=stayed)

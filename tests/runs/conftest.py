@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import hashlib
 import os
 import shutil
 import sys
@@ -22,6 +23,8 @@ from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT, NODE_ROOT_PATH
 
 TINYFIT = REPO / "examples" / "tinyfit"
+STANDIN = REPO / "tests" / "standin"
+STANDIN_EPOCHS = 64  # the most epochs a stand-in run may train (its checkpoints are prebuilt)
 TEST_SAMPLES = 512  # tinyfit's samples in tests (the example's own config: 2048)
 SETTLED = {
     RunState.FAILED_PREFLIGHT,
@@ -125,12 +128,58 @@ def box_row(project):
 
 
 @pytest.fixture
-def source():
+def source(tinyfit_source):
+    """The source a test's runs train from (make_run's): tinyfit. A module whose tests are about what
+    happens around a training (watching, stopping, moving, reconciling) overrides it with the stand-in
+    (standin_source), which keeps the contract without torch's seconds of CPU per process."""
+    return tinyfit_source
+
+
+@pytest.fixture
+def tinyfit_source():
     """A private copy of the example under an allowed source root, editable per test. Its data are a
     quarter of the example's (512 samples): an epoch in tens of milliseconds, every step the same."""
     target = Path(settings.VAR_DIR) / "sources" / uuid.uuid4().hex
     shutil.copytree(TINYFIT, target, ignore=shutil.ignore_patterns("ckpt", "output", "__pycache__"))
     set_config(target, samples=TEST_SAMPLES)
+    yield target
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def build_standin_checkpoints(directory: Path) -> None:
+    """Real torch checkpoints of tinyfit's shape for every epoch the stand-in trains, and the index by
+    SHA-256 it resumes from (tests/standin/train.py)."""
+    import json
+
+    import torch
+
+    index = {}
+    for epoch in range(1, STANDIN_EPOCHS + 1):
+        torch.manual_seed(epoch)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).state_dict()
+        val_loss = 1.0 / (epoch + 1) + 0.01
+        torch.save({"model": model, "epoch": epoch, "best_val": val_loss}, directory / f"latest-{epoch}.pth")
+        torch.save({"model": model, "epoch": epoch, "val_loss": val_loss}, directory / f"best-{epoch}.pth")
+        torch.save({"model": model, "epoch": epoch}, directory / f"last-{epoch}.pth")
+        index[hashlib.sha256((directory / f"latest-{epoch}.pth").read_bytes()).hexdigest()] = epoch
+    (directory / "index.json").write_text(json.dumps(index))
+
+
+@pytest.fixture(scope="session")
+def standin_checkpoints(tmp_path_factory) -> Path:
+    from tests.built_once import built_once
+
+    return built_once(tmp_path_factory, "standin-checkpoints", build_standin_checkpoints)
+
+
+@pytest.fixture
+def standin_source(standin_checkpoints):
+    """A private copy of the stand-in trainer (tinyfit's contract without torch: tests/standin/train.py)
+    for a test about what happens around a training; a module uses it as its `source`."""
+    target = Path(settings.VAR_DIR) / "sources" / uuid.uuid4().hex
+    shutil.copytree(STANDIN, target, ignore=shutil.ignore_patterns("ckpt", "output", "__pycache__"))
+    shutil.copyfile(TINYFIT / "config.yaml", target / "config.yaml")  # the same keys (a sweep varies lr)
+    set_config(target, samples=TEST_SAMPLES, prebuilt=standin_checkpoints)
     yield target
     shutil.rmtree(target, ignore_errors=True)
 

@@ -20,6 +20,13 @@ from tests.runs.conftest import load_wrapper, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 # The sealed-export files, then fill what is left: blocks (one big file) or inodes (many empty ones).
 MAKE_EXPORT = """
 import os, sys

@@ -12,6 +12,12 @@ from tests.runs.conftest import SETTLED, set_config, wait_state
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 def test_a_named_venv_is_resolved_recorded_and_what_ran_is_read_back(bob, make_run, source, celery_worker_process):
     venv = Path(sys.prefix)  # the project's own venv: it has torch
     set_config(source, epochs=2)

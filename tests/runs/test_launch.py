@@ -14,6 +14,12 @@ from tests.runs.conftest import set_config, wait_file
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 def launched_run(make_run, tmux: bool) -> Run:
     """Attempt 1 of a run whose preflight found tmux (or not), prepared, shipped and launched in this
     process over real SSH."""

@@ -33,6 +33,12 @@ from tests.runs.test_durable_resume import (  # noqa: F401
 )
 
 
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_provider_says_a_pod_is_gone_and_only_the_provider_says_it_runs_again(project, provider_api, no_worker):
     provider_api.add("runpod", "pod-spot")

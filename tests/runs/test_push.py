@@ -31,6 +31,13 @@ from tests.worker_env import NODE_ROOT_PATH
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 SLOW_TICK = {"WATCH_TICK_SECONDS": "8", "WATCH_LEASE_SECONDS": "40", "WATCH_LIFETIME_SECONDS": "90", "WATCH_PUSH": "1"}
 HEADER = "import os, sys, time\nif os.environ.get('REMOTEGPU_SMOKE') == '1':\n    sys.exit(0)\n"
 

@@ -25,6 +25,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
+@pytest.fixture
 def short_deadlines(settings):
     """Longer than each task takes on the loopback box, as the defaults are longer than the task limits."""
     settings.RECONCILE_PREFLIGHT_SECONDS, settings.RECONCILE_SMOKE_SECONDS = 15, 20

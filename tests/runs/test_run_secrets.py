@@ -27,6 +27,13 @@ from tests.runs.conftest import SETTLED, edit_train, set_config, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 # What the child reports: the secret's hash, the secret itself (to be masked), the hook's variable,
 # whether its parent (the wrapper) holds either, where HF_HOME points, and which python runs it.
 REPORT = """

@@ -16,6 +16,12 @@ from tests.runs.test_interruptions import boot_marker, interrupt  # noqa: F401 (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 def test_the_start_hook_relaunches_a_cut_off_run_that_seals_with_no_control_plane(
     bob,
     make_run,

@@ -12,6 +12,13 @@ from runs.models import Run, RunState, Sweep
 from tests.runs.conftest import set_config
 from tests.sshd import Sshd
 
+
+@pytest.fixture
+def source(standin_source):
+    """What this module tests happens around a training, not in it: tinyfit's contract without torch."""
+    return standin_source
+
+
 BASE = {"lr": 0.01, "epochs": 3, "hidden": 64}
 
 

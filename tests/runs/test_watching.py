@@ -26,6 +26,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SCRIPT_HEADER = "import os, sys, time\nif os.environ.get('REMOTEGPU_SMOKE') == '1':\n    sys.exit(0)\n"
 
 
+@pytest.fixture
+def source(standin_source):
+    """Watching is about the run, not its arithmetic: tinyfit's contract without torch (tests/standin)."""
+    return standin_source
+
+
 def script_run(make_run, source, name, body, **fields):
     (source / name).write_text(SCRIPT_HEADER + body)
     return make_run(command=[sys.executable, name], **fields)

@@ -1,1 +1,1 @@
-from tests.runs.conftest import instance, make_run, project, source  # noqa: F401
+from tests.runs.conftest import instance, make_run, project, source, standin_checkpoints, standin_source, tinyfit_source  # noqa: F401
