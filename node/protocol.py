@@ -91,7 +91,7 @@ STORED_ANSWERS = {
         "mounts": dict,
         "hooks": dict,
     },
-    "smoke": {},
+    "smoke": {"warnings": list},
 }
 SMOKE_OUTPUT_LIMIT = 24000  # the wrapper sends the last 20,000 characters
 STORED_NESTED_LIMIT = 65536  # preflight's missing, hashes, space, environment: their JSON at most this long

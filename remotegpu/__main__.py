@@ -1,6 +1,6 @@
-"""python -m remotegpu launch DIR … | follow RUN | logs RUN [-f] | edit RUN KEY=VALUE… | stop RUN | retry RUN
-| verify RUN | custody RUN | teardown INSTANCE KIND --reason … | sweep BASE_RUN … | sweeps | follow-sweep ID
-| rent PROJECT --gpu … --max-rate … --candidate … | rental ID"""
+"""python -m remotegpu launch DIR … | check-export DIR | follow RUN | logs RUN [-f] | edit RUN KEY=VALUE…
+| stop RUN | retry RUN | verify RUN | custody RUN | teardown INSTANCE KIND --reason … | sweep BASE_RUN …
+| sweeps | follow-sweep ID | rent PROJECT --gpu … --max-rate … --candidate … | rental ID"""
 
 import argparse
 import json
@@ -73,6 +73,9 @@ def launch(client: Client, args) -> str:
         "environment": args.environment,
         "config_overrides": "\n".join(args.config_override),
         "capsule": args.capsule,
+        "datasets": args.dataset,
+        "secrets": args.secret,
+        "secrets_in_smoke": args.secrets_in_smoke,
     }
     run = client.call("POST", "/runs/", body)
     print(f"created {run['run_id']} ({client.site}/runs/{run['run_id']}/)", flush=True)
@@ -162,8 +165,18 @@ def _launch_verb(sub) -> None:
         default="software",
         help="hardware: a weight-free capsule sealed under export/hardware/ (examples/tinyfit/capture.py)",
     )
+    start.add_argument("--dataset", action="append", default=[], help="repeatable: a registered dataset's name")
+    start.add_argument("--secret", action="append", default=[], help="repeatable: a run secret granted to the project")
+    start.add_argument("--secrets-in-smoke", action="store_true", help="the CPU smoke gets the secrets too")
     start.add_argument("--no-follow", action="store_true")
     start.add_argument("--timeout", type=float, default=24 * 3600)
+    check = sub.add_parser(
+        "check-export", help="check a local export directory against the run contract (docs/contract.md), offline"
+    )
+    check.add_argument("directory")
+    check.add_argument(
+        "--tolerance", type=float, default=1e-6, help="how far a claimed metric may be from its recompute"
+    )
 
 
 def _run_verbs(sub) -> None:
@@ -317,8 +330,16 @@ def _custody(client, args) -> int:
     return 0
 
 
+def _check_export(_client, args) -> int:
+    """Offline: the client is never called (no server, no token)."""
+    from remotegpu.check_export import main as check_export
+
+    return check_export(Path(args.directory), args.tolerance)
+
+
 VERBS = {
     "launch": _launch,
+    "check-export": _check_export,
     "follow": _follow,
     "logs": _logs,
     "edit": _edit,

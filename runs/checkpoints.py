@@ -136,6 +136,20 @@ def lag_problem(mirror: dict, node_now: float, allowance: float, pulled: dict | 
     return f"a checkpoint written {behind:.0f} s ago is not {where} ({had}; allowed {allowance:.0f} s)"
 
 
+def missing_problem(mirror: dict, logged_steps: int, running_seconds: float, allowance: float) -> str | None:
+    """Why a training is not resumable though it trains: it has logged steps for longer than its cadence
+    and no checkpoint appeared where the product looks (one it started from counts). None otherwise."""
+    if mirror["local"] is not None or mirror["start"] is not None or mirror["newest"] is not None:
+        return None
+    if logged_steps <= 0 or running_seconds <= allowance:
+        return None
+    return (
+        f"{logged_steps} steps logged over {running_seconds:.0f} s and no checkpoint in $REMOTEGPU_CHECKPOINT_DIR "
+        "(active/<run-id>/ckpt on the box), the only folder RemoteGPU watches: a checkpoint saved anywhere else "
+        "is neither copied nor resumed from (docs/contract.md)"
+    )
+
+
 def resume_floor(mirror: dict | None, same_box: bool) -> int | None:
     """The step a relaunch must not start below: the newest durable copy's, and on the same box also
     the newest checkpoint left there (its ckpt/ stays for the next attempt)."""

@@ -7,6 +7,8 @@ decided from live facts (process, markers, mtimes) by `runs.observe` and the act
 import re
 from dataclasses import dataclass
 
+from node.wrapper.export import CONTRACT  # the one wording of a seal refused for the export's shape
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
 # Log patterns that are material the first time they appear in an attempt.
@@ -29,6 +31,7 @@ SIGNAL_MESSAGES = {
     "inode_pressure": "Inode pressure on the run root",
     "fast_finish": "Fast finish: under half the expected duration",
     "ckpt_lag": "Durable checkpoint lags",
+    "no_checkpoint": "No checkpoint where RemoteGPU looks",
     "resume_broken": "Resume broken",
     "box_lost": "The provider says the run's box is not running",
 }
@@ -74,6 +77,15 @@ FAILURE_CLASSES = {
     "code_error": FailureClass(
         "code_error", "Code error", "Stop and fix the code; a retry would fail the same way.", False
     ),
+    # The command ended well but its export breaks the contract: the same script would again.
+    "contract": FailureClass(
+        "contract",
+        "Export contract not met",
+        "Stop and fix what the script writes: every problem is listed in the close reason, and the contract "
+        "(variables, files, columns) is docs/contract.md; `python -m remotegpu check-export DIR` checks a "
+        "directory before anything is rented. A retry would fail the same way.",
+        False,
+    ),
 }
 
 
@@ -92,8 +104,18 @@ def excerpt(log: str, limit: int = 1500) -> str:
     return (clean[start:] if start >= 0 else clean)[-limit:]
 
 
+def contract_failure(close_reason: str) -> bool:
+    """Whether the wrapper refused the seal for the export's own shape (node/wrapper/export.py)."""
+    return close_reason.startswith(CONTRACT)
+
+
 def classify(
-    exit_code: int | None, signals: set[str], dead: bool = False, interrupted: bool = False, stopped: bool = False
+    exit_code: int | None,
+    signals: set[str],
+    dead: bool = False,
+    interrupted: bool = False,
+    stopped: bool = False,
+    contract: bool = False,
 ) -> str:
     """One failure class for an attempt that did not seal an export."""
     if stopped:
@@ -102,6 +124,8 @@ def classify(
         return "interrupted"
     if "disk_full" in signals:
         return "disk_full"
+    if contract:
+        return "contract"
     if "cuda_oom" in signals:
         return "cuda_oom"
     if exit_code == 137 or "killed" in signals:

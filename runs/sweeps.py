@@ -5,6 +5,7 @@ a per-box queue in cell order. One writer per GPU always holds (GpuLock enforces
 """
 
 import json
+import re
 
 import yaml
 
@@ -129,11 +130,49 @@ def overrides_text(overrides: dict) -> str:
     return "\n".join(f"{key}={shown(value)}" for key, value in overrides.items())
 
 
+# A top-level `key: value` line, its comment kept apart (a value never holds " #" in the configs we edit).
+SCALAR_LINE = re.compile(r"^(?P<key>[A-Za-z_][\w.-]*)(?P<sep>[ \t]*:[ \t]*)(?P<value>.*?)(?P<rest>[ \t]+#.*)?$")
+
+
 def merged_config(base_text: str, overrides: dict) -> str:
+    """The user's config with each override written into its own line, everything else byte for byte
+    (comments, order, literals such as `False`); a key the file lacks is appended. The result reads back
+    as the base with the overrides, or SweepError: the trainer's own parser gets the file it knows."""
     config = yaml.safe_load(base_text) or {}
     if not isinstance(config, dict):
         raise SweepError("The base config is not a mapping.")
-    return yaml.safe_dump({**config, **overrides}, sort_keys=False, default_flow_style=False)
+    lines, written = base_text.splitlines(keepends=True), set()
+    for index, line in enumerate(lines):
+        match = SCALAR_LINE.match(line.rstrip("\r\n"))
+        if not match or match["key"] not in overrides or match["key"] in written:
+            continue
+        if not match["value"].strip() and _block_follows(lines, index):
+            raise SweepError(f"{match['key']} holds a block in the config: only a one-line value can be overridden.")
+        value = _literal(overrides[match["key"]], match["value"].strip())
+        ending = line[len(line.rstrip("\r\n")) :] or "\n"
+        lines[index] = f"{match['key']}{match['sep']}{value}{match['rest'] or ''}{ending}"
+        written.add(match["key"])
+    text = "".join(lines)
+    added = [key for key in overrides if key not in written]
+    if added:
+        text += ("" if not text or text.endswith("\n") else "\n") + "".join(
+            f"{key}: {_literal(overrides[key], '')}\n" for key in added
+        )
+    if yaml.safe_load(text) != {**config, **overrides}:
+        raise SweepError("The overrides could not be written into the config's own lines.")
+    return text
+
+
+def _block_follows(lines: list[str], index: int) -> bool:
+    following = next((line for line in lines[index + 1 :] if line.strip() and not line.lstrip().startswith("#")), "")
+    return following.startswith((" ", "\t", "-"))
+
+
+def _literal(value, was: str) -> str:
+    """value as a one-line YAML scalar, in the style the file used for it (True/False stays capitalised)."""
+    if isinstance(value, bool) and was in ("True", "False", "TRUE", "FALSE"):
+        return str(value) if was[1:].islower() else str(value).upper()
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("\n...\n").strip()
 
 
 def assign_boxes(cell_count: int, box_ids: list[int]) -> list[int]:

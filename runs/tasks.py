@@ -114,7 +114,8 @@ def smoke_run(run_pk: int) -> None:
     except TransportError as exc:
         lifecycle.do_finish_smoke(run_pk, -1, f"could not run the smoke: {exc}")
         return
-    lifecycle.do_finish_smoke(run_pk, result["exit_code"], result["output"])
+    warnings = [str(w)[:500] for w in result.get("warnings") or [] if isinstance(w, str)][:5]  # an untrusted box
+    lifecycle.do_finish_smoke(run_pk, result["exit_code"], result["output"], warnings)
 
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=180, **DB_RETRY)

@@ -225,12 +225,15 @@ def check_config_overrides(value, source_kind: str, source_path: str, config_pat
     if source_kind != SourceKind.LOCAL_DIR:
         raise ValidationError("Config overrides need a source directory on the control host (merged into its tarball).")
     try:
-        base = yaml.safe_load((sources.confined_source(source_path) / config_path).read_text())
+        text = (sources.confined_source(source_path) / config_path).read_text()
+        base = yaml.safe_load(text)
     except (OSError, yaml.YAMLError, sources.SourceError) as exc:
         raise ValidationError(f"The base config cannot be read: {exc}") from None
     if not isinstance(base, dict):
         raise ValidationError("The base config is not a mapping of keys to values.")
     try:
-        return sweeps.parse_overrides(value, base)
+        overrides = sweeps.parse_overrides(value, base)
+        sweeps.merged_config(text, overrides)  # refused here, not at launch: a block value, say
     except sweeps.SweepError as exc:
         raise ValidationError(str(exc)) from None
+    return overrides

@@ -17,12 +17,16 @@ import zipfile
 from .idle import open_files
 
 TEMPORARY = (".tmp", ".partial", ".part", ".incomplete", ".swp")
+# What a checkpoint file is called (torch, Lightning, safetensors, pickles, archives): a CSV or log a
+# trainer keeps beside them is not one, and was once shown as the newest copy on the control host.
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".pkl", ".pickle", ".tar", ".npz", ".h5")
 STEP_KEYS = ("step", "global_step", "iter_num", "iteration", "epoch")
 PICKLE_LIMIT = 64 << 20  # data.pkl holds the structure only (tensors are separate members)
 
 
 def candidates(ckpt):
-    """{name: (inode, bytes, mtime_ns)} of the regular files directly in ckpt with a final name."""
+    """{name: (inode, bytes, mtime_ns)} of the regular files directly in ckpt with a final name that is
+    a checkpoint's (CHECKPOINT_SUFFIXES)."""
     found = {}
     try:
         names = os.listdir(ckpt)
@@ -30,6 +34,8 @@ def candidates(ckpt):
         return found
     for name in names:
         if name.startswith(".") or any(mark in name for mark in TEMPORARY) or name.endswith("~"):
+            continue
+        if not name.lower().endswith(CHECKPOINT_SUFFIXES):
             continue
         try:
             info = os.lstat(os.path.join(ckpt, name))

@@ -40,30 +40,51 @@ LOAD_CHECK = (
 )
 
 
+# A seal refused for the export's own shape starts its reason with this: the control side classes it as
+# a contract failure (every problem listed at once, never retried: the same script fails the same way).
+CONTRACT = "export contract not met"
+
+
 def validate_export(spec, partial):
-    """Why the staged export may not be sealed, or None."""
+    """Why the staged export may not be sealed (every problem found, one reason), or None."""
+    problems = export_problems(spec, partial)
+    if not problems:
+        return None
+    return "{} ({} problem{}): {}".format(
+        CONTRACT, len(problems), "" if len(problems) == 1 else "s", "; ".join(problems)
+    )
+
+
+def export_problems(spec, partial):
+    """Every rule of the export contract the staged export breaks (docs/contract.md)."""
     if spec.get("capsule") == "hardware":
-        return hardware_problem(partial) or dataset_bytes_problem(spec, partial)
-    for name in REQUIRED_EXPORT:
-        if not os.path.isfile(os.path.join(partial, name)):
-            return f"required file {name} is missing"
-    for name in FORBIDDEN_TOP:
-        if os.path.lexists(os.path.join(partial, name)):
-            return f"{name} is not allowed at the top of an export (the canonical layout has none)"
-    problem = dataset_bytes_problem(spec, partial)
-    if problem:
-        return problem
+        return [p for p in (hardware_problem(partial), dataset_bytes_problem(spec, partial)) if p]
+    problems = [f"required file {name} is missing" for name in REQUIRED_EXPORT if not _is_file(partial, name)]
+    problems += [
+        f"{name} is not allowed at the top of an export (the canonical layout has none)"
+        for name in FORBIDDEN_TOP
+        if os.path.lexists(os.path.join(partial, name))
+    ]
+    problems += [p for p in (dataset_bytes_problem(spec, partial),) if p]
     for directory, _dirs, files in os.walk(partial):
-        for name in files:
+        for name in sorted(files):
             if name in FORBIDDEN_EXPORT:
-                return f"{os.path.relpath(os.path.join(directory, name), partial)} is forbidden inside an export"
+                problems.append(
+                    f"{os.path.relpath(os.path.join(directory, name), partial)} is forbidden inside an export"
+                )
     tests = os.path.join(partial, "test")
     if os.path.isdir(tests):
         for test_id in sorted(os.listdir(tests)):
             for name in ("metrics.json", "results.parquet"):
-                if not os.path.isfile(os.path.join(tests, test_id, name)):
-                    return f"test/{test_id}/{name} is missing"
-    return check_best_loads(spec, os.path.join(partial, "best.pth"))
+                if not _is_file(tests, test_id, name):
+                    problems.append(f"test/{test_id}/{name} is missing")
+    if _is_file(partial, "best.pth"):
+        problems += [p for p in (check_best_loads(spec, os.path.join(partial, "best.pth")),) if p]
+    return problems
+
+
+def _is_file(*parts):
+    return os.path.isfile(os.path.join(*parts))
 
 
 def frozen_problem(spec):
@@ -162,10 +183,12 @@ def seal(spec):
     if os.path.exists(spec["export"]):
         return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
     if not os.path.isdir(spec["output"]):
-        return "the command wrote no output directory ({})".format(spec["output"])
+        return "{} (1 problem): the command wrote nothing to $REMOTEGPU_OUTPUT_DIR ({})".format(
+            CONTRACT, spec["output"]
+        )
     problem = frozen_problem(spec)
     if problem:
-        return problem
+        return f"{CONTRACT} (1 problem): {problem}"
     stage_export(spec, spec["partial"])
     problem = validate_export(spec, spec["partial"])
     if problem:

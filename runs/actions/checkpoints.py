@@ -9,13 +9,14 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from core.enqueue import after_commit
 from notifications.models import Event
 from runs import ckpt_pull, notices, signals
 from runs.actions.base import lock_run, push_update, run_event
 from runs.cadence import checkpoint_environment
-from runs.checkpoints import lag_problem, parse_mirror, resume_problem, resume_proven
+from runs.checkpoints import lag_problem, missing_problem, parse_mirror, resume_problem, resume_proven
 from runs.ckpt_pull import CONTROL
 from runs.models import Run
 
@@ -48,6 +49,7 @@ def apply_mirror(run: Run, status: dict) -> None:
     if not mirror["durable"] and mirror["held"] and not sealing:
         _ask_pull(run, mirror["held"])
     _lag(run, mirror, status["now"])
+    _missing(run, mirror)
     _took_newer(run, mirror)
     _resume(run, mirror)
 
@@ -152,6 +154,16 @@ def _lag(run: Run, mirror: dict, node_now: float) -> None:
         return
     if "ckpt_lag" not in run.alerts:
         _material(run, "ckpt_lag", problem)
+
+
+def _missing(run: Run, mirror: dict) -> None:
+    """Said once per run: it trains, and nothing it saves is where a resume or a durable copy looks."""
+    if "no_checkpoint" in run.alerts or run.launched_at is None:
+        return
+    running = (timezone.now() - run.launched_at).total_seconds()
+    problem = missing_problem(mirror, len(run.curve or []), running, lag_allowance(run))
+    if problem:
+        _material(run, "no_checkpoint", problem)
 
 
 def _took_newer(run: Run, mirror: dict) -> None:

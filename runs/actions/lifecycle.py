@@ -179,13 +179,15 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
     return run
 
 
-def do_finish_smoke(run_pk: int, exit_code: int, output: str) -> Run:
-
+def do_finish_smoke(run_pk: int, exit_code: int, output: str, warnings: list[str] = ()) -> Run:
+    """warnings: what the box saw of the smoke that passes but will mislead (a whole export written)."""
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
         if run.state != RunState.SMOKE:
             return run
         run.smoke_exit_code, run.smoke_output = exit_code, output
+        for warning in warnings:
+            run_event(run, "alert", f"Smoke: {warning}")
         if exit_code == 0 and "Traceback" not in output and pending_move(run):
             relaunch_run(run, None, f"CPU smoke passed; continued on {run.instance.name}", moved=True)
         elif exit_code == 0 and "Traceback" not in output:

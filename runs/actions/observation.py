@@ -35,7 +35,10 @@ def _classify_failure(run: Run, status: dict, dead: bool) -> None:
     reason = run.close_reason or ""
     interrupted, stopped = reason.startswith("interrupted"), reason.startswith("stopped by ")
     seen = set(run.alerts) | ({"disk_full"} if reason.startswith("disk_full") else set())
-    run.failure_class = signals.classify(run.exit_code, seen, dead=dead, interrupted=interrupted, stopped=stopped)
+    contract = signals.contract_failure(reason)
+    run.failure_class = signals.classify(
+        run.exit_code, seen, dead=dead, interrupted=interrupted, stopped=stopped, contract=contract
+    )
     run.failure_excerpt = signals.excerpt(status.get("log_tail") or "")
     failure = signals.FAILURE_CLASSES[run.failure_class]
     run_event(run, "failure", f"Classified: {failure.label}. {failure.remediation}", failure_class=run.failure_class)

@@ -106,6 +106,12 @@ def test_the_cli_overrides_the_config_and_says_why_a_run_failed(
 
     refused = cli(live_server, token, *launch_in(source, project, instance), "--config-override", "nosuchkey=1")
     assert refused.returncode == 2 and "unknown config key(s) nosuchkey" in refused.stderr
+    # What a run binds, as the form and the API bind it: the CLI sends datasets and secrets by name.
+    unbound = cli(live_server, token, *launch_in(source, project, instance), "--dataset", "points-v9")
+    assert unbound.returncode == 2 and f"{project.name} has no dataset named points-v9" in unbound.stderr
+    ungranted = cli(live_server, token, *launch_in(source, project, instance), "--secret", "hf-token")
+    assert ungranted.returncode == 2 and "hf-token" in ungranted.stderr, ungranted.stderr
+    assert Run.objects.filter(project=project).count() == 1  # nothing half-made by a refusal
 
 
 def test_stop_and_retry_through_the_cli(live_server, bob, project, instance, source, gate, celery_worker_process):

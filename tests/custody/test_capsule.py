@@ -139,7 +139,7 @@ def test_a_capsule_whose_run_json_is_not_an_object_fails_closed(capsule):
     (capsule / "run.json").write_text("[1, 2]")
     failures = read_back(capsule, roster(capsule), 1e-6, hardware=True)["failures"]
     assert "run.json does not bind the capture by an id and a SHA-256" in failures
-    assert sealing_problem(capsule) == "run.json is not an object"
+    assert sealing_problem(capsule) == f"{WRAPPER.CONTRACT} (1 problem): run.json is not an object"
 
 
 def test_non_finite_forward_rows_and_missing_prediction_visuals_fail_the_readback(capsule):

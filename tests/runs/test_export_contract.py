@@ -51,7 +51,8 @@ def refused(spec) -> str:
 def test_a_top_level_directory_of_the_wrong_layout_is_refused(spec, name):
     os.makedirs(os.path.join(spec["output"], name))
     open(os.path.join(spec["output"], name, "x"), "w").close()
-    assert refused(spec) == f"{name} is not allowed at the top of an export (the canonical layout has none)"
+    rule = f"{name} is not allowed at the top of an export (the canonical layout has none)"
+    assert refused(spec) == f"{WRAPPER.CONTRACT} (1 problem): {rule}"
 
 
 @pytest.mark.parametrize("name", ["COMPLETE.json", "MANIFEST.json"])
@@ -77,8 +78,8 @@ def test_dataset_bytes_in_an_export_are_refused(spec):
         open(os.path.join(spec["output"], "test", "t1", name), "w").close()
     with open(os.path.join(spec["output"], "test", "t1", "sample.png"), "wb") as handle:
         handle.write(DATASET_FILE)
-    assert (
-        refused(spec) == "test/t1/sample.png holds the bytes of a dataset file: an export never contains dataset bytes"
+    assert refused(spec).endswith(
+        "test/t1/sample.png holds the bytes of a dataset file: an export never contains dataset bytes"
     )
 
 
@@ -86,3 +87,33 @@ def test_a_complete_export_seals(spec):
     torch.save({"model": {"w": torch.zeros(2)}}, os.path.join(spec["output"], "last.pth"))  # a frozen copy
     assert WRAPPER.seal(spec) is None
     assert sorted(os.listdir(spec["export"])) == ["best.pth", "config.yaml", "last.pth", "run.json", "train.csv"]
+
+
+def test_every_problem_of_an_export_is_named_at_once(spec):
+    """An unchanged public trainer was refused with only the first of its four missing files; the
+    person fixed one, retried, and met the next. The reason lists each problem, and says it is the
+    contract's (its class: never retried automatically)."""
+    for name in ("run.json", "config.yaml", "best.pth"):
+        os.remove(os.path.join(spec["output"], name))
+    os.makedirs(os.path.join(spec["output"], "test", "t1"))
+    open(os.path.join(spec["output"], "test", "t1", "metrics.json"), "w").close()
+    torch.save({"epoch": 3}, os.path.join(spec["output"], "latest.pth"))
+    reason = refused(spec)
+    assert reason.startswith(f"{WRAPPER.CONTRACT} (5 problems): ")
+    for problem in (
+        "required file run.json is missing",
+        "required file config.yaml is missing",
+        "required file best.pth is missing",
+        "latest.pth is forbidden inside an export",
+        "test/t1/results.parquet is missing",
+    ):
+        assert problem in reason
+
+
+def test_no_output_at_all_is_the_contracts_failure_too(spec):
+    import shutil
+
+    shutil.rmtree(spec["output"])
+    assert refused(spec).startswith(
+        f"{WRAPPER.CONTRACT} (1 problem): the command wrote nothing to $REMOTEGPU_OUTPUT_DIR"
+    )

@@ -27,6 +27,19 @@ def test_classification_maps_to_one_remediation():
     assert classify(1, {"disk_full", "traceback"}) == "disk_full"
     assert classify(None, set(), dead=True) == "probabilistic"
     assert classify(3, {"nan_loss"}) == "nan"
+    # The command exited 0 and its export broke the contract: not "probabilistic" (retry: it resumes).
+    assert classify(0, set(), contract=True) == "contract"
+    assert classify(0, {"disk_full"}, contract=True) == "disk_full"  # a full disk refuses any seal
+
+
+def test_a_contract_failure_is_known_by_the_wrappers_own_words_and_never_offers_a_retry():
+    from node.wrapper.export import CONTRACT
+    from runs.signals import FAILURE_CLASSES, contract_failure
+
+    assert contract_failure(f"{CONTRACT} (1 problem): required file run.json is missing")
+    assert not contract_failure("command exited with code 1")
+    contract = FAILURE_CLASSES["contract"]
+    assert not contract.retry_offered and "docs/contract.md" in contract.remediation
 
 
 def test_excerpt_prefers_the_traceback():

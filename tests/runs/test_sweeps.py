@@ -47,6 +47,32 @@ def test_plan_fills_free_gpus_in_cell_order_and_queues_the_rest():
     assert "lr: 0.1" in sweeps.merged_config("lr: 0.01\nepochs: 3\n", {"lr": 0.1})
 
 
+# A public trainer's config as its own parser reads it: Python literals (False), comments, an order.
+NANO = """# config for training a character-level model
+out_dir: out-shakespeare-char  # where ckpt.pt goes
+eval_interval: 250
+always_save_checkpoint: False
+compile: False
+learning_rate: 1e-3 # with baby networks can afford to go a bit higher
+layers:
+  - 6
+"""
+
+
+def test_overrides_change_their_own_lines_and_keep_the_users_file_otherwise():
+    """An override rewrote the whole file through a YAML dump: comments gone, `False` became `false`,
+    and the trainer's own parser then failed with a bare AssertionError."""
+    merged = sweeps.merged_config(NANO, {"eval_interval": 50, "compile": True, "seed": 3})
+    assert (
+        merged
+        == NANO.replace("eval_interval: 250", "eval_interval: 50").replace("compile: False", "compile: True")
+        + "seed: 3\n"
+    )
+    assert "always_save_checkpoint: False" in merged and "# where ckpt.pt goes" in merged
+    with pytest.raises(sweeps.SweepError, match="layers holds a block"):
+        sweeps.merged_config(NANO, {"layers": 4})
+
+
 @pytest.mark.django_db
 def test_a_bad_sweep_form_launches_nothing(client, bob, make_run, instance):
     base = make_run()

@@ -1,0 +1,57 @@
+"""docs/contract.md against the code that enforces it: every variable the wrapper and the control side
+give the command, every file rule of the seal, every checkpoint name rule, every run.json key the
+readback judges and every metric it recomputes is named on the page. A rule added to the code and not
+to the page fails here."""
+
+import re
+
+from custody.metrics import REGISTRY
+from custody.run_schema import INVENTORY_KEYS, RECOMMENDED
+from tests.conftest import REPO
+from tests.runs.conftest import load_wrapper
+
+WRAPPER = load_wrapper()
+PAGE = (REPO / "docs" / "contract.md").read_text()
+# Where the command's environment is made: the wrapper (run_env), the cadence and the staged datasets.
+SOURCES = ("node/wrapper/attempts.py", "runs/cadence.py", "profiles/node_client.py")
+
+
+def unnamed(names, page: str = PAGE) -> set[str]:
+    """The names the page never writes as code (`name`, or `name…` for a prefix)."""
+    return {name for name in names if not re.search(rf"`{re.escape(name)}", page)}
+
+
+def variables_given() -> set[str]:
+    code = "".join((REPO / path).read_text() for path in SOURCES)
+    named = set(re.findall(r"REMOTEGPU_[A-Z_]+", code))
+    spec = {"run_id": "r", "attempt": 1, "active": "/a", "ckpt": "/a/ckpt", "output": "/a/output", "gpus": [0]}
+    for smoke in (True, False):  # what run_env sets beyond the box's own environment, both ways
+        named |= {key for key in WRAPPER.run_env(spec, smoke, hooks={}) if key not in WRAPPER.os.environ}
+    return named
+
+
+def test_every_variable_the_command_gets_is_on_the_page():
+    given = variables_given()
+    assert {"REMOTEGPU_SMOKE", "REMOTEGPU_OUTPUT_DIR", "REMOTEGPU_DATASET_", "CUDA_VISIBLE_DEVICES"} <= given
+    assert unnamed(given) == set()
+
+
+def test_every_file_rule_of_the_seal_is_on_the_page():
+    rules = {*WRAPPER.REQUIRED_EXPORT, *WRAPPER.FORBIDDEN_EXPORT, *WRAPPER.FORBIDDEN_TOP}
+    assert unnamed(rules) == set()
+    assert WRAPPER.CONTRACT in PAGE  # the words a contract failure starts with
+
+
+def test_every_checkpoint_rule_is_on_the_page():
+    assert unnamed({*WRAPPER.TEMPORARY, *WRAPPER.STEP_KEYS, *WRAPPER.CHECKPOINT_SUFFIXES}) == set()
+    assert "No checkpoint where RemoteGPU looks" in PAGE
+
+
+def test_every_run_json_key_the_readback_judges_and_every_recomputed_metric_is_on_the_page():
+    assert unnamed({*RECOMMENDED, *INVENTORY_KEYS, "checkpoints", "selection", "architecture", "splits"}) == set()
+    assert unnamed(REGISTRY) == set()
+
+
+def test_the_check_sees_a_rule_the_page_lost():
+    page = PAGE.replace("`latest.pth`", "the rolling checkpoint")
+    assert unnamed(WRAPPER.FORBIDDEN_EXPORT, page) == {"latest.pth"}
