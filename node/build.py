@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 PACKAGE = Path(__file__).parent / "wrapper"
+HELPER = Path(__file__).parent / "helper" / "remotegpu_run.py"  # embedded: the wrapper writes it on the box
 
 
 class BuildError(Exception):
@@ -84,6 +85,7 @@ def build(package: Path = PACKAGE) -> str:
     imports = sorted(set().union(*(module["stdlib"] for module in ordered)))
     doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
     parts = ["#!/usr/bin/env python3\n", f'"""{doc}\n"""\n\n', "\n".join(imports), "\n"]
+    parts.append(f"\nRUN_HELPER_SOURCE = {HELPER.read_text()!r}\n")
     for module in ordered:
         parts.append(f"\n\n# --- {module['name']}: {module['doc'].splitlines()[0] if module['doc'] else ''}\n\n")
         parts.append(module["body"] + "\n")

@@ -356,13 +356,20 @@ VERBS = {
 }
 
 
+OFFLINE = {"check-export"}
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[argv.index("--") + 1 :] if "--" in argv else []  # the training command, verbatim
     args = parser().parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     args.command = command
     try:
-        client = Client(os.environ.get("REMOTEGPU_URL", "http://127.0.0.1:8000"), os.environ.get("REMOTEGPU_TOKEN", ""))
+        client = None  # an offline verb needs no server and no token
+        if args.verb not in OFFLINE:
+            client = Client(
+                os.environ.get("REMOTEGPU_URL", "http://127.0.0.1:8000"), os.environ.get("REMOTEGPU_TOKEN", "")
+            )
         return VERBS[args.verb](client, args)
     except ApiError as exc:
         print(f"remotegpu: {exc}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 import os
 
+from .helper import helper_dir
 from .hooks import hook_env
 
 
@@ -31,6 +32,9 @@ def run_env(spec, smoke, secrets=None, hooks=None):
             "PYTHONUNBUFFERED": "1",
         }
     )
+    helper = helper_dir()
+    if helper:  # `import remotegpu_run` works in the command (docs/contract.md), its own path after it
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (helper, env.get("PYTHONPATH"))))
     if smoke:
         env["CUDA_VISIBLE_DEVICES"] = ""  # the smoke proves the code, on CPU, before paid GPU time
     elif spec.get("gpus") is not None:

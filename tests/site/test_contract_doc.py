@@ -52,6 +52,15 @@ def test_every_run_json_key_the_readback_judges_and_every_recomputed_metric_is_o
     assert unnamed(REGISTRY) == set()
 
 
+def test_the_helpers_calls_are_on_the_page():
+    from node.helper import remotegpu_run
+
+    calls = {name for name, value in vars(remotegpu_run).items() if callable(value) and not name.startswith("_")}
+    calls -= {"log"}  # `rg.log(` is checked below with its arguments
+    assert {"resume", "due", "save", "export"} <= calls
+    assert unnamed({f"rg.{name}(" for name in calls}) == set() and "`rg.log(step, **metrics)`" in PAGE
+
+
 def test_the_check_sees_a_rule_the_page_lost():
     page = PAGE.replace("`latest.pth`", "the rolling checkpoint")
     assert unnamed(WRAPPER.FORBIDDEN_EXPORT, page) == {"latest.pth"}
