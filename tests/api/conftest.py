@@ -1,12 +1,1 @@
-from tests.runs.conftest import (  # noqa: F401
-    box_row,
-    gate,
-    instance,
-    make_run,
-    node,
-    project,
-    source,
-    standin_checkpoints,
-    standin_source,
-    tinyfit_source,
-)
+from tests.runs.conftest import *  # noqa: F403 (the loopback box, runs and their sources: its __all__)

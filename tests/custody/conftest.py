@@ -3,17 +3,7 @@
 import pytest
 
 from tests.custody import sealed
-from tests.runs.conftest import (  # noqa: F401
-    gate,
-    instance,
-    make_run,
-    node,
-    project,
-    source,
-    standin_checkpoints,
-    standin_source,
-    tinyfit_source,
-)
+from tests.runs.conftest import *  # noqa: F403 (the loopback box, runs and their sources: its __all__)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,6 +22,21 @@ from tests.personas import join
 from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT, NODE_ROOT_PATH
 
+# The fixtures the tests of other apps share (their conftests import these): the loopback box, runs and
+# the sources they train from.
+__all__ = [
+    "box_row",
+    "gate",
+    "instance",
+    "make_run",
+    "node",
+    "project",
+    "source",
+    "standin_checkpoints",
+    "standin_source",
+    "tinyfit_source",
+]
+
 TINYFIT = REPO / "examples" / "tinyfit"
 STANDIN = REPO / "tests" / "standin"
 STANDIN_EPOCHS = 64  # the most epochs a stand-in run may train (its checkpoints are prebuilt)

@@ -1,1 +1,1 @@
-from tests.runs.conftest import instance, make_run, project, source, standin_checkpoints, standin_source, tinyfit_source  # noqa: F401
+from tests.runs.conftest import *  # noqa: F403 (the loopback box, runs and their sources: its __all__)
