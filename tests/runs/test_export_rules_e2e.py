@@ -9,6 +9,13 @@ from tests.runs.conftest import edit_train, set_config, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture
+def source(standin_source):
+    """The rules are about the export, not the training: the stand-in trainer (tinyfit's contract, no torch)."""
+    return standin_source
+
+
 DONE = '    print(f"done: best epoch'
 
 VARIANTS = {
@@ -20,7 +27,7 @@ VARIANTS = {
     ),
     # last.pth linked to the rolling checkpoint instead of a frozen copy.
     "linked-last": (
-        '    torch.save({"model": last["model"], "epoch": last["epoch"]}, os.path.join(out_dir, "last.pth"))',
+        '    shutil.copyfile(os.path.join(prebuilt, f"last-{epochs}.pth"), os.path.join(out_dir, "last.pth"))',
         '    os.link(os.path.join(ckpt_dir, "latest.pth"), os.path.join(out_dir, "last.pth"))',
         "last.pth is a hard link to a file that may still change",
     ),
@@ -45,5 +52,6 @@ def test_each_broken_export_rule_quarantines_the_run_with_the_rule_named(
         do_start_preflight(run.pk, actor=bob)
         run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_SMOKE}, timeout=180)
         assert run.state == RunState.QUARANTINED and rule in run.close_reason, (name, run.close_reason)
+        assert run.failure_class == "contract", (name, run.failure_class)  # never "retry: it resumes"
         assert not node.export(run).exists(), name
         assert rule in (node.quarantine(run, run.attempt) / "reason.txt").read_text(), name
