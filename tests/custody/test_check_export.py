@@ -6,8 +6,12 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, subprocess_env
 from tests.custody.test_verification_parts import tinyfit_output  # noqa: F401 (the session's real export)
+
+pytestmark = pytest.mark.e2e  # check-export as a process of its own (torch's import each time)
 
 
 def check_export(directory) -> subprocess.CompletedProcess:

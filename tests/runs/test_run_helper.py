@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
+pytestmark = pytest.mark.e2e  # torch trainers and check-export as processes of their own
 
 TRAINER = """
 import torch
