@@ -29,8 +29,10 @@ window.swapLiveFragments = async function () {
   const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
   const typing = document.activeElement?.matches("input:not([type=hidden]), textarea, select") ? document.activeElement : null;
   document.querySelectorAll("[data-live-fragment][id]").forEach((current) => {
-    // A part holding what someone is typing keeps it: it is refreshed on the next change after.
-    if (typing && current.contains(typing)) return;
+    // A part holding what someone is typing, or a form they changed and have not sent, keeps it: it is
+    // refreshed on the next change after (a swap between choosing "running" and clicking "Record state"
+    // once sent the form's default instead).
+    if ((typing && current.contains(typing)) || edited(current)) return;
     const next = fresh.getElementById(current.id);
     if (next) current.replaceWith(document.importNode(next, true));
     // A transient part (a "queued" notice) absent from the fresh page is stale: what it announced happened.
@@ -38,3 +40,12 @@ window.swapLiveFragments = async function () {
   });
   window.localizeTimes?.();
 };
+
+// Whether a field inside part holds something other than what the page was served with.
+function edited(part) {
+  return [...part.querySelectorAll("input:not([type=hidden]), textarea, select")].some((field) => {
+    if (field.tagName === "SELECT") return [...field.options].some((option) => option.selected !== option.defaultSelected);
+    if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+    return field.value !== field.defaultValue;
+  });
+}

@@ -118,14 +118,39 @@ def database_dump() -> bytes:
     return subprocess.run(argv, stdout=subprocess.PIPE, check=True, timeout=120).stdout
 
 
-def files_holding(value: str, *roots: Path) -> list[str]:
-    argv = ["grep", "-rlF", "--", value, *(str(root) for root in roots if root.exists())]
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120).stdout.decode().split()
+def files_holding(value: str, *roots: Path, since: Path) -> list[str]:
+    """Files under roots written after `since` (a file touched when the test began) that hold value. Only
+    those can: a grep of all /tmp read every clone and venv a developer keeps there (timed out at 120 s)."""
+    found = subprocess.run(
+        [
+            "find",
+            *(str(root) for root in roots if root.exists()),
+            "-xdev",
+            "-type",
+            "f",
+            "-newer",
+            str(since),
+            "-print0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+    ).stdout
+    if not found:
+        return []
+    argv = ["xargs", "-0", "grep", "-lF", "--", value]
+    return (
+        subprocess.run(argv, input=found, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120)
+        .stdout.decode()
+        .split()
+    )
 
 
 def test_the_secret_reaches_the_child_only_and_the_hooks_apply(
-    bob, client, make_run, source, node, canary, hooked, celery_worker_process
+    bob, client, make_run, source, node, canary, hooked, celery_worker_process, tmp_path
 ):
+    began = tmp_path / "began"
+    began.touch()  # what the run writes is newer than this
     edit_train(source, "def train(config, config_path, smoke):\n", REPORT)
     set_config(source, epochs=2)
     run = make_run(secrets=[canary.name], command=["python3", "train.py", "--config", "config.yaml"])
@@ -167,7 +192,8 @@ def test_the_secret_reaches_the_child_only_and_the_hooks_apply(
     assert RUN_SECRET_VALUE.encode() not in database_dump()
     assert value_in_redis(RUN_SECRET_VALUE) == []
     assert RUN_SECRET_VALUE not in (ARTIFACTS / "celery-worker.log").read_text(errors="replace")
-    assert files_holding(RUN_SECRET_VALUE, node.root, Path("/tmp"), Path("/dev/shm")) == []
+    assert files_holding("secret_sha256=", node.root, since=began)  # the search sees what the run wrote
+    assert files_holding(RUN_SECRET_VALUE, node.root, Path("/tmp"), Path("/dev/shm"), since=began) == []
 
 
 def test_a_revoked_grant_stops_the_next_launch(bob, make_run, source, canary, celery_worker_process):
