@@ -48,8 +48,11 @@ CONTRACT = "export contract not met"
 def validate_export(spec, partial):
     """Why the staged export may not be sealed (every problem found, one reason), or None."""
     problems = export_problems(spec, partial)
-    if not problems:
-        return None
+    return contract_reason(problems) if problems else None
+
+
+def contract_reason(problems):
+    """The one wording of a seal refused for the export's shape: the control side keys on CONTRACT."""
     return "{} ({} problem{}): {}".format(
         CONTRACT, len(problems), "" if len(problems) == 1 else "s", "; ".join(problems)
     )
@@ -59,13 +62,14 @@ def export_problems(spec, partial):
     """Every rule of the export contract the staged export breaks (docs/contract.md)."""
     if spec.get("capsule") == "hardware":
         return [p for p in (hardware_problem(partial), dataset_bytes_problem(spec, partial)) if p]
+    best = os.path.join(partial, "best.pth")
     problems = [f"required file {name} is missing" for name in REQUIRED_EXPORT if not _is_file(partial, name)]
     problems += [
         f"{name} is not allowed at the top of an export (the canonical layout has none)"
         for name in FORBIDDEN_TOP
         if os.path.lexists(os.path.join(partial, name))
     ]
-    problems += [p for p in (dataset_bytes_problem(spec, partial),) if p]
+    problems += filter(None, [dataset_bytes_problem(spec, partial)])
     for directory, _dirs, files in os.walk(partial):
         for name in sorted(files):
             if name in FORBIDDEN_EXPORT:
@@ -78,8 +82,8 @@ def export_problems(spec, partial):
             for name in ("metrics.json", "results.parquet"):
                 if not _is_file(tests, test_id, name):
                     problems.append(f"test/{test_id}/{name} is missing")
-    if _is_file(partial, "best.pth"):
-        problems += [p for p in (check_best_loads(spec, os.path.join(partial, "best.pth")),) if p]
+    if os.path.isfile(best):
+        problems += filter(None, [check_best_loads(spec, best)])
     return problems
 
 
@@ -183,12 +187,10 @@ def seal(spec):
     if os.path.exists(spec["export"]):
         return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
     if not os.path.isdir(spec["output"]):
-        return "{} (1 problem): the command wrote nothing to $REMOTEGPU_OUTPUT_DIR ({})".format(
-            CONTRACT, spec["output"]
-        )
+        return contract_reason(["the command wrote nothing to $REMOTEGPU_OUTPUT_DIR ({})".format(spec["output"])])
     problem = frozen_problem(spec)
     if problem:
-        return f"{CONTRACT} (1 problem): {problem}"
+        return contract_reason([problem])
     stage_export(spec, spec["partial"])
     problem = validate_export(spec, spec["partial"])
     if problem:
