@@ -298,7 +298,8 @@ class SweepForm(forms.Form):
         if unpinned:
             self.add_error("instances", f"Confirm the host key first: {', '.join(unpinned)}.")
         try:
-            config = yaml.safe_load((sources.confined_source(base.source_path) / base.config_path).read_text())
+            text = (sources.confined_source(base.source_path) / base.config_path).read_text()
+            config = yaml.safe_load(text)
         except (OSError, yaml.YAMLError, sources.SourceError) as exc:
             self.add_error("base_run", f"The base run's config cannot be read: {exc}")
             return data
@@ -309,6 +310,8 @@ class SweepForm(forms.Form):
             data["cells"] = sweeps.replicate(
                 sweeps.parse_cells(data["overrides"], config), data.get("seeds") or 1, config
             )
+            for cell in data["cells"]:  # refused here, not at launch: a block value, say
+                sweeps.merged_config(text, cell)
         except sweeps.SweepError as exc:
             self.add_error("overrides", str(exc))
         return data
