@@ -10,6 +10,7 @@ from projects.models import Project
 from runs import validation
 from runs.forms import MIB
 from runs.models import Capsule, Run, RunEvent, SourceKind, Sweep
+from runs.trainer_files import check_any as check_trainer_files
 
 
 def seen(queryset, field: str, noun: str = "", **lookup):
@@ -126,6 +127,8 @@ class RunCreateSerializer(serializers.Serializer):
     scratch_mib = serializers.IntegerField(min_value=0, max_value=10**8, default=0)
     checkpoints_retained = serializers.IntegerField(min_value=1, max_value=100, default=2)
     step_key = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    # The no-edit path: where an unchanged script leaves its files (a mapping, or key: value lines).
+    trainer_files = serializers.JSONField(required=False, default=dict)
     expected_files = serializers.IntegerField(min_value=1, max_value=10**12, default=1000)
     environment = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
     capsule = serializers.ChoiceField(choices=Capsule.choices, default=Capsule.SOFTWARE)
@@ -146,6 +149,7 @@ class RunCreateSerializer(serializers.Serializer):
     validate_gpus = _rule(validation.check_gpus)
     validate_environment = _rule(validation.check_environment)
     validate_step_key = _rule(validation.check_step_key)
+    validate_trainer_files = _rule(check_trainer_files)
     validate_secrets = _rule(validation.check_secret_names)
     validate_datasets = _rule(validation.check_dataset_names)
     validate_move_candidates = _rule(validation.check_box_names)

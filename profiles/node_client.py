@@ -371,6 +371,8 @@ class RunNode(NodeClient):
             "ckpt_mirror": self._ckpt_mirror(),
             "restore": restore if restore["files"] else None,
             "dataset_files": self.dataset_files,
+            # The no-edit path: where the unchanged script leaves its files (the box builds the export).
+            "trainer_files": self.run.trainer_files or None,
             "capsule": self.run.capsule,  # a hardware capsule is checked by its own contract at sealing
             # The box's start hook may start this attempt again after a restart, with no control plane
             # (boot-resume): only where the run opted in to relaunches, and never with secrets (read once).

@@ -5,7 +5,7 @@ from django import forms
 
 from profiles import catalog
 from projects.models import Project, Role
-from runs import sources, sweeps, validation
+from runs import sources, sweeps, trainer_files, validation
 from runs.models import Capsule, Run, SourceKind
 
 
@@ -104,6 +104,16 @@ class RunForm(forms.ModelForm):
         "and hashed as this run's own",
     )
 
+    trainer_files_text = forms.CharField(
+        label="Trainer files (no-edit path)",
+        required=False,
+        max_length=3000,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="For a script you cannot change: where it leaves its files, key: value per line (checkpoints, "
+        "resume_args, weights, weights_key, metrics or log_pattern, predictions, test_id; docs/contract.md). "
+        "The box builds the export from them after the command exits 0.",
+    )
+
     class Meta:
         model = Run
         fields = [
@@ -177,6 +187,9 @@ class RunForm(forms.ModelForm):
     def clean_move_candidates_text(self):
         return validation.parse_box_names(self.cleaned_data["move_candidates_text"])
 
+    def clean_trainer_files_text(self):
+        return trainer_files.parse_text(self.cleaned_data["trainer_files_text"])
+
     def clean_gpus_text(self):
         return validation.parse_gpus(self.cleaned_data["gpus_text"])
 
@@ -185,6 +198,7 @@ class RunForm(forms.ModelForm):
         data["secrets"] = data.get("secrets_text") or []
         data["datasets"] = data.get("datasets_text") or []
         data["move_candidates"] = data.get("move_candidates_text") or []
+        data["trainer_files"] = data.get("trainer_files_text") or {}
         texts = {"secrets": "secrets_text", "datasets": "datasets_text", "move_candidates": "move_candidates_text"}
         for field, problem in validation.relation_problems(data, self.user).items():
             self.add_error(texts.get(field, field), problem)
@@ -208,6 +222,7 @@ class RunForm(forms.ModelForm):
         "secrets",
         "datasets",
         "move_candidates",
+        "trainer_files",
     ]
 
     @classmethod
@@ -239,6 +254,7 @@ class RunForm(forms.ModelForm):
             "secrets_text": ", ".join(run.secrets),
             "datasets_text": ", ".join(run.datasets),
             "move_candidates_text": ", ".join(run.move_candidates),
+            "trainer_files_text": trainer_files.as_text(run.trainer_files),
         }
 
     def save(self, commit=True):
@@ -253,6 +269,7 @@ class RunForm(forms.ModelForm):
         run.secrets = data.get("secrets") or []
         run.datasets = data.get("datasets") or []
         run.move_candidates = data.get("move_candidates") or []
+        run.trainer_files = data.get("trainer_files") or {}
         if commit:
             run.save()
         return run

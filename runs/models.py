@@ -102,6 +102,12 @@ class Run(models.Model):
         help_text="The top-level key your checkpoint keeps its step in, when it is none of step, global_step, "
         "iter_num, iteration, epoch",
     )
+    trainer_files = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Where an unchanged script leaves its files (runs/trainer_files.py): the box builds the export "
+        "from them",
+    )
     scratch_bytes = models.BigIntegerField(default=0)
     expected_files = models.PositiveBigIntegerField(default=1000, help_text="Inodes the run will create")
     state = models.CharField(max_length=20, choices=RunState.choices, default=RunState.DRAFT)

@@ -13,12 +13,18 @@ imported to save or load a checkpoint, pyarrow to write predictions: the script 
         if rg.due(step):
             rg.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, step)
     rg.export(model.state_dict(), "config.yaml", tests={"val": predictions})
+
+A script that cannot change declares where it leaves its files instead (the run's trainer files): the
+wrapper then calls build_declared() after the command exits 0, which writes the same export from them.
 """
 
 import csv
+import glob
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -104,6 +110,9 @@ def export(model_state, config_path, tests=None, selection=None, **identity):
 
     tests: {test_id: {"sample_id": [...], "target": [...], "probabilities": [[p0, p1, ...], ...],
     "metrics": {"accuracy": ..., "loss": ...}}} (prediction is the most probable class unless given)."""
+    if SMOKE:  # the smoke proves the code and writes nothing durable: an export there would be a whole run's
+        print("remotegpu_run: the smoke writes no export", flush=True)
+        return
     import torch
 
     os.makedirs(OUTPUT_DIR, exist_ok=True)
@@ -117,6 +126,25 @@ def export(model_state, config_path, tests=None, selection=None, **identity):
     run["checkpoints"] = {"best.pth": {"sha256": _sha256(best)}}
     with open(os.path.join(OUTPUT_DIR, "run.json"), "w") as handle:
         json.dump(run, handle, indent=2)
+
+
+def predictions(logits, targets):
+    """A classifier's test for export(): its logits (one row per sample) and targets, as the probabilities
+    the readback recomputes from, with the accuracy and loss it will find (float64, as it computes them)."""
+    import torch
+
+    probabilities = torch.softmax(logits.detach().double(), dim=-1)
+    targets = [int(target) for target in targets]
+    picked = probabilities[torch.arange(len(targets)), torch.tensor(targets)].clamp(1e-12, 1.0)
+    predicted = probabilities.argmax(dim=-1).tolist()
+    accuracy = sum(p == t for p, t in zip(predicted, targets, strict=True)) / len(targets)
+    return {
+        "sample_id": list(range(len(targets))),
+        "target": targets,
+        "prediction": predicted,
+        "probabilities": probabilities.tolist(),
+        "metrics": {"accuracy": accuracy, "loss": float(-picked.log().mean())},
+    }
 
 
 def _write_test(directory, test):
@@ -134,6 +162,155 @@ def _write_test(directory, test):
     pq.write_table(pa.table(columns), os.path.join(directory, "results.parquet"))
     with open(os.path.join(directory, "metrics.json"), "w") as handle:
         json.dump(test.get("metrics") or {}, handle, indent=2)
+
+
+STEP_COLUMNS = ("step", "global_step", "iter_num", "iteration", "epoch")
+
+
+def build_declared():
+    """The export of an unchanged script, from the files its run declared (REMOTEGPU_TRAINER_FILES, paths
+    relative to the working directory): train.csv from its metrics file or printed lines, best.pth from its
+    weights or newest checkpoint, the run's config, test/<id>/ from its predictions. Prints every problem
+    at once as its last line ({"problems": [...]}); 0 when the export was written."""
+    declared = json.loads(os.environ["REMOTEGPU_TRAINER_FILES"])
+    problems = []
+    rows = _declared_rows(declared, problems)
+    state = _declared_weights(declared, problems)
+    tests = _declared_tests(declared, problems)
+    config = os.environ.get("REMOTEGPU_CONFIG") or ""
+    if not os.path.isfile(config):
+        problems.append(f"the run's config file {config or '(none)'} is missing")
+    if not problems:
+        export(state, config, tests=tests, built_from="trainer files")
+        _write_rows(rows)
+        _drop_selection()  # how the script chose its weights is not known: the readback warns, never guesses
+    print(json.dumps({"problems": problems}), flush=True)
+    return 1 if problems else 0
+
+
+def _newest(pattern):
+    found = [path for path in glob.glob(pattern) if os.path.exists(path)]
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def _declared_rows(declared, problems):
+    if "log_pattern" in declared:
+        return _rows_from_logs(re.compile(declared["log_pattern"]), problems)
+    path = declared["metrics"]
+    if not os.path.isfile(path):
+        problems.append(f"the declared metrics file {path} is missing")
+        return []
+    with open(path, newline="") as handle:
+        if path.endswith(".csv"):
+            raw = list(csv.DictReader(handle))
+        else:
+            raw = [json.loads(line) for line in handle if line.strip().startswith("{")]
+    rows = [row for row in (_numeric(item) for item in raw) if any(key in row for key in STEP_COLUMNS)]
+    if not rows:
+        problems.append(f"the declared metrics file {path} has no row with a step ({', '.join(STEP_COLUMNS)})")
+    return rows
+
+
+def _rows_from_logs(pattern, problems):
+    """Every printed line the pattern matches, in every attempt's log: a step printed again (a resumed
+    attempt evaluates where it stopped) keeps its latest values."""
+    by_step = {}
+    for path in json.loads(os.environ.get("REMOTEGPU_LOGS") or "[]"):
+        if not os.path.isfile(path):
+            continue
+        with open(path, errors="replace") as handle:
+            for line in handle:
+                match = pattern.search(line)
+                if match:
+                    row = _numeric(match.groupdict())
+                    if "step" in row:
+                        by_step[row["step"]] = {**by_step.get(row["step"], {}), **row}
+    if not by_step:
+        problems.append(f"no printed line matches the declared log_pattern {pattern.pattern}")
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _numeric(item):
+    row = {}
+    for key, value in (item or {}).items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            row[str(key)] = int(number) if number.is_integer() and key in STEP_COLUMNS else number
+    return row
+
+
+def _write_rows(rows):
+    """train.csv: the step first (whichever step column the script kept), then the metrics by name."""
+    step = next(key for key in STEP_COLUMNS if any(key in row for row in rows))
+    fields = ["step", *dict.fromkeys(key for row in rows for key in row if key != step)]
+    with open(os.path.join(OUTPUT_DIR, "train.csv"), "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({"step": row.get(step), **{key: value for key, value in row.items() if key != step}})
+
+
+def _declared_weights(declared, problems):
+    pattern = declared.get("weights") or declared["checkpoints"]
+    path = _newest(pattern)
+    if path is None:
+        which = "weights" if "weights" in declared else "checkpoints"
+        problems.append(f"no file matches the declared {which} {pattern}")
+        return None
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    for key in filter(None, (declared.get("weights_key") or "").split(".")):
+        if not isinstance(state, dict) or key not in state:
+            problems.append(f"{path} has no key {declared['weights_key']} (its keys: {_keys(state)})")
+            return None
+        state = state[key]
+    if not isinstance(state, dict) or not all(torch.is_tensor(value) for value in state.values()):
+        problems.append(f"{path} is not a state dict of tensors: declare weights_key (its keys: {_keys(state)})")
+        return None
+    print(f"remotegpu_run: best.pth from {path}", flush=True)
+    return state
+
+
+def _keys(state):
+    return ", ".join(sorted(str(key) for key in state)[:12]) if isinstance(state, dict) else type(state).__name__
+
+
+def _declared_tests(declared, problems):
+    path = declared.get("predictions")
+    if not path:
+        return None
+    if not os.path.isfile(path):
+        problems.append(f"the declared predictions file {path} is missing")
+        return None
+    with open(path, newline="") as handle:
+        raw = list(csv.DictReader(handle))
+    needed = {"sample_id", "target", "prediction"}
+    if not raw or not needed <= set(raw[0]):
+        problems.append(f"{path} needs the columns sample_id, target, prediction (and prob_<class> for a loss)")
+        return None
+    classes = sorted(int(key[5:]) for key in raw[0] if key.startswith("prob_") and key[5:].isdigit())
+    test = {name: [int(float(row[name])) for row in raw] for name in needed}
+    test["probabilities"] = [[float(row[f"prob_{index}"]) for index in classes] for row in raw] if classes else []
+    correct = sum(p == t for p, t in zip(test["prediction"], test["target"], strict=True))
+    test["metrics"] = {"accuracy": correct / len(raw)}
+    if classes:  # the readback's cross-entropy: the probability of the target, clipped at 1e-12
+        pairs = zip(test["probabilities"], test["target"], strict=True)
+        picked = [max(min(row[target], 1.0), 1e-12) for row, target in pairs]
+        test["metrics"]["loss"] = -sum(math.log(p) for p in picked) / len(picked)
+    return {declared.get("test_id") or "val": test}
+
+
+def _drop_selection():
+    path = os.path.join(OUTPUT_DIR, "run.json")
+    with open(path) as handle:
+        run = json.load(handle)
+    run.pop("selection", None)
+    with open(path, "w") as handle:
+        json.dump(run, handle, indent=2)
 
 
 def _sha256(path):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from .attempts import attempt_dir, quarantine_dir
+from .declared import build_export
 from .environment import argv_in_environment
 from .files import DISK_FULL, RESERVE, atomic_write, durable_write, sha256_file
 from .hardware import hardware_problem
@@ -186,6 +187,9 @@ def closeout(spec):
 def seal(spec):
     if os.path.exists(spec["export"]):
         return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
+    problems = build_export(spec, os.path.join(attempt_dir(spec), "log.txt"))  # the no-edit path, if declared
+    if problems:
+        return contract_reason(problems)
     if not os.path.isdir(spec["output"]):
         return contract_reason(["the command wrote nothing to $REMOTEGPU_OUTPUT_DIR ({})".format(spec["output"])])
     problem = frozen_problem(spec)

@@ -11,8 +11,9 @@ import time
 
 from .attempts import attempt_dir, run_env
 from .ckpt_mirror import CheckpointMirror, restore_checkpoints
+from .declared import attempt_argv
 from .diskwatch import DiskWatch
-from .environment import argv_in_environment, boot_identity
+from .environment import boot_identity
 from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
 from .hooks import drop_proxy_from_wrapper, hook_env, make_cache
@@ -31,7 +32,7 @@ def heartbeat(path, interval, stop):
 
 def start_child(spec, log, secrets, hooks):
     """The command, started without a shell; with secrets its output is masked on its way to the log."""
-    argv = argv_in_environment(spec)
+    argv = attempt_argv(spec)
     env = run_env(spec, False, secrets, hooks)
     if not secrets:
         return subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=log, stderr=log), None
@@ -58,7 +59,7 @@ def _start_recorded(spec, attempt, log, secrets):
     """The child started, and what actually ran written for the control side: the argv, the kernel's view
     of it, the hooks applied (names of what the proxy exported, never values) and the secrets' names."""
     try:
-        argv = argv_in_environment(spec)
+        argv = attempt_argv(spec)
         hooks, hooks_ran = hook_env(spec, dict(os.environ))
         child, pump = start_child(spec, log, secrets, hooks)
         exe = os.path.realpath(f"/proc/{child.pid}/exe") if os.path.exists(f"/proc/{child.pid}/exe") else ""

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from .attempts import run_env
-from .environment import argv_in_environment
+from .declared import declared_paths, remove_smoke_files, smoke_argv
 from .export import REQUIRED_EXPORT
 from .hooks import drop_proxy_from_wrapper, make_cache
 from .run_secrets import Masker, take_secrets
@@ -24,14 +24,21 @@ def cmd_smoke(spec):
     os.makedirs(os.path.join(smoke_dir, "output"))
     started = time.time()
     bound = spec.get("smoke_timeout", 600)
+    before = declared_paths(spec)
     try:
         code, output = run_bounded(spec, secrets, bound)
     except OSError as exc:
         code, output = 127, f"cannot start the command: {exc}"
+    left = remove_smoke_files(spec, before)
     masker = Masker(secrets.values())
     output = (masker.feed(output.encode()) + masker.close()).decode(errors="replace")
     seconds = round(time.time() - started, 2)
     warnings = smoke_warnings(os.path.join(smoke_dir, "output"))
+    if left:
+        warnings.append(
+            "the smoke wrote the script's declared files ({}) in the source directory: removed, so the attempt "
+            "starts afresh; a smoke that honours REMOTEGPU_SMOKE=1 writes nothing durable".format(", ".join(left[:5]))
+        )
     print(json.dumps({"exit_code": code, "output": output[-20000:], "seconds": seconds, "warnings": warnings}))
     return 0
 
@@ -60,7 +67,7 @@ def run_bounded(spec, secrets, bound):
     """(exit code, output) of the command under REMOTEGPU_SMOKE=1; past the bound its whole process group
     is killed (a data loader's workers too) and the output says why."""
     child = subprocess.Popen(
-        argv_in_environment(spec),
+        smoke_argv(spec),
         cwd=spec["cwd"],
         env=run_env(spec, smoke=True, secrets=secrets),
         stdout=subprocess.PIPE,

@@ -1,0 +1,166 @@
+"""The no-edit path on the loopback box: trainers written the way public ones are, with no RemoteGPU in
+mind, reach a verified export with zero changed lines, their files declared with the run (runs/
+trainer_files.py). `examples/charlm/train.py` (nanoGPT's way: `out/ckpt.pt` saved in place, `iter_num`,
+`--init_from=resume`, losses printed) is killed mid-run and retried, and resumes where it stopped;
+`examples/lightfit/train_plain.py` (Lightning's way: `epoch=…-step=….ckpt`, a CSV logger) is exported
+from its own files. The helper path for charlm (`train_rg.py`) changes at most ten lines."""
+
+import csv
+import os
+import pickle
+import shutil
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+from django.conf import settings
+
+from custody.actions import do_start_verification
+from custody.models import CustodyStatus
+from runs.actions.lifecycle import do_retry_run, do_start_preflight
+from runs.models import RunState
+from tests.conftest import REPO
+from tests.custody.test_custody_e2e import wait_record
+from tests.runs.conftest import wait_state
+from tests.runs.test_bring_your_own import SETTLED, code_lines
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHARLM = REPO / "examples" / "charlm"
+LIGHTFIT = REPO / "examples" / "lightfit"
+STEP_LINE = r"step (?P<step>\d+): train loss (?P<train_loss>[0-9.]+), val loss (?P<val_loss>[0-9.]+)"
+CHARLM_FILES = {
+    "checkpoints": "out/ckpt.pt",
+    "resume_args": "--init_from=resume",
+    "smoke_args": "--max_iters=2 --eval_interval=1",
+    "weights_key": "model",
+    "log_pattern": STEP_LINE,
+}
+
+
+def copied(example: Path) -> Path:
+    target = Path(settings.VAR_DIR) / "sources" / uuid.uuid4().hex
+    shutil.copytree(example, target, ignore=shutil.ignore_patterns("__pycache__", "out", "lightning_logs"))
+    return target
+
+
+@pytest.fixture
+def source():
+    target = copied(CHARLM)
+    yield target
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def exported_rows(node, run) -> list[dict]:
+    with open(node.export(run) / "train.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_helper_path_of_charlm_changes_at_most_ten_lines():
+    import difflib
+
+    diff = difflib.unified_diff(code_lines(CHARLM / "train.py"), code_lines(CHARLM / "train_rg.py"), n=0)
+    changed = [line for line in diff if line.startswith("+") and not line.startswith("+++")]
+    assert 0 < len(changed) <= 10, changed
+
+
+def test_an_unchanged_nanogpt_style_trainer_is_killed_retried_resumed_in_place_and_verified(
+    bob, make_run, node, source, tmp_path, celery_worker_process
+):
+    hold = tmp_path / "hold"
+    hold.write_text("20\n")  # held after its evaluation (and save) at iteration 20 until the test lets go
+    command = [sys.executable, "train.py", "config/tiny.py", f"--hold_file={hold}"]
+    run = make_run(command=command, config_path="config/tiny.py", trainer_files=CHARLM_FILES)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED | {RunState.RUNNING}, timeout=180)
+    assert run.state == RunState.RUNNING, (run.state, run.close_reason, run.smoke_output[-800:])
+    # The smoke (its declared --max_iters=2) saved out/ckpt.pt in the source tree: removed, with a warning.
+    smoke = "Smoke: the smoke wrote the script's declared files (out/ckpt.pt)"
+    assert run.events.filter(kind="alert", message__startswith=smoke).exists()
+    # Killed once its save at iteration 20 is whole: nanoGPT saves ckpt.pt in place, so a kill during the
+    # write leaves a file no resume can load (the no-edit path does not make an in-place save atomic).
+    checkpoint = node.active(run) / "src" / "out" / "ckpt.pt"
+
+    def saved_at(path: Path) -> int | None:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)["iter_num"]
+        except (OSError, RuntimeError, EOFError, KeyError, pickle.UnpicklingError):
+            return None  # not there yet, or half written
+
+    wait_until(lambda: saved_at(checkpoint) == 20, 120, 0.05, what=lambda: f"ckpt.pt at {saved_at(checkpoint)}")
+    _wrapper, child = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
+    os.kill(child, signal.SIGKILL)
+    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
+    assert run.exit_code == 137
+
+    hold.unlink()
+    do_retry_run(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
+    assert "Resuming training from out at iter 20" in (node.active(run) / "attempt-2" / "log.txt").read_text()
+    rows = exported_rows(node, run)
+    assert [int(row["step"]) for row in rows] == [0, 10, 20, 30, 40, 50, 60]  # both attempts' printed lines
+    assert {"train_loss", "val_loss"} <= set(rows[0])
+    record = wait_record(do_start_verification(run.pk, actor=bob))
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+
+
+def test_a_declaration_naming_files_the_script_never_wrote_lists_each_at_once(
+    bob, make_run, source, celery_worker_process
+):
+    files = {**CHARLM_FILES, "checkpoints": "checkpoints/*.pt", "predictions": "out/predictions.csv"}
+    run = make_run(
+        command=[sys.executable, "train.py", "config/tiny.py", "--max_iters=10"],
+        config_path="config/tiny.py",
+        trainer_files=files,
+    )
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.QUARANTINED and run.failure_class == "contract", (run.state, run.close_reason)
+    assert run.close_reason.startswith("export contract not met (2 problems): ")
+    assert "no file matches the declared checkpoints checkpoints/*.pt" in run.close_reason
+    assert "the declared predictions file out/predictions.csv is missing" in run.close_reason
+    assert run.attempt == 1
+
+
+def test_charlm_with_the_helpers_lines_is_verified_with_its_loss_recomputed(
+    bob, make_run, source, celery_worker_process
+):
+    run = make_run(command=[sys.executable, "train_rg.py", "config/tiny.py"], config_path="config/tiny.py")
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (run.state, run.close_reason, run.smoke_output[-500:])
+    assert not run.events.filter(kind="alert", message__startswith="Smoke:").exists()  # its smoke wrote nothing
+    record = wait_record(do_start_verification(run.pk, actor=bob))
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    (loss,) = [m for m in record.evidence["metrics"] if m["name"] == "loss"]
+    assert loss["test"] == "val" and loss["within_tolerance"]
+
+
+def test_an_unchanged_lightning_style_trainer_is_exported_from_its_csv_and_ckpt_files(
+    bob, make_run, node, celery_worker_process
+):
+    source = copied(LIGHTFIT)
+    files = {
+        "checkpoints": "lightning_logs/checkpoints/epoch=*-step=*.ckpt",
+        "weights_key": "state_dict",
+        "metrics": "lightning_logs/version_0/metrics.csv",
+    }
+    run = make_run(
+        source_path=str(source),
+        command=[sys.executable, "train_plain.py", "--ckpt_path", "last"],
+        trainer_files=files,
+    )
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
+    rows = exported_rows(node, run)
+    assert [int(row["step"]) for row in rows] == [13 * epoch for epoch in range(1, 7)]
+    assert {"epoch", "train_loss", "val_loss"} <= set(rows[0])
+    record = wait_record(do_start_verification(run.pk, actor=bob))
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    shutil.rmtree(source, ignore_errors=True)
