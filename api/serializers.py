@@ -80,6 +80,7 @@ class RunSerializer(DocumentedModelSerializer):
             "exited_at",
             "environment",
             "config_overrides",
+            "trainer_files",
             "secrets",
             "hooks",
             "hooks_sha256",

@@ -76,6 +76,8 @@ def launch(client: Client, args) -> str:
         "datasets": args.dataset,
         "secrets": args.secret,
         "secrets_in_smoke": args.secrets_in_smoke,
+        # The no-edit path: KEY=VALUE as the form's `key: value` lines (a value may hold '=' or ':').
+        "trainer_files": "\n".join(": ".join(item.split("=", 1)) for item in args.trainer_file),
     }
     run = client.call("POST", "/runs/", body)
     print(f"created {run['run_id']} ({client.site}/runs/{run['run_id']}/)", flush=True)
@@ -168,6 +170,13 @@ def _launch_verb(sub) -> None:
     start.add_argument("--dataset", action="append", default=[], help="repeatable: a registered dataset's name")
     start.add_argument("--secret", action="append", default=[], help="repeatable: a run secret granted to the project")
     start.add_argument("--secrets-in-smoke", action="store_true", help="the CPU smoke gets the secrets too")
+    start.add_argument(
+        "--trainer-file",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="repeatable, the no-edit path (docs/contract.md): e.g. checkpoints=out/ckpt.pt",
+    )
     start.add_argument("--no-follow", action="store_true")
     start.add_argument("--timeout", type=float, default=24 * 3600)
     check = sub.add_parser(

@@ -106,6 +106,8 @@ SAME_RULES = [
     ("command", {"command": ["python3", "a\nb"]}, {"command_line": "python3 'a\nb'"}),
     ("secrets", {"secrets": ["no-such-secret"]}, {"secrets_text": "no-such-secret"}),
     ("secrets", {"secrets": ["a;b"]}, {"secrets_text": "a;b"}),
+    ("trainer_files", {"trainer_files": {"metrics": "../log.csv"}}, {"trainer_files_text": "metrics: ../log.csv"}),
+    ("trainer_files", {"trainer_files": "log_pattern: (unclosed"}, {"trainer_files_text": "log_pattern: (unclosed"}),
 ]
 
 

@@ -72,6 +72,8 @@ def test_operator_creates_a_run_with_a_generated_safe_id(client, bob, form, proj
         ("source_path", "/etc", "outside the allowed source roots"),
         ("checkpoint_mib", "-5", "greater than or equal to 0"),
         ("capsule", "weights-too", "Select a valid choice"),
+        ("trainer_files_text", "checkpoints: /abs/ckpt.pt\nmetrics: log.csv", "relative to the source directory"),
+        ("trainer_files_text", "weights: w.pt", "declare one of metrics (a file) or log_pattern"),
     ],
 )
 def test_bad_input_is_a_form_error_and_saves_nothing(client, bob, form, field, value, error):

@@ -57,8 +57,15 @@ def test_the_helpers_calls_are_on_the_page():
 
     calls = {name for name, value in vars(remotegpu_run).items() if callable(value) and not name.startswith("_")}
     calls -= {"log"}  # `rg.log(` is checked below with its arguments
-    assert {"resume", "due", "save", "export"} <= calls
+    assert {"resume", "due", "save", "export", "predictions", "build_declared"} <= calls
     assert unnamed({f"rg.{name}(" for name in calls}) == set() and "`rg.log(step, **metrics)`" in PAGE
+
+
+def test_every_trainer_files_key_is_on_the_page():
+    from runs.trainer_files import KEYS
+
+    assert {"checkpoints", "resume_args", "log_pattern", "predictions"} <= set(KEYS)
+    assert unnamed(KEYS) == set()
 
 
 def test_the_check_sees_a_rule_the_page_lost():
