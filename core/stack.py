@@ -80,7 +80,8 @@ def is_loopback(host: str) -> bool:
 
 
 def child_env(redis_url: str, host: str) -> dict[str, str]:
-    env = dict(os.environ, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
+    # The web process says "starting" instead of DOWN until its worker and beat could have measured.
+    env = dict(os.environ, REDIS_URL=redis_url, PYTHONUNBUFFERED="1", REMOTEGPU_STACK_STARTED_AT=f"{time.time():.0f}")
     if is_loopback(host):
         # Plain HTTP on loopback: a Secure cookie would never come back and sign-in would loop.
         env.setdefault("SECURE_COOKIES", "0")

@@ -29,12 +29,37 @@ SIGNAL_MESSAGES = {
     "stale_heartbeat": "The wrapper's heartbeat is stale",
     "disk_pressure": "Disk pressure on the run root",
     "inode_pressure": "Inode pressure on the run root",
-    "fast_finish": "Fast finish: under half the expected duration",
     "ckpt_lag": "Durable checkpoint lags",
     "no_checkpoint": "No checkpoint where RemoteGPU looks",
     "resume_broken": "Resume broken",
     "box_lost": "The provider says the run's box is not running",
 }
+# What a person should do about each alert (issue 49: an alert that says nothing to do teaches people to
+# ignore alerts). Said after the alert's own words, on the run page, in its events and notifications.
+SIGNAL_ADVICE = {
+    "traceback": "read it in the log; the run fails only if the command exits non-zero",
+    "killed": "usually the box's memory: lower the batch size or ask for a bigger box",
+    "cuda_oom": "lower the batch size or the model's size, or use more GPUs",
+    "nan_loss": "stop the run and lower the learning rate (or clip gradients); its checkpoints hold the last good step",
+    "disk_full": "free space under the run root or stop the run before it corrupts a checkpoint",
+    "stalled": "look at the log and the box (ssh); stop it if it is hung: a retry resumes from its checkpoint",
+    "stale_heartbeat": "the wrapper stopped writing: the box may be gone or overloaded; its next probe decides",
+    "disk_pressure": "free space under the run root before the next checkpoint or the export is written",
+    "inode_pressure": "delete small files under the run root (caches, per-sample outputs)",
+    "ckpt_lag": "the durable copy is behind: a box lost now loses the steps since it; see the checkpoint panel",
+    "no_checkpoint": "save checkpoints into $REMOTEGPU_CHECKPOINT_DIR (or declare the script's trainer files)",
+    "resume_broken": "the command did not continue from its checkpoint: make it load the newest one on start",
+    "box_lost": "continue the run on another box (Move), or wait if the provider says it comes back",
+}
+# Said of a normal run as a note, never as an alert: most runs finish before a guessed duration.
+FAST_FINISH = (
+    "Finished in {elapsed:.0f} s of an expected {expected} min: if it should have trained longer, check its last epochs"
+)
+
+
+def alert_message(name: str, detail: str = "") -> str:
+    """An alert's words: what was seen, its detail, then what to do."""
+    return SIGNAL_MESSAGES[name] + (f": {detail}" if detail else "") + f" — {SIGNAL_ADVICE[name]}"
 
 
 @dataclass(frozen=True)

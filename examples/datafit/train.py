@@ -89,7 +89,9 @@ def main(argv=None):
     data_dir = need("REMOTEGPU_DATA_DIR")
     cache_dir = os.path.join(need("HF_HOME"), "datafit")
     secret_sha256 = None if smoke else hashlib.sha256(need(config["secret_env"]).encode()).hexdigest()
-    print(f"secret {config['secret_env']} sha256={secret_sha256}", flush=True)
+    # The smoke gets no secret (unless the run asks): say so, rather than print a hash of None.
+    given = f"sha256={secret_sha256}" if secret_sha256 else "not given to the smoke"
+    print(f"secret {config['secret_env']} {given}", flush=True)
     with open(os.path.join(data_dir, "meta.json")) as handle:
         meta = json.load(handle)
     data, data_sha256, was_cached = load_points(data_dir, cache_dir)

@@ -208,7 +208,15 @@ def _declared_rows(declared, problems):
     rows = [row for row in (_numeric(item) for item in raw) if any(key in row for key in STEP_COLUMNS)]
     if not rows:
         problems.append(f"the declared metrics file {path} has no row with a step ({', '.join(STEP_COLUMNS)})")
-    return rows
+        return []
+    # A resumed script logs again the steps between its checkpoint and where it was stopped: one row per
+    # step, the later values winning, in step order.
+    step = next(key for key in STEP_COLUMNS if any(key in row for row in rows))
+    by_step = {}
+    for row in rows:
+        if step in row:
+            by_step[row[step]] = {**by_step.get(row[step], {}), **row}
+    return [by_step[value] for value in sorted(by_step)]
 
 
 def _rows_from_logs(pattern, problems):

@@ -210,6 +210,6 @@ def _proven(run: Run, mirror: dict) -> None:
 
 def _material(run: Run, name: str, detail: str) -> None:
     run.alerts = [*run.alerts, name]
-    message = f"{signals.SIGNAL_MESSAGES[name]}: {detail}"
+    message = signals.alert_message(name, detail)
     run_event(run, "alert", message, signal=name)
     notices.announce(run, Event.RUN_CHECKPOINT, message)

@@ -67,7 +67,7 @@ def _maybe_relaunch(run: Run) -> None:
 
 def _alert(run: Run, name: str, detail: str = "") -> None:
     run.alerts = [*run.alerts, name]
-    message = signals.SIGNAL_MESSAGES[name] + (f": {detail}" if detail else "")
+    message = signals.alert_message(name, detail)
     run_event(run, "alert", message, signal=name)
     if name == "stalled":
         notices.announce(run, Event.RUN_STALLED, message)
@@ -143,7 +143,7 @@ def _apply_outcome(run: Run, seen: Observation, status: dict) -> None:
         if code == 0 and run.launched_at:
             elapsed = (run.exited_at - run.launched_at).total_seconds()
             if elapsed < 0.5 * run.expected_minutes * 60:
-                _alert(run, "fast_finish", f"{elapsed:.0f} s of an expected {run.expected_minutes} min")
+                run_event(run, "note", signals.FAST_FINISH.format(elapsed=elapsed, expected=run.expected_minutes))
     if run.state != RunState.EXITED:
         return
     if seen.exported:

@@ -8,8 +8,9 @@
     for (const check of checks) {
       const row = panel.querySelector(`li[data-check="${CSS.escape(check.name)}"]`);
       if (!row) continue;
-      row.className = check.ok ? "ok" : "down";
-      row.querySelector(".status").textContent = check.ok ? "OK" : "DOWN";
+      // "starting": the stack's own worker and beat have not had time to measure yet (not a missing worker).
+      row.className = check.starting ? "starting" : check.ok ? "ok" : "down";
+      row.querySelector(".status").textContent = check.starting ? "STARTING" : check.ok ? "OK" : "DOWN";
       row.querySelector(".detail").textContent = check.detail;
     }
     stamp.textContent = "Last checked " + window.localTime(new Date().toISOString(), "time") + ".";

@@ -164,3 +164,34 @@ def test_an_unchanged_lightning_style_trainer_is_exported_from_its_csv_and_ckpt_
     record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.VERIFIED, record.failure
     shutil.rmtree(source, ignore_errors=True)
+
+
+def test_an_unchanged_trainer_style_script_is_exported_from_its_folders_log_and_predictions(
+    bob, make_run, node, celery_worker_process
+):
+    """Hugging Face Trainer's way (examples/trainerfit): checkpoint-<step>/ folders, a JSON-lines log, the
+    final model and its predictions in its output_dir; the loss and accuracy are recomputed from them."""
+    source = copied(REPO / "examples" / "trainerfit")
+    files = {
+        "checkpoints": "out/checkpoint-*/",
+        "resume_args": "--resume_from_checkpoint True",
+        "smoke_args": "--num_train_epochs=1",
+        "weights": "out/pytorch_model.bin",
+        "metrics": "out/log.jsonl",
+        "predictions": "out/predictions.csv",
+    }
+    command = [sys.executable, "train.py"]
+    run = make_run(source_path=str(source), command=command, config_path="train.py", trainer_files=files)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
+    # The smoke trained an epoch in the source tree: its folders and files were removed before the attempt.
+    assert "out/checkpoint-10" in run.events.get(kind="alert", message__startswith="Smoke:").message
+    assert "Continuing training" not in (node.active(run) / "attempt-1" / "log.txt").read_text()
+    steps = [int(row["step"]) for row in exported_rows(node, run)]
+    assert steps == sorted(set(steps)) and steps[:2] == [5, 10] and steps[-1] == 48
+    record = wait_record(do_start_verification(run.pk, actor=bob))
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    recomputed = {m["name"]: m["within_tolerance"] for m in record.evidence["metrics"]}
+    assert recomputed == {"accuracy": True, "loss": True}
+    shutil.rmtree(source, ignore_errors=True)

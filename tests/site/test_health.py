@@ -46,6 +46,22 @@ def test_no_measurement_names_the_missing_worker_and_answers_at_once(client, ali
     assert "no worker has measured health" in checks["Celery workers"]["detail"]
 
 
+def test_a_stack_in_its_first_seconds_says_starting_not_down(client, alice, monkeypatch, settings):
+    """runstack says when it started its worker and beat: until they could have measured, the first screen
+    says STARTING (a fresh stack's first screen said DOWN and "is a Celery worker running?")."""
+    settings.HEALTH_STALE_SECONDS = 30
+    monkeypatch.setenv(health.STARTED_ENV, f"{time.time() - 3:.0f}")
+    client.force_login(alice)
+    checks = {check["name"]: check for check in client.get(reverse("health")).json()["checks"]}
+    assert checks["Celery workers"]["starting"] is True and checks["Celery workers"]["ok"] is False
+    assert checks["Celery workers"]["detail"].startswith("starting: the stack's worker and beat started")
+    page = client.get("/").content.decode()
+    assert page.count('class="starting"') == 2 and "STARTING" in page and "DOWN" not in page
+    monkeypatch.setenv(health.STARTED_ENV, f"{time.time() - 31:.0f}")  # past the time they had: a missing worker
+    checks = {check["name"]: check for check in client.get(reverse("health")).json()["checks"]}
+    assert not checks["Celery workers"]["starting"] and "is a Celery worker" in checks["Celery workers"]["detail"]
+
+
 def test_a_stale_measurement_is_not_trusted(client, alice, settings):
     health.measure_and_record()
     settings.HEALTH_STALE_SECONDS = 0
