@@ -94,3 +94,21 @@ def test_only_an_admin_reaches_the_team(client, bob):
     assert client.get("/team/").status_code == 403
     assert client.post("/team/users/", {"username": "z", "email": "z@example.org"}).status_code == 403
     assert not get_user_model().objects.filter(username="z").exists()
+
+
+def test_an_admin_is_shown_holding_every_role_and_saving_keeps_its_memberships(client, admin_user):
+    """An admin holds both roles everywhere: its row said "operator ✓ approver ☐" per project, which reads
+    as a missing role. It says so in one line now, and a save keeps the memberships it had."""
+    vision = Project.objects.create(name="Vision", slug="vision")
+    other = get_user_model().objects.create_superuser("root2", "root2@example.org", "x")
+    join(vision, other)  # an operator membership from before it was made an admin
+    client.force_login(admin_user)
+    page = client.get("/team/").content.decode()
+    row = page[page.index('id="user-root2"') :]
+    row = row[: row.index("</tr>")]
+    assert "holds every role in every project as an admin" in row
+    assert 'type="checkbox" name="roles-' not in row  # no per-project boxes to misread
+    fields = dict(re.findall(r'<input type="hidden" name="(roles-\d+|projects)" value="([^"]+)"', row))
+    client.post(f"/team/users/{other.pk}/", {"email": other.email, "admin": "on", **fields})
+    assert vision.members.filter(pk=other.pk).exists()
+    assert get_user_model().objects.get(pk=other.pk).has_perm("projects.operate", vision)
