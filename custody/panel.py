@@ -20,10 +20,14 @@ def teardown_panel(instance) -> dict:
         consequences.append(
             {"kind": kind, "label": kind.label, "consequence": consequence_of(kind, instance), "check": snapshot}
         )
+    # Those without a counting verified copy first: at team scale the one that matters is not the 12th.
+    exports = sorted((_export(run, facts.flight) for run in facts.exported), key=lambda export: bool(export["copies"]))
     return {
         "consequences": consequences,
         "deletion": consequence_of(TeardownKind.DELETE_EVIDENCE, instance),
-        "exports": [_export(run, facts.flight) for run in facts.exported],
+        "exports": exports,
+        "kept": sum(1 for export in exports if export["copies"]),
+        "unkept": [export for export in exports if not export["copies"]],
         "hold": facts.hold,
         "open_requests": instance.teardown_requests.filter(status__in=OPEN_TEARDOWN).select_related("requester"),
         "recent_requests": instance.teardown_requests.select_related("requester")[:10],

@@ -93,7 +93,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
-            "builtins": ["core.when"],
+            "builtins": ["core.when", "core.verdict"],
         },
     },
 ]

@@ -1,0 +1,58 @@
+"""The instance page's consequences at team scale (issue 49): each check opens with its verdict in one
+line and its failing items first, the passing ones counted and folded; the evidence section counts the
+exports ("12 exports: 11 kept by a verified copy, 1 without one") and folds their copies; a released
+box offers no deletion form."""
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from custody.models import CustodyRecord, CustodyStatus
+from runs.models import RunState
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def busy_box(bob):
+    project = factories.project(bob)
+    box = factories.box(project, host="203.0.113.9", user="root", state="running")
+    runs = [factories.run(box, state=RunState.EXPORTED, launched_at=timezone.now()) for _ in range(12)]
+    for run in runs[1:]:
+        CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/c/x")
+    return box, runs[0]
+
+
+def text_of(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_the_verdict_comes_first_and_the_unkept_export_is_named(client, bob, busy_box):
+    box, unverified = busy_box
+    client.force_login(bob)
+    page = client.get(box.get_absolute_url()).content.decode()
+    summary = page[page.index('id="exports-summary">') + len('id="exports-summary">') :]
+    said = text_of(summary[: summary.index("</p>")])
+    assert said == f"12 exports: 11 kept by a verified copy, 1 without one ( {unverified.run_id} )."
+    exports = page[page.index('<details class="exports"') :]
+    assert exports.startswith('<details class="exports">')  # folded: twelve exports are detail, not the page
+    assert exports.index(unverified.run_id) < min(exports.index(r.run_id) for r in box.runs.exclude(pk=unverified.pk))
+    assert exports.count("Request deletion") == 12
+    release = page[page.index('id="consequence-release"') :]
+    verdict = release[release.index('class="verdict') :]
+    verdict = text_of(verdict[: verdict.index("</p>")])
+    assert f"Blocked: A verified copy of {unverified.run_id} survives" in verdict
+    first_item = release[release.index('<ul class="checks">') :]
+    assert first_item.index("✗") < first_item.index("</ul>")  # the failing item is the first one shown
+    assert re.search(r"<summary[^>]*>\d+ checks pass</summary>", release)
+
+
+def test_a_released_box_offers_no_deletion_form(client, bob, busy_box):
+    box, _ = busy_box
+    box.state = "released"
+    box.save()
+    client.force_login(bob)
+    page = client.get(box.get_absolute_url()).content.decode()
+    assert "Request deletion" not in page and 'id="exports-summary"' in page
