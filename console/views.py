@@ -138,7 +138,7 @@ def instance_detail(request, pk):
         "latest_audit": latest_audit,
         "state_form": StateForm(initial={"state": instance.state}),
         "can_operate": request.user.has_perm("projects.operate", instance.project),
-        "teardown": teardown_panel(instance),
+        "teardown": teardown_panel(instance, all_exports=request.GET.get("exports") == "all"),
         "waste_alarms": list(instance.waste_alarms.all()[:5]),
         "balance": _balance_of(instance),
         "prefill": _prefill(instance, request.GET.get("waste", "")),

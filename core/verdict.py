@@ -5,6 +5,7 @@ counted (issue 49: the one failing check sat below a dozen green paragraphs)."""
 from django import template
 
 register = template.Library()
+SHOWN = 25
 
 
 @register.filter
@@ -21,4 +22,13 @@ def verdict(check) -> dict:
         blocked = "Needs an approver's waiver" if all(item.get("waivable") for item in failing) else "Blocked"
         more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
         line = f"{blocked}: {first.get('label')} — {first.get('detail')}{more}"
-    return {"line": line, "ok": not failing and bool(items), "failing": failing, "passing": passing}
+    # At most SHOWN of each, the rest counted: a box with 1,000 exports has 1,000 evidence items.
+    return {
+        "line": line,
+        "ok": not failing and bool(items),
+        "failing": failing[:SHOWN],
+        "failing_more": max(0, len(failing) - SHOWN),
+        "passing": passing[:SHOWN],
+        "passing_count": len(passing),
+        "passing_more": max(0, len(passing) - SHOWN),
+    }

@@ -7,8 +7,12 @@ from custody.facts import load
 from custody.levels import consequence_of
 from custody.models import OPEN_TEARDOWN, EvidenceLocation, TeardownKind
 
+# The exports a box's page lists (the unkept first); the rest are counted, and listed on ?exports=all: the
+# page stays the same size from 10 to 1,000 runs on its box (issue 49).
+SHOWN_EXPORTS = 25
 
-def teardown_panel(instance) -> dict:
+
+def teardown_panel(instance, all_exports: bool = False) -> dict:
     """A preview from the database (no SSH, no re-hash): the request re-checks in full."""
     consequences = []
     facts = load([instance])[instance.pk]
@@ -25,7 +29,10 @@ def teardown_panel(instance) -> dict:
     return {
         "consequences": consequences,
         "deletion": consequence_of(TeardownKind.DELETE_EVIDENCE, instance),
-        "exports": exports,
+        "exports": exports if all_exports else exports[:SHOWN_EXPORTS],
+        "exports_total": len(exports),
+        "listed_all": all_exports,
+        "exports_hidden": 0 if all_exports else max(0, len(exports) - SHOWN_EXPORTS),
         "kept": sum(1 for export in exports if export["copies"]),
         "unkept": [export for export in exports if not export["copies"]],
         "hold": facts.hold,
