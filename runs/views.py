@@ -197,7 +197,8 @@ def checkpoint_summary(run) -> dict | None:
     rate = mirror.get("bytes", 0) / mirror["seconds"] if mirror.get("seconds") else None
     age = time.time() - newest["at"] if newest else None
     on_control = run.durable_ckpt.get("target") == CONTROL
-    pull = run.durable_ckpt.get("pull")
+    # A copy in progress is said only while the run is live: once it ends, the line would never clear.
+    pull = run.durable_ckpt.get("pull") if run.state in LIVE_STATES else None
     return {"mirror": mirror, "newest": newest, "age": age, "rate": rate, "on_control": on_control, "pull": pull}
 
 

@@ -1,0 +1,40 @@
+"""A run page that tells one story (issue 49): only the remedy of the run's own failure class (a stopped,
+then retried run showed the disk-space remedy's list of regenerable files), and a "Copying…" line about
+a checkpoint copy that clears once the run ends instead of staying forever."""
+
+import pytest
+
+from runs.models import RunState
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+REGENERABLE = [{"path": "/root/proj/cache/pip", "bytes": 10_000_000}]
+PULL = {"name": "latest.pth", "step": 5, "bytes": 4096}
+
+
+@pytest.fixture
+def box(bob):
+    return factories.box(factories.project(bob), host="203.0.113.9", user="root", state="running")
+
+
+def page_of(client, bob, run) -> str:
+    client.force_login(bob)
+    return client.get(run.get_absolute_url()).content.decode()
+
+
+@pytest.mark.parametrize(("failure_class", "shown"), [("disk_full", True), ("probabilistic", False)])
+def test_the_regenerable_list_belongs_to_a_disk_full_failure_only(client, bob, box, failure_class, shown):
+    run = factories.run(
+        box, state=RunState.QUARANTINED, failure_class=failure_class, last_status={"regenerable": REGENERABLE}
+    )
+    page = page_of(client, bob, run)
+    assert 'id="failure"' in page
+    assert ("Largest regenerable items" in page) is shown and ("/root/proj/cache/pip" in page) is shown
+
+
+@pytest.mark.parametrize(("state", "shown"), [(RunState.RUNNING, True), (RunState.QUARANTINED, False)])
+def test_a_checkpoint_copy_in_progress_is_said_only_while_the_run_is_live(client, bob, box, state, shown):
+    run = factories.run(box, state=state, durable_ckpt={"pull": PULL})
+    page = page_of(client, bob, run)
+    assert ('id="control-pull"' in page) is shown and ("Copying latest.pth of step" in page) is shown
