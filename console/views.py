@@ -6,6 +6,7 @@ from decimal import Decimal
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 
 from console import compare, history
@@ -40,8 +41,23 @@ def dashboard(request):
         "orphan_resources": orphan_resources(Instance.objects.visible_to(request.user)),
         "envelopes": envelopes_for(Project.objects.visible_to(request.user).filter(budget__isnull=False)[:50]),
         "rents": Rental.objects.visible_to(request.user).in_flight().select_related("project")[:20],
+        "first_steps": first_steps(request.user),
     }
     return render(request, "runs/dashboard.html", context)
+
+
+def first_steps(user) -> list[dict] | None:
+    """Until someone has a run: the three first steps (a project, a box, a run) as links, each marked
+    done once it is; None after (one query then)."""
+    if Run.objects.visible_to(user).exists():
+        return None
+    has_project = Project.objects.visible_to(user).exists()
+    has_box = has_project and Instance.objects.visible_to(user).exists()
+    return [
+        {"done": has_project, "label": "Create a project", "url": reverse("project-create")},
+        {"done": has_box, "label": "Register a box (any SSH box, or rent one)", "url": reverse("instance-create")},
+        {"done": False, "label": "Create a run and start its preflight", "url": reverse("run-create")},
+    ]
 
 
 def run_list(request):

@@ -38,3 +38,21 @@ def test_a_checkpoint_copy_in_progress_is_said_only_while_the_run_is_live(client
     run = factories.run(box, state=state, durable_ckpt={"pull": PULL})
     page = page_of(client, bob, run)
     assert ('id="control-pull"' in page) is shown and ("Copying latest.pth of step" in page) is shown
+
+
+def test_an_empty_dashboard_shows_the_three_first_steps_as_links(client, admin_user, bob, box):
+    """A fresh stack's first screen: project, box, run as links, each ticked once done; gone after a run."""
+    client.force_login(admin_user)
+    steps = client.get("/").content.decode()
+    steps = steps[steps.index('id="first-steps"') :]
+    steps = steps[: steps.index("</ol>")]
+    assert "✓ Create a project" in steps and "✓ Register a box" in steps  # the box fixture made both
+    assert '<a href="/runs/new/">Create a run and start its preflight</a>' in steps
+    factories.run(box)
+    assert 'id="first-steps"' not in client.get("/").content.decode()
+
+
+def test_a_person_with_nothing_yet_is_shown_where_to_start(client, admin_user):
+    client.force_login(admin_user)
+    page = client.get("/").content.decode()
+    assert '<a href="/projects/new/">Create a project</a>' in page and '<a href="/instances/new/">' in page
