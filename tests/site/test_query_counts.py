@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 30,  # + whether any run exists yet (the first steps)  # and the rents in flight, the teardowns that need a person
+    "dashboard": 30,  # and the rents in flight, the teardowns that need a person, whether any run exists yet
     "history": 10,
     "project": 13,  # the cost envelope: boxes and their states, resources, orphan drift, live runs, its history
     "run": 8,
