@@ -225,7 +225,12 @@ def compare(runs: list) -> dict:
         "training": training(runs),
         "variables": variables,
         "notes": notes,
-        "curves": [{"run_id": run.run_id, "title": run.title, "rows": run.curve} for run in runs],
+        # Each run's group (its replicates): the charts draw a group in one colour, named once per run.
+        "curves": [
+            {"run_id": run.run_id, "title": run.title, "rows": run.curve, "group": group["label"], "index": index}
+            for index, group in enumerate(groups)
+            for run in group["runs"]
+        ],
     }
 
 

@@ -58,7 +58,8 @@ window.MetricCharts = class MetricCharts {
   }
 
   setSeries(series) {
-    this.series = series.map((one) => ({ label: one.label, rows: one.rows || [] }));
+    // color: an index into COLORS shared by the series of one group (the compare page's replicates).
+    this.series = series.map((one, i) => ({ label: one.label, rows: one.rows || [], color: one.color ?? i }));
     this.redraw(true);
   }
 
@@ -187,7 +188,7 @@ window.MetricCharts = class MetricCharts {
         { label: "epoch" },
         ...this.series.map((one, i) => ({
           label: one.label,
-          stroke: MetricCharts.COLORS[i % MetricCharts.COLORS.length],
+          stroke: MetricCharts.COLORS[one.color % MetricCharts.COLORS.length],
           width: 1.6,
           spanGaps: true,
           points: { size: 4 },

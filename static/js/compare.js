@@ -5,5 +5,13 @@
   const charts = new window.MetricCharts(document.getElementById("compare-plots"), {
     empty: "No train.csv rows for these runs.",
   });
-  charts.setSeries(data.map((run) => ({ label: run.title ? `${run.run_id} · ${run.title}` : run.run_id, rows: run.rows })));
+  // One colour per group of replicates (runs that differ only in their seed), its letter before each name.
+  const grouped = new Set(data.map((run) => run.group)).size < data.length;
+  charts.setSeries(
+    data.map((run) => ({
+      label: (grouped ? `${run.group} ` : "") + (run.title ? `${run.run_id} · ${run.title}` : run.run_id),
+      rows: run.rows,
+      color: run.index,
+    })),
+  );
 })();

@@ -40,7 +40,14 @@ with sync_playwright() as p:
     rows = {r.get_attribute("data-pair"): r.inner_text() for r in page.query_selector_all("#seed-stats tr.pair")}
     metric_rows = page.query_selector_all("#seed-stats tr[data-metric]")
     cells = {r.get_attribute("data-metric"): r.inner_text() for r in metric_rows}
-    print(json.dumps({"pairs": rows, "cells": cells, "rule": page.inner_text("#rule")}))
+    # Issue 49: at 1,280 px no card's content is wider than the card (tables of many runs scroll inside it).
+    page.set_viewport_size({"width": 1280, "height": 800})
+    wide = page.evaluate(
+        "[...document.querySelectorAll('section.card')].filter(c => c.scrollWidth > c.clientWidth)"
+        ".map(c => c.id || c.querySelector('h2').innerText)"
+    )
+    width = page.evaluate("document.documentElement.scrollWidth")
+    print(json.dumps({"pairs": rows, "cells": cells, "rule": page.inner_text("#rule"), "wide": wide, "width": width}))
     browser.close()
 """
 
@@ -126,4 +133,5 @@ def test_a_replicate_sweep_is_compared_with_intervals_and_labels_in_the_browser(
     cell = page["cells"]["synthetic/accuracy"]
     assert f"{statistics.mean(a):.4f} ± {statistics.stdev(a):.4f}" in cell and "(3)" in cell and "(1)" in cell
     assert "Welch" in page["rule"]
+    assert page["wide"] == [] and page["width"] <= 1280, (page["wide"], page["width"])
     print(f"\nA {a} B {b}: {label} Δ {delta:+.4f} ± {half:.4f}; the page read in {time.monotonic() - started:.1f} s")
