@@ -176,12 +176,20 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack, sshd):
     shutil.rmtree(Path.home() / "proj" / slug, ignore_errors=True)
 
 
+WIDE_CARDS = (
+    "[...document.querySelectorAll('section.card')].filter(c => c.scrollWidth > c.clientWidth)"
+    ".map(c => c.id || (c.querySelector('h2') || c).innerText.slice(0, 40))"
+)
+
+
 def fits_the_window(page, *urls) -> None:
-    """§8: no page is wider than a 1280 px window (long hashes and paths wrap inside their cards)."""
+    """§8: no page is wider than a 1280 px window (long hashes and paths wrap inside their cards), and
+    no card's content is wider than the card (issue 49: tables clipped at its edge)."""
     for url in urls:
         page.goto(url)
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= page.viewport_size["width"], f"{url} is {width} px wide"
+        assert page.evaluate(WIDE_CARDS) == [], f"{url}: cards wider than themselves"
 
 
 def check_chart_tools(page) -> None:

@@ -108,7 +108,7 @@ def test_an_admin_is_shown_holding_every_role_and_saving_keeps_its_memberships(c
     row = row[: row.index("</tr>")]
     assert "holds every role in every project as an admin" in row
     assert 'type="checkbox" name="roles-' not in row  # no per-project boxes to misread
-    fields = dict(re.findall(r'<input type="hidden" name="(roles-\d+|projects)" value="([^"]+)"', row))
+    fields = dict(re.findall(r'<input\s+type="hidden"\s+name="(roles-\d+|projects)" value="([^"]+)"', row))
     client.post(f"/team/users/{other.pk}/", {"email": other.email, "admin": "on", **fields})
     assert vision.members.filter(pk=other.pk).exists()
     assert get_user_model().objects.get(pk=other.pk).has_perm("projects.operate", vision)

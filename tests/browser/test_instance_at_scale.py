@@ -1,0 +1,66 @@
+"""The instance page of a box with 50 runs, in headless Chromium at 1,280 px (issue 49): under 2,500 px
+tall (12 runs made it 6,358 px), its teardown verdict in the first screen, and no card wider than itself."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from custody.models import CustodyRecord, CustodyStatus
+from runs.models import RunState
+from tests import factories
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MEASURE = """
+import json, sys
+from playwright.sync_api import sync_playwright
+url, cookie, chromium, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium, headless=True, args=args)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies([{"name": "sessionid", "value": cookie, "url": url}])
+    page = context.new_page()
+    page.goto(url)
+    verdict = page.wait_for_selector("#teardown-verdict").bounding_box()
+    wide = page.evaluate(
+        "[...document.querySelectorAll('section.card')].filter(c => c.scrollWidth > c.clientWidth).map(c => c.id)"
+    )
+    height = page.evaluate("document.documentElement.scrollHeight")
+    print(json.dumps({"height": height, "verdict": verdict["y"] + verdict["height"], "wide": wide,
+                      "said": page.inner_text("#teardown-verdict")}))
+    browser.close()
+"""
+
+
+def test_a_box_with_fifty_runs_fits_and_says_its_verdict_first(client, live_server, bob):
+    box = factories.box(factories.project(bob), host="203.0.113.9", user="root", state="running")
+    runs = [factories.run(box, state=RunState.EXPORTED, launched_at=timezone.now()) for _ in range(50)]
+    for run in runs[1:]:
+        CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/c/x")
+    client.force_login(bob)
+    seen = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MEASURE,
+            live_server.url + box.get_absolute_url(),
+            client.cookies[settings.SESSION_COOKIE_NAME].value,
+            CHROMIUM,
+            json.dumps(CHROMIUM_ARGS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert seen.returncode == 0, seen.stderr[-2000:]
+    page = json.loads(seen.stdout)
+    assert page["height"] < 2500, page
+    assert page["verdict"] <= 800, page  # in the first screen
+    assert f"A verified copy of {runs[0].run_id} survives" in page["said"]
+    assert "50 exports, 49 kept by a verified copy, 1 without one" in " ".join(page["said"].split())
+    assert page["wide"] == [], page
