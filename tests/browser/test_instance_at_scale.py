@@ -14,7 +14,7 @@ from runs.models import RunState
 from tests import factories
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]  # it starts its own Chromium
 
 MEASURE = """
 import json, sys

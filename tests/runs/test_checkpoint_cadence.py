@@ -86,6 +86,9 @@ def train_until_epoch(tmp_path, stop_after: int, every: str | None, steps: str |
     return (tmp_path / "ckpt" / "latest.pth").exists(), (tmp_path / "log.txt").read_text()
 
 
+# The two below start the real example (torch's import: seconds of CPU each): the end-to-end tier, not
+# the quick loop (`make test-fast` passed its minute with them).
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("every", "steps", "checkpointed"),
     [(None, None, True), ("3600", None, False), ("0.001", None, True), ("3600", "2", True), ("0.001", "5", False)],
@@ -99,6 +102,7 @@ def test_tinyfit_checkpoints_at_the_cadence_it_is_given(tmp_path, every, steps, 
     assert exists is checkpointed
 
 
+@pytest.mark.e2e
 def test_tinyfit_resumed_from_its_last_epoch_on_an_empty_box_still_exports_its_whole_log(tmp_path):
     """A box lost after the last epoch's checkpoint but before sealing: the run continues elsewhere from
     that checkpoint, with nothing more to train and an empty output/. train.csv must still be written,
