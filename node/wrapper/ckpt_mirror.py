@@ -19,6 +19,7 @@ import os
 import time
 
 from .checkpoints import candidates, checkpoint_step, incomplete
+from .declared_ckpt import bridge_declared
 from .files import atomic_write, read
 from .mirror import clone_hashing, copy_hashing, durable_problem
 
@@ -85,6 +86,7 @@ class CheckpointMirror:
         self.done = {}  # name -> fingerprint already handled (copied, or its step read)
         self.state = {"target": self.target, "mirrored": 0, "bytes": 0, "seconds": 0.0, "error": None}
         self.at_start = candidates(self.ckpt)
+        self.bridged = {}  # the no-edit path: declared checkpoints already copied into ckpt/ (declared_ckpt)
 
     def begin(self):
         """Measure the durable tier (a missing or shared disk mirrors nothing, said why) and record
@@ -130,6 +132,7 @@ class CheckpointMirror:
         self.look()
 
     def look(self):
+        bridge_declared(self.spec, self.bridged)
         found, now_ns = candidates(self.ckpt), time.time_ns()
         for name, fingerprint in sorted(found.items(), key=lambda item: item[1][2]):
             steady = self.looked.get(name) == fingerprint or now_ns - fingerprint[2] >= self.settle * 1e9

@@ -6,12 +6,14 @@ import os
 import shutil
 import signal
 import subprocess
+import tarfile
 import threading
 import time
 
 from .attempts import attempt_dir, run_env
 from .ckpt_mirror import CheckpointMirror, restore_checkpoints
 from .declared import attempt_argv
+from .declared_ckpt import restore_declared
 from .diskwatch import DiskWatch
 from .environment import boot_identity
 from .export import closeout, quarantine
@@ -86,6 +88,14 @@ def _close(spec, attempt, reserve, code, disk) -> int:
     return 0
 
 
+def put_back_declared(spec):
+    try:
+        restore_declared(spec)
+    except (OSError, tarfile.TarError) as exc:
+        return f"putting the declared checkpoint back: {exc}"
+    return None
+
+
 def cmd_run(spec):
     secrets = take_secrets(spec)  # read once, the file gone before anything else happens
     drop_proxy_from_wrapper(spec)
@@ -95,6 +105,8 @@ def cmd_run(spec):
     # A fresh attempt on another box continues from the durable copy; one started again in place keeps
     # the newer checkpoints it wrote since.
     problem, restored = (None, []) if in_place else restore_checkpoints(spec)
+    if not problem and not in_place:
+        problem = put_back_declared(spec)  # the no-edit path: where the unchanged script looks
     if problem:
         remove_secrets(spec)
         quarantine(spec, "restore failed: " + problem)

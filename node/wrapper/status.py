@@ -28,14 +28,23 @@ def largest_items(roots, count=5):
     return sorted(sizes, key=lambda item: -item["bytes"])[:count]
 
 
+def moved_or_not(attempt, quarantined, name):
+    """A marker of the attempt, read in its dir or, once moved there, in its quarantine dir."""
+    found = read(os.path.join(attempt, name))
+    return found if found is not None else read(os.path.join(quarantined, name))
+
+
 def run_status(spec, log_offset=0, csv_offset=0):
     requested_log, requested_csv = log_offset, csv_offset
     attempt = attempt_dir(spec)
     quarantined = quarantine_dir(spec)
     base = attempt if os.path.isdir(attempt) else quarantined
-    pids = (read(os.path.join(base, "pid")) or "").split()
-    exit_code = read(os.path.join(base, "exit_code"))
-    heartbeat_at = read(os.path.join(base, "heartbeat"))
+    # quarantine() moves the attempt's markers one by one (each move atomic): a probe in between reads
+    # each where it is now. Read from the attempt dir only, it saw no pid and no exit code while the
+    # wrapper was still alive, and called the run dead without an exit code (test_no_edit, once).
+    pids = (moved_or_not(attempt, quarantined, "pid") or "").split()
+    exit_code = moved_or_not(attempt, quarantined, "exit_code")
+    heartbeat_at = moved_or_not(attempt, quarantined, "heartbeat")
     log_chunk, log_start, log_offset = read_from(os.path.join(base, "log.txt"), log_offset)
     csv_chunk, _, csv_offset = read_from(os.path.join(spec["output"], "train.csv"), csv_offset)
     status = {

@@ -108,7 +108,7 @@ def test_an_unchanged_nanogpt_style_trainer_is_killed_retried_resumed_in_place_a
     _wrapper, child = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
     os.kill(child, signal.SIGKILL)
     run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
-    assert run.exit_code == 137
+    assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
 
     hold.unlink()
     do_retry_run(run.pk, actor=bob)

@@ -1,0 +1,138 @@
+"""The no-edit path's checkpoints made durable: the newest checkpoint an unchanged script saves where it
+always does (a declared file such as `out/ckpt.pt`, or a folder such as `out/checkpoint-500/`) is copied
+into the run's ckpt/ under a name that says where it came from, so the mirror treats it as any
+checkpoint (durable tier or the control host's pull, its step read, the resume proved); a fresh attempt
+on another box gets it back in place, a folder as one unit, before the command starts.
+
+A file keeps its bytes (`declared-file-<quoted path>`); a folder travels as one tar
+(`declared-dir-<quoted path>.tar`). Only the newest bridged copy stays in ckpt/: the mirror keeps its own
+history. A declared file whose name is not a checkpoint's (docs/contract.md) is not bridged.
+"""
+
+import contextlib
+import glob
+import os
+import shutil
+import tarfile
+import time
+import urllib.parse
+
+from .checkpoints import CHECKPOINT_SUFFIXES, incomplete
+from .mirror import clone_hashing
+
+FILE_PREFIX = "declared-file-"
+DIR_PREFIX = "declared-dir-"
+# A declared checkpoint must be untouched this long before it is copied (a folder is several writes).
+BRIDGE_SETTLE_SECONDS = 1.0
+
+
+def bridged_name(relative, is_dir):
+    quoted = urllib.parse.quote(relative, safe="")
+    return DIR_PREFIX + quoted + ".tar" if is_dir else FILE_PREFIX + quoted
+
+
+def bridged_source(name):
+    """(path relative to the working directory, is a folder) of a bridged copy's name, or None."""
+    if name.startswith(DIR_PREFIX) and name.endswith(".tar"):
+        relative, is_dir = urllib.parse.unquote(name[len(DIR_PREFIX) : -len(".tar")]), True
+    elif name.startswith(FILE_PREFIX):
+        relative, is_dir = urllib.parse.unquote(name[len(FILE_PREFIX) :]), False
+    else:
+        return None
+    normal = os.path.normpath(relative)
+    if os.path.isabs(normal) or normal == "." or normal.split(os.sep)[0] == "..":
+        return None  # never outside the working directory, whatever a restored copy is called
+    return normal, is_dir
+
+
+def declared_fingerprint(path):
+    """(newest mtime in ns, total bytes) of a declared file or folder."""
+    if not os.path.isdir(path):
+        info = os.stat(path)
+        return info.st_mtime_ns, info.st_size
+    newest, total = os.stat(path).st_mtime_ns, 0
+    for directory, _dirs, names in os.walk(path):
+        for name in names:
+            info = os.lstat(os.path.join(directory, name))
+            newest, total = max(newest, info.st_mtime_ns), total + info.st_size
+    return newest, total
+
+
+def bridge_declared(spec, bridged):
+    """Copy the newest declared checkpoint into ckpt/ once it has settled; bridged: {path: fingerprint}
+    of what was copied already (the caller keeps it between looks)."""
+    pattern = (spec.get("trainer_files") or {}).get("checkpoints")
+    if not pattern:
+        return
+    found = [path.rstrip(os.sep) for path in glob.glob(os.path.join(spec["cwd"], pattern))]
+    try:
+        newest = max(found, key=lambda path: declared_fingerprint(path)[0]) if found else None
+        fingerprint = declared_fingerprint(newest) if newest else None
+    except OSError:
+        return  # replaced while looked at: the next look
+    if newest is None or bridged.get(newest) == fingerprint:
+        return
+    is_dir = os.path.isdir(newest)
+    if not is_dir and (not newest.lower().endswith(CHECKPOINT_SUFFIXES) or incomplete(newest)):
+        return
+    if time.time_ns() - fingerprint[0] < BRIDGE_SETTLE_SECONDS * 1e9:
+        return
+    name = bridged_name(os.path.relpath(newest, spec["cwd"]), is_dir)
+    staging = os.path.join(spec["ckpt"], ".bridge-" + name)
+    try:
+        if is_dir:
+            with tarfile.open(staging, "w") as archive:
+                archive.add(newest, arcname=os.path.basename(newest))
+        else:
+            clone_hashing(newest, staging)
+        if declared_fingerprint(newest) != fingerprint:
+            os.remove(staging)  # rewritten while copied: the next look takes the new one
+            return
+        os.replace(staging, os.path.join(spec["ckpt"], name))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(staging)
+        return
+    for other in os.listdir(spec["ckpt"]):
+        if other != name and bridged_source(other) is not None:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(spec["ckpt"], other))
+    bridged[newest] = fingerprint
+
+
+def restore_declared(spec):
+    """A bridged checkpoint in ckpt/ (restored from the durable tier or the control host) put back where
+    the script looks for it, unless something is there already (an attempt on the same box keeps its own,
+    newer one). Returns the path it restored, relative to the working directory, or None."""
+    copies = [name for name in sorted(os.listdir(spec["ckpt"])) if bridged_source(name) is not None]
+    if not copies or not (spec.get("trainer_files") or {}).get("checkpoints"):
+        return None
+    name = max(copies, key=lambda copy: os.stat(os.path.join(spec["ckpt"], copy)).st_mtime_ns)
+    relative, is_dir = bridged_source(name)
+    target = os.path.join(spec["cwd"], relative)
+    if os.path.lexists(target):
+        return None
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if is_dir:
+        with tarfile.open(os.path.join(spec["ckpt"], name)) as archive:
+            extract_folder(archive, os.path.dirname(target), os.path.basename(target))
+    else:
+        shutil.copyfile(os.path.join(spec["ckpt"], name), target)
+    return relative
+
+
+def extract_folder(archive, parent, folder):
+    """One folder of plain files and folders, into parent: no link, no device, nothing outside folder
+    (checked member by member: a box's python may predate tarfile's extraction filters)."""
+    for member in archive.getmembers():
+        parts = os.path.normpath(member.name).split(os.sep)
+        if parts[0] != folder or ".." in parts or os.path.isabs(member.name) or not (member.isfile() or member.isdir()):
+            raise OSError(f"a bridged folder holds {member.name!r}: not restored")
+    for member in archive.getmembers():
+        path = os.path.join(parent, member.name)
+        if member.isdir():
+            os.makedirs(path, exist_ok=True)
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with archive.extractfile(member) as source, open(path, "wb") as target:
+            shutil.copyfileobj(source, target)
