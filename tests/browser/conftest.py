@@ -122,6 +122,22 @@ def started_stack(var_dir, database: Path | None = None, **extra_env) -> Stack:
     return running
 
 
+def read_in_chromium(script: str, url: str, session_cookie: str, timeout: float = 120) -> dict:
+    """Run a Playwright script in its own process (a live_server test's thread must not hold Playwright's
+    event loop) against url, signed in by the session cookie: the JSON it prints. The script gets the url,
+    the cookie, Chromium's path and its arguments (JSON) as argv[1:5]."""
+    import json
+
+    seen = subprocess.run(
+        [sys.executable, "-c", script, url, session_cookie, CHROMIUM, json.dumps(CHROMIUM_ARGS)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert seen.returncode == 0, seen.stderr[-2000:]
+    return json.loads(seen.stdout)
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):
     running = started_stack(tmp_path_factory.mktemp("stack-var"), migrated_sqlite(tmp_path_factory))

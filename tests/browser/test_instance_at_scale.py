@@ -1,10 +1,6 @@
 """The instance page of a box with 50 runs, in headless Chromium at 1,280 px (issue 49): under 2,500 px
 tall (12 runs made it 6,358 px), its teardown verdict in the first screen, and no card wider than itself."""
 
-import json
-import subprocess
-import sys
-
 import pytest
 from django.conf import settings
 from django.utils import timezone
@@ -12,7 +8,7 @@ from django.utils import timezone
 from custody.models import CustodyRecord, CustodyStatus
 from runs.models import RunState
 from tests import factories
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import read_in_chromium
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]  # it starts its own Chromium
 
@@ -43,22 +39,8 @@ def test_a_box_with_fifty_runs_fits_and_says_its_verdict_first(client, live_serv
     for run in runs[1:]:
         CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/c/x")
     client.force_login(bob)
-    seen = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            MEASURE,
-            live_server.url + box.get_absolute_url(),
-            client.cookies[settings.SESSION_COOKIE_NAME].value,
-            CHROMIUM,
-            json.dumps(CHROMIUM_ARGS),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert seen.returncode == 0, seen.stderr[-2000:]
-    page = json.loads(seen.stdout)
+    url = live_server.url + box.get_absolute_url()
+    page = read_in_chromium(MEASURE, url, client.cookies[settings.SESSION_COOKIE_NAME].value)
     assert page["height"] < 2500, page
     assert page["verdict"] <= 800, page  # in the first screen
     assert f"A verified copy of {runs[0].run_id} survives" in page["said"]

@@ -3,11 +3,8 @@ cell verified in custody, plus a lone base run; the compare page, read by headle
 configuration's interval over its seeds and labels each pair, checked against a hand computation
 here; the lone run's pairs say unknown."""
 
-import json
 import math
 import statistics
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,7 +15,7 @@ from custody.actions import do_start_verification
 from custody.evidence import latest_verified
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState, Sweep
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import read_in_chromium
 from tests.runs.conftest import set_config, wait_state
 from tests.waiting import wait_until
 
@@ -109,22 +106,7 @@ def test_a_replicate_sweep_is_compared_with_intervals_and_labels_in_the_browser(
     query = "&".join(f"run={run.run_id}" for run in [*cells, base])
     url = f"{live_server.url}{reverse('run-compare')}?{query}"
     started = time.monotonic()
-    seen = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            READ_PAGE,
-            url,
-            client.cookies[settings.SESSION_COOKIE_NAME].value,
-            CHROMIUM,
-            json.dumps(CHROMIUM_ARGS),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert seen.returncode == 0, seen.stderr[-2000:]
-    page = json.loads(seen.stdout)
+    page = read_in_chromium(READ_PAGE, url, client.cookies[settings.SESSION_COOKIE_NAME].value)
     # Groups in the order first seen: A = lr 0.01 (3 seeds), B = lr 0.2 (3 seeds), C = the lone base run.
     said = {key: text.split("\t", 1)[1].split()[0] for key, text in page["pairs"].items()}  # "B − A<tab>effect Δ …"
     pair = page["pairs"]["synthetic/accuracy B-A"]
