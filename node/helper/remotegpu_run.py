@@ -113,6 +113,14 @@ def export(model_state, config_path, tests=None, selection=None, **identity):
     if SMOKE:  # the smoke proves the code and writes nothing durable: an export there would be a whole run's
         print("remotegpu_run: the smoke writes no export", flush=True)
         return
+    _write_export(model_state, config_path, tests, selection or DEFAULT_SELECTION, identity)
+
+
+DEFAULT_SELECTION = {"split": "val", "metric": "val_loss", "direction": "min"}
+
+
+def _write_export(model_state, config_path, tests, selection, identity):
+    """export()'s files; selection None: run.json says nothing of how best.pth was chosen."""
     import torch
 
     os.makedirs(OUTPUT_DIR, exist_ok=True)
@@ -122,7 +130,8 @@ def export(model_state, config_path, tests=None, selection=None, **identity):
     for test_id, test in (tests or {}).items():
         _write_test(os.path.join(OUTPUT_DIR, "test", str(test_id)), test)
     run = {"run_id": RUN_ID, **identity, "tests": sorted(str(name) for name in tests or {})}
-    run["selection"] = selection or {"split": "val", "metric": "val_loss", "direction": "min"}
+    if selection is not None:
+        run["selection"] = selection
     run["checkpoints"] = {"best.pth": {"sha256": _sha256(best)}}
     with open(os.path.join(OUTPUT_DIR, "run.json"), "w") as handle:
         json.dump(run, handle, indent=2)
@@ -134,17 +143,20 @@ def predictions(logits, targets):
     import torch
 
     probabilities = torch.softmax(logits.detach().double(), dim=-1)
-    targets = [int(target) for target in targets]
-    picked = probabilities[torch.arange(len(targets)), torch.tensor(targets)].clamp(1e-12, 1.0)
-    predicted = probabilities.argmax(dim=-1).tolist()
-    accuracy = sum(p == t for p, t in zip(predicted, targets, strict=True)) / len(targets)
-    return {
-        "sample_id": list(range(len(targets))),
-        "target": targets,
-        "prediction": predicted,
-        "probabilities": probabilities.tolist(),
-        "metrics": {"accuracy": accuracy, "loss": float(-picked.log().mean())},
-    }
+    test = {"sample_id": list(range(len(probabilities))), "target": [int(target) for target in targets]}
+    test.update(prediction=probabilities.argmax(dim=-1).tolist(), probabilities=probabilities.tolist())
+    return {**test, "metrics": _claims(test)}
+
+
+def _claims(test):
+    """accuracy, and with probabilities the loss, as the readback recomputes them: the mean of -log of the
+    target's probability, clipped at 1e-12."""
+    pairs = list(zip(test["prediction"], test["target"], strict=True))
+    claims = {"accuracy": sum(p == t for p, t in pairs) / len(pairs)}
+    if test["probabilities"]:
+        picked = [max(min(row[t], 1.0), 1e-12) for row, t in zip(test["probabilities"], test["target"], strict=True)]
+        claims["loss"] = -sum(math.log(p) for p in picked) / len(picked)
+    return claims
 
 
 def _write_test(directory, test):
@@ -181,9 +193,9 @@ def build_declared():
     if not os.path.isfile(config):
         problems.append(f"the run's config file {config or '(none)'} is missing")
     if not problems:
-        export(state, config, tests=tests, built_from="trainer files")
+        # How the script chose its weights is not known: no selection (the readback warns, never guesses).
+        _write_export(state, config, tests, None, {"built_from": "trainer files"})
         _write_rows(rows)
-        _drop_selection()  # how the script chose its weights is not known: the readback warns, never guesses
     print(json.dumps({"problems": problems}), flush=True)
     return 1 if problems else 0
 
@@ -209,33 +221,32 @@ def _declared_rows(declared, problems):
     if not rows:
         problems.append(f"the declared metrics file {path} has no row with a step ({', '.join(STEP_COLUMNS)})")
         return []
-    # A resumed script logs again the steps between its checkpoint and where it was stopped: one row per
-    # step, the later values winning, in step order.
-    step = next(key for key in STEP_COLUMNS if any(key in row for row in rows))
-    by_step = {}
-    for row in rows:
-        if step in row:
-            by_step[row[step]] = {**by_step.get(row[step], {}), **row}
-    return [by_step[value] for value in sorted(by_step)]
+    return _one_row_per_step(rows, next(key for key in STEP_COLUMNS if any(key in row for row in rows)))
 
 
 def _rows_from_logs(pattern, problems):
     """Every printed line the pattern matches, in every attempt's log: a step printed again (a resumed
     attempt evaluates where it stopped) keeps its latest values."""
-    by_step = {}
+    rows = []
     for path in json.loads(os.environ.get("REMOTEGPU_LOGS") or "[]"):
-        if not os.path.isfile(path):
-            continue
-        with open(path, errors="replace") as handle:
-            for line in handle:
-                match = pattern.search(line)
-                if match:
-                    row = _numeric(match.groupdict())
-                    if "step" in row:
-                        by_step[row["step"]] = {**by_step.get(row["step"], {}), **row}
-    if not by_step:
+        if os.path.isfile(path):
+            with open(path, errors="replace") as handle:
+                rows += [_numeric(match.groupdict()) for match in map(pattern.search, handle) if match]
+    rows = _one_row_per_step(rows, "step")
+    if not rows:
         problems.append(f"no printed line matches the declared log_pattern {pattern.pattern}")
-    return [by_step[step] for step in sorted(by_step)]
+    return rows
+
+
+def _one_row_per_step(rows, step):
+    """The rows in step order, one per step under the name `step`: a resumed script logs again the steps
+    between its checkpoint and where it was stopped (an evaluation where it resumed), the later winning."""
+    by_step = {}
+    for row in rows:
+        if step in row:
+            merged = {**by_step.get(row[step], {}), **{key: value for key, value in row.items() if key != step}}
+            by_step[row[step]] = merged
+    return [{"step": value, **by_step[value]} for value in sorted(by_step)]
 
 
 def _numeric(item):
@@ -251,14 +262,11 @@ def _numeric(item):
 
 
 def _write_rows(rows):
-    """train.csv: the step first (whichever step column the script kept), then the metrics by name."""
-    step = next(key for key in STEP_COLUMNS if any(key in row for row in rows))
-    fields = ["step", *dict.fromkeys(key for row in rows for key in row if key != step)]
+    """train.csv: the step first, then the metrics by name."""
     with open(os.path.join(OUTPUT_DIR, "train.csv"), "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
         writer.writeheader()
-        for row in rows:
-            writer.writerow({"step": row.get(step), **{key: value for key, value in row.items() if key != step}})
+        writer.writerows(rows)
 
 
 def _declared_weights(declared, problems):
@@ -303,22 +311,7 @@ def _declared_tests(declared, problems):
     classes = sorted(int(key[5:]) for key in raw[0] if key.startswith("prob_") and key[5:].isdigit())
     test = {name: [int(float(row[name])) for row in raw] for name in needed}
     test["probabilities"] = [[float(row[f"prob_{index}"]) for index in classes] for row in raw] if classes else []
-    correct = sum(p == t for p, t in zip(test["prediction"], test["target"], strict=True))
-    test["metrics"] = {"accuracy": correct / len(raw)}
-    if classes:  # the readback's cross-entropy: the probability of the target, clipped at 1e-12
-        pairs = zip(test["probabilities"], test["target"], strict=True)
-        picked = [max(min(row[target], 1.0), 1e-12) for row, target in pairs]
-        test["metrics"]["loss"] = -sum(math.log(p) for p in picked) / len(picked)
-    return {declared.get("test_id") or "val": test}
-
-
-def _drop_selection():
-    path = os.path.join(OUTPUT_DIR, "run.json")
-    with open(path) as handle:
-        run = json.load(handle)
-    run.pop("selection", None)
-    with open(path, "w") as handle:
-        json.dump(run, handle, indent=2)
+    return {declared.get("test_id") or "val": {**test, "metrics": _claims(test)}}
 
 
 def _sha256(path):

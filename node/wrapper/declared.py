@@ -70,10 +70,9 @@ def smoke_argv(spec):
 
 
 def earlier_logs(spec):
-    """The logs of this run's earlier attempts on this box (quarantined), oldest first, then this one's."""
+    """The logs of this run's earlier attempts on this box (quarantined), oldest first."""
     pattern = os.path.join(spec["quarantine_base"], glob.escape(spec["run_id"]) + "--*", "log.txt")
-    by_attempt = sorted(glob.glob(pattern), key=lambda path: int(path.rsplit("--", 1)[1].split(os.sep)[0]))
-    return by_attempt
+    return sorted(glob.glob(pattern), key=lambda path: int(path.rsplit("--", 1)[1].split(os.sep)[0]))
 
 
 def build_export(spec, log_path):

@@ -10,7 +10,6 @@ history. A declared file whose name is not a checkpoint's (docs/contract.md) is 
 """
 
 import contextlib
-import glob
 import os
 import shutil
 import tarfile
@@ -18,6 +17,7 @@ import time
 import urllib.parse
 
 from .checkpoints import CHECKPOINT_SUFFIXES, incomplete
+from .declared import checkpoints_in_place, declared
 from .mirror import clone_hashing
 
 FILE_PREFIX = "declared-file-"
@@ -61,16 +61,15 @@ def declared_fingerprint(path):
 def bridge_declared(spec, bridged):
     """Copy the newest declared checkpoint into ckpt/ once it has settled; bridged: {path: fingerprint}
     of what was copied already (the caller keeps it between looks)."""
-    pattern = (spec.get("trainer_files") or {}).get("checkpoints")
-    if not pattern:
-        return
-    found = [path.rstrip(os.sep) for path in glob.glob(os.path.join(spec["cwd"], pattern))]
     try:
-        newest = max(found, key=lambda path: declared_fingerprint(path)[0]) if found else None
-        fingerprint = declared_fingerprint(newest) if newest else None
+        found = {path.rstrip(os.sep): declared_fingerprint(path) for path in checkpoints_in_place(spec)}
     except OSError:
         return  # replaced while looked at: the next look
-    if newest is None or bridged.get(newest) == fingerprint:
+    if not found:
+        return
+    newest = max(found, key=lambda path: found[path][0])
+    fingerprint = found[newest]
+    if bridged.get(newest) == fingerprint:
         return
     is_dir = os.path.isdir(newest)
     if not is_dir and (not newest.lower().endswith(CHECKPOINT_SUFFIXES) or incomplete(newest)):
@@ -104,8 +103,10 @@ def restore_declared(spec):
     """A bridged checkpoint in ckpt/ (restored from the durable tier or the control host) put back where
     the script looks for it, unless something is there already (an attempt on the same box keeps its own,
     newer one). Returns the path it restored, relative to the working directory, or None."""
+    if not declared(spec).get("checkpoints"):
+        return None
     copies = [name for name in sorted(os.listdir(spec["ckpt"])) if bridged_source(name) is not None]
-    if not copies or not (spec.get("trainer_files") or {}).get("checkpoints"):
+    if not copies:
         return None
     name = max(copies, key=lambda copy: os.stat(os.path.join(spec["ckpt"], copy)).st_mtime_ns)
     relative, is_dir = bridged_source(name)

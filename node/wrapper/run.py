@@ -32,9 +32,8 @@ def heartbeat(path, interval, stop):
                 handle.write(f"{int(time.time())}\n")
 
 
-def start_child(spec, log, secrets, hooks):
+def start_child(spec, argv, log, secrets, hooks):
     """The command, started without a shell; with secrets its output is masked on its way to the log."""
-    argv = attempt_argv(spec)
     env = run_env(spec, False, secrets, hooks)
     if not secrets:
         return subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=log, stderr=log), None
@@ -63,7 +62,7 @@ def _start_recorded(spec, attempt, log, secrets):
     try:
         argv = attempt_argv(spec)
         hooks, hooks_ran = hook_env(spec, dict(os.environ))
-        child, pump = start_child(spec, log, secrets, hooks)
+        child, pump = start_child(spec, argv, log, secrets, hooks)
         exe = os.path.realpath(f"/proc/{child.pid}/exe") if os.path.exists(f"/proc/{child.pid}/exe") else ""
         ran = {"argv0": argv[0], "exe": exe, "hooks": hooks_ran, "secrets": sorted(secrets)}
         atomic_write(os.path.join(attempt, "ran.json"), json.dumps(ran))
