@@ -129,7 +129,13 @@ class RunCreateSerializer(serializers.Serializer):
     checkpoints_retained = serializers.IntegerField(min_value=1, max_value=100, default=2)
     step_key = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
     # The no-edit path: where an unchanged script leaves its files (a mapping, or key: value lines).
-    trainer_files = serializers.JSONField(required=False, default=dict)
+    trainer_files = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text="The no-edit path (docs/contract.md): an object, or `key: value` lines, of checkpoints, "
+        "resume_args, smoke_args, weights, weights_key, metrics or log_pattern, predictions, test_id; paths "
+        "relative to the source directory. A bad declaration is a 400 naming every problem.",
+    )
     expected_files = serializers.IntegerField(min_value=1, max_value=10**12, default=1000)
     environment = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
     capsule = serializers.ChoiceField(choices=Capsule.choices, default=Capsule.SOFTWARE)

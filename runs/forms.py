@@ -110,7 +110,8 @@ class RunForm(forms.ModelForm):
         max_length=3000,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="For a script you cannot change: where it leaves its files, key: value per line (checkpoints, "
-        "resume_args, weights, weights_key, metrics or log_pattern, predictions, test_id; docs/contract.md). "
+        "resume_args, smoke_args, weights, weights_key, metrics or log_pattern, predictions, test_id; "
+        "docs/contract.md). "
         "The box builds the export from them after the command exits 0.",
     )
 
