@@ -13,6 +13,10 @@ Django's order of kinds (pytest-django's, as Django's runner: database tests fir
 database last), which the suite relies on: a module-scoped Playwright browser keeps an event loop
 marked running in its thread, and a database test after it in the same module is refused
 (SynchronousOnlyOperation: stress pass 3, seed 2938, tests/browser/test_load.py).
+
+The unit xdist hands a worker is a module, except tests/browser/: its modules share the session's one
+stack (`manage.py runstack`, tests/browser/conftest.py), which took ~40 s of a loaded machine to start in
+each worker that ran one of them; they go to one worker together (UnitScheduling), which starts it once.
 """
 
 import json
@@ -20,12 +24,15 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from pytest_django.plugin import validate_django_db
+from xdist.scheduler import LoadFileScheduling
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURED = Path(__file__).with_name("module_durations.json")
 TABLE = REPO / "test-artifacts" / "module-durations.json"
 UNMEASURED_SECONDS = 30.0  # a module new since the last table: assume a middling e2e module
+SHARED_STACK = "tests/browser/"
 
 
 def pytest_addoption(parser):
@@ -34,6 +41,12 @@ def pytest_addoption(parser):
 
 def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
+
+
+def unit_of(nodeid: str) -> str:
+    """What runs on one worker: the module, or all of tests/browser/ (the one stack they share)."""
+    module = module_of(nodeid)
+    return SHARED_STACK if module.startswith(SHARED_STACK) else module
 
 
 def measured() -> dict[str, float]:
@@ -60,18 +73,44 @@ def pytest_collection_modifyitems(config, items):
     by_module: dict[str, list] = defaultdict(list)
     for item in items:
         by_module[module_of(item.nodeid)].append(item)
+    by_unit: dict[str, list[str]] = defaultdict(list)
+    for module in by_module:
+        by_unit[unit_of(module)].append(module)
     seed = config.getoption("shuffle")
     if seed is not None:
         chance = random.Random(seed)
-        modules = sorted(by_module)
-        chance.shuffle(modules)
-        for module in modules:
+        units = sorted(by_unit)
+        chance.shuffle(units)
+        for unit in units:
+            by_unit[unit].sort()
+            chance.shuffle(by_unit[unit])
+        for module in sorted(by_module):
             chance.shuffle(by_module[module])
             by_module[module].sort(key=database_kind)
     else:
         seconds = measured()
-        modules = sorted(by_module, key=lambda module: -seconds.get(module, UNMEASURED_SECONDS))
-    items[:] = [item for module in modules for item in by_module[module]]
+
+        def took(module: str) -> float:
+            return seconds.get(module, UNMEASURED_SECONDS)
+
+        units = sorted(by_unit, key=lambda unit: -sum(map(took, by_unit[unit])))
+        for unit in units:
+            by_unit[unit].sort(key=lambda module: -took(module))
+    items[:] = [item for unit in units for module in by_unit[unit] for item in by_module[module]]
+
+
+class UnitScheduling(LoadFileScheduling):
+    """xdist's loadfile with unit_of as its scope: a unit's tests run on one worker, in collection order."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadfile":
+        return UnitScheduling(config, log)
+    return None
 
 
 class Durations:
