@@ -199,7 +199,12 @@ def checkpoint_summary(run) -> dict | None:
     on_control = run.durable_ckpt.get("target") == CONTROL
     # A copy in progress is said only while the run is live: once it ends, the line would never clear.
     pull = run.durable_ckpt.get("pull") if run.state in LIVE_STATES else None
-    return {"mirror": mirror, "newest": newest, "age": age, "rate": rate, "on_control": on_control, "pull": pull}
+    # The box's newest checkpoint of this attempt, said beside the copy while it is newer (both times are
+    # the box's clock): a retried attempt's progress is not hidden behind an earlier attempt's copy.
+    local = mirror.get("local")
+    on_box = local if local and (newest is None or local["at"] > newest["at"]) else None
+    summary = {"mirror": mirror, "newest": newest, "age": age, "rate": rate, "on_control": on_control, "pull": pull}
+    return {**summary, "on_box": on_box}
 
 
 def preflight_summary(run) -> str:

@@ -7,6 +7,7 @@ import argparse
 import csv
 import glob
 import os
+import time
 
 import remotegpu_run as rg  # RemoteGPU
 import torch
@@ -45,6 +46,15 @@ def data(config):
     return (inputs[:split], targets[:split]), (inputs[split:], targets[split:])
 
 
+def held(hold_file, at):
+    """Whether hold_file exists and names a number at or below `at` (a demo and test knob)."""
+    try:
+        with open(hold_file) as handle:
+            return at >= int(handle.read())
+    except (OSError, ValueError):
+        return False
+
+
 def newest(directory):
     found = glob.glob(os.path.join(directory, "epoch=*-step=*.ckpt"))
     return max(found, key=os.path.getmtime) if found else None
@@ -55,8 +65,11 @@ def main():
     parser.add_argument("--config", default="config.yaml")
     parser.add_argument("--default_root_dir", default="lightning_logs")
     parser.add_argument("--ckpt_path", default=None)
+    parser.add_argument("--max_epochs", type=int, default=None)  # overrides the config's
+    parser.add_argument("--hold_file", default="")  # a demo and test knob: holds after each save from its epoch
     args = parser.parse_args()
     config = read_config(args.config)
+    config["max_epochs"] = args.max_epochs or config["max_epochs"]
     torch.manual_seed(config["seed"])
     (train_x, train_y), (val_x, val_y) = data(config)
     model = nn.Sequential(nn.Linear(8, config["hidden"]), nn.ReLU(), nn.Linear(config["hidden"], 3))
@@ -87,6 +100,8 @@ def main():
         state = {"epoch": epoch, "global_step": step, "state_dict": model.state_dict()}
         state["optimizer_states"] = [optimizer.state_dict()]
         torch.save(state, os.path.join(checkpoints, f"epoch={epoch}-step={step}.ckpt"))
+        while held(args.hold_file, epoch):
+            time.sleep(0.05)
     probabilities = torch.softmax(model(val_x), dim=1).detach().tolist()  # RemoteGPU
     val = {"sample_id": list(range(len(val_y))), "target": val_y.tolist(), "probabilities": probabilities}  # RemoteGPU
     rg.export(model.state_dict(), args.config, tests={"val": {**val, "metrics": {"loss": val_loss}}})  # RemoteGPU

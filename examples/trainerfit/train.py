@@ -6,7 +6,9 @@ newest folder, a JSON-lines log (`log.jsonl`) and the final model in `<output_di
 with its evaluation's predictions in `<output_dir>/predictions.csv`.
 
 It runs on a box unchanged through the no-edit path (its trainer files declared with the run,
-docs/contract.md): folder checkpoints are found by a glob ending in `/`.
+docs/contract.md): folder checkpoints are found by a glob ending in `/`. `train_rg.py` is this file with
+the run helper's lines for train.csv and the export. `--hold_file` (a demo and test knob) holds the run
+after each save from the step the file names, while it exists.
 """
 
 import argparse
@@ -15,6 +17,7 @@ import glob
 import json
 import os
 import shutil
+import time
 
 import torch
 from torch import nn
@@ -31,6 +34,7 @@ def arguments():
     parser.add_argument("--save_total_limit", type=int, default=2)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--resume_from_checkpoint", default=None)
+    parser.add_argument("--hold_file", default="")
     return parser.parse_args()
 
 
@@ -56,6 +60,15 @@ def save_checkpoint(args, model, optimizer, state):
     folders = sorted(glob.glob(os.path.join(args.output_dir, "checkpoint-*")), key=lambda f: int(f.rsplit("-", 1)[1]))
     for old in folders[: -args.save_total_limit]:
         shutil.rmtree(old)
+
+
+def held(hold_file, at):
+    """Whether hold_file exists and names a number at or below `at` (a demo and test knob)."""
+    try:
+        with open(hold_file) as handle:
+            return at >= int(handle.read())
+    except (OSError, ValueError):
+        return False
 
 
 def log(args, state, entry):
@@ -93,6 +106,8 @@ def main():
             log(args, state, {"loss": round(loss.item(), 6), "epoch": state["epoch"], "step": step})
         if step % args.save_steps == 0:
             save_checkpoint(args, model, optimizer, state)
+            while held(args.hold_file, step):
+                time.sleep(0.05)
     with torch.no_grad():
         probabilities = torch.softmax(model(eval_x), dim=1)
     log(args, state, {"eval_accuracy": (probabilities.argmax(1) == eval_y).float().mean().item(), "step": step})

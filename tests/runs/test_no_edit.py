@@ -1,9 +1,11 @@
 """The no-edit path on the loopback box: trainers written the way public ones are, with no RemoteGPU in
 mind, reach a verified export with zero changed lines, their files declared with the run (runs/
 trainer_files.py). `examples/charlm/train.py` (nanoGPT's way: `out/ckpt.pt` saved in place, `iter_num`,
-`--init_from=resume`, losses printed) is killed mid-run and retried, and resumes where it stopped;
-`examples/lightfit/train_plain.py` (Lightning's way: `epoch=…-step=….ckpt`, a CSV logger) is exported
-from its own files. The helper path for charlm (`train_rg.py`) changes at most ten lines."""
+`--init_from=resume`, losses printed), `examples/lightfit/train_plain.py` (Lightning's way:
+`epoch=…-step=….ckpt`, a CSV logger) and `examples/trainerfit/train.py` (Hugging Face Trainer's way:
+`checkpoint-<step>/` folders, a JSON-lines log, predictions) are each killed mid-run, retried, resume
+where they stopped and are verified from their own files. The helper paths of charlm and trainerfit
+(`train_rg.py`) change at most ten lines each."""
 
 import csv
 import json
@@ -34,6 +36,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CHARLM = REPO / "examples" / "charlm"
 LIGHTFIT = REPO / "examples" / "lightfit"
+TRAINERFIT = REPO / "examples" / "trainerfit"
+TRAINERFIT_FILES = {
+    "checkpoints": "out/checkpoint-*/",
+    "resume_args": "--resume_from_checkpoint True",
+    "smoke_args": "--num_train_epochs=1",
+}
 STEP_LINE = r"step (?P<step>\d+): train loss (?P<train_loss>[0-9.]+), val loss (?P<val_loss>[0-9.]+)"
 CHARLM_FILES = {
     "checkpoints": "out/ckpt.pt",
@@ -72,12 +80,27 @@ def verified_after(started: float, record, name: str) -> None:
     path.write_text(json.dumps({**seen, name: round(time.monotonic() - started, 1)}, indent=1))
 
 
-def test_the_helper_path_of_charlm_changes_at_most_ten_lines():
+@pytest.mark.parametrize("example", [CHARLM, TRAINERFIT], ids=lambda path: path.name)
+def test_the_helper_path_changes_at_most_ten_lines(example):
     import difflib
 
-    diff = difflib.unified_diff(code_lines(CHARLM / "train.py"), code_lines(CHARLM / "train_rg.py"), n=0)
+    diff = difflib.unified_diff(code_lines(example / "train.py"), code_lines(example / "train_rg.py"), n=0)
     changed = [line for line in diff if line.startswith("+") and not line.startswith("+++")]
     assert 0 < len(changed) <= 10, changed
+
+
+def saved_at(path: Path, key: str) -> int | None:
+    """The step a whole checkpoint file holds; None while it is not there or half written (a kill then
+    would leave a file no resume can load: these trainers save in place, not atomically)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)[key]
+    except (OSError, RuntimeError, EOFError, KeyError, pickle.UnpicklingError):
+        return None
+
+
+def kill_the_attempt(node, run) -> None:
+    _wrapper, child = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
+    os.kill(child, signal.SIGKILL)
 
 
 def test_an_unchanged_nanogpt_style_trainer_is_killed_retried_resumed_in_place_and_verified(
@@ -97,16 +120,8 @@ def test_an_unchanged_nanogpt_style_trainer_is_killed_retried_resumed_in_place_a
     # Killed once its save at iteration 20 is whole: nanoGPT saves ckpt.pt in place, so a kill during the
     # write leaves a file no resume can load (the no-edit path does not make an in-place save atomic).
     checkpoint = node.active(run) / "src" / "out" / "ckpt.pt"
-
-    def saved_at(path: Path) -> int | None:
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)["iter_num"]
-        except (OSError, RuntimeError, EOFError, KeyError, pickle.UnpicklingError):
-            return None  # not there yet, or half written
-
-    wait_until(lambda: saved_at(checkpoint) == 20, 120, 0.05, what=lambda: f"ckpt.pt at {saved_at(checkpoint)}")
-    _wrapper, child = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
-    os.kill(child, signal.SIGKILL)
+    wait_until(lambda: saved_at(checkpoint, "iter_num") == 20, 120, 0.05, what=lambda: saved_at(checkpoint, "iter_num"))
+    kill_the_attempt(node, run)
     run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
     assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
 
@@ -157,59 +172,109 @@ def test_charlm_with_the_helpers_lines_is_verified_with_its_loss_recomputed(
     assert loss["test"] == "val" and loss["within_tolerance"]
 
 
-def test_an_unchanged_lightning_style_trainer_is_exported_from_its_csv_and_ckpt_files(
-    bob, make_run, node, celery_worker_process
+def test_an_unchanged_lightning_style_trainer_is_killed_retried_resumed_and_exported_from_its_files(
+    bob, make_run, node, tmp_path, celery_worker_process
 ):
     source = copied(LIGHTFIT)
     files = {
         "checkpoints": "lightning_logs/checkpoints/epoch=*-step=*.ckpt",
+        "smoke_args": "--max_epochs=1",
         "weights_key": "state_dict",
         "metrics": "lightning_logs/version_0/metrics.csv",
     }
-    run = make_run(
-        source_path=str(source),
-        command=[sys.executable, "train_plain.py", "--ckpt_path", "last"],
-        trainer_files=files,
-    )
+    hold = tmp_path / "hold"
+    hold.write_text("2\n")  # held after its save of epoch 2 until the test lets go
+    command = [sys.executable, "train_plain.py", "--ckpt_path", "last", f"--hold_file={hold}"]
+    run = make_run(source_path=str(source), command=command, trainer_files=files)
     started = time.monotonic()
     do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED | {RunState.RUNNING}, timeout=180)
+    assert run.state == RunState.RUNNING, (run.state, run.close_reason, run.smoke_output[-800:])
+    saved = node.active(run) / "src" / "lightning_logs" / "checkpoints" / "epoch=2-step=39.ckpt"
+    wait_until(lambda: saved_at(saved, "epoch") == 2, 120, 0.05, what=lambda: saved_at(saved, "epoch"))
+    kill_the_attempt(node, run)
+    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
+    assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
+
+    hold.unlink()
+    do_retry_run(run.pk, actor=bob)
     run = wait_state(run, SETTLED, timeout=180, refresh=True)
     assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
+    resumed = (node.active(run) / "attempt-2" / "log.txt").read_text()
+    assert "Epoch 3:" in resumed and "Epoch 2:" not in resumed  # from the newest epoch=…ckpt, not from 0
     rows = exported_rows(node, run)
-    assert [int(row["step"]) for row in rows] == [13 * epoch for epoch in range(1, 7)]
+    assert [int(row["step"]) for row in rows] == [13 * epoch for epoch in range(1, 7)]  # both attempts' rows
     assert {"epoch", "train_loss", "val_loss"} <= set(rows[0])
     record = wait_record(do_start_verification(run.pk, actor=bob))
-    verified_after(started, record, "lightfit, no edit")
+    verified_after(started, record, "lightfit, no edit (killed once, retried)")
     shutil.rmtree(source, ignore_errors=True)
 
 
-def test_an_unchanged_trainer_style_script_is_exported_from_its_folders_log_and_predictions(
-    bob, make_run, node, celery_worker_process
+def test_an_unchanged_trainer_style_script_is_killed_retried_resumed_and_exported_from_its_folders(
+    bob, make_run, node, tmp_path, celery_worker_process
 ):
     """Hugging Face Trainer's way (examples/trainerfit): checkpoint-<step>/ folders, a JSON-lines log, the
     final model and its predictions in its output_dir; the loss and accuracy are recomputed from them."""
-    source = copied(REPO / "examples" / "trainerfit")
+    source = copied(TRAINERFIT)
     files = {
-        "checkpoints": "out/checkpoint-*/",
-        "resume_args": "--resume_from_checkpoint True",
-        "smoke_args": "--num_train_epochs=1",
+        **TRAINERFIT_FILES,
         "weights": "out/pytorch_model.bin",
         "metrics": "out/log.jsonl",
         "predictions": "out/predictions.csv",
     }
-    command = [sys.executable, "train.py"]
+    hold = tmp_path / "hold"
+    hold.write_text("20\n")  # held after its save at step 20 until the test lets go
+    command = [sys.executable, "train.py", f"--hold_file={hold}"]
     run = make_run(source_path=str(source), command=command, config_path="train.py", trainer_files=files)
     started = time.monotonic()
     do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED, timeout=180, refresh=True)
-    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
+    run = wait_state(run, SETTLED | {RunState.RUNNING}, timeout=180)
+    assert run.state == RunState.RUNNING, (run.state, run.close_reason, run.smoke_output[-800:])
     # The smoke trained an epoch in the source tree: its folders and files were removed before the attempt.
     assert "out/checkpoint-10" in run.events.get(kind="alert", message__startswith="Smoke:").message
+    state = node.active(run) / "src" / "out" / "checkpoint-20" / "trainer_state.json"
+
+    def saved_step() -> int | None:  # trainer_state.json is the folder's last file: whole when it parses
+        try:
+            return json.loads(state.read_text())["global_step"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    wait_until(lambda: saved_step() == 20, 120, 0.05, what=saved_step)
+    kill_the_attempt(node, run)
+    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
+    assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
     assert "Continuing training" not in (node.active(run) / "attempt-1" / "log.txt").read_text()
+
+    hold.unlink()
+    do_retry_run(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
+    resumed = (node.active(run) / "attempt-2" / "log.txt").read_text()
+    assert "Continuing training from checkpoint out/checkpoint-20, global step 20" in resumed
     steps = [int(row["step"]) for row in exported_rows(node, run)]
-    assert steps == sorted(set(steps)) and steps[:2] == [5, 10] and steps[-1] == 48
+    assert steps == [5, 10, 15, 20, 25, 30, 35, 40, 45, 48]  # both attempts' lines, each step once
     record = wait_record(do_start_verification(run.pk, actor=bob))
-    verified_after(started, record, "trainerfit, no edit")
+    verified_after(started, record, "trainerfit, no edit (killed once, retried)")
     recomputed = {m["name"]: m["within_tolerance"] for m in record.evidence["metrics"]}
     assert recomputed == {"accuracy": True, "loss": True}
+    shutil.rmtree(source, ignore_errors=True)
+
+
+def test_trainerfit_with_the_helpers_lines_is_verified_from_its_own_export(bob, make_run, node, celery_worker_process):
+    """Its folder checkpoints stay declared; the helper writes train.csv and the export (test "eval")."""
+    source = copied(TRAINERFIT)
+    command = [sys.executable, "train_rg.py"]
+    run = make_run(source_path=str(source), command=command, config_path="train_rg.py", trainer_files=TRAINERFIT_FILES)
+    started = time.monotonic()
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (run.state, run.close_reason, run.smoke_output[-500:])
+    assert "remotegpu_run: the smoke writes no export" in run.smoke_output
+    assert json.loads((node.export(run) / "run.json").read_text())["tests"] == ["eval"]
+    assert [int(row["step"]) for row in exported_rows(node, run)][-2:] == [45, 48]
+    record = wait_record(do_start_verification(run.pk, actor=bob))
+    verified_after(started, record, "trainerfit, helper (3 lines)")
+    recomputed = {(m["test"], m["name"]): m["within_tolerance"] for m in record.evidence["metrics"]}
+    assert recomputed == {("eval", "accuracy"): True, ("eval", "loss"): True}
     shutil.rmtree(source, ignore_errors=True)

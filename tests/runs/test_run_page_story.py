@@ -1,6 +1,8 @@
 """A run page that tells one story (issue 49): only the remedy of the run's own failure class (a stopped,
-then retried run showed the disk-space remedy's list of regenerable files), and a "Copying…" line about
-a checkpoint copy that clears once the run ends instead of staying forever."""
+then retried run showed the disk-space remedy's list of regenerable files), a "Copying…" line about
+a checkpoint copy that clears once the run ends instead of staying forever, and a checkpoint panel that
+names the newest attempt's newest checkpoint beside an older durable copy (it said "step 5" alone while
+the retried attempt had trained to step 12)."""
 
 import re
 
@@ -40,6 +42,24 @@ def test_a_checkpoint_copy_in_progress_is_said_only_while_the_run_is_live(client
     run = factories.run(box, state=state, durable_ckpt={"pull": PULL})
     page = page_of(client, bob, run)
     assert ('id="control-pull"' in page) is shown and ("Copying latest.pth of step" in page) is shown
+
+
+def test_the_panel_names_the_newest_attempts_checkpoint_beside_an_older_copy(client, bob, box):
+    copied = {"name": "latest.pth", "step": 5, "bytes": 4096, "at": 1000.0, "sha256": "a" * 64, "seq": 1}
+    copied.update(file="000001-latest.pth", attempt=1)
+    durable = {"target": "control", "seq": 1, "files": {"latest.pth": copied}}
+    on_box = {"name": "latest.pth", "step": 12, "bytes": 4096, "at": 1300.0}
+    mirror = {"durable": False, "local": on_box, "held": {}}
+    run = factories.run(box, state=RunState.EXPORTED, attempt=2, durable_ckpt=durable, ckpt_mirror=mirror)
+    page = " ".join(re.sub(r"<[^>]+>", " ", page_of(client, bob, run)).split())
+    assert "Newest copy on the control host (no durable tier on the box): latest.pth of step 5 (attempt 1)," in page
+    assert "Newest checkpoint on the box: latest.pth of step 12 (attempt 2), newer than its copy." in page
+    # Once the copy caught up, one line says it all.
+    run.ckpt_mirror = {**mirror, "local": {**on_box, "step": 5, "at": 1000.0}}
+    run.durable_ckpt = {**durable, "files": {"latest.pth": {**copied, "attempt": 2}}}
+    run.save()
+    page = " ".join(re.sub(r"<[^>]+>", " ", page_of(client, bob, run)).split())
+    assert "latest.pth of step 5 (attempt 2)," in page and "Newest checkpoint on the box" not in page
 
 
 def test_an_empty_dashboard_shows_the_three_first_steps_as_links(client, admin_user, bob, box):

@@ -68,6 +68,16 @@ def test_every_trainer_files_key_is_on_the_page():
     assert unnamed(KEYS) == set()
 
 
+def test_each_declaration_on_the_page_is_one_the_run_form_accepts():
+    """The page's declarations (code blocks starting `checkpoints:`) as a user pastes them into the form."""
+    from runs.trainer_files import parse_text
+
+    blocks = re.findall(r"```\n(checkpoints: .*?)```", PAGE, re.S)
+    assert len(blocks) == 3
+    for block in blocks:
+        assert parse_text(block)["checkpoints"] == block.splitlines()[0].split(": ", 1)[1]
+
+
 def test_the_check_sees_a_rule_the_page_lost():
     page = PAGE.replace("`latest.pth`", "the rolling checkpoint")
     assert unnamed(WRAPPER.FORBIDDEN_EXPORT, page) == {"latest.pth"}
