@@ -5,6 +5,7 @@ window.MetricCharts = class MetricCharts {
   static COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d"];
   static AXES = new Set(["epoch", "seconds", "step"]);
   static DEFAULT_SHOWN = 6;
+  static KEYED_PAST = 2; // more series than this: one key line per group above the charts, no legend per chart
   static WHOLE = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 
   constructor(target, { empty = "No train.csv rows yet." } = {}) {
@@ -13,12 +14,16 @@ window.MetricCharts = class MetricCharts {
     this.series = [];
     this.charts = new Map();
     this.chosen = null; // the metrics a person picked; null = the first DEFAULT_SHOWN
+    this.keyed = false;
     this.log = false;
     this.smoothing = 0;
     this.controls = this.makeControls();
     this.plots = document.createElement("div");
     this.plots.className = "curves";
-    target.replaceChildren(this.controls, this.plots);
+    this.key = document.createElement("div");
+    this.key.className = "chart-key";
+    this.key.hidden = true;
+    target.replaceChildren(this.controls, this.key, this.plots);
     new ResizeObserver(() => this.resize()).observe(this.plots);
   }
 
@@ -58,9 +63,44 @@ window.MetricCharts = class MetricCharts {
   }
 
   setSeries(series) {
-    // color: an index into COLORS shared by the series of one group (the compare page's replicates).
-    this.series = series.map((one, i) => ({ label: one.label, rows: one.rows || [], color: one.color ?? i }));
+    // color: an index into COLORS shared by the series of one group (the compare page's replicates);
+    // group: that group's name, said once on its key line.
+    this.series = series.map((one, i) => ({ ...one, rows: one.rows || [], color: one.color ?? i }));
+    const keyed = this.series.length > MetricCharts.KEYED_PAST;
+    if (keyed !== this.keyed) {
+      // Charts made with the other kind of legend are made again.
+      this.charts.forEach((chart) => { chart.plot.destroy(); chart.figure.remove(); });
+      this.charts.clear();
+    }
+    this.keyed = keyed;
+    this.drawKey();
     this.redraw(true);
+  }
+
+  // A sweep of many runs: each chart's own legend took a line or more per run under every chart. One
+  // line per group instead (its colour, its name, its runs), cut with an ellipsis, the whole in a tooltip.
+  drawKey() {
+    this.key.hidden = !this.keyed;
+    if (!this.keyed) return;
+    const groups = new Map();
+    for (const one of this.series) {
+      if (!groups.has(one.color)) groups.set(one.color, { name: one.group, labels: [] });
+      groups.get(one.color).labels.push(one.label);
+    }
+    this.key.replaceChildren(
+      ...[...groups].map(([color, group]) => {
+        const line = document.createElement("p");
+        line.className = "key-line";
+        line.dataset.group = group.name ?? "";
+        const swatch = document.createElement("span");
+        swatch.className = "swatch";
+        swatch.style.background = MetricCharts.COLORS[color % MetricCharts.COLORS.length];
+        const runs = group.labels.length > 1 ? `${group.labels.length} runs: ` : "";
+        line.append(swatch, `${group.name ? group.name + " · " : ""}${runs}${group.labels.join(", ")}`);
+        line.title = group.labels.join("\n");
+        return line;
+      }),
+    );
   }
 
   append(index, rows) {
@@ -183,7 +223,7 @@ window.MetricCharts = class MetricCharts {
       scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
       // Epochs are whole numbers: no tick at 2.5.
       axes: [{ label: "epoch", size: 36, incrs: MetricCharts.WHOLE }, { size: 56 }],
-      legend: { live: true },
+      legend: { show: !this.keyed, live: true },
       series: [
         { label: "epoch" },
         ...this.series.map((one, i) => ({
