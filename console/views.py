@@ -245,6 +245,9 @@ def approval_queue(request):
     return render(request, "custody/approval_queue.html", context)
 
 
+AUDIT_PAGE = 100
+
+
 def audit_log(request):
     """Every change to access, credentials, money and evidence, from the one log: an admin sees all of
     it, a member what touched their projects; filtered, and exported as CSV or JSON."""
@@ -254,5 +257,20 @@ def audit_log(request):
     entries = filter_audit(entries, request.GET)
     if request.GET.get("format") in ("csv", "json"):
         return export_audit(entries, request.GET["format"])
-    context = {"entries": entries[:500], "areas": AuditAction.areas()}
+    # A page of the newest entries, then older ones by id (keyset: the log only grows, and a page never
+    # shifts under a reader while entries are added); the exports hold every entry the filters match.
+    before = request.GET.get("before", "")
+    if before.isdigit():
+        entries = entries.filter(id__lt=int(before))
+    rows = list(entries.order_by("-id")[: AUDIT_PAGE + 1])
+    older = None
+    if len(rows) > AUDIT_PAGE:
+        rows = rows[:AUDIT_PAGE]
+        older = request.GET.copy()
+        older["before"] = rows[-1].id
+        older = older.urlencode()
+    newest = request.GET.copy()
+    newest.pop("before", None)
+    newest = newest.urlencode() if before.isdigit() else None
+    context = {"entries": rows, "areas": AuditAction.areas(), "older": older, "newest": newest}
     return render(request, "console/audit_log.html", {**context, "query": request.GET})

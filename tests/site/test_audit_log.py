@@ -2,6 +2,7 @@
 that makes one, read together on /audit/ and in its exports, each person seeing what touched their
 projects (an admin: everything). Until now /audit/ showed teardown only."""
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -126,3 +127,22 @@ def test_the_log_page_asks_the_same_few_queries_however_many_entries(client, pro
     for n in range(20):
         record("instance.edited", f"edit {n}", actor=bob, instance=box, run=box.runs.first())
     assert queries() == few <= 8
+
+
+def test_the_log_shows_a_page_at_a_time_with_the_filters_kept_and_exports_everything(client, project, bob, alice):
+    from console.views import AUDIT_PAGE
+
+    box = factories.box(project)
+    for n in range(AUDIT_PAGE + 5):
+        record("instance.edited", f"edit {n}", actor=bob, instance=box)
+    client.force_login(alice)
+    first = client.get("/audit/", {"area": "access"})  # no entry of that area: one empty page
+    assert 'id="older"' not in first.content.decode() and "Nothing recorded." in first.content.decode()
+    page = client.get("/audit/", {"instance": box.name}).content.decode()
+    assert page.count("<tr><td>") == AUDIT_PAGE and f"edit {AUDIT_PAGE + 4}" in page and "edit 4<" not in page
+    older = re.search(r'href="\?([^"]+)" id="older"', page).group(1).replace("&amp;", "&")
+    assert f"instance={box.name}" in older  # the filter stays on the next page
+    rest = client.get("/audit/?" + older).content.decode()
+    assert rest.count("<tr><td>") == 5 and "edit 0<" in rest and 'id="older"' not in rest and 'id="newest"' in rest
+    assert client.get("/audit/", {"before": "x'1"}).status_code == 200  # not a number: the first page
+    assert len(client.get("/audit/", {"format": "json", "instance": box.name}).json()) == AUDIT_PAGE + 5
