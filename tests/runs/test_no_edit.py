@@ -241,10 +241,10 @@ def test_an_unchanged_trainer_style_script_is_killed_retried_resumed_and_exporte
             return None
 
     wait_until(lambda: saved_step() == 20, 120, 0.05, what=saved_step)
+    assert "Continuing training" not in (node.active(run) / "attempt-1" / "log.txt").read_text()  # not the smoke's
     kill_the_attempt(node, run)
     run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
     assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
-    assert "Continuing training" not in (node.active(run) / "attempt-1" / "log.txt").read_text()
 
     hold.unlink()
     do_retry_run(run.pk, actor=bob)
