@@ -229,8 +229,18 @@ def approval_queue(request):
         .needs_person()
         .select_related("instance__project", "requester", "approver")
     )
+    # Evidence deletions filed from one selection are decided as one (each still on its own check).
+    batches: dict = {}
+    for item in pending:
+        if item.request.batch:
+            batches.setdefault(item.request.batch, []).append(item)
+    batches = {batch: items for batch, items in batches.items() if len(items) > 1}
     context = {
-        "pending": pending,
+        "pending": [item for item in pending if item.request.batch not in batches],
+        "batches": [
+            {"batch": batch, "items": items, "first": items[0].request, "approvable": sum(i.approvable for i in items)}
+            for batch, items in batches.items()
+        ],
         "attention": attention,
         "decided": decided,
         # Which of these projects this person decides for (one query): an approver of another project

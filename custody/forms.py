@@ -31,6 +31,22 @@ class TeardownRequestForm(forms.Form):
         return data
 
 
+class EvidenceSelectionForm(forms.Form):
+    """Evidence deletion over the exports a person ticks on the box's page: one location, one reason."""
+
+    run = forms.ModelMultipleChoiceField(
+        queryset=Run.objects.none(),
+        to_field_name="run_id",
+        error_messages={"required": "Tick the exports whose copy should be deleted."},
+    )
+    location = forms.ChoiceField(choices=EvidenceLocation.choices)
+    reason = forms.CharField(max_length=2000, error_messages={"required": "Say why: the reason is audited."})
+
+    def __init__(self, *args, instance=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["run"].queryset = Run.objects.filter(instance=instance, state=RunState.EXPORTED)
+
+
 REDUCER_NAMES = ("mean", "median", "sum", "min", "max", "rms")
 
 

@@ -208,6 +208,9 @@ class TeardownRequest(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     offline_verified = models.BooleanField(null=True)
+    # Evidence deletions a person filed together from one selection of a box's exports: each is its own
+    # request (checked, approved and executed on its own); the pages show them and decide them as one.
+    batch = models.UUIDField(null=True, blank=True, db_index=True)
 
     objects = TeardownRequestQuerySet.as_manager()
 

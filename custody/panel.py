@@ -29,6 +29,7 @@ def teardown_panel(instance, all_exports: bool = False) -> dict:
     return {
         "consequences": consequences,
         "deletion": consequence_of(TeardownKind.DELETE_EVIDENCE, instance),
+        "locations": EvidenceLocation.choices,
         "exports": exports if all_exports else exports[:SHOWN_EXPORTS],
         "exports_total": len(exports),
         "listed_all": all_exports,

@@ -103,7 +103,9 @@ def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire
     return request
 
 
-def do_file_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, *, actor):
+def do_file_teardown(
+    instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, batch=None, *, actor
+):
     """What a person's button or API call does: file the request and leave its deep proofs to a task.
 
     The rules that need no box (who may ask, duplicates, holds, verified custody, what the database
@@ -116,6 +118,7 @@ def do_file_teardown(instance_pk, kind, reason, run=None, location="", retire_ho
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_pk)
         request = _new_request(instance, kind, reason, run, location, retire_hold, resource, actor)
+        request.batch = batch if kind == TeardownKind.DELETE_EVIDENCE else None
         fresh = checks.checks_for(request, deep=False)
         refusal = checks.refusal(fresh)
         if not refusal:

@@ -5,6 +5,8 @@ from custody import views
 urlpatterns = [
     path("custody/<int:pk>.json", views.custody_json, name="custody-json"),
     path("instances/<int:pk>/teardown/", views.teardown_create, name="teardown-create"),
+    path("instances/<int:pk>/teardown/evidence/", views.teardown_select_evidence, name="teardown-select-evidence"),
+    path("teardown/batch/<uuid:batch>/decide/", views.teardown_decide_batch, name="teardown-decide-batch"),
     path("instances/<int:pk>/hold/", views.instance_hold, name="instance-hold"),
     path("instances/<int:pk>/cache-cleanup/", views.instance_cache_cleanup, name="instance-cache-cleanup"),
     path("teardown/<int:pk>/", views.teardown_detail, name="teardown-detail"),

@@ -1,9 +1,13 @@
 """Custody pages: the custody record's JSON export, teardown requests, the approval queue, the audit log."""
 
+import uuid
+
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import ValidationError
 from django.http import HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
 from core.flash import perform
@@ -11,9 +15,9 @@ from custody import teardown
 from custody.actions import do_start_verification
 from custody.caches import do_request_cache_cleanup
 from custody.export import record_as_dict
-from custody.forms import ProjectMetricForm, TeardownRequestForm
+from custody.forms import EvidenceSelectionForm, ProjectMetricForm, TeardownRequestForm
 from custody.levels import consequence_of
-from custody.models import CustodyRecord, ProjectMetric, TeardownRequest, TeardownStatus
+from custody.models import CustodyRecord, ProjectMetric, TeardownKind, TeardownRequest, TeardownStatus
 from custody.project_metrics import do_register_metric
 from custody.queue import waiting
 from custody.waste import do_set_waste_shutdown
@@ -94,6 +98,58 @@ def teardown_create(request, pk):
     if perform(request, action, "Request filed: checking the box before it goes to an approver."):
         return redirect(created[0])
     return _back_to_instance(pk)
+
+
+@require_POST
+@permission_required("projects.operate", raise_exception=True)
+def teardown_select_evidence(request, pk):
+    """Evidence deletion over the exports a person ticked: one request each under one batch, each checked
+    on its own (one refused leaves the others filed); the person reads what was filed and what refused."""
+    instance = operated_instance(request, pk)
+    form = EvidenceSelectionForm(request.POST, instance=instance)
+    if not form.is_valid():
+        messages.error(request, " ".join(error for errors in form.errors.values() for error in errors))
+        return _back_to_instance(pk)
+    data, batch = form.cleaned_data, uuid.uuid4()
+    filed, refused = [], []
+    kind, reason, location = TeardownKind.DELETE_EVIDENCE, data["reason"], data["location"]
+    for run in data["run"]:
+        try:
+            filed.append(teardown.do_file_teardown(pk, kind, reason, run, location, batch=batch, actor=request.user))
+        except teardown.TeardownRefused as exc:
+            refused.append(f"{run.run_id}: {' '.join(exc.messages)}")
+    if filed:
+        messages.success(request, f"{len(filed)} deletion request{pluralize(len(filed))} filed: checking the box.")
+    if refused:
+        messages.error(request, f"{len(refused)} refused — " + "; ".join(refused))
+    return _back_to_instance(pk)
+
+
+@require_POST
+def teardown_decide_batch(request, batch):
+    """Approve or reject every pending request of a batch, each on its own (its checks, its audit entry)."""
+    requests = TeardownRequest.objects.visible_to(request.user).filter(batch=batch).pending().order_by("pk")
+    if not requests:
+        return HttpResponseBadRequest("no pending request in that batch")
+    decision = request.POST.get("decision")
+    comment = request.POST.get("comment", "")[:2000]
+    if decision not in ("approve", "reject"):
+        return HttpResponseBadRequest("decision must be approve or reject")
+    done, refused = 0, []
+    for item in requests:
+        try:
+            if decision == "approve":
+                teardown.do_approve_teardown(item.pk, comment, actor=request.user)
+            else:
+                teardown.do_reject_teardown(item.pk, comment, actor=request.user)
+            done += 1
+        except ValidationError as exc:
+            refused.append(f"#{item.pk}: {' '.join(exc.messages)}")
+    if done:
+        messages.success(request, f"{done} request{pluralize(done)} {decision}d.")
+    if refused:
+        messages.error(request, "Not decided — " + "; ".join(refused))
+    return redirect("approval-queue")
 
 
 def teardown_detail(request, pk):

@@ -1,7 +1,7 @@
 """The instance page's consequences at team scale (issue 49): each check opens with its verdict in one
 line and its failing items first, the passing ones counted and folded; the evidence section counts the
-exports ("12 exports: 11 kept by a verified copy, 1 without one") and folds their copies; a released
-box offers no deletion form."""
+exports ("12 exports: 11 kept by a verified copy, 1 without one") and folds their copies, with one
+deletion request over the exports a person ticks; a released box offers none."""
 
 import re
 
@@ -39,7 +39,8 @@ def test_the_verdict_comes_first_and_the_unkept_export_is_named(client, bob, bus
     exports = page[page.index('<details class="exports"') :]
     assert exports.startswith('<details class="exports">')  # folded: twelve exports are detail, not the page
     assert exports.index(unverified.run_id) < min(exports.index(r.run_id) for r in box.runs.exclude(pk=unverified.pk))
-    assert exports.count("Request deletion") == 12
+    # One deletion request over the exports a person ticks, not a form per export (issue 49).
+    assert exports.count('type="checkbox" name="run"') == 12 and exports.count("Request deletion") == 1
     release = page[page.index('id="consequence-release"') :]
     verdict = release[release.index('class="verdict') :]
     verdict = text_of(verdict[: verdict.index("</p>")])
@@ -80,4 +81,4 @@ def test_the_page_stays_the_same_size_and_queries_from_10_to_1000_exports(client
     assert seen[1000][1] - seen[30][1] < 600, seen  # the counts' digits, not a row per run
     assert "975 more, each kept by a verified copy" in text_of(page)
     listed = client.get(box.get_absolute_url() + "?exports=all").content.decode()
-    assert listed.count("Request deletion") == 1000
+    assert listed.count('type="checkbox" name="run"') == 1000

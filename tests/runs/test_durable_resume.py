@@ -2,7 +2,8 @@
 tmpfs as their durable tier: tinyfit's checkpoints are mirrored while it trains; box 1 is lost (its
 processes killed, its active/ removed, as a reclaimed pod's disk is); the run continues on box 2 from
 the durable copy and seals an export that verifies. A variant that ignores its checkpoint is caught
-as a broken resume and is not relaunched again."""
+as a broken resume and is not relaunched again. An unchanged Trainer-style script (the no-edit path,
+examples/trainerfit) continues on box 2 from its declared checkpoint folder, restored as one unit."""
 
 import contextlib
 import csv
@@ -11,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +32,7 @@ from runs.actions.moves import do_continue_elsewhere
 from runs.models import RunState
 from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
 from tests.runs.test_interruptions import interrupt
+from tests.runs.test_no_edit import TRAINERFIT, TRAINERFIT_FILES, copied
 from tests.sshd import Sshd
 from tests.waiting import wait_until
 from tests.worker_env import NODE_ROOT, WORKER
@@ -260,3 +263,41 @@ def test_the_run_page_offers_the_move_and_bad_input_changes_nothing(client, bob,
         assert any(word in answer.content.decode() for word in ("Choose a box", "own box"))
     run.refresh_from_db()
     assert run.state == RunState.QUARANTINED and run.instance_id == box1.pk and run.moves == []
+
+
+def test_an_unchanged_trainer_style_script_continues_on_another_box_from_its_declared_folder(
+    bob, make_run, node, boxes, tmp_path, celery_worker_process
+):
+    """Its `checkpoint-20/` folder (weights, optimizer, trainer_state.json) is bridged into ckpt/ as one tar,
+    mirrored to the durable tier, and put back in out/ on box 2 before the command starts with its
+    declared resume_args; the export is built there from the declared files and verifies."""
+    box1, box2 = boxes
+    source = copied(TRAINERFIT)
+    files = {**TRAINERFIT_FILES, "metrics": "out/log.jsonl", "predictions": "out/predictions.csv"}
+    hold = tmp_path / "hold"
+    hold.write_text("20\n")  # held after its save at step 20 until box 1 is lost
+    command = [sys.executable, "train.py", f"--hold_file={hold}"]
+    run = make_run(source_path=str(source), command=command, config_path="train.py", trainer_files=files)
+    do_start_preflight(run.pk, actor=bob)
+    assert wait_state(run, SETTLED).state == RunState.RUNNING, run.close_reason
+
+    from watching.tasks import arm_watchers
+
+    def durable_folder() -> dict | None:
+        run.refresh_from_db()
+        copies = (run.durable_ckpt.get("files") or {}).values()
+        return next((c for c in copies if c["name"] == "declared-dir-out%2Fcheckpoint-20.tar"), None)
+
+    wait_until(durable_folder, 90, 0.5, what=lambda: run.durable_ckpt, between=arm_watchers)
+    lose_box(node, run)
+    hold.unlink()
+    continue_on(run, box2, bob)
+    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_SMOKE}, timeout=240, refresh=True)
+    assert run.state == RunState.EXPORTED and run.instance_id == box2.pk, (run.state, run.close_reason)
+    box2_active = on_this_machine(SECOND_ROOT) / run.project.slug / "active" / run.run_id
+    log = (box2_active / "attempt-2" / "log.txt").read_text()
+    assert "Continuing training from checkpoint out/checkpoint-20, global step 20" in log
+    record = do_start_verification(run.pk, actor=bob)
+    wait_until(lambda: record.refresh_from_db() or record.status in ("verified", "failed"), 120, 0.3, what="custody")
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    shutil.rmtree(source, ignore_errors=True)
