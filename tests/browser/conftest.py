@@ -122,12 +122,27 @@ def started_stack(var_dir, database: Path | None = None, **extra_env) -> Stack:
     return running
 
 
-def read_in_chromium(script: str, url: str, session_cookie: str, timeout: float = 120) -> dict:
-    """Run a Playwright script in its own process (a live_server test's thread must not hold Playwright's
-    event loop) against url, signed in by the session cookie: the JSON it prints. The script gets the url,
-    the cookie, Chromium's path and its arguments (JSON) as argv[1:5]."""
-    import json
+SIGNED_IN_PAGE = """
+import json, sys
+from playwright.sync_api import sync_playwright
+url, cookie, chromium, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium, headless=True, args=args)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies([{"name": "sessionid", "value": cookie, "url": url}])
+    page = context.new_page()
+    page.goto(url)
+"""
 
+
+def read_in_chromium(body: str, url: str, session_cookie: str, timeout: float = 120) -> dict:
+    """Run Playwright lines in a process of their own (a live_server test's thread must not hold
+    Playwright's event loop) with `page` open at url at 1,280 px, signed in by the session cookie; the
+    JSON they print."""
+    import json
+    import textwrap
+
+    script = SIGNED_IN_PAGE + textwrap.indent(textwrap.dedent(body), "    ") + "\n    browser.close()\n"
     seen = subprocess.run(
         [sys.executable, "-c", script, url, session_cookie, CHROMIUM, json.dumps(CHROMIUM_ARGS)],
         capture_output=True,

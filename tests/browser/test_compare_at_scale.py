@@ -16,15 +16,6 @@ from tests.runs.test_replicates import verified
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]  # it starts its own Chromium
 
 MEASURE = """
-import json, sys
-from playwright.sync_api import sync_playwright
-url, cookie, chromium, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-with sync_playwright() as p:
-    browser = p.chromium.launch(executable_path=chromium, headless=True, args=args)
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.add_cookies([{"name": "sessionid", "value": cookie, "url": url}])
-    page = context.new_page()
-    page.goto(url)
     page.wait_for_selector("#compare-plots figure.curve")
     lines = page.evaluate(
         "[...document.querySelectorAll('#compare-plots .key-line')].map(l => ({text: l.textContent,"
@@ -37,7 +28,6 @@ with sync_playwright() as p:
     print(json.dumps({"lines": lines, "legends": page.locator("#compare-plots .u-legend").count(),
                       "charts": page.locator("#compare-plots figure.curve").count(), "wide": wide,
                       "line_height": page.evaluate("parseFloat(getComputedStyle(document.body).fontSize)")}))
-    browser.close()
 """
 
 
@@ -47,7 +37,12 @@ def test_a_six_run_sweep_has_one_key_line_per_group_and_no_clipped_card(client, 
     for lr in (0.01, 0.1):
         for seed in (7, 8, 9):
             curve = [{"epoch": epoch, "val_loss": lr + 1 / (epoch + seed)} for epoch in range(1, 6)]
-            run = factories.run(box, state=RunState.EXPORTED, title=f"lr {lr} seed {seed}", curve=curve)
+            run = factories.run(
+                box,
+                state=RunState.EXPORTED,
+                title=f"lr {lr} seed {seed}, warm-up 500 steps, cosine decay, batch 64",
+                curve=curve,
+            )
             verified(run, tmp_path, 0.9 + lr, {"seed": seed, "lr": lr, "epochs": 5})
             runs.append(run)
     client.force_login(bob)

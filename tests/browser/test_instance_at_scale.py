@@ -13,15 +13,6 @@ from tests.browser.conftest import read_in_chromium
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]  # it starts its own Chromium
 
 MEASURE = """
-import json, sys
-from playwright.sync_api import sync_playwright
-url, cookie, chromium, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-with sync_playwright() as p:
-    browser = p.chromium.launch(executable_path=chromium, headless=True, args=args)
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.add_cookies([{"name": "sessionid", "value": cookie, "url": url}])
-    page = context.new_page()
-    page.goto(url)
     verdict = page.wait_for_selector("#teardown-verdict").bounding_box()
     wide = page.evaluate(
         "[...document.querySelectorAll('section.card')].filter(c => c.scrollWidth > c.clientWidth).map(c => c.id)"
@@ -29,7 +20,6 @@ with sync_playwright() as p:
     height = page.evaluate("document.documentElement.scrollHeight")
     print(json.dumps({"height": height, "verdict": verdict["y"] + verdict["height"], "wide": wide,
                       "said": page.inner_text("#teardown-verdict")}))
-    browser.close()
 """
 
 

@@ -98,9 +98,26 @@ def saved_at(path: Path, key: str) -> int | None:
         return None
 
 
-def kill_the_attempt(node, run) -> None:
+def training(run, bob):
+    """Preflight, smoke and launch: the run once its attempt trains."""
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED | {RunState.RUNNING}, timeout=180)
+    assert run.state == RunState.RUNNING, (run.state, run.close_reason, run.smoke_output[-800:])
+    return run
+
+
+def killed_and_retried(node, run, hold: Path, bob):
+    """Its trainer killed (held after a whole save), the run retried with the hold gone: the exported run
+    and its second attempt's log."""
     _wrapper, child = map(int, (node.active(run) / "attempt-1" / "pid").read_text().split())
     os.kill(child, signal.SIGKILL)
+    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
+    assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
+    hold.unlink()
+    do_retry_run(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
+    return run, (node.active(run) / "attempt-2" / "log.txt").read_text()
 
 
 def test_an_unchanged_nanogpt_style_trainer_is_killed_retried_resumed_in_place_and_verified(
@@ -111,9 +128,7 @@ def test_an_unchanged_nanogpt_style_trainer_is_killed_retried_resumed_in_place_a
     command = [sys.executable, "train.py", "config/tiny.py", f"--hold_file={hold}"]
     run = make_run(command=command, config_path="config/tiny.py", trainer_files=CHARLM_FILES)
     started = time.monotonic()
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED | {RunState.RUNNING}, timeout=180)
-    assert run.state == RunState.RUNNING, (run.state, run.close_reason, run.smoke_output[-800:])
+    run = training(run, bob)
     # The smoke (its declared --max_iters=2) saved out/ckpt.pt in the source tree: removed, with a warning.
     smoke = "Smoke: the smoke wrote the script's declared files (out/ckpt.pt)"
     assert run.events.filter(kind="alert", message__startswith=smoke).exists()
@@ -121,15 +136,8 @@ def test_an_unchanged_nanogpt_style_trainer_is_killed_retried_resumed_in_place_a
     # write leaves a file no resume can load (the no-edit path does not make an in-place save atomic).
     checkpoint = node.active(run) / "src" / "out" / "ckpt.pt"
     wait_until(lambda: saved_at(checkpoint, "iter_num") == 20, 120, 0.05, what=lambda: saved_at(checkpoint, "iter_num"))
-    kill_the_attempt(node, run)
-    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
-    assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
-
-    hold.unlink()
-    do_retry_run(run.pk, actor=bob)
-    run = wait_state(run, SETTLED, timeout=180, refresh=True)
-    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
-    assert "Resuming training from out at iter 20" in (node.active(run) / "attempt-2" / "log.txt").read_text()
+    run, resumed = killed_and_retried(node, run, hold, bob)
+    assert "Resuming training from out at iter 20" in resumed
     rows = exported_rows(node, run)
     assert [int(row["step"]) for row in rows] == [0, 10, 20, 30, 40, 50, 60]  # both attempts' printed lines
     assert {"train_loss", "val_loss"} <= set(rows[0])
@@ -187,20 +195,10 @@ def test_an_unchanged_lightning_style_trainer_is_killed_retried_resumed_and_expo
     command = [sys.executable, "train_plain.py", "--ckpt_path", "last", f"--hold_file={hold}"]
     run = make_run(source_path=str(source), command=command, trainer_files=files)
     started = time.monotonic()
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED | {RunState.RUNNING}, timeout=180)
-    assert run.state == RunState.RUNNING, (run.state, run.close_reason, run.smoke_output[-800:])
+    run = training(run, bob)
     saved = node.active(run) / "src" / "lightning_logs" / "checkpoints" / "epoch=2-step=39.ckpt"
     wait_until(lambda: saved_at(saved, "epoch") == 2, 120, 0.05, what=lambda: saved_at(saved, "epoch"))
-    kill_the_attempt(node, run)
-    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
-    assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
-
-    hold.unlink()
-    do_retry_run(run.pk, actor=bob)
-    run = wait_state(run, SETTLED, timeout=180, refresh=True)
-    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
-    resumed = (node.active(run) / "attempt-2" / "log.txt").read_text()
+    run, resumed = killed_and_retried(node, run, hold, bob)
     assert "Epoch 3:" in resumed and "Epoch 2:" not in resumed  # from the newest epoch=…ckpt, not from 0
     rows = exported_rows(node, run)
     assert [int(row["step"]) for row in rows] == [13 * epoch for epoch in range(1, 7)]  # both attempts' rows
@@ -227,9 +225,7 @@ def test_an_unchanged_trainer_style_script_is_killed_retried_resumed_and_exporte
     command = [sys.executable, "train.py", f"--hold_file={hold}"]
     run = make_run(source_path=str(source), command=command, config_path="train.py", trainer_files=files)
     started = time.monotonic()
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED | {RunState.RUNNING}, timeout=180)
-    assert run.state == RunState.RUNNING, (run.state, run.close_reason, run.smoke_output[-800:])
+    run = training(run, bob)
     # The smoke trained an epoch in the source tree: its folders and files were removed before the attempt.
     assert "out/checkpoint-10" in run.events.get(kind="alert", message__startswith="Smoke:").message
     state = node.active(run) / "src" / "out" / "checkpoint-20" / "trainer_state.json"
@@ -242,15 +238,7 @@ def test_an_unchanged_trainer_style_script_is_killed_retried_resumed_and_exporte
 
     wait_until(lambda: saved_step() == 20, 120, 0.05, what=saved_step)
     assert "Continuing training" not in (node.active(run) / "attempt-1" / "log.txt").read_text()  # not the smoke's
-    kill_the_attempt(node, run)
-    run = wait_state(run, {RunState.QUARANTINED}, refresh=True)
-    assert run.exit_code == 137, [event.message for event in run.events.order_by("at")]
-
-    hold.unlink()
-    do_retry_run(run.pk, actor=bob)
-    run = wait_state(run, SETTLED, timeout=180, refresh=True)
-    assert run.state == RunState.EXPORTED, (run.state, run.close_reason)
-    resumed = (node.active(run) / "attempt-2" / "log.txt").read_text()
+    run, resumed = killed_and_retried(node, run, hold, bob)
     assert "Continuing training from checkpoint out/checkpoint-20, global step 20" in resumed
     steps = [int(row["step"]) for row in exported_rows(node, run)]
     assert steps == [5, 10, 15, 20, 25, 30, 35, 40, 45, 48]  # both attempts' lines, each step once
