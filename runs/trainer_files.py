@@ -18,7 +18,8 @@ KEYS = {
     "resume_args": "arguments added to the command when a checkpoint matches (e.g. --init_from=resume)",
     "smoke_args": "arguments added to the command in the CPU smoke, for a script that ignores REMOTEGPU_SMOKE "
     "(e.g. --max_iters=2)",
-    "weights": "glob of the file holding the model to export as best.pth (default: the newest checkpoint)",
+    "weights": "glob of the file holding the model to export as best.pth (default: the newest checkpoint; of a "
+    "folder, its pytorch_model.bin, model.pt or model.pth)",
     "weights_key": "the key holding the state dict inside that file (model, state_dict; dotted for deeper); "
     "empty: the file is the state dict",
     "metrics": "a CSV or JSON-lines file of the rows the script logs: becomes train.csv",

@@ -269,6 +269,10 @@ def _write_rows(rows):
         writer.writerows(rows)
 
 
+# The model file inside a folder checkpoint (Hugging Face Trainer's checkpoint-<step>/, and the like).
+MODEL_FILES = ("pytorch_model.bin", "model.pt", "model.pth")
+
+
 def _declared_weights(declared, problems):
     pattern = declared.get("weights") or declared["checkpoints"]
     path = _newest(pattern)
@@ -276,9 +280,20 @@ def _declared_weights(declared, problems):
         which = "weights" if "weights" in declared else "checkpoints"
         problems.append(f"no file matches the declared {which} {pattern}")
         return None
+    if os.path.isdir(path):
+        inside = [os.path.join(path, name) for name in MODEL_FILES if os.path.isfile(os.path.join(path, name))]
+        if len(inside) != 1:
+            held = f"holds {len(inside)} model files" if inside else "holds none of " + ", ".join(MODEL_FILES)
+            problems.append(f"the newest checkpoint {path} is a folder that {held}: declare weights")
+            return None
+        path = inside[0]
     import torch
 
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a file torch cannot read as weights: named, never a traceback
+        problems.append(f"{path} is not weights torch can load: {type(exc).__name__}: {str(exc)[:200]}")
+        return None
     for key in filter(None, (declared.get("weights_key") or "").split(".")):
         if not isinstance(state, dict) or key not in state:
             problems.append(f"{path} has no key {declared['weights_key']} (its keys: {_keys(state)})")

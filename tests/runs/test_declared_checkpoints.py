@@ -11,6 +11,7 @@ import tarfile
 import pytest
 import torch
 
+from tests.conftest import REPO
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
@@ -106,3 +107,29 @@ def test_a_folder_holding_a_link_is_not_restored(tmp_path):
     with pytest.raises(OSError, match="not restored"):
         WRAPPER.restore_declared(fresh)
     assert WRAPPER.put_back_declared(fresh).startswith("putting the declared checkpoint back:")
+
+
+def test_the_export_takes_the_model_file_inside_a_folder_checkpoint_or_names_what_to_declare(tmp_path, monkeypatch):
+    """No weights declared: the newest checkpoint is the model; a Trainer's folder holds it as
+    pytorch_model.bin (an export run without `weights` failed with IsADirectoryError and a traceback)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rg_helper", REPO / "node" / "helper" / "remotegpu_run.py")
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "out" / "checkpoint-40"
+    folder.mkdir(parents=True)
+    torch.save({"weight": torch.ones(2)}, folder / "pytorch_model.bin")
+    torch.save({"state": {}}, folder / "optimizer.pt")
+    problems = []
+    state = helper._declared_weights({"checkpoints": "out/checkpoint-*/"}, problems)
+    assert problems == [] and torch.equal(state["weight"], torch.ones(2))
+    (folder / "model.pt").write_bytes((folder / "pytorch_model.bin").read_bytes())
+    assert helper._declared_weights({"checkpoints": "out/checkpoint-*/"}, problems) is None
+    said = "the newest checkpoint out/checkpoint-40/ is a folder that holds 2 model files: declare weights"
+    assert problems == [said]
+    problems.clear()
+    (tmp_path / "out" / "broken.pt").write_text("not a checkpoint")
+    assert helper._declared_weights({"checkpoints": "out/broken.pt"}, problems) is None
+    assert problems[0].startswith("out/broken.pt is not weights torch can load: ")

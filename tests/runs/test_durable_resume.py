@@ -278,6 +278,7 @@ def test_an_unchanged_trainer_style_script_continues_on_another_box_from_its_dec
     hold.write_text("20\n")  # held after its save at step 20 until box 1 is lost
     command = [sys.executable, "train.py", f"--hold_file={hold}"]
     run = make_run(source_path=str(source), command=command, config_path="train.py", trainer_files=files)
+    rollups.add(run, runs=1)  # as do_create_run counts it: the move carries it to box 2
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING, run.close_reason
 
