@@ -166,6 +166,7 @@ def teardown_detail(request, pk):
         "can_settle": request.user.has_perm("projects.approve_cost", project),
         "can_operate": request.user.has_perm("projects.operate", project),
         "audit": req.auditentry_set.select_related("actor").order_by("at", "id"),
+        "batch": list(requests.filter(batch=req.batch).exclude(pk=req.pk).order_by("pk")[:50]) if req.batch else [],
     }
     return render(request, "custody/teardown_detail.html", context)
 

@@ -48,6 +48,8 @@ def test_a_selection_files_one_request_per_export_and_the_batch_is_decided_at_on
     # The box's proofs came back clean (what prove_teardown does): both wait for a second person.
     filed.update(status=TeardownStatus.PENDING, expires_at=timezone.now() + timedelta(hours=1))
     batch = filed[0].batch
+    detail = client.get(filed[0].get_absolute_url()).content.decode()
+    assert f"#{filed[1].pk}</a> export on the box of {filed[1].run.run_id}" in detail  # its sibling, linked
 
     queue = client.get(reverse("approval-queue")).content.decode()
     card = queue[queue.index(f'id="batch-{batch}"') :]
