@@ -35,9 +35,4 @@ deps: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "RemoteGPU needs Python 3.11 (set PYTHON=python3.11)")'
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --no-compile --upgrade pip
-	# --no-compile: a module is compiled when first imported (bytecode kept), not every file of every
-	# package at install (torch's thousands): a fresh venv in 18 s instead of 39 s.
-	$(VENV)/bin/pip install --quiet --no-compile -r requirements.txt
-	touch $@
+	./bin/venv $(PYTHON) $(VENV)
