@@ -29,6 +29,11 @@ if WORKER:
     os.environ.pop("REMOTEGPU_CUSTODY_ROOT", None)
     os.environ.pop("REMOTEGPU_CKPT_ROOT", None)
 
+# A release is gone on two of the provider's reads this far apart (10 s in a deployment): the provider
+# stubs answer at once, and four executions of test_teardown_rules alone waited 40 s for it. Set before
+# Django's settings load, as a deployment sets it; stacks and workers the tests start inherit it.
+os.environ.setdefault("TEARDOWN_GONE_CONFIRM_SECONDS", "0.5")
+
 # The data root of every run on the loopback box (as the box spells it, and as this machine sees it).
 NODE_ROOT = f"$HOME/proj-{WORKER}" if WORKER else "$HOME/proj"
 NODE_ROOT_PATH = os.path.expanduser(NODE_ROOT.replace("$HOME", "~", 1))
