@@ -2,11 +2,12 @@
 tmpfs as their durable tier: tinyfit's checkpoints are mirrored while it trains; box 1 is lost (its
 processes killed, its active/ removed, as a reclaimed pod's disk is); the run continues on box 2 from
 the durable copy and seals an export that verifies. A variant that ignores its checkpoint is caught
-as a broken resume and is not relaunched again. An unchanged Trainer-style script (the no-edit path,
-examples/trainerfit) continues on box 2 from its declared checkpoint folder, restored as one unit."""
+as a broken resume and is not relaunched again. A Trainer-style script (examples/trainerfit, its
+checkpoint folders declared) continues on box 2 from its declared folder, restored as one unit."""
 
 import contextlib
 import csv
+import json
 import os
 import re
 import shutil
@@ -265,22 +266,23 @@ def test_the_run_page_offers_the_move_and_bad_input_changes_nothing(client, bob,
     assert run.state == RunState.QUARANTINED and run.instance_id == box1.pk and run.moves == []
 
 
-def test_an_unchanged_trainer_style_script_continues_on_another_box_from_its_declared_folder(
+def test_trainerfit_with_the_helper_continues_on_another_box_from_its_declared_folder_and_verifies(
     bob, make_run, node, boxes, tmp_path, celery_worker_process
 ):
-    """Its `checkpoint-20/` folder (weights, optimizer, trainer_state.json) is bridged into ckpt/ as one tar,
-    mirrored to the durable tier, and put back in out/ on box 2 before the command starts with its
-    declared resume_args; the export is built there from the declared files and verifies."""
+    """The helper path of a Trainer-style script (examples/trainerfit/train_rg.py: three lines, its
+    `checkpoint-<step>/` folders declared): the folder is bridged into ckpt/ as one tar, mirrored to the
+    durable tier, and put back in out/ on box 2 before the command starts with its declared
+    resume_args; the helper writes train.csv and the export (test "eval"), which verifies."""
     box1, box2 = boxes
     source = copied(TRAINERFIT)
-    files = {**TRAINERFIT_FILES, "metrics": "out/log.jsonl", "predictions": "out/predictions.csv"}
     hold = tmp_path / "hold"
     hold.write_text("20\n")  # held after its save at step 20 until box 1 is lost
-    command = [sys.executable, "train.py", f"--hold_file={hold}"]
-    run = make_run(source_path=str(source), command=command, config_path="train.py", trainer_files=files)
+    command = [sys.executable, "train_rg.py", f"--hold_file={hold}"]
+    run = make_run(source_path=str(source), command=command, config_path="train_rg.py", trainer_files=TRAINERFIT_FILES)
     rollups.add(run, runs=1)  # as do_create_run counts it: the move carries it to box 2
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING, run.close_reason
+    assert "remotegpu_run: the smoke writes no export" in run.smoke_output
 
     from watching.tasks import arm_watchers
 
@@ -295,10 +297,16 @@ def test_an_unchanged_trainer_style_script_continues_on_another_box_from_its_dec
     continue_on(run, box2, bob)
     run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_SMOKE}, timeout=240, refresh=True)
     assert run.state == RunState.EXPORTED and run.instance_id == box2.pk, (run.state, run.close_reason)
-    box2_active = on_this_machine(SECOND_ROOT) / run.project.slug / "active" / run.run_id
-    log = (box2_active / "attempt-2" / "log.txt").read_text()
+    box2_root = on_this_machine(SECOND_ROOT) / run.project.slug
+    log = (box2_root / "active" / run.run_id / "attempt-2" / "log.txt").read_text()
     assert "Continuing training from checkpoint out/checkpoint-20, global step 20" in log
+    export = box2_root / "export" / run.run_id
+    assert json.loads((export / "run.json").read_text())["tests"] == ["eval"]
+    with open(export / "train.csv") as handle:
+        assert [int(row["step"]) for row in csv.DictReader(handle)][-2:] == [45, 48]
     record = do_start_verification(run.pk, actor=bob)
     wait_until(lambda: record.refresh_from_db() or record.status in ("verified", "failed"), 120, 0.3, what="custody")
     assert record.status == CustodyStatus.VERIFIED, record.failure
+    recomputed = {(m["test"], m["name"]): m["within_tolerance"] for m in record.evidence["metrics"]}
+    assert recomputed == {("eval", "accuracy"): True, ("eval", "loss"): True}
     shutil.rmtree(source, ignore_errors=True)
