@@ -49,8 +49,10 @@ MEMBERSHIP_ACTIONS = [AuditAction.MEMBER_ADDED, AuditAction.MEMBER_REMOVED]
 
 def project_detail(request, slug):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
-    runs = project.runs.select_related("instance").order_by("-created")[:100]
-    live = [run for run in runs if run.state in LIVE_STATES]
+    # Every live run, however old (a week-long training is behind a thousand newer ones), then the newest
+    # others: the page stays the same size at any number of runs (the rest are in the history).
+    runs = project.runs.select_related("instance").order_by("-created")
+    live = list(runs.filter(state__in=LIVE_STATES)[:200])
     context = {
         "project": project,
         "envelope": envelope_of(project) if project.budget is not None else None,
@@ -59,7 +61,7 @@ def project_detail(request, slug):
             project=project, action=AuditAction.ENVELOPE_CHANGED
         ).select_related("actor")[:10],
         "live_runs": live,
-        "recent_runs": [r for r in runs if r not in live][:20],
+        "recent_runs": list(runs.exclude(state__in=LIVE_STATES)[:20]),
         "memberships": project.memberships.select_related("user").order_by("user__username"),
         "membership_events": AuditEntry.objects.filter(project=project, action__in=MEMBERSHIP_ACTIONS).select_related(
             "actor"

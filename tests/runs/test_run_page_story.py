@@ -79,3 +79,16 @@ def test_a_person_with_nothing_yet_is_shown_where_to_start(client, admin_user):
     page = client.get("/").content.decode()
     assert re.search(r'<a\s+href="/projects/new/">Create a project</a>', page)
     assert re.search(r'<a\s+href="/instances/new/">', page)
+
+
+def test_a_project_page_lists_a_live_run_older_than_a_hundred_newer_ones(client, bob, box):
+    """It listed the live runs among the newest 100 only: a week-long training vanished from its
+    project's page once a sweep had made 100 runs after it."""
+    old = factories.run(box, state=RunState.RUNNING, title="the long one")
+    factories.runs(box, 120, state=RunState.EXPORTED)
+    client.force_login(bob)
+    page = client.get(f"/projects/{box.project.slug}/").content.decode()
+    live = page[page.index("<tbody") : page.index("</tbody>")]
+    assert old.run_id in live
+    recent = page[page.index("<h2>Recent runs</h2>") :]
+    assert recent.count("<li>") == 20 and f'href="/runs/?project={box.project.slug}" id="all-runs"' in recent

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 PINNED = {
     "dashboard": 30,  # and the rents in flight, the teardowns that need a person, whether any run exists yet
     "history": 10,
-    "project": 13,  # the cost envelope: boxes and their states, resources, orphan drift, live runs, its history
+    "project": 14,  # the cost envelope: boxes and their states, resources, orphan drift, every live run, recent ones
     "run": 8,
     "instances": 4,
     "instance": 21,
