@@ -25,6 +25,7 @@ from remotegpu_site.asgi import application
 from runs.actions.lifecycle import do_start_preflight
 from runs.actions.spending import SpendPending, do_decide_spend
 from runs.models import Run, SpendRequest, SpendStatus
+from tests import factories
 from tests.personas import grant, join
 from tests.provider_stub import api_credential
 from tests.runs.test_live_channel import ORIGIN, session_cookie
@@ -39,8 +40,8 @@ def _in_process_only(no_worker):
 
 @pytest.fixture
 def world(alice, bob, dave, erin):
-    vision = Project.objects.create(name="Vision", slug="vision")
-    audio = Project.objects.create(name="Audio", slug="audio")
+    vision = factories.project(name="Vision", slug="vision")
+    audio = factories.project(name="Audio", slug="audio")
     join(vision, alice, erin)
     grant(alice, audio)  # a member of Audio, with no role in it
     join(audio, bob)

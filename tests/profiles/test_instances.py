@@ -11,8 +11,7 @@ from core.models import AuditEntry
 from core.states import IllegalTransition
 from profiles.actions import do_change_instance_state
 from profiles.models import Credential, CredentialKind, Instance, InstanceEvent, PlatformAcknowledgement
-from projects.models import Project
-from tests.personas import join
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -21,8 +20,7 @@ TODAY = timezone.localdate().strftime("%Y%m%d")
 
 @pytest.fixture
 def project(alice, bob, carol):
-    project = Project.objects.create(name="Vision", slug="vision")
-    join(project, alice, bob, carol)
+    project = factories.project(alice, bob, carol, name="Vision", slug="vision")
     return project
 
 

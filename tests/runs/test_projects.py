@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from core.models import AuditEntry
 from projects.models import Project
-from tests.personas import join
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def bob(bob):
     """bob operates in a project already: an operator of some project (or an admin) starts another."""
-    join(Project.objects.create(name="Lab", slug="lab"), bob)
+    factories.project(bob, name="Lab", slug="lab")
     return bob
 
 
@@ -35,7 +35,7 @@ def test_operator_creates_a_project_and_sees_it_on_the_dashboard(client, bob):
 
 
 def test_user_without_role_cannot_create_a_project(client, charlie):
-    join(Project.objects.create(name="Lab", slug="lab"), charlie)  # a member with no role anywhere
+    factories.project(charlie, name="Lab", slug="lab")  # a member with no role anywhere
     client.force_login(charlie)
     assert client.get(reverse("project-create")).status_code == 403
     response = client.post(reverse("project-create"), {"name": "X", "slug": "x"})
@@ -65,7 +65,7 @@ def test_bad_slug_gets_a_form_error_and_saves_nothing(client, bob, slug, error):
 
 
 def test_duplicate_slug_is_refused(client, bob):
-    Project.objects.create(name="Vision", slug="vision")
+    factories.project(name="Vision", slug="vision")
     client.force_login(bob)
     response = client.post(reverse("project-create"), {"name": "Vision again", "slug": "vision"})
     assert response.status_code == 200
@@ -101,8 +101,7 @@ def test_membership_changes_are_audited_actions(client, bob, alice, charlie):
 
 
 def test_a_member_without_the_role_cannot_change_membership(client, bob, carol):
-    project = Project.objects.create(name="Vision", slug="vision")
-    join(project, bob, carol)
+    project = factories.project(bob, carol, name="Vision", slug="vision")
     client.force_login(carol)
     assert client.post(reverse("project-remove-member", args=["vision"]), {"username": "bob"}).status_code == 403
     assert client.post(reverse("project-add-member", args=["vision"]), {"username": "carol"}).status_code == 403
@@ -111,7 +110,7 @@ def test_a_member_without_the_role_cannot_change_membership(client, bob, carol):
 
 
 def test_membership_history_is_append_only(bob):
-    project = Project.objects.create(name="Vision", slug="vision")
+    project = factories.project(name="Vision", slug="vision")
     from projects.membership import do_add_member
 
     event = do_add_member(project.pk, "bob", actor=bob)

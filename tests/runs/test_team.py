@@ -7,15 +7,15 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from core.models import AuditEntry
-from projects.models import Project
 from projects.team import do_set_roles
+from tests import factories
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db
 
 
 def test_an_admin_creates_an_operator_and_an_approver_who_can_sign_in(client, admin_user):
-    vision = Project.objects.create(name="Vision", slug="vision")
+    vision = factories.project(name="Vision", slug="vision")
     client.force_login(admin_user)
     assert 'href="/team/"' in client.get("/").content.decode()
     response = client.post(
@@ -43,8 +43,8 @@ def test_an_admin_creates_an_operator_and_an_approver_who_can_sign_in(client, ad
 
 
 def test_roles_change_per_project_in_one_place_and_each_change_is_audited(client, admin_user, bob):
-    vision = Project.objects.create(name="Vision", slug="vision")
-    audio = Project.objects.create(name="Audio", slug="audio")
+    vision = factories.project(name="Vision", slug="vision")
+    audio = factories.project(name="Audio", slug="audio")
     join(vision, bob)
     join(audio, bob)  # operator of both
     client.force_login(admin_user)
@@ -71,7 +71,7 @@ def test_roles_change_per_project_in_one_place_and_each_change_is_audited(client
     with pytest.raises(Exception, match="own admin role"):
         do_set_roles(admin_user.pk, False, {}, actor=admin_user)
     with pytest.raises(Exception, match="not a member"):
-        do_set_roles(bob.pk, False, {Project.objects.create(name="X", slug="x").pk: {"operator"}}, actor=admin_user)
+        do_set_roles(bob.pk, False, {factories.project(name="X", slug="x").pk: {"operator"}}, actor=admin_user)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_only_an_admin_reaches_the_team(client, bob):
 def test_an_admin_is_shown_holding_every_role_and_saving_keeps_its_memberships(client, admin_user):
     """An admin holds both roles everywhere: its row said "operator ✓ approver ☐" per project, which reads
     as a missing role. It says so in one line now, and a save keeps the memberships it had."""
-    vision = Project.objects.create(name="Vision", slug="vision")
+    vision = factories.project(name="Vision", slug="vision")
     other = get_user_model().objects.create_superuser("root2", "root2@example.org", "x")
     join(vision, other)  # an operator membership from before it was made an admin
     client.force_login(admin_user)
