@@ -9,11 +9,9 @@ from django.utils import timezone
 
 from console import history
 from custody.models import CustodyRecord
-from profiles.models import Instance
-from projects.models import Project
 from runs import rollups
 from runs.models import Run
-from tests.personas import join
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -23,12 +21,9 @@ def seeded(alice, bob):
     """Three projects (bob belongs to two), six runs with known states, commits, configs and custody."""
     projects = {}
     for slug in ("vision", "speech", "secret"):
-        project = Project.objects.create(name=slug.title(), slug=slug)
-        join(project, alice)
-        if slug != "secret":
-            join(project, bob)
+        project = factories.project(alice, *([bob] if slug != "secret" else []), name=slug.title(), slug=slug)
         profile = "runpod" if slug == "speech" else "generic-ssh"
-        box = Instance.objects.create(name=f"{slug}-box-20261129", project=project, profile_key=profile)
+        box = factories.box(project, profile, name=f"{slug}-box-20261129")
         projects[slug] = (project, box)
     rows = [
         ("vision", "vision-a", "exported", "abc123", "lr sweep", "verified"),
@@ -41,10 +36,9 @@ def seeded(alice, bob):
     now = timezone.now()
     for age, (slug, run_id, state, commit, title, custody) in enumerate(rows):
         project, box = projects[slug]
-        run = Run.objects.create(
+        run = factories.run(
+            box,
             run_id=run_id,
-            project=project,
-            instance=box,
             state=state,
             resolved_commit=commit,
             title=title,
