@@ -2,7 +2,6 @@
 pod's provider id had no exports, so its release passed every check and the provider terminated the
 real pod. The unit of custody is the provider's resource: one live box per (platform, provider id)."""
 
-import uuid
 from decimal import Decimal
 
 import pytest
@@ -12,9 +11,8 @@ from django.utils import timezone
 
 from profiles.actions import do_create_instance, do_edit_instance, do_register_resource
 from profiles.models import Credential, CredentialKind, Instance
-from projects.models import Project
 from runs.models import Run, RunState
-from tests.personas import join
+from tests import factories
 from tests.racing import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,10 +24,8 @@ POD = "pod-7f3a9c"
 @pytest.fixture
 def projects(alice, bob, dave):
     key = Credential.objects.create(name="runpod-ssh", kind=CredentialKind.SSH_KEY, reference="env:RUNPOD_SSH_KEY")
-    vision = Project.objects.create(name="Vision", slug="vision")
-    audio = Project.objects.create(name="Audio", slug="audio")
-    join(vision, alice, bob)
-    join(audio, dave)
+    vision = factories.project(alice, bob, name="Vision", slug="vision")
+    audio = factories.project(dave, name="Audio", slug="audio")
     key.projects.add(vision, audio)
     return vision, audio
 
@@ -53,18 +49,8 @@ def box_form(project, name, provider_id):
 
 def guarded_pod(project, bob) -> Instance:
     """The real pod, with a run whose export sits on it unverified."""
-    pod = Instance.objects.create(
-        name=f"{project.slug}-real-{TODAY}", project=project, profile_key="runpod", provider_id=POD, state="running"
-    )
-    Run.objects.create(
-        project=project,
-        instance=pod,
-        run_id=f"{project.slug}-{uuid.uuid4().hex[:6]}",
-        state=RunState.EXPORTED,
-        source_path="/x",
-        command=["python3", "train.py"],
-        created_by=bob,
-    )
+    pod = factories.box(project, "runpod", name=f"{project.slug}-real-{TODAY}", provider_id=POD, state="running")
+    factories.run(pod, state=RunState.EXPORTED, created_by=bob)
     return pod
 
 
@@ -85,7 +71,7 @@ def test_a_twin_of_a_guarded_pod_is_refused_in_its_project_and_in_another(client
 def test_editing_a_box_onto_a_guarded_pod_is_refused_and_saves_nothing(client, bob, projects):
     vision, _ = projects
     guarded_pod(vision, bob)
-    twin = Instance.objects.create(name=f"vision-twin-{TODAY}", project=vision, profile_key="runpod", state="running")
+    twin = factories.box(vision, "runpod", name=f"vision-twin-{TODAY}", state="running")
     with pytest.raises(ValidationError, match="one box per provider resource"):
         do_edit_instance(twin.pk, {"provider_id": POD, "rate_running": Decimal(9)}, actor=bob)
     twin.refresh_from_db()
@@ -105,7 +91,7 @@ def test_a_box_holding_evidence_keeps_its_provider_id(bob, projects):
     with pytest.raises(ValidationError, match="its provider id cannot change"):
         do_edit_instance(pod.pk, {"provider_id": ""}, actor=bob)
     assert Instance.objects.get(pk=pod.pk).provider_id == POD
-    unbound = Instance.objects.create(name=f"vision-new-{TODAY}", project=vision, profile_key="runpod")
+    unbound = factories.box(vision, "runpod", name=f"vision-new-{TODAY}")
     Run.objects.create(
         project=vision, instance=unbound, run_id="vision-aaaaaa", source_path="/x", command=["true"], created_by=bob
     )
@@ -139,8 +125,8 @@ def test_two_twins_registered_at_once_leave_one(alice, bob, projects):
 
 def test_a_resource_id_belongs_to_one_box(bob, projects):
     vision, _ = projects
-    first = Instance.objects.create(name=f"vision-a-{TODAY}", project=vision, profile_key="runpod")
-    second = Instance.objects.create(name=f"vision-b-{TODAY}", project=vision, profile_key="runpod")
+    first = factories.box(vision, "runpod", name=f"vision-a-{TODAY}")
+    second = factories.box(vision, "runpod", name=f"vision-b-{TODAY}")
     do_register_resource(first.pk, "network_volume", "data", "", Decimal("0.1"), "vol-1", actor=bob)
     with pytest.raises(ValidationError, match="one box per provider resource"):
         do_register_resource(second.pk, "network_volume", "data", "", Decimal("0.1"), "vol-1", actor=bob)
