@@ -16,8 +16,7 @@ from profiles.credentials import provider_key, ssh_auth
 from profiles.models import Credential, CredentialKind, Instance
 from profiles.probe import run_probe
 from profiles.providers import calls as providers
-from projects.models import Project
-from tests.personas import join
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -29,15 +28,13 @@ PASTED_KEY = (
 
 @pytest.fixture
 def vision(alice, bob):
-    project = Project.objects.create(name="Vision", slug="vision")
-    join(project, alice, bob)
+    project = factories.project(alice, bob, name="Vision", slug="vision")
     return project
 
 
 @pytest.fixture
 def audio(alice):
-    project = Project.objects.create(name="Audio", slug="audio")
-    join(project, alice)
+    project = factories.project(alice, name="Audio", slug="audio")
     return project
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from node.transport import CredentialError, LocalTransport
-from profiles.models import Instance
 from profiles.node_client import transport_for
-from projects.models import Project
+from tests import factories
 
 USER = "rgpu-node-test"
 needs_root = pytest.mark.skipif(
@@ -80,8 +79,8 @@ def test_file_operations_use_the_users_rights_not_the_workers(node_user, worker_
 
 @pytest.mark.django_db
 def test_a_deployment_without_the_local_node_runs_nothing_on_the_control_host(settings):
-    project = Project.objects.create(name="Desk", slug="desk")
-    desk = Instance.objects.create(name="desk-box-20261130", project=project, profile_key="local")
+    project = factories.project(name="Desk", slug="desk")
+    desk = factories.box(project, "local", name="desk-box-20261130")
     settings.LOCAL_NODE = False
     with pytest.raises(CredentialError, match="does not run commands on the control host"):
         transport_for(desk)
@@ -94,8 +93,8 @@ def test_the_workers_own_user_runs_commands_only_while_the_admin_is_alone(settin
     """With REMOTEGPU_LOCAL_NODE_USER unset, an operator's run on a local box ran as the
     worker and read /proc/<worker>/environ. Without a separate OS user the control host runs commands
     only in the one-person mode, measured at each use: the only active account is the admin."""
-    project = Project.objects.create(name="Desk", slug="desk")
-    desk = Instance.objects.create(name="desk-box-20261130", project=project, profile_key="local")
+    project = factories.project(name="Desk", slug="desk")
+    desk = factories.box(project, "local", name="desk-box-20261130")
     settings.LOCAL_NODE, settings.LOCAL_NODE_USER = True, ""
     assert transport_for(desk).user is None  # the admin alone: as the worker, as `make run` has it
     operator = django_user_model.objects.create_user("opal", password="opal-pass-1234")
@@ -113,8 +112,8 @@ def test_the_workers_own_user_runs_commands_only_while_the_admin_is_alone(settin
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", ["root", pwd.getpwuid(os.geteuid()).pw_name, "no-such-account-28"])
 def test_the_node_user_is_never_root_the_worker_or_missing(settings, name):
-    project = Project.objects.create(name="Desk", slug="desk")
-    desk = Instance.objects.create(name="desk-box-20261130", project=project, profile_key="local")
+    project = factories.project(name="Desk", slug="desk")
+    desk = factories.box(project, "local", name="desk-box-20261130")
     settings.LOCAL_NODE, settings.LOCAL_NODE_USER = True, name
     with pytest.raises(CredentialError, match="REMOTEGPU_LOCAL_NODE_USER"):
         transport_for(desk)

@@ -14,6 +14,7 @@ from django.test import Client
 
 from projects.models import Project
 from remotegpu_site.asgi import application
+from tests import factories
 from tests.conftest import REPO, subprocess_env
 from tests.personas import join
 
@@ -24,13 +25,10 @@ ORIGIN = (b"origin", b"http://localhost")
 @pytest.fixture(autouse=True)
 def runs(db, alice):
     """The runs the sockets subscribe to: a group join is authorized per object (alice is a member)."""
-    from profiles.models import Instance
-    from projects.models import Project
     from runs.models import Run
 
-    project = Project.objects.create(name="Vision", slug="vision")
-    join(project, alice)
-    instance = Instance.objects.create(name="vision-desk-20261129", project=project, profile_key="local")
+    project = factories.project(alice, name="Vision", slug="vision")
+    instance = factories.box(project, "local", name="vision-desk-20261129")
     for run_id in ("vision-r1", "vision-r2", "other-run"):
         Run.objects.create(
             run_id=run_id,
@@ -255,7 +253,7 @@ async def test_a_removal_from_another_project_leaves_the_members_sockets_open(al
     from projects.membership import do_remove_member
 
     settings.LIVE_REAUTH_SECONDS = 3600
-    other = await sync_to_async(lambda: Project.objects.create(name="Other", slug="other"))()
+    other = await sync_to_async(lambda: factories.project(name="Other", slug="other"))()
     await sync_to_async(lambda: join(other, alice))()
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, "/ws/runs/vision-r1/", headers=[(b"cookie", cookie), ORIGIN])

@@ -26,13 +26,12 @@ from hypothesis.stateful import (
 
 from custody.actions import do_finish_verification
 from custody.models import CustodyRecord, CustodyStatus
-from profiles.models import Instance
-from projects.models import Project
 from runs import rollups
 from runs.actions.lifecycle import do_create_run, do_edit_run
 from runs.actions.observation import do_observe_run
 from runs.actions.sweeps import do_create_sweep
 from runs.models import InstanceTotals, ProjectTotals, Run, RunState
+from tests import factories
 from tests.runs.test_observe import THRESHOLDS, status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
@@ -44,11 +43,9 @@ def a_world(tag: str):
     boxes = []
     for p in range(2):
         slug = f"r{tag}{p}"
-        project = Project.objects.create(name=slug, slug=slug)
+        project = factories.project(name=slug, slug=slug)
         for b in range(2):
-            boxes.append(
-                Instance.objects.create(name=f"{slug}-box{b}-20261130", project=project, profile_key="generic-ssh")
-            )
+            boxes.append(factories.box(project, "generic-ssh", name=f"{slug}-box{b}-20261130"))
     return boxes
 
 
