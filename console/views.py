@@ -146,6 +146,7 @@ def instance_detail(request, pk):
     probes = list(instance.probes.all()[:20])
     has_live_run = instance.runs.filter(state__in=LIVE_STATES).exists()
     latest_audit = instance.probes.filter(kind=InstanceProbe.Kind.AUDIT, ok=True).first()
+    can_operate = request.user.has_perm("projects.operate", instance.project)
     context = {
         "instance": instance,
         "profile": instance.profile,
@@ -153,7 +154,9 @@ def instance_detail(request, pk):
         "probes": probes,
         "latest_audit": latest_audit,
         "state_form": StateForm(initial={"state": instance.state}),
-        "can_operate": request.user.has_perm("projects.operate", instance.project),
+        "can_operate": can_operate,
+        # A released box has nothing left to delete evidence from: no selection, no form.
+        "may_select_evidence": can_operate and instance.state != "released",
         "teardown": teardown_panel(instance, all_exports=request.GET.get("exports") == "all"),
         "waste_alarms": list(instance.waste_alarms.all()[:5]),
         "balance": _balance_of(instance),
@@ -269,18 +272,16 @@ def audit_log(request):
         return export_audit(entries, request.GET["format"])
     # A page of the newest entries, then older ones by id (keyset: the log only grows, and a page never
     # shifts under a reader while entries are added); the exports hold every entry the filters match.
-    before = request.GET.get("before", "")
+    query = request.GET.copy()
+    before = query.pop("before", [""])[-1]
     if before.isdigit():
         entries = entries.filter(id__lt=int(before))
     rows = list(entries.order_by("-id")[: AUDIT_PAGE + 1])
+    newest = query.urlencode() if before.isdigit() else None
     older = None
     if len(rows) > AUDIT_PAGE:
         rows = rows[:AUDIT_PAGE]
-        older = request.GET.copy()
-        older["before"] = rows[-1].id
-        older = older.urlencode()
-    newest = request.GET.copy()
-    newest.pop("before", None)
-    newest = newest.urlencode() if before.isdigit() else None
+        query["before"] = rows[-1].id
+        older = query.urlencode()
     context = {"entries": rows, "areas": AuditAction.areas(), "older": older, "newest": newest}
     return render(request, "console/audit_log.html", {**context, "query": request.GET})

@@ -5,7 +5,7 @@ import uuid
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
@@ -69,6 +69,22 @@ def _back_to_instance(pk):
     return redirect("instance-detail", pk=pk)
 
 
+def _refused(request, form, pk) -> HttpResponse:
+    """A teardown form that does not validate: its errors as one message, back on the box's page."""
+    messages.error(request, " ".join(error for errors in form.errors.values() for error in errors))
+    return _back_to_instance(pk)
+
+
+def _decide(pk, decision: str, comment: str, actor, waive_active: bool = False):
+    """One request approved or rejected by its action (its own checks, its own audit entry)."""
+    if decision == "approve":
+        return teardown.do_approve_teardown(pk, comment, waive_active, actor=actor)
+    return teardown.do_reject_teardown(pk, comment, actor=actor)
+
+
+DECISIONS = {"approve": "Approved.", "reject": "Rejected."}
+
+
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def teardown_create(request, pk):
@@ -76,8 +92,7 @@ def teardown_create(request, pk):
     instance = operated_instance(request, pk)
     form = TeardownRequestForm(request.POST, instance=instance)
     if not form.is_valid():
-        messages.error(request, " ".join(f"{', '.join(errors)}" for errors in form.errors.values()))
-        return _back_to_instance(pk)
+        return _refused(request, form, pk)
     data = form.cleaned_data
     created = []
 
@@ -108,8 +123,7 @@ def teardown_select_evidence(request, pk):
     instance = operated_instance(request, pk)
     form = EvidenceSelectionForm(request.POST, instance=instance)
     if not form.is_valid():
-        messages.error(request, " ".join(error for errors in form.errors.values() for error in errors))
-        return _back_to_instance(pk)
+        return _refused(request, form, pk)
     data, batch = form.cleaned_data, uuid.uuid4()
     filed, refused = [], []
     kind, reason, location = TeardownKind.DELETE_EVIDENCE, data["reason"], data["location"]
@@ -132,16 +146,13 @@ def teardown_decide_batch(request, batch):
     if not requests:
         return HttpResponseBadRequest("no pending request in that batch")
     decision = request.POST.get("decision")
-    comment = request.POST.get("comment", "")[:2000]
-    if decision not in ("approve", "reject"):
+    if decision not in DECISIONS:
         return HttpResponseBadRequest("decision must be approve or reject")
+    comment = request.POST.get("comment", "")[:2000]
     done, refused = 0, []
     for item in requests:
         try:
-            if decision == "approve":
-                teardown.do_approve_teardown(item.pk, comment, actor=request.user)
-            else:
-                teardown.do_reject_teardown(item.pk, comment, actor=request.user)
+            _decide(item.pk, decision, comment, request.user)
             done += 1
         except ValidationError as exc:
             refused.append(f"#{item.pk}: {' '.join(exc.messages)}")
@@ -176,14 +187,11 @@ def teardown_decide(request, pk):
     """Approve or reject; the requester and non-approvers get 403 whatever the page showed."""
     get_object_or_404(TeardownRequest.objects.visible_to(request.user), pk=pk)
     decision = request.POST.get("decision")
-    comment = request.POST.get("comment", "")[:2000]
-    if decision == "approve":
-        waive = request.POST.get("waive_active") == "on"
-        perform(request, lambda: teardown.do_approve_teardown(pk, comment, waive, actor=request.user), "Approved.")
-    elif decision == "reject":
-        perform(request, lambda: teardown.do_reject_teardown(pk, comment, actor=request.user), "Rejected.")
-    else:
+    if decision not in DECISIONS:
         return HttpResponseBadRequest("decision must be approve or reject")
+    comment = request.POST.get("comment", "")[:2000]
+    waive = request.POST.get("waive_active") == "on"
+    perform(request, lambda: _decide(pk, decision, comment, request.user, waive), DECISIONS[decision])
     return redirect("teardown-detail", pk=pk)
 
 

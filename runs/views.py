@@ -49,8 +49,8 @@ MEMBERSHIP_ACTIONS = [AuditAction.MEMBER_ADDED, AuditAction.MEMBER_REMOVED]
 
 def project_detail(request, slug):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=slug)
-    # Every live run, however old (a week-long training is behind a thousand newer ones), then the newest
-    # others: the page stays the same size at any number of runs (the rest are in the history).
+    # Every live run however old (a week-long training is behind a thousand newer ones; at most 200, a
+    # bounded read), then the newest others: the rest of a project's runs are in the history.
     runs = project.runs.select_related("instance").order_by("-created")
     live = list(runs.filter(state__in=LIVE_STATES)[:200])
     context = {
@@ -205,8 +205,15 @@ def checkpoint_summary(run) -> dict | None:
     # the box's clock): a retried attempt's progress is not hidden behind an earlier attempt's copy.
     local = mirror.get("local")
     on_box = local if local and (newest is None or local["at"] > newest["at"]) else None
-    summary = {"mirror": mirror, "newest": newest, "age": age, "rate": rate, "on_control": on_control, "pull": pull}
-    return {**summary, "on_box": on_box}
+    return {
+        "mirror": mirror,
+        "newest": newest,
+        "on_box": on_box,
+        "age": age,
+        "rate": rate,
+        "on_control": on_control,
+        "pull": pull,
+    }
 
 
 def preflight_summary(run) -> str:

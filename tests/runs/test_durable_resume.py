@@ -86,9 +86,14 @@ def boxes(project, instance, second_sshd, durable_disk):
     shutil.rmtree(durable_disk / "remotegpu-custody" / project.slug, ignore_errors=True)
 
 
-def durable_step(run) -> int | None:
+def durable_copy(run, name: str = "latest.pth") -> dict | None:
+    """The durable copy of that checkpoint the watcher last reported, or None."""
     run.refresh_from_db()
-    latest = (run.durable_ckpt.get("files") or {}).get("latest.pth")
+    return (run.durable_ckpt.get("files") or {}).get(name)
+
+
+def durable_step(run) -> int | None:
+    latest = durable_copy(run)
     return latest["step"] if latest else None
 
 
@@ -286,12 +291,8 @@ def test_trainerfit_with_the_helper_continues_on_another_box_from_its_declared_f
 
     from watching.tasks import arm_watchers
 
-    def durable_folder() -> dict | None:
-        run.refresh_from_db()
-        copies = (run.durable_ckpt.get("files") or {}).values()
-        return next((c for c in copies if c["name"] == "declared-dir-out%2Fcheckpoint-20.tar"), None)
-
-    wait_until(durable_folder, 90, 0.5, what=lambda: run.durable_ckpt, between=arm_watchers)
+    folder = "declared-dir-out%2Fcheckpoint-20.tar"  # checkpoint-20/ bridged into ckpt/ as one tar
+    wait_until(lambda: durable_copy(run, folder), 90, 0.5, what=lambda: run.durable_ckpt, between=arm_watchers)
     lose_box(node, run)
     hold.unlink()
     continue_on(run, box2, bob)
