@@ -11,8 +11,8 @@ from rest_framework.response import Response
 
 from api.serializers import DocumentedModelSerializer, ErrorSerializer
 from api.views import NewestFirst
-from profiles.models import Credential
-from profiles.providers.renters import RENTABLE
+from fleet.models import Credential
+from fleet.providers.renters import RENTABLE
 from projects.models import Project
 from rentals.actions import do_request_rental
 from rentals.forms import RentalForm

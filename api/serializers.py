@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from custody.models import CustodyRecord, EvidenceLocation, TeardownKind, TeardownRequest
 from datasets.models import Dataset, DatasetSource
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from runs import validation
 from runs.forms import MIB

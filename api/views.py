@@ -23,7 +23,7 @@ from custody.models import CustodyRecord, TeardownRequest
 from custody.teardown import do_file_teardown
 from datasets.actions import do_register_dataset
 from datasets.models import Dataset
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
 from runs import logs

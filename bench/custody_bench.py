@@ -34,9 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from fleet.credentials import resolve_auth  # noqa: E402
 from node.pull import pull_export  # noqa: E402
 from node.transport import SSHTransport, scan_host_key  # noqa: E402
-from profiles.credentials import resolve_auth  # noqa: E402
 from tests.sshd import Sshd  # noqa: E402
 
 

@@ -102,7 +102,7 @@ def seed(start_index: int, end_index: int, per_run: int) -> str:
     from django.utils import timezone
 
     from custody.models import CustodyRecord
-    from profiles.models import Instance
+    from fleet.models import Instance
     from projects.models import Project
     from runs import rollups
     from runs.models import Run, RunEvent, RunState

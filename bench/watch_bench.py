@@ -83,9 +83,9 @@ def make_node_files(layout, spec, sleeper_pid):
 def create_runs(n, sshds, sleeper_pid):
     from django.utils import timezone
 
+    from fleet.models import Instance
     from node.build import wrapper_file, wrapper_name
-    from profiles.layout import NodeLayout
-    from profiles.models import Instance
+    from platforms.layout import NodeLayout
     from projects.models import Project
     from runs.models import Run, RunState
 

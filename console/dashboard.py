@@ -7,8 +7,8 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from custody.models import TeardownRequest
-from profiles.costs import danger_clocks
-from profiles.models import MAY_BE_ON, ClockAlarm, Instance, InstanceState, ProviderDrift, Resource
+from fleet.costs import danger_clocks
+from fleet.models import MAY_BE_ON, ClockAlarm, Instance, InstanceState, ProviderDrift, Resource
 from projects.models import Project
 from runs.models import LIVE_STATES, Run, SpendRequest, SpendStatus
 

@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from custody.models import CustodyRecord, CustodyStatus
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from runs import search
 from runs.models import LIVE_STATES, InstanceTotals, ProjectTotals, Run, RunState

@@ -18,11 +18,11 @@ from custody.facts import verified_first
 from custody.models import CustodyStatus, TeardownRequest, TeardownStatus
 from custody.panel import teardown_panel
 from custody.queue import waiting
-from profiles import catalog
-from profiles.costs import accrued_cost, danger_clocks, timer_line
-from profiles.forms import StateForm
-from profiles.models import Instance, InstanceProbe, InstanceState, ProviderBalance
-from profiles.resources import kinds_for
+from fleet.costs import accrued_cost, danger_clocks, timer_line
+from fleet.forms import StateForm
+from fleet.models import Instance, InstanceProbe, InstanceState, ProviderBalance
+from platforms import catalog
+from platforms.resources import kinds_for
 from projects.models import Project, Role
 from rentals.models import Rental, RentalState
 from runs.models import LIVE_STATES, Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
@@ -173,7 +173,7 @@ def instance_detail(request, pk):
         "resource_kinds": kinds_for(instance.profile_key),
         "durable_tiers": [t["name"] for t in instance.profile.tiers if not instance.profile.loses(t, "release")],
     }
-    return render(request, "profiles/instance_detail.html", context)
+    return render(request, "fleet/instance_detail.html", context)
 
 
 def _balance_of(instance):

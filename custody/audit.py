@@ -5,9 +5,9 @@ from django.conf import settings
 
 from core.audit import record
 from core.models import AuditEntry
+from fleet.live import instance_changed
 from notifications.actions import do_notify
 from notifications.models import Event
-from profiles.live import instance_changed
 
 NOTIFIED = {
     "requested": Event.TEARDOWN_REQUESTED,

@@ -11,10 +11,10 @@ from core.enqueue import after_commit
 from custody.audit import audit
 from custody.evidence import present_on
 from custody.models import CustodyStatus
+from fleet.models import Instance
+from fleet.node_client import NodeClient
 from node.transport import TransportError
-from profiles.layout import resolve_home
-from profiles.models import Instance
-from profiles.node_client import NodeClient
+from platforms.layout import resolve_home
 from runs import ckpt_pull
 from runs.models import Run, RunState
 

@@ -11,10 +11,10 @@ from custody.facts import BoxFacts, load
 from custody.levels import resource_data_lost
 from custody.models import EvidenceLocation, TeardownKind
 from custody.rehash import rehash
+from fleet.models import InstanceState
+from fleet.node_client import NodeClient
 from node.transport import TransportError
-from profiles.layout import resolve_home
-from profiles.models import InstanceState
-from profiles.node_client import NodeClient
+from platforms.layout import resolve_home
 
 
 @dataclass

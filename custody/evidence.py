@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
 from custody.store import custody_dir
-from profiles.catalog import UNKNOWN_TIER
-from profiles.layout import layout_for
+from platforms.catalog import UNKNOWN_TIER
+from platforms.layout import layout_for
 from runs.models import RunState
 
 # Requests whose consequence may already have happened, or will without another decision.

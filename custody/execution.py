@@ -10,10 +10,9 @@ from django.conf import settings
 from custody import teardown
 from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from custody.removal import remove_copy
-from node.transport import TransportError, Unreachable
-from profiles.node_client import transport_for
-from profiles.providers.apis import GONE, UNKNOWN
-from profiles.providers.calls import (
+from fleet.node_client import transport_for
+from fleet.providers.apis import GONE, UNKNOWN
+from fleet.providers.calls import (
     NeedsAttestation,
     ProviderError,
     by_api,
@@ -21,7 +20,8 @@ from profiles.providers.calls import (
     provider_state,
     resource_console_steps,
 )
-from profiles.providers.calls import execute as provider_execute
+from fleet.providers.calls import execute as provider_execute
+from node.transport import TransportError, Unreachable
 
 
 def _poll(seen, interval: float):

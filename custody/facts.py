@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from custody.evidence import IN_FLIGHT, Consequence
 from custody.models import CustodyRecord, CustodyStatus, ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
-from profiles.models import InstanceState
+from fleet.models import InstanceState
 from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunState, WatchLease
 
 

@@ -1,7 +1,7 @@
 from django import forms
 
 from custody.models import EvidenceLocation, TeardownKind
-from profiles.models import Resource
+from fleet.models import Resource
 from runs.models import Run, RunState
 
 

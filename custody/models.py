@@ -161,7 +161,7 @@ class TeardownRequestQuerySet(models.QuerySet):
 
     def visible_to(self, user):
         """Requests on the boxes of the projects the user sees (admins: all)."""
-        from profiles.models import Instance
+        from fleet.models import Instance
 
         return self.filter(instance__in=Instance.objects.visible_to(user))
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from custody.evidence import latest_verified
 from custody.models import EvidenceLocation
+from fleet.node_client import NodeClient
 from node.transport import TransportError
-from profiles.layout import resolve_home
-from profiles.node_client import NodeClient
+from platforms.layout import resolve_home
 
 
 def custody_copy_problem(record) -> str | None:

@@ -7,7 +7,7 @@ import shutil
 from custody.evidence import latest_verified
 from custody.models import EvidenceLocation
 from custody.store import custody_dir
-from profiles.node_client import RunNode
+from fleet.node_client import RunNode
 
 
 def remove_copy(run, location: str) -> dict:

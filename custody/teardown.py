@@ -29,8 +29,8 @@ from custody.models import (
     TeardownRequest,
     TeardownStatus,
 )
-from profiles.models import Instance, InstanceState
-from profiles.providers.calls import by_api
+from fleet.models import Instance, InstanceState
+from fleet.providers.calls import by_api
 from projects.models import Project
 from projects.roles import require
 from runs.models import RunState
@@ -442,8 +442,8 @@ def do_attest_teardown(request_pk, *, actor) -> TeardownRequest:
 def do_finish_execution(
     request_pk, answer: dict, offline: bool | None = None, actor=None, expect=TeardownStatus.EXECUTING
 ) -> TeardownRequest:
-    from profiles.actions import change_state_locked
-    from profiles.models import INSTANCE_TRANSITIONS
+    from fleet.actions import change_state_locked
+    from fleet.models import INSTANCE_TRANSITIONS
 
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
@@ -547,7 +547,7 @@ def do_reopen_release(request_pk, state: str) -> TeardownRequest:
     """A release done by API whose box the provider lists again (read soon after): re-opened as still
     billing for a person, the box no longer called released, its approvers told. The copies it wiped
     stay counted as gone (the least-surviving reading)."""
-    from profiles.actions import change_state_locked
+    from fleet.actions import change_state_locked
 
     with transaction.atomic(durable=True):
         request = _locked(request_pk)

@@ -14,11 +14,11 @@ from custody.roster import RosterError, parse_roster
 from custody.selection import LIMIT as SELECTION_LIMIT
 from custody.selection import selection_id
 from custody.store import custody_dir
+from fleet.node_client import RunNode
 from node.pull import HashMismatch, Pace, only_puller, pull_export
 from node.transport import TransportError
-from profiles import catalog
-from profiles.layout import resolve_home
-from profiles.node_client import RunNode
+from platforms import catalog
+from platforms.layout import resolve_home
 from runs.models import Capsule
 
 

@@ -21,7 +21,7 @@ from custody.models import CustodyRecord, ProjectMetric, TeardownKind, TeardownR
 from custody.project_metrics import do_register_metric
 from custody.queue import waiting
 from custody.waste import do_set_waste_shutdown
-from profiles.views import operated_instance
+from fleet.views import operated_instance
 from projects.models import Project
 from projects.roles import require
 from runs.models import Run

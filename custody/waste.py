@@ -27,10 +27,10 @@ from django.db.models import Max
 from django.utils import timezone
 
 from custody.models import CustodyRecord, CustodyStatus, TeardownKind, WasteAlarm, WasteKind
+from fleet.costs import accrued_cost, burn_rate, cost_between
+from fleet.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState, Resource
 from notifications.actions import do_notify
 from notifications.models import Event
-from profiles.costs import accrued_cost, burn_rate, cost_between
-from profiles.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState, Resource
 from runs.models import LIVE_STATES, RunState
 
 

@@ -11,7 +11,7 @@ from core.models import AuditAction
 from core.paths import OutsideRoots, confined_directory
 from datasets import roster as rosters
 from datasets.models import Dataset, DatasetSource, DatasetState
-from profiles.layout import node_path_problem
+from platforms.layout import node_path_problem
 from projects.roles import require
 
 

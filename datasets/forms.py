@@ -5,7 +5,7 @@ import json
 from django import forms
 
 from datasets.models import DatasetSource
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project, Role
 
 

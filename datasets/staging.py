@@ -23,10 +23,10 @@ from django.conf import settings
 
 from core.paths import confined_directory
 from datasets.models import DatasetSource
+from fleet.node_client import NodeClient
 from node.build import wrapper_name
 from node.protocol import NodeError, check_answer
-from profiles.layout import resolve_home
-from profiles.node_client import NodeClient
+from platforms.layout import resolve_home
 
 BLOCK = 1 << 20
 

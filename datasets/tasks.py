@@ -5,8 +5,8 @@ from django.conf import settings
 
 from datasets.actions import do_record_scan
 from datasets.models import Dataset, DatasetState
+from fleet.node_client import NodeClient
 from node.transport import TransportError
-from profiles.node_client import NodeClient
 
 
 @shared_task(acks_late=True, soft_time_limit=settings.STAGE_TIMEOUT, time_limit=settings.STAGE_TIMEOUT + 60)

@@ -30,7 +30,7 @@ INSTALLED_APPS = [
     "notifications",
     "runs",
     "watching",
-    "profiles",
+    "fleet",
     "datasets",
     "custody",
     "rentals",
@@ -222,7 +222,7 @@ WEBHOOK_ALLOW_PRIVATE = env.envbool("WEBHOOK_ALLOW_PRIVATE", default=False)
 # names an unprivileged OS account they run as (the worker must be able to switch to it).
 LOCAL_NODE = env.envbool("REMOTEGPU_LOCAL_NODE", default=False)
 LOCAL_NODE_USER = os.environ.get("REMOTEGPU_LOCAL_NODE_USER", "")
-PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "profiles" / "platforms"))
+PROFILES_DIR = Path(os.environ.get("REMOTEGPU_PROFILES_DIR", BASE_DIR / "platforms" / "profiles"))
 
 DATABASES = {"default": env.database(VAR_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -277,7 +277,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.envint("CELERY_VISI
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "remotegpu")
 CELERY_BEAT_SCHEDULE = {
     "light-probe-running-instances": {
-        "task": "profiles.tasks.probe_running_instances",
+        "task": "fleet.tasks.probe_running_instances",
         "schedule": float(LIGHT_PROBE_INTERVAL),
     },
 }
@@ -318,7 +318,7 @@ CELERY_BEAT_SCHEDULE["reconcile-custody"] = {"task": "custody.tasks.reconcile_cu
 # Danger clocks alarm the project this many hours before they fire (and once when they have).
 CLOCK_ALARM_HOURS = env.envints("CLOCK_ALARM_HOURS", [72, 24, 6])
 CELERY_BEAT_SCHEDULE["raise-clock-alarms"] = {
-    "task": "profiles.tasks.raise_clock_alarms",
+    "task": "fleet.tasks.raise_clock_alarms",
     "schedule": env.envfloat("CLOCK_ALARM_INTERVAL", 300),
 }
 # A box that bills for nothing (idle, verified, stopped but billing) alarms after each of these many
@@ -328,9 +328,9 @@ CELERY_BEAT_SCHEDULE["raise-waste-alarms"] = {
     "task": "custody.tasks.raise_waste_alarms",
     "schedule": env.envfloat("WASTE_ALARM_INTERVAL", 300),
 }
-# What each API platform lists under the team's keys, against the dashboard (profiles/drift.py).
+# What each API platform lists under the team's keys, against the dashboard (fleet/drift.py).
 CELERY_BEAT_SCHEDULE["reconcile-providers"] = {
-    "task": "profiles.tasks.reconcile_providers",
+    "task": "fleet.tasks.reconcile_providers",
     "schedule": env.envfloat("PROVIDER_RECONCILE_INTERVAL", 600),
 }
 # Notifications (notifications/): an outbox delivered after commit, re-driven by beat until every

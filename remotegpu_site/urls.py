@@ -13,7 +13,7 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("", include("console.urls")),
     path("", include("projects.urls")),
-    path("", include("profiles.urls")),
+    path("", include("fleet.urls")),
     path("", include("datasets.urls")),
     path("", include("runs.urls")),
     path("", include("custody.urls")),

@@ -13,12 +13,12 @@ from django.utils import timezone
 from core.audit import record
 from core.enqueue import after_commit
 from core.models import AuditAction
+from fleet.actions import do_confirm_host_key, register_instance
+from fleet.models import Instance, InstanceProbe, InstanceState, PlatformAcknowledgement, ProviderKeyUse
+from fleet.naming import suggest_name
 from notifications.actions import do_notify
 from notifications.models import Event
-from profiles.actions import do_confirm_host_key, register_instance
-from profiles.catalog import get_profile
-from profiles.models import Instance, InstanceProbe, InstanceState, PlatformAcknowledgement, ProviderKeyUse
-from profiles.naming import suggest_name
+from platforms.catalog import get_profile
 from projects.roles import require, require_second_approver
 from rentals.asking import expected_cost, spend_note
 from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalState
@@ -193,9 +193,7 @@ def do_register_rental(rental_pk: int, host: str, port: int) -> Rental | None:
         rental.instance = instance
         rental.save()
         _tell(rental, f"registered as {instance.name}: confirm its host key on the rent's page")
-        after_commit(
-            "profiles.tasks.probe_instance", instance.pk, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.BUTTON
-        )
+        after_commit("fleet.tasks.probe_instance", instance.pk, InstanceProbe.Kind.LIGHT, InstanceProbe.Trigger.BUTTON)
     return rental
 
 

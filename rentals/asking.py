@@ -3,8 +3,8 @@ each, so bad input is refused before anything is created or anyone is asked to a
 
 from decimal import Decimal
 
-from profiles.providers.offers import KNOWN_GPUS, Need, known_gpu
-from profiles.providers.renters import RENTABLE
+from fleet.providers.offers import KNOWN_GPUS, Need, known_gpu
+from fleet.providers.renters import RENTABLE
 
 CENT = Decimal("0.01")
 

@@ -10,13 +10,13 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from fleet.credentials import public_key_of
+from fleet.models import Credential
+from fleet.providers.apis import GONE, RUNNING
+from fleet.providers.calls import ProviderError, list_boxes
+from fleet.providers.offers import Offer, choose
+from fleet.providers.renting import BoxKey, attach_key, create_box, find_by_name, find_offers, key_problem
 from node.transport import CredentialError
-from profiles.credentials import public_key_of
-from profiles.models import Credential
-from profiles.providers.apis import GONE, RUNNING
-from profiles.providers.calls import ProviderError, list_boxes
-from profiles.providers.offers import Offer, choose
-from profiles.providers.renting import BoxKey, attach_key, create_box, find_by_name, find_offers, key_problem
 from rentals.actions import do_claim_rental, do_fail_rental, do_mark_created, do_record_attempt, do_register_rental
 from rentals.asking import need_of
 from rentals.models import Rental, RentalAttempt, RentalState

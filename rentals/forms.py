@@ -1,9 +1,9 @@
 from django import forms
 
-from profiles.actions import needs_acknowledgement
-from profiles.forms import USER
-from profiles.models import Credential, CredentialKind
-from profiles.providers.renters import RENTABLE
+from fleet.actions import needs_acknowledgement
+from fleet.forms import USER
+from fleet.models import Credential, CredentialKind
+from fleet.providers.renters import RENTABLE
 from rentals.asking import read_candidates, read_models
 from rentals.models import Rental
 

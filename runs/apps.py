@@ -19,6 +19,6 @@ class RunsConfig(AppConfig):
 
 
 def _close_sockets(sender, user_id, **kwargs):
-    from profiles.live import access_reduced
+    from fleet.live import access_reduced
 
     access_reduced(user_id)

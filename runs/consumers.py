@@ -9,8 +9,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from profiles.live import instance_group, user_group
-from profiles.models import Instance
+from fleet.live import instance_group, user_group
+from fleet.models import Instance
 from projects.models import Project
 from runs.live import project_group, run_group
 from runs.models import Run

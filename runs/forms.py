@@ -3,7 +3,7 @@ import shlex
 import yaml
 from django import forms
 
-from profiles import catalog
+from platforms import catalog
 from projects.models import Project, Role
 from runs import sources, sweeps, trainer_files, validation
 from runs.models import Capsule, Run, SourceKind
@@ -143,7 +143,7 @@ class RunForm(forms.ModelForm):
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
-        from profiles.models import Instance
+        from fleet.models import Instance
 
         self.user = user
         # Only where the person is an operator: a member without the role sees runs but makes none.
@@ -298,7 +298,7 @@ class SweepForm(forms.Form):
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
-        from profiles.models import Instance
+        from fleet.models import Instance
 
         operated = Project.objects.where_role(user, Role.OPERATOR)
         self.fields["base_run"].queryset = Run.objects.filter(project__in=operated, source_kind=SourceKind.LOCAL_DIR)

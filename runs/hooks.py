@@ -5,7 +5,7 @@ node measured (a proxy file found or not, the names it exported, the interpreter
 node's answer is untrusted, so only booleans and well-formed names are taken from it.
 """
 
-from profiles.hooks import ENV_NAME, identity
+from platforms.hooks import ENV_NAME, identity
 
 MAX_EXPORTED = 50
 

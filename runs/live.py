@@ -1,6 +1,6 @@
 """Push a message to everyone watching a run page (best effort: the DB stays the truth)."""
 
-from profiles.live import send
+from fleet.live import send
 
 
 def run_group(run_id: str) -> str:

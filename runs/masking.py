@@ -10,7 +10,7 @@ A guard against accidents, not against an operator whose command receives the va
 form (base64, reversed, split across two writes that land in different chunks) is not caught.
 docs/SECURITY.md says so."""
 
-from profiles.credentials import SECRET_MIN_LENGTH, secret_value_of, secrets_named
+from fleet.credentials import SECRET_MIN_LENGTH, secret_value_of, secrets_named
 
 MASK = "[secret masked]"
 

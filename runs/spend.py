@@ -8,8 +8,8 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from profiles.costs import burn_rate, cost_between
-from profiles.models import DriftKind, Instance, ProviderDrift, Resource
+from fleet.costs import burn_rate, cost_between
+from fleet.models import DriftKind, Instance, ProviderDrift, Resource
 
 CENT = Decimal("0.01")
 

@@ -10,12 +10,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 
+from fleet.credentials import run_secret_values, secret_problems
+from fleet.node_client import RunNode
 from node.build import wrapper_name
 from node.pull import HashMismatch
 from node.transport import TransportError
-from profiles.credentials import run_secret_values, secret_problems
-from profiles.layout import resolve_home
-from profiles.node_client import RunNode
+from platforms.layout import resolve_home
 from projects.models import Project
 from runs import ckpt_pull, preflight, shipping
 from runs.actions import base, checkpoints, lifecycle, redrive, spending, sweeps
@@ -167,7 +167,7 @@ def advance_sweep(sweep_pk: int) -> list[str]:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def close_active(run_pk: int, actor_id: int, reason: str) -> str:
     """Idempotent: a redelivery after the move finds no active/ and records it closed."""
-    from profiles.node_client import NodeClient
+    from fleet.node_client import NodeClient
     from runs.actions.lifecycle import do_mark_active_closed
 
     run = Run.objects.select_related("project", "instance").get(pk=run_pk)
@@ -183,7 +183,7 @@ def close_active(run_pk: int, actor_id: int, reason: str) -> str:
 def deliver_stop(run_pk: int, attempt: int) -> str:
     """Tell the box to stop the attempt. Idempotent (the wrapper keeps the first stop's marker); an
     unreachable box leaves it asked, and the reconciler sends it again until its deadline."""
-    from profiles.node_client import NodeClient
+    from fleet.node_client import NodeClient
     from runs.actions import stops
 
     run = stops.pending_stop(run_pk, attempt)
@@ -253,7 +253,7 @@ def reconcile_runs() -> dict:
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def close_out_run(run_pk: int, attempt: int) -> str:
     """An EXITED run nobody sealed: the node quarantines the attempt (closeout never finished)."""
-    from profiles.node_client import NodeClient
+    from fleet.node_client import NodeClient
 
     run = _run_in(run_pk, RunState.EXITED)
     if run is None or run.attempt != attempt:

@@ -14,10 +14,10 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from datasets.models import Dataset, DatasetState
-from profiles.control_host import runs_here_problem
-from profiles.credentials import grant_problems, secrets_named
-from profiles.layout import node_path_problem
-from profiles.models import Instance
+from fleet.control_host import runs_here_problem
+from fleet.credentials import grant_problems, secrets_named
+from fleet.models import Instance
+from platforms.layout import node_path_problem
 from runs import sources, sweeps
 from runs.models import SourceKind
 

@@ -12,8 +12,8 @@ from django.views.generic import CreateView
 
 from core.flash import perform
 from core.models import AuditAction, AuditEntry
-from profiles.layout import layout_for
-from profiles.models import Instance
+from fleet.models import Instance
+from platforms.layout import layout_for
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
 from projects.roles import require

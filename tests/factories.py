@@ -4,7 +4,7 @@ never collide. What a test is about (a platform, a state, a rate) should still b
 
 import uuid
 
-from profiles.models import Credential, CredentialKind, Instance
+from fleet.models import Credential, CredentialKind, Instance
 from projects.models import Project
 from runs.models import Run
 from tests.personas import join

@@ -603,7 +603,7 @@ def _ids(body) -> list[str]:
 
 def api_credential(project):
     """The stub's API key, registered as a provider credential and granted to project."""
-    from profiles.models import Credential, CredentialKind
+    from fleet.models import Credential, CredentialKind
 
     credential, _ = Credential.objects.get_or_create(
         name="stub-provider-key", defaults={"kind": CredentialKind.PROVIDER_KEY, "reference": f"env:{KEY_ENV}"}

@@ -132,7 +132,7 @@ class Sshd:
 
     def credential_for(self, project):
         """This server's client key, registered as a credential and granted to project."""
-        from profiles.models import Credential, CredentialKind
+        from fleet.models import Credential, CredentialKind
 
         credential, _ = Credential.objects.get_or_create(
             name=f"sshd-{self.port}", defaults={"kind": CredentialKind.SSH_KEY, "reference": self.credential_ref}

@@ -14,10 +14,10 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from fleet.models import Instance
+from fleet.node_client import NodeClient
 from node.protocol import NodeError
 from node.transport import TransportError
-from profiles.models import Instance
-from profiles.node_client import NodeClient
 from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.models import Run, RunState
 from watching import leases

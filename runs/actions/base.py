@@ -8,9 +8,9 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from core.enqueue import after_commit, send
+from fleet.control_host import runs_here_problem
+from fleet.models import Instance
 from notifications.models import Event
-from profiles.control_host import runs_here_problem
-from profiles.models import Instance
 from projects.models import Project
 from runs import notices
 from runs.live import push_run_update

@@ -12,7 +12,7 @@ from core.enqueue import after_commit
 from core.models import AuditAction
 from core.states import IllegalTransition
 from datasets.roster import data_identity
-from profiles.actions import do_observe_running
+from fleet.actions import do_observe_running
 from runs import environment, hooks, rollups
 from runs.actions.base import (
     acquire_gpus,

@@ -9,8 +9,8 @@ from core.audit import record
 from core.enqueue import after_commit
 from core.models import AuditAction
 from core.states import IllegalTransition
+from fleet.models import Instance
 from notifications.models import Event
-from profiles.models import Instance
 from runs import ckpt_pull, notices, rollups, signals
 from runs.actions.base import lock_run, may_run_on, move_run, release_gpus, run_event
 from runs.actions.spending import SpendPending, spend_gate

@@ -8,7 +8,7 @@ from django.db import transaction
 from core.audit import record
 from core.enqueue import after_commit
 from core.models import AuditAction
-from profiles.control_host import runs_here_problem
+from fleet.control_host import runs_here_problem
 from runs import rollups, sweeps
 from runs.actions.base import move_run, new_run_id, run_event
 from runs.actions.spending import spend_gate

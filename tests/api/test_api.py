@@ -9,7 +9,7 @@ from django.urls import reverse
 from api.models import ApiToken
 from custody.models import TeardownRequest
 from custody.tasks import prove_teardown
-from profiles.models import Instance
+from fleet.models import Instance
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from tests.waiting import wait_until
 SEED = """
 from django.contrib.auth.models import User
 from django.utils import timezone
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Membership, Project
 ops = User.objects.create_user("ops1", password="ops1-pass-1234")
 appr = User.objects.create_user("appr1", password="appr1-pass-1234")
@@ -77,7 +77,7 @@ TWO_PROJECTS = """
 from django.contrib.auth.models import User
 from django.utils import timezone
 from custody.teardown import do_request_teardown
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Membership, Project
 root = User.objects.create_superuser("root1", password="root1-pass-1234")
 judge = User.objects.create_user("judge1", password="judge1-pass-1234")

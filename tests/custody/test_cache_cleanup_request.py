@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from core.enqueue import send
 from core.models import AuditEntry
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from tests.personas import join
 

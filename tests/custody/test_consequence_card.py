@@ -9,8 +9,8 @@ from custody.evidence import Consequence as Planned
 from custody.evidence import Copy, destroys
 from custody.levels import consequence_of
 from custody.models import TeardownKind
-from profiles.catalog import all_profiles
-from profiles.models import Instance
+from fleet.models import Instance
+from platforms.catalog import all_profiles
 from projects.models import Project
 
 pytestmark = pytest.mark.django_db

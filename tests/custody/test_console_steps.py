@@ -7,9 +7,9 @@ import pytest
 
 from custody.levels import consequence_of
 from custody.teardown import TeardownRefused, do_file_teardown
-from profiles.catalog import all_profiles
-from profiles.models import Instance
-from profiles.providers.calls import console_steps
+from fleet.models import Instance
+from fleet.providers.calls import console_steps
+from platforms.catalog import all_profiles
 from projects.models import Project
 from tests.personas import join
 

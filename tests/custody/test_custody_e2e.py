@@ -9,8 +9,8 @@ from custody.actions import do_start_verification
 from custody.models import CustodyRecord, CustodyStatus
 from custody.roster import parse_roster
 from custody.verify import custody_dir
+from fleet.node_client import RunNode
 from node.pull import partial_of, pull_one
-from profiles.node_client import RunNode
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from tests.custody import sealed

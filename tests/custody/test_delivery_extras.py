@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from custody.models import TeardownKind, TeardownStatus
 from custody.teardown import do_approve_teardown, do_request_teardown
+from fleet.costs import accrued_cost, danger_clocks
+from fleet.models import Instance, InstanceEvent
 from notifications.actions import recipients
 from notifications.models import Channel, Notification
-from profiles.costs import accrued_cost, danger_clocks
-from profiles.models import Instance, InstanceEvent
 from tests.custody.test_teardown_e2e import wait_request
 from tests.sshd import free_port
 from tests.waiting import wait_until

@@ -15,9 +15,9 @@ import pytest
 from custody.models import TeardownKind
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_request_teardown
+from fleet.node_client import RunNode
 from node.protocol import NodeError
-from profiles.catalog import mount_problem
-from profiles.node_client import RunNode
+from platforms.catalog import mount_problem
 from runs.models import RunState
 from tests.custody import sealed
 from tests.custody.test_evidence_invariant import CUSTODY, as_platform, delete

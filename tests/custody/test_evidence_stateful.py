@@ -49,9 +49,9 @@ from custody.teardown import (
 )
 from custody.teardown import do_request_teardown as request_teardown
 from custody.verify import custody_dir
-from profiles.catalog import all_profiles
-from profiles.models import Instance, Resource
-from profiles.resources import kinds_for
+from fleet.models import Instance, Resource
+from platforms.catalog import all_profiles
+from platforms.resources import kinds_for
 from projects.models import Project
 from runs.models import Run
 from tests.custody import sealed

@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from custody.evidence import copies_of
 from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation
+from fleet.node_client import RunNode
 from node.protocol import NodeError
-from profiles.catalog import get_profile, on_its_mount
-from profiles.node_client import RunNode
+from platforms.catalog import get_profile, on_its_mount
 from runs.models import RunState
 from tests import factories
 from tests.mounts import tmpfs

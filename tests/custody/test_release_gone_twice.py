@@ -10,8 +10,8 @@ from custody import execution
 from custody.models import TeardownKind, TeardownStatus
 from custody.tasks import recheck_release
 from custody.teardown import do_approve_teardown, do_request_teardown
+from tests.fleet.test_provider_apis import box, in_database
 from tests.personas import join
-from tests.profiles.test_provider_apis import box, in_database
 from tests.provider_stub import RUNNING
 from tests.waiting import deliver_notifications
 

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from custody.models import TeardownRequest
 from custody.teardown import TeardownRefused, do_request_teardown
-from profiles.models import Instance
+from fleet.models import Instance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

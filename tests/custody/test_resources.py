@@ -13,7 +13,7 @@ from custody.execution import execute
 from custody.models import EvidenceLocation, TeardownKind, TeardownStatus
 from custody.tasks import prove_teardown
 from custody.teardown import TeardownRefused, do_approve_teardown, do_attest_teardown, do_request_teardown
-from profiles.actions import do_register_resource
+from fleet.actions import do_register_resource
 from tests.custody import sealed
 from tests.worker_env import NODE_ROOT
 

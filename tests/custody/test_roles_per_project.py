@@ -16,10 +16,10 @@ from django.urls import reverse
 
 from custody.models import TeardownRequest, TeardownStatus
 from custody.teardown import do_approve_teardown, do_request_teardown
+from fleet.live import instance_changed
+from fleet.models import Instance
 from notifications.actions import recipients
 from notifications.models import Notification
-from profiles.live import instance_changed
-from profiles.models import Instance
 from projects.models import Project
 from remotegpu_site.asgi import application
 from runs.actions.lifecycle import do_start_preflight

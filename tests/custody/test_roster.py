@@ -6,8 +6,8 @@ import json
 import pytest
 
 from custody.roster import RosterError, parse_roster
+from fleet.node_client import RunNode
 from node.protocol import NodeError
-from profiles.node_client import RunNode
 from runs.models import RunState
 
 pytestmark = pytest.mark.django_db(transaction=True)

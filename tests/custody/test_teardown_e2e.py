@@ -9,7 +9,7 @@ from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from custody.store import custody_dir
 from custody.tasks import execute_teardown
 from custody.teardown import TeardownRefused, do_approve_teardown, do_request_teardown
-from profiles.models import InstanceState
+from fleet.models import InstanceState
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from tests.custody.test_custody_e2e import exported, wait_record

@@ -20,8 +20,8 @@ from custody.teardown import (
     do_reject_teardown,
     do_request_teardown,
 )
-from profiles.models import Instance
-from profiles.providers import calls as providers
+from fleet.models import Instance
+from fleet.providers import calls as providers
 from tests import factories
 from tests.personas import join
 from tests.provider_stub import KEY_ENV
@@ -233,7 +233,7 @@ def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
 def test_a_shutdown_whose_box_stays_up_is_not_called_stopped(bob, instance, settings, no_worker):
     """The power-off command did nothing: after TEARDOWN_OFFLINE_WAIT the box still answers."""
     from custody import execution
-    from profiles.models import InstanceEvent
+    from fleet.models import InstanceEvent
 
     settings.TEARDOWN_OFFLINE_WAIT = 1
     instance.shutdown_command = "true"  # accepted, and the box keeps running

@@ -16,9 +16,9 @@ from core.models import AuditEntry
 from custody.models import CustodyRecord, CustodyStatus, TeardownKind, TeardownRequest, TeardownStatus, WasteAlarm
 from custody.tasks import prove_teardown
 from custody.waste import do_raise_waste_alarms, do_set_waste_shutdown
+from fleet.models import InstanceEvent, InstanceState
 from notifications.actions import do_add_channel, do_deliver_notification
 from notifications.models import Channel, Event, Notification
-from profiles.models import InstanceEvent, InstanceState
 from runs.models import RunState
 from tests import factories
 from tests.racing import at_once
@@ -163,7 +163,7 @@ def test_a_released_box_whose_filesystem_and_ip_still_bill_alarms_until_they_are
     """A resource's clock alarms like a box's: released, its registered filesystem and static IP bill on;
     told at each threshold with their $/h and what they billed, linking to the box's page where each has
     its own delete request; a deleted one stops counting, and with none left nothing is told."""
-    from profiles.models import Resource
+    from fleet.models import Resource
 
     box = factories.box(project, "lambda", state=InstanceState.RELEASED)
     fs = Resource.objects.create(instance=box, kind="persistent_fs", name="ckpts", rate=Decimal("0.0137"))

@@ -4,7 +4,7 @@ the 15-day clock a stop starts releases it."""
 
 from custody.evidence import Consequence, Copy, destroys, wiped_by
 from custody.models import EvidenceLocation, TeardownKind
-from profiles.catalog import get_profile
+from platforms.catalog import get_profile
 
 AUTODL = get_profile("autodl")
 TIERS = {tier["name"]: tier for tier in AUTODL.tiers}

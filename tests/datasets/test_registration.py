@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from core.models import AuditEntry
 from datasets.models import Dataset, DatasetState
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from tests.api.test_api import api, post
 

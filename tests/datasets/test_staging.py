@@ -21,8 +21,8 @@ from datasets.actions import do_register_dataset
 from datasets.models import DatasetSource, DatasetState
 from datasets.roster import identity
 from datasets.tasks import scan_dataset
-from profiles.models import Instance
-from profiles.node_client import RunNode
+from fleet.models import Instance
+from fleet.node_client import RunNode
 from runs import shipping
 from tests.sshd import Sshd
 from tests.waiting import wait_until

@@ -10,9 +10,9 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 
 from core.models import AuditEntry
+from fleet.models import Instance
 from notifications.actions import do_add_channel, do_deliver_notification, do_notify, do_set_preference
 from notifications.models import Channel, Event, Notification, NotifyVariable
-from profiles.models import Instance
 from projects.models import Project
 from runs.actions.lifecycle import do_finish_smoke
 from runs.models import Run, RunState

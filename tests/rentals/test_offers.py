@@ -3,9 +3,9 @@ cheapest under the max, and answers that must not read as offers or as a created
 
 import pytest
 
-from profiles.providers.box_keys import attached, lambda_key_problem, same_key
-from profiles.providers.offers import Need, Offer, choose, fits, known_gpu, model_matches
-from profiles.providers.renters import (
+from fleet.providers.box_keys import attached, lambda_key_problem, same_key
+from fleet.providers.offers import Need, Offer, choose, fits, known_gpu, model_matches
+from fleet.providers.renters import (
     RENTABLE,
     RENTERS,
     create_call,

@@ -10,9 +10,9 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from core.models import AuditEntry
-from profiles.drift import keys_to_reconcile
-from profiles.models import Credential, Instance, InstanceEvent
-from profiles.tasks import probe_instance
+from fleet.drift import keys_to_reconcile
+from fleet.models import Credential, Instance, InstanceEvent
+from fleet.tasks import probe_instance
 from rentals.actions import do_cancel_rental, do_confirm_rental, do_decide_rental, do_request_rental
 from rentals.creating import create, poll
 from rentals.forms import RentalForm
@@ -228,8 +228,8 @@ def test_a_worker_killed_after_the_create_call_leaves_a_rent_the_redrive_adopts(
 
     do_claim_rental(rental.pk)
     do_record_attempt(rental.pk, "vastai", RentalAttempt.Outcome.SENT, {"offer_id": "502"}, "", "")
-    from profiles.providers.offers import Need, Offer
-    from profiles.providers.renting import BoxKey, create_box
+    from fleet.providers.offers import Need, Offer
+    from fleet.providers.renting import BoxKey, create_box
 
     offer, key = Offer("vastai", "502", "RTX 4090", 1, 24, 0.38), BoxKey("k", "ssh-ed25519 AAAA")
     create_box(offer, api_credential(project), Need(("RTX 4090",), 1, 0, 40, 0.6), rental.name, "img", key, "i")
@@ -276,8 +276,8 @@ def test_every_waiting_state_has_a_deadline(project, alice, bob, boxes, provider
     never.refresh_from_db()
     assert never.state == RentalState.FAILED and "did not run with an SSH endpoint" in never.reason
     assert never.instance is None and ("vastai", api_credential(project).pk) in keys_to_reconcile()
-    from profiles.drift import do_reconcile_providers
-    from profiles.models import DriftKind, ProviderDrift
+    from fleet.drift import do_reconcile_providers
+    from fleet.models import DriftKind, ProviderDrift
 
     do_reconcile_providers()  # a box created but never registered bills under the key: found as an orphan
     assert ProviderDrift.objects.filter(provider_id=never.provider_id, kind=DriftKind.ORPHAN).exists()
@@ -297,7 +297,7 @@ def test_runpod_is_asked_through_its_graphql_catalogue_and_created_by_rest(proje
     """vast.ai has nothing under the max (and says what the max would have to be); RunPod's catalogue has
     stock: the pod is created with the rule's name, found running with its public IP and mapped port, and
     RunPod's balance is read from GraphQL."""
-    from profiles.providers.calls import account_balance
+    from fleet.providers.calls import account_balance
 
     started, client_key = boxes
     provider_api.offers["runpod"] = RUNPOD_TYPES

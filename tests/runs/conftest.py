@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from runs.models import Run, RunState, SourceKind
 from tests.conftest import REPO

@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from core.models import AuditEntry
+from fleet.models import Instance
 from notifications.models import Event, Notification
-from profiles.models import Instance
 from projects.models import Project
 from runs.budgets import do_set_envelope, do_warn_forecasts
 from runs.spend import envelope_of, period_bounds

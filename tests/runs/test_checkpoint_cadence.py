@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiles.models import Instance
+from fleet.models import Instance
 from runs.cadence import cadence_for, checkpoint_environment
 from runs.models import Run
 from tests.runs.conftest import TEST_SAMPLES, TINYFIT, set_config
@@ -49,7 +49,7 @@ def test_the_cadence_takes_the_first_real_checkpoint_and_rounds_down_to_whole_st
 
 def test_the_launched_command_gets_its_cadence(make_run, node, settings):
     """What launch_run hands the node: the spec's environment, read back from the node's spec file."""
-    from profiles.node_client import RunNode
+    from fleet.node_client import RunNode
 
     run = make_run(checkpoint_bytes=512 * 1024**2, write_bytes_per_second=256 * 1024**2)
     run.instance.profile_key = "vastai"

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from custody.actions import do_start_verification
 from custody.models import CustodyStatus
-from profiles.models import Instance
+from fleet.models import Instance
 from runs import ckpt_pull, rollups
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState

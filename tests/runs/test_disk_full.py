@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from profiles.node_client import RunNode
+from fleet.node_client import RunNode
 from runs import shipping
 from runs.models import RunState
 from runs.tasks import launch_run

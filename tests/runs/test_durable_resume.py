@@ -25,8 +25,8 @@ from django.utils import timezone
 from core.states import IllegalTransition
 from custody.actions import do_start_verification
 from custody.models import CustodyStatus
+from fleet.models import Instance
 from notifications.models import Event, Notification
-from profiles.models import Instance
 from runs import rollups
 from runs.actions.lifecycle import do_start_preflight
 from runs.actions.moves import do_continue_elsewhere

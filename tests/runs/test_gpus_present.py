@@ -10,7 +10,7 @@ import sys
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from profiles.models import Instance
+from fleet.models import Instance
 from runs.actions.lifecycle import do_waive_gpu_holders
 from runs.gpus import gone_problem, gpu_problems
 from runs.models import RunState

@@ -90,7 +90,7 @@ def test_without_opt_in_an_interruption_is_classified_and_only_offered(
 def test_the_start_hook_rewrites_the_boot_marker_and_is_installed_once(make_run, node, tmp_path, boot_marker):
     import subprocess
 
-    from profiles.node_client import RunNode
+    from fleet.node_client import RunNode
 
     hook = tmp_path / "onstart.sh"
     hook.write_text("#!/bin/bash\necho user line\n")

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from profiles.node_client import RunNode
+from fleet.node_client import RunNode
 from runs import shipping
 from runs.models import Run, RunState
 from runs.tasks import launch_run

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from runs.models import WatchLease
 from watching import leases

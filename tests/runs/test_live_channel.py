@@ -211,7 +211,7 @@ async def test_an_open_socket_stops_when_access_ends(alice, settings, how, pushe
 
 async def test_a_box_page_hears_its_box_change_and_an_outsider_cannot_join(alice, charlie):
     """The box page follows a change made in another process (a worker's probe, a state)."""
-    from profiles.models import Instance
+    from fleet.models import Instance
     from tests.conftest import database_url
 
     pk = await sync_to_async(lambda: Instance.objects.get(name="vision-desk-20261129").pk)()
@@ -219,7 +219,7 @@ async def test_a_box_page_hears_its_box_change_and_an_outsider_cannot_join(alice
     cookie = await sync_to_async(session_cookie)(alice)
     communicator = WebsocketCommunicator(application, f"/ws/instances/{pk}/", headers=[(b"cookie", cookie), ORIGIN])
     assert (await communicator.connect())[0]
-    code = "import django; django.setup(); from profiles.actions import do_change_instance_state; "
+    code = "import django; django.setup(); from fleet.actions import do_change_instance_state; "
     code += f"do_change_instance_state({pk}, 'running', 'seen in the console', actor=None)"
     env = subprocess_env(DATABASE_URL=url)
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=REPO, env=env)

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from api.models import ApiToken
-from profiles.models import Instance
+from fleet.models import Instance
 from runs.actions.lifecycle import do_create_run, do_retry_run, do_start_preflight
 from runs.models import Run, RunState, SourceKind
 from tests.personas import join

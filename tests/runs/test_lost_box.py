@@ -11,10 +11,10 @@ import time
 import pytest
 from django.urls import reverse
 
+from fleet.actions import do_observe_provider_state
+from fleet.drift import do_reconcile_providers
+from fleet.models import Instance
 from notifications.models import Event, Notification
-from profiles.actions import do_observe_provider_state
-from profiles.drift import do_reconcile_providers
-from profiles.models import Instance
 from runs import rollups
 from runs.actions.lifecycle import do_start_preflight
 from runs.actions.moves import do_handle_lost_box, free_candidate, lost_box_runs

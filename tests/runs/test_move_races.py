@@ -5,7 +5,7 @@ told why, and the run holds one move, one attempt and one count of its runs on o
 import pytest
 from django.db import connection
 
-from profiles.actions import do_observe_provider_state
+from fleet.actions import do_observe_provider_state
 from runs import rollups
 from runs.actions.lifecycle import do_retry_run
 from runs.actions.moves import do_continue_elsewhere, do_handle_lost_box

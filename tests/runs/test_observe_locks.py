@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from profiles.models import Instance
+from fleet.models import Instance
 from projects.models import Project
 from runs.actions.observation import do_observe_run
 from runs.models import RunState

@@ -16,7 +16,7 @@ import pytest
 from node.build import wrapper_file
 from node.protocol import ANSWERS, check_answer, follow_event, parse_answer, status_problem
 from node.transport.feed import process_feed
-from profiles.layout import NodeLayout
+from platforms.layout import NodeLayout
 from tests.runs.conftest import load_wrapper
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from custody.models import CustodyRecord, CustodyStatus
 from custody.verify import verify
+from fleet.models import Instance
+from fleet.node_client import NodeClient, RunNode
 from node.protocol import NodeError
-from profiles.models import Instance
-from profiles.node_client import NodeClient, RunNode
 from runs.models import RunState
 from tests.sshd import Sshd
 from watching.watch import tick

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from profiles.node_client import RunNode
+from fleet.node_client import RunNode
 from runs import shipping
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState

@@ -19,7 +19,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from profiles.models import Credential, CredentialKind
+from fleet.models import Credential, CredentialKind
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import LogChunk, RunState
 from tests.conftest import ARTIFACTS, RUN_SECRET_ENV, RUN_SECRET_VALUE

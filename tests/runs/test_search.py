@@ -35,7 +35,7 @@ def check() -> None:
     from django.db import connection
 
     from console import history
-    from profiles.models import Instance
+    from fleet.models import Instance
     from projects.models import Project
     from runs import search
     from runs.models import Run

@@ -4,7 +4,7 @@ is a form error or a 4xx naming the field, and nothing is saved."""
 import pytest
 from django.urls import reverse
 
-from profiles.models import Credential, CredentialKind
+from fleet.models import Credential, CredentialKind
 from projects.models import Project
 from runs.models import Run
 from tests.api.test_api import api, post, run_bodies

@@ -9,8 +9,8 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from fleet.models import Instance
 from notifications.models import Notification
-from profiles.models import Instance
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.actions.redrive import do_continue_after_spend
 from runs.actions.spending import SpendPending, do_decide_spend, do_expire_spend_requests

@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 
-from profiles.node_client import RunNode
+from fleet.node_client import RunNode
 from projects.models import Project
 from runs.actions import stops
 from runs.actions.lifecycle import do_retry_run, do_start_preflight

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from profiles.models import Instance
+from fleet.models import Instance
 from runs import sweeps
 from runs.models import Run, RunState, Sweep
 from tests.runs.conftest import set_config

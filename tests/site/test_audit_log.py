@@ -11,8 +11,8 @@ from django.core.exceptions import PermissionDenied
 from core.audit import record
 from core.models import AuditEntry
 from custody.teardown import do_place_hold
-from profiles.actions import do_create_instance, do_edit_instance, do_save_credential
-from profiles.models import Credential, CredentialKind, Instance
+from fleet.actions import do_create_instance, do_edit_instance, do_save_credential
+from fleet.models import Credential, CredentialKind, Instance
 from projects.membership import do_add_member
 from runs.actions.lifecycle import SpendPending, do_start_preflight
 from runs.actions.spending import do_decide_spend

@@ -13,7 +13,7 @@ from tests.runs.conftest import load_wrapper
 WRAPPER = load_wrapper()
 PAGE = (REPO / "docs" / "contract.md").read_text()
 # Where the command's environment is made: the wrapper (run_env), the cadence and the staged datasets.
-SOURCES = ("node/wrapper/attempts.py", "runs/cadence.py", "profiles/node_client.py")
+SOURCES = ("node/wrapper/attempts.py", "runs/cadence.py", "fleet/node_client.py")
 
 
 def unnamed(names, page: str = PAGE) -> set[str]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from schemathesis import checks
 
 from api.models import ApiToken
-from profiles.models import Instance
+from fleet.models import Instance
 
 pytestmark = pytest.mark.django_db
 

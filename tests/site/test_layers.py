@@ -1,28 +1,32 @@
-"""Apps import downward only: node < core < accounts < projects < notifications < profiles < datasets < runs
-< watching < custody < rentals < console < api < remotegpu_site. No file is exempt: the pages that combine apps
-live in console/; remotegpu_site, on top, wires them (settings, URLs, routing, the Celery app) and no
-app imports it; every import counts, including one inside a function (a lazy import is still a
-dependency).
+"""Apps import downward only: node < platforms < core < accounts < projects < notifications < fleet < datasets
+< runs < watching < custody < rentals < console < remotegpu < api < remotegpu_site. No file is exempt: the pages
+that combine apps live in console/; remotegpu_site, on top, wires them (settings, URLs, routing, the Celery
+app) and no app imports it; every import counts, including one inside a function (a lazy import is still a
+dependency). Every package of the tree takes a place, whether or not it is a Django app.
 """
 
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 LAYERS = [
     "node",  # the node library: transport, protocol, pull, the wrapper and its build; no Django
+    "platforms",  # the platform facts: profiles, schema, catalog, hooks, layout; no Django
     "core",
     "accounts",
     "projects",
     "notifications",
-    "profiles",
+    "fleet",
     "datasets",
     "runs",
     "watching",
     "custody",
     "rentals",
     "console",
+    "remotegpu",  # the command-line client
     "api",
     "remotegpu_site",
 ]
@@ -61,26 +65,28 @@ def test_core_imports_no_app_only_the_node_library():
         assert not (imports_of(path) & (apps - {"core", "node"})), path
 
 
-def test_the_node_library_is_plain_python():
-    """It takes what it needs as arguments (an endpoint, a key, a host key), never a model or a setting:
-    the fleet (profiles/node_client.py) calls it."""
-    for path in (REPO / "node").rglob("*.py"):
-        assert not (imports_of(path) & (set(LAYERS) - {"node"} | {"django", "celery", "channels"})), path
+@pytest.mark.parametrize("library", ["node", "platforms"])
+def test_the_kit_floor_is_plain_python(library):
+    """The node library takes what it needs as arguments (an endpoint, a key, a host key), never a model or a
+    setting: the fleet (fleet/node_client.py) calls it. The platform facts are data and pure rules."""
+    for path in (REPO / library).rglob("*.py"):
+        assert not (imports_of(path) & (set(LAYERS) - {library} | {"django", "celery", "channels"})), path
 
 
-def test_every_app_is_in_a_layer():
-    """A new app must take its place here: one left out would be checked against nothing."""
+def test_every_package_is_in_a_layer():
+    """A new app or package must take its place here: one left out would be checked against nothing."""
+    packages = {path.parent.name for path in REPO.glob("*/__init__.py")} - {"tests"}
     installed = {path.parent.name for path in REPO.glob("*/apps.py")}
-    assert installed | {"node", "remotegpu_site"} == set(LAYERS)
+    assert packages | installed == set(LAYERS)
 
 
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
-    """The check can fail: a lazy import of custody inside a profiles module is found."""
-    fake = tmp_path / "profiles"
+    """The check can fail: a lazy import of custody inside a fleet module is found."""
+    fake = tmp_path / "fleet"
     fake.mkdir()
     (fake / "sneaky.py").write_text("def f():\n    from custody.models import AuditEntry\n    return AuditEntry\n")
     for app in LAYERS:
-        if app != "profiles":
+        if app != "fleet":
             (tmp_path / app).mkdir()
     monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
-    assert upward_imports() == {"profiles/sneaky.py": ["custody"]}
+    assert upward_imports() == {"fleet/sneaky.py": ["custody"]}

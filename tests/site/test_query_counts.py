@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from core.models import AuditEntry
 from custody.models import Artifact, CustodyRecord, CustodyStatus, TeardownRequest
-from profiles.models import Credential, Instance, InstanceEvent, Resource
+from fleet.models import Credential, Instance, InstanceEvent, Resource
 from projects.models import Project
 from rentals.models import Rental, RentalAttempt
 from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep

@@ -6,8 +6,8 @@ from django.db import models
 
 from core.states import IllegalTransition, Transitions
 from custody.models import TEARDOWN_TRANSITIONS, TeardownStatus
+from fleet.models import INSTANCE_TRANSITIONS, InstanceState
 from notifications.models import NOTIFICATION_TRANSITIONS, Notification
-from profiles.models import INSTANCE_TRANSITIONS, InstanceState
 from runs.models import RUN_TRANSITIONS, SPEND_TRANSITIONS, RunState, SpendStatus
 
 

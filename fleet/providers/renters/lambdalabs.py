@@ -1,0 +1,57 @@
+"""Lambda's renting (../shared/reference/profiles/lambda.md §1): GET /instance-types with
+regions_with_capacity_available, POST /instance-operations/launch; "insufficient capacity" is the real
+failure. Pure: the calls are sent by fleet/providers/renting.py."""
+
+import re
+
+from fleet.providers.offers import Create, Need, Offer, count_in, number_in
+
+
+def search_body(need: Need) -> None:
+    return None  # a GET with no body
+
+
+# GET /api/v1/instance-types; the memory is in the GPU description ("A100 (40 GB SXM4)").
+def read_offers(body, need: Need) -> list[Offer]:
+    types = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(types, dict):
+        raise ValueError("the instance-types answer has no data object")
+    offers = []
+    for name, entry in sorted(types.items()):
+        kind = entry.get("instance_type") if isinstance(entry, dict) else None
+        regions = entry.get("regions_with_capacity_available") if isinstance(entry, dict) else None
+        if not isinstance(kind, dict) or not isinstance(regions, list):
+            continue
+        description = kind.get("gpu_description")
+        specs = kind.get("specs") if isinstance(kind.get("specs"), dict) else {}
+        count, cents = count_in(specs.get("gpus")), number_in(kind.get("price_cents_per_hour"))
+        memory = re.search(r"(\d+)\s*GB", description) if isinstance(description, str) else None
+        region = next((r["name"] for r in regions if isinstance(r, dict) and isinstance(r.get("name"), str)), "")
+        if None in (count, cents, memory) or not region:
+            continue  # no capacity anywhere, or unreadable: not an offer
+        gpu = description.split("(")[0].strip()
+        offers.append(Offer("lambda", name, gpu, count, float(memory.group(1)), cents / 100, region))
+    return offers
+
+
+def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: str, public_key: str) -> Create:
+    body = {
+        "region_name": offer.region,
+        "instance_type_name": offer.offer_id,
+        "ssh_key_names": [ssh_key_name],
+        "name": name,
+        "quantity": 1,
+    }
+    return Create("POST", "/api/v1/instance-operations/launch", body)
+
+
+def read_created(body) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("data"), dict):
+        ids = body["data"].get("instance_ids")
+        if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], str) and ids[0]:
+            return ids[0]
+    return None
+
+
+def no_capacity(status: int, text: str) -> bool:
+    return status in (400, 409, 503) and "insufficient-capacity" in text
