@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from api.serializers import DocumentedModelSerializer, ErrorSerializer
 from api.views import NewestFirst
 from fleet.models import Credential
-from fleet.providers.renters import RENTABLE
 from projects.models import Project
+from providers import RENTABLE
 from rentals.actions import do_request_rental
 from rentals.forms import RentalForm
 from rentals.models import Rental, RentalAttempt

@@ -11,17 +11,17 @@ from custody import teardown
 from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from custody.removal import remove_copy
 from fleet.node_client import transport_for
-from fleet.providers.apis import GONE, UNKNOWN
-from fleet.providers.calls import (
+from fleet.provider_calls import (
     NeedsAttestation,
-    ProviderError,
     by_api,
     provider_says_stopped,
     provider_state,
     resource_console_steps,
 )
-from fleet.providers.calls import execute as provider_execute
+from fleet.provider_calls import execute as provider_execute
 from node.transport import TransportError, Unreachable
+from providers.http import ProviderError
+from providers.interface import GONE, UNKNOWN
 
 
 def _poll(seen, interval: float):

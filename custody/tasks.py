@@ -93,7 +93,7 @@ def flag_stuck_teardowns() -> list[int]:
     took are enqueued again (or fail for a person); interrupted executions need a person: ask the
     provider what it sees, for that person."""
     from custody.models import TeardownRequest
-    from fleet.providers.calls import provider_status
+    from fleet.provider_calls import provider_status
 
     teardown.do_redrive_checking()
     teardown.do_redrive_approved()

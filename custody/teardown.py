@@ -30,7 +30,7 @@ from custody.models import (
     TeardownStatus,
 )
 from fleet.models import Instance, InstanceState
-from fleet.providers.calls import by_api
+from fleet.provider_calls import by_api
 from projects.models import Project
 from projects.roles import require
 from runs.models import RunState

@@ -23,9 +23,7 @@ from fleet.models import (
     ProviderKeyUse,
     Resource,
 )
-from fleet.providers.apis import APIS, GONE, RUNNING, STOPPED
-from fleet.providers.calls import (
-    ProviderError,
+from fleet.provider_calls import (
     account_balance,
     list_boxes,
     list_other_resources,
@@ -34,6 +32,9 @@ from fleet.providers.calls import (
 from notifications.actions import do_notify
 from notifications.models import Event
 from platforms.resources import FACTS
+from providers import APIS
+from providers.http import ProviderError
+from providers.interface import GONE, RUNNING, STOPPED
 
 log = logging.getLogger(__name__)
 

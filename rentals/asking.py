@@ -3,8 +3,8 @@ each, so bad input is refused before anything is created or anyone is asked to a
 
 from decimal import Decimal
 
-from fleet.providers.offers import KNOWN_GPUS, Need, known_gpu
-from fleet.providers.renters import RENTABLE
+from providers import RENTABLE
+from providers.offers import KNOWN_GPUS, Need, known_gpu
 
 CENT = Decimal("0.01")
 

@@ -12,11 +12,12 @@ from django.utils import timezone
 
 from fleet.credentials import public_key_of
 from fleet.models import Credential
-from fleet.providers.apis import GONE, RUNNING
-from fleet.providers.calls import ProviderError, list_boxes
-from fleet.providers.offers import Offer, choose
-from fleet.providers.renting import BoxKey, attach_key, create_box, find_by_name, find_offers, key_problem
+from fleet.provider_calls import list_boxes
+from fleet.renting import BoxKey, attach_key, create_box, find_by_name, find_offers, key_problem
 from node.transport import CredentialError
+from providers.http import ProviderError
+from providers.interface import GONE, RUNNING
+from providers.offers import Offer, choose
 from rentals.actions import do_claim_rental, do_fail_rental, do_mark_created, do_record_attempt, do_register_rental
 from rentals.asking import need_of
 from rentals.models import Rental, RentalAttempt, RentalState

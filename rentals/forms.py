@@ -3,7 +3,7 @@ from django import forms
 from fleet.actions import needs_acknowledgement
 from fleet.forms import USER
 from fleet.models import Credential, CredentialKind
-from fleet.providers.renters import RENTABLE
+from providers import RENTABLE
 from rentals.asking import read_candidates, read_models
 from rentals.models import Rental
 

@@ -6,10 +6,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from core.flash import perform
-from fleet.providers.renters import RENTABLE
 from platforms.catalog import get_profile
 from projects.models import Project, Role
 from projects.roles import require
+from providers import RENTABLE
 from rentals.actions import do_cancel_rental, do_confirm_rental, do_decide_rental, do_request_rental
 from rentals.forms import RentalForm
 from rentals.models import OPEN_STATES, Rental, RentalState

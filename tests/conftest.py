@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from providers import ADAPTERS
 from tests.provider_stub import API_KEY, KEY_ENV, ProviderStub
 
 REPO = Path(__file__).resolve().parent.parent
@@ -253,7 +254,7 @@ def provider_stub():
 @pytest.fixture
 def provider_api(provider_stub, settings, monkeypatch):
     """Point this test process (tasks called in-process) at the stub as well."""
-    settings.PROVIDER_API_BASES = {key: provider_stub.url for key in settings.PROVIDER_API_BASES}
+    settings.PROVIDER_API_BASES = {key: provider_stub.url for adapter in ADAPTERS.values() for key in adapter.bases}
     settings.PROVIDER_API_RETRY_SECONDS = 0.05
     monkeypatch.setenv(KEY_ENV, API_KEY)
     provider_stub.reset()

@@ -8,7 +8,7 @@ import pytest
 from custody.levels import consequence_of
 from custody.teardown import TeardownRefused, do_file_teardown
 from fleet.models import Instance
-from fleet.providers.calls import console_steps
+from fleet.provider_calls import console_steps
 from platforms.catalog import all_profiles
 from projects.models import Project
 from tests.personas import join

@@ -20,8 +20,8 @@ from custody.teardown import (
     do_reject_teardown,
     do_request_teardown,
 )
+from fleet import provider_calls as calls
 from fleet.models import Instance
-from fleet.providers import calls as providers
 from tests import factories
 from tests.personas import join
 from tests.provider_stub import KEY_ENV
@@ -208,25 +208,25 @@ def test_audit_log_filters_and_exports(client, alice, bob, pod):
 def test_a_provider_that_cannot_answer_says_nothing_about_the_box(project, provider_api, monkeypatch):
     box = factories.box(project, "runpod", api=True, provider_id="p-quiet")
     monkeypatch.setenv(KEY_ENV, "wrong")  # the provider refuses: neither stopped nor running
-    assert providers.provider_says_stopped(box) is None
-    assert providers.provider_status(box)["status"].startswith("could not ask")
+    assert calls.provider_says_stopped(box) is None
+    assert calls.provider_status(box)["status"].startswith("could not ask")
 
 
 def test_lambda_has_no_stop_and_console_platforms_need_attestation(project, provider_api):
     lam = factories.box(project, "lambda")
-    with pytest.raises(providers.ProviderError, match="no shutdown"):
-        providers.execute(lam, "shutdown", "k")
+    with pytest.raises(calls.ProviderError, match="no shutdown"):
+        calls.execute(lam, "shutdown", "k")
     autodl = factories.box(project, "autodl")
-    with pytest.raises(providers.NeedsAttestation) as steps:
-        providers.execute(autodl, "shutdown", "k")
+    with pytest.raises(calls.NeedsAttestation) as steps:
+        calls.execute(autodl, "shutdown", "k")
     assert any("关机" in step for step in steps.value.steps)
 
 
 def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "wrong")
     box = factories.box(project, "runpod", api=True, provider_id="p")
-    with pytest.raises(providers.ProviderError, match="answered 401"):
-        providers.execute(box, "release", "k")
+    with pytest.raises(calls.ProviderError, match="answered 401"):
+        calls.execute(box, "release", "k")
     assert provider_api.calls_for("p") == []
 
 

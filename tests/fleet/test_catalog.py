@@ -116,7 +116,7 @@ def test_a_release_that_deletes_the_machine_loses_the_machines_own_disk(key):
     """The adapter's release verb and the survival matrix say the same thing: a DELETE or terminate of
     the machine takes the disk the runs write to with it, and the panel must say so (found when
     Paperspace's release deleted the machine while its block disk was said to survive)."""
-    from fleet.providers.apis import APIS
+    from providers import APIS
 
     profile = get_profile(key)
     endpoint = APIS[key].endpoints["release"]
@@ -176,7 +176,7 @@ def test_every_tier_a_consequence_destroys_is_named_on_the_panel(key, alice, cli
     from custody.levels import consequence_of
     from custody.models import TeardownKind
     from fleet.models import Instance
-    from fleet.providers.calls import execute
+    from fleet.provider_calls import execute
     from projects.models import Project
 
     project = Project.objects.create(name=f"p-{key}", slug=f"p-{key}")

@@ -11,10 +11,10 @@ from django.core import serializers
 from django.urls import reverse
 
 from core.models import AuditEntry
+from fleet import provider_calls as calls
 from fleet.credentials import provider_key, ssh_auth
 from fleet.models import Credential, CredentialKind, Instance
 from fleet.probe import run_probe
-from fleet.providers import calls as providers
 from node.transport import CredentialError
 from tests import factories
 
@@ -173,8 +173,8 @@ def test_a_provider_key_is_used_only_while_granted(vision, monkeypatch):
     )
     assert provider_key(box) == CANARY
     key.projects.clear()
-    with pytest.raises(providers.ProviderError, match="no longer granted") as error:
-        providers.api_call(box, "release")
+    with pytest.raises(calls.ProviderError, match="no longer granted") as error:
+        calls.api_call(box, "release")
     assert CANARY not in str(error.value)
 
 
@@ -207,8 +207,8 @@ def test_canary_secrets_never_appear_in_a_page_an_answer_a_log_or_a_column(
     pod = Instance.objects.create(
         name="vision-pod-20261130", project=vision, profile_key="runpod", provider_id="p1", api_credential=api_key
     )
-    with pytest.raises(providers.ProviderError, match="401"):
-        providers.api_call(pod, "release")  # the stub refuses the canary key: an error, without the key
+    with pytest.raises(calls.ProviderError, match="401"):
+        calls.api_call(pod, "release")  # the stub refuses the canary key: an error, without the key
 
     client.force_login(admin_user)
     pages = [

@@ -11,9 +11,11 @@ import pytest
 from custody import execution
 from custody.models import TeardownKind, TeardownStatus
 from custody.teardown import do_approve_teardown, do_request_teardown, do_retry_execution
+from fleet import provider_calls as calls
 from fleet.models import Instance
-from fleet.providers import calls as providers
-from fleet.providers.apis import APIS, GONE, RUNNING, STOPPED, UNKNOWN, read_state
+from providers import APIS
+from providers.interface import GONE, RUNNING, STOPPED, UNKNOWN
+from providers.reading import read_state
 from tests.provider_stub import API_KEY, api_credential
 
 
@@ -75,15 +77,15 @@ def test_each_consequence_sends_the_documented_request_and_the_status_follows(
     project, provider_api, profile_key, kind, method, path, body
 ):
     target = box(project, profile_key, f"{profile_key}-{kind}")
-    assert providers.provider_state(target) == RUNNING
-    providers.execute(target, kind, "key-1")
+    assert calls.provider_state(target) == RUNNING
+    calls.execute(target, kind, "key-1")
     sent = [r for r in provider_api.requests if r["method"] != "GET"]
     assert [(r["method"], r["path"]) for r in sent] == [(method, path.replace("{id}", target.provider_id))]
     [call] = provider_api.calls_for(target.provider_id)
     expected_body = json.loads(json.dumps(body).replace("{id}", target.provider_id)) if body else None
     assert call["body"] == expected_body
-    assert providers.provider_state(target) in ({STOPPED} if kind == "shutdown" else {GONE, STOPPED})
-    assert providers.provider_says_stopped(target) is True
+    assert calls.provider_state(target) in ({STOPPED} if kind == "shutdown" else {GONE, STOPPED})
+    assert calls.provider_says_stopped(target) is True
 
 
 def _raw(stub, method, path, body=None, auth=f"Bearer {API_KEY}") -> int:
@@ -118,7 +120,7 @@ def test_the_stubs_refuse_what_the_providers_refuse(provider_api):
 def test_a_rate_limit_is_waited_out_and_the_consequence_happens_once(project, provider_api):
     target = box(project, "runpod", "pod-429")
     provider_api.fail_next("pod-429", 429, 503)
-    answer = providers.execute(target, TeardownKind.RELEASE, "key-1")
+    answer = calls.execute(target, TeardownKind.RELEASE, "key-1")
     assert answer["http_status"] == 204
     assert [r["method"] for r in provider_api.requests] == ["DELETE"] * 3
     assert len(provider_api.calls_for("pod-429", "terminate")) == 1
@@ -128,8 +130,8 @@ def test_a_rate_limit_is_waited_out_and_the_consequence_happens_once(project, pr
 def test_a_provider_that_keeps_failing_is_a_clear_failure_and_nothing_happened(project, provider_api, settings):
     target = box(project, "vastai", "vast-503")
     provider_api.fail_next("vast-503", *[503] * (settings.PROVIDER_API_RETRIES + 1))
-    with pytest.raises(providers.ProviderError) as failure:
-        providers.execute(target, TeardownKind.SHUTDOWN, "key-1")
+    with pytest.raises(calls.ProviderError) as failure:
+        calls.execute(target, TeardownKind.SHUTDOWN, "key-1")
     assert "vastai answered 503 3 times" in str(failure.value)
     assert "the provider then said running: not done, retry" in str(failure.value)
     assert provider_api.calls_for("vast-503") == []
@@ -140,13 +142,13 @@ def test_a_timeout_re_asks_the_provider_before_calling_it_failed(project, provid
     settings.PROVIDER_API_TIMEOUT = 1
     lost = box(project, "lambda", "lam-timeout")
     provider_api.fail_next("lam-timeout", "timeout")  # nothing happened
-    with pytest.raises(providers.ProviderError, match=r"did not answer within 1 s .*said running: not done, retry"):
-        providers.execute(lost, TeardownKind.RELEASE, "key-1")
+    with pytest.raises(calls.ProviderError, match=r"did not answer within 1 s .*said running: not done, retry"):
+        calls.execute(lost, TeardownKind.RELEASE, "key-1")
     assert provider_api.calls_for("lam-timeout") == []
 
     landed = box(project, "lambda", "lam-late")
     provider_api.fail_next("lam-late", "late")  # it happened; only the answer was lost (LAM14)
-    answer = providers.execute(landed, TeardownKind.RELEASE, "key-2")
+    answer = calls.execute(landed, TeardownKind.RELEASE, "key-2")
     assert "the provider then said gone" in answer["note"]
     assert len(provider_api.calls_for("lam-late", "terminate")) == 1
 
@@ -155,8 +157,8 @@ def test_a_timeout_re_asks_the_provider_before_calling_it_failed(project, provid
 def test_a_release_of_a_box_the_provider_does_not_know_is_not_called_done(project, provider_api):
     target = box(project, "paperspace", "ps-gone")
     provider_api.states["ps-gone"] = GONE  # a wrong provider id, or released in the console
-    with pytest.raises(providers.ProviderError, match="does not know ps-gone"):
-        providers.execute(target, TeardownKind.RELEASE, "key-1")
+    with pytest.raises(calls.ProviderError, match="does not know ps-gone"):
+        calls.execute(target, TeardownKind.RELEASE, "key-1")
 
 
 @in_database

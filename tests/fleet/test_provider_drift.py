@@ -11,7 +11,9 @@ from custody.tasks import execute_teardown
 from custody.teardown import do_approve_teardown, do_request_teardown, do_resolve_attention
 from fleet.drift import compare, do_reconcile_providers
 from fleet.models import DriftKind, Instance, ProviderDrift
-from fleet.providers.apis import APIS, GONE, RUNNING, STOPPED, read_inventory
+from providers import APIS
+from providers.interface import GONE, RUNNING, STOPPED
+from providers.reading import read_inventory
 from tests import factories
 from tests.personas import join
 from tests.provider_stub import api_credential

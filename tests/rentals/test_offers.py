@@ -1,23 +1,34 @@
 """What an offer means, read from the providers' documented answers (pure): the GPU words, the fit, the
 cheapest under the max, and answers that must not read as offers or as a created box."""
 
+import dataclasses
+import sys
+
 import pytest
 
-from fleet.providers.box_keys import attached, lambda_key_problem, same_key
-from fleet.providers.offers import Need, Offer, choose, fits, known_gpu, model_matches
-from fleet.providers.renters import (
-    RENTABLE,
-    RENTERS,
-    create_call,
-    lambdalabs,
-    no_capacity,
-    read_created,
-    runpod,
-    vastai,
-)
+from providers import ADAPTERS, RENTABLE, discover, renting_of
+from providers.interface import KEY_ATTACHED_AFTER, KEY_NAMED_AT_LAUNCH
+from providers.lambdalabs import renting as lambdalabs
+from providers.lambdalabs.keys import lambda_key_problem, same_key
+from providers.offers import Need, Offer, choose, fits, known_gpu, model_matches
+from providers.runpod import renting as runpod
+from providers.vastai import renting as vastai
+from providers.vastai.renting import attached
 from rentals.asking import expected_cost, read_candidates, read_models, spend_note
 
 NEED_ONE = Need(("A100",), 1, 0, 50, 5.0)  # what a search asked for, where the reader needs it
+
+
+def create_call(offer: Offer, *rest):
+    return renting_of(offer.provider).create_call(offer, *rest)
+
+
+def read_created(provider: str, body):
+    return renting_of(provider).read_created(body)
+
+
+def no_capacity(provider: str, status: int, body) -> bool:
+    return renting_of(provider).no_capacity(status, str(body)[:2000].lower())
 
 
 def test_gpu_names_compare_by_words_in_order():
@@ -97,7 +108,7 @@ def test_create_calls_are_the_documented_ones_named_by_the_rule():
     vast = create_call(Offer("vastai", "11", "A100", 1, 40, 1.0), need, "p-train-r1-20261202", "img", "key", pub)
     assert (vast.method, vast.path) == ("PUT", "/api/v0/asks/11/")
     assert vast.body["label"] == "p-train-r1-20261202" and vast.body["disk"] == 80
-    assert pub not in str(vast.body)  # attached to the box once made (box_keys.py)
+    assert pub not in str(vast.body)  # attached to the box once made (its Renting.box_key)
     lam = create_call(Offer("lambda", "gpu_1x_a100", "A100", 1, 40, 1.29, "us-east-1"), need, "n", "img", "key", pub)
     assert lam.body == {
         "region_name": "us-east-1",
@@ -193,9 +204,30 @@ def test_runpod_offers_are_gpu_types_in_stock_priced_for_the_count():
 
 
 def test_every_rentable_provider_has_its_adapter_and_nothing_else_does():
-    assert RENTABLE == ("vastai", "lambda", "runpod")  # the order a rent asks in, from the one table
-    interface = ("search_body", "read_offers", "create_call", "read_created", "no_capacity")
-    assert all(callable(getattr(module, name, None)) for module in RENTERS.values() for name in interface)
+    assert RENTABLE == ("vastai", "lambda", "runpod")  # the order a rent asks in, from the adapters' ranks
+    assert set(ADAPTERS) == {"vastai", "lambda", "runpod", "paperspace"}
+    for name in RENTABLE:
+        renting = ADAPTERS[name].renting
+        assert all(callable(value) for value in dataclasses.astuple(renting) if not isinstance(value, str | None))
+    assert ADAPTERS["vastai"].renting.box_key == KEY_ATTACHED_AFTER and ADAPTERS["vastai"].renting.attached
+    assert ADAPTERS["lambda"].renting.box_key == KEY_NAMED_AT_LAUNCH and ADAPTERS["lambda"].renting.key_problem
     with pytest.raises(ValueError, match="cannot be rented here"):
         create_call(Offer("paperspace", "x", "A100", 1, 40, 1.0), NEED_ONE, "n", "img", "key", "pub")
-    assert read_created("paperspace", {"id": "abc"}) is None and not no_capacity("paperspace", 503, "no capacity")
+    with pytest.raises(ValueError, match="cannot be rented here"):
+        renting_of("nosuch")
+
+
+def test_adding_a_provider_is_one_folder(tmp_path, monkeypatch):
+    """A package with one folder holding an ADAPTER is found by the same walk that finds ours."""
+    folder = tmp_path / "moreproviders" / "acme"
+    folder.mkdir(parents=True)
+    (folder.parent / "__init__.py").write_text("")
+    (folder / "__init__.py").write_text(
+        "from providers.interface import Adapter, ProviderApi\n"
+        "ADAPTER = Adapter(name='acme', api=ProviderApi(auth='bearer', endpoints={}, status_field=('state',)),"
+        " bases={'acme': 'https://api.acme.test'})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = discover([str(folder.parent)], "moreproviders")
+    assert list(found) == ["acme"] and found["acme"].renting is None
+    monkeypatch.delitem(sys.modules, "moreproviders.acme")

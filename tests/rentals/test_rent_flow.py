@@ -228,8 +228,8 @@ def test_a_worker_killed_after_the_create_call_leaves_a_rent_the_redrive_adopts(
 
     do_claim_rental(rental.pk)
     do_record_attempt(rental.pk, "vastai", RentalAttempt.Outcome.SENT, {"offer_id": "502"}, "", "")
-    from fleet.providers.offers import Need, Offer
-    from fleet.providers.renting import BoxKey, create_box
+    from fleet.renting import BoxKey, create_box
+    from providers.offers import Need, Offer
 
     offer, key = Offer("vastai", "502", "RTX 4090", 1, 24, 0.38), BoxKey("k", "ssh-ed25519 AAAA")
     create_box(offer, api_credential(project), Need(("RTX 4090",), 1, 0, 40, 0.6), rental.name, "img", key, "i")
@@ -297,7 +297,7 @@ def test_runpod_is_asked_through_its_graphql_catalogue_and_created_by_rest(proje
     """vast.ai has nothing under the max (and says what the max would have to be); RunPod's catalogue has
     stock: the pod is created with the rule's name, found running with its public IP and mapped port, and
     RunPod's balance is read from GraphQL."""
-    from fleet.providers.calls import account_balance
+    from fleet.provider_calls import account_balance
 
     started, client_key = boxes
     provider_api.offers["runpod"] = RUNPOD_TYPES

@@ -1,8 +1,8 @@
-"""Apps import downward only: node < platforms < core < accounts < projects < notifications < fleet < datasets
-< runs < watching < custody < rentals < console < remotegpu < api < remotegpu_site. No file is exempt: the pages
-that combine apps live in console/; remotegpu_site, on top, wires them (settings, URLs, routing, the Celery
-app) and no app imports it; every import counts, including one inside a function (a lazy import is still a
-dependency). Every package of the tree takes a place, whether or not it is a Django app.
+"""Apps import downward only, in the order of LAYERS below (node at the bottom, remotegpu_site on top). No
+file is exempt: the pages that combine apps live in console/; remotegpu_site, on top, wires them (settings,
+URLs, routing, the Celery app) and no app imports it; every import counts, including one inside a function
+(a lazy import is still a dependency). Every package of the tree takes a place, whether or not it is a
+Django app.
 """
 
 import ast
@@ -16,6 +16,7 @@ LAYERS = [
     "node",  # the node library: transport, protocol, pull, the wrapper and its build; no Django
     "platforms",  # the platform facts: profiles, schema, catalog, hooks, layout; no Django
     "core",
+    "providers",  # one adapter per provider (providers/<name>/), the HTTP exchange and how answers read
     "accounts",
     "projects",
     "notifications",

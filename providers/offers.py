@@ -1,6 +1,6 @@
 """Renting, as data: what a run needs, what a provider offers, which offer fits. Pure: no HTTP here
-(renting.py sends the calls); what each provider's answers and create call look like is its adapter's,
-in renters/<provider>.py.
+(fleet/renting.py sends the calls); what each provider's answers and create call look like is its
+adapter's, in providers/<name>/renting.py.
 
 Sources: ../shared/reference/profiles/vastai.md §1 (offer search, then create onto the offer: PUT
 /asks/{id}/), lambda.md §1 (GET /instance-types with regions_with_capacity_available, POST

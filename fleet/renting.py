@@ -1,23 +1,16 @@
 """Renting at a provider: search its offers, create onto one, and find a box by the name it was created
-with. The calls go through calls.call_verb or, for a create, calls.exchange (bounded answers, bounded
-429/5xx retries); what they mean is offers.py's and box_keys.py's. A create that may have landed is
-never sent twice blind: the caller looks for the name first.
+with. The calls go through provider_calls.call_verb or, for a create, providers.http.exchange (bounded
+answers, bounded 429/5xx retries); what they mean is the provider's adapter's (its Renting). A create
+that may have landed is never sent twice blind: the caller looks for the name first.
 """
 
 from dataclasses import dataclass
 
-from fleet.providers.apis import APIS
-from fleet.providers.box_keys import ATTACHED_AFTER_CREATE, NAMED_AT_LAUNCH, attached, lambda_key_problem
-from fleet.providers.calls import (
-    ProviderError,
-    ProviderRefused,
-    call_verb,
-    exchange,
-    key_of,
-    list_boxes,
-)
-from fleet.providers.offers import Need, Offer
-from fleet.providers.renters import RENTABLE, create_call, no_capacity, read_created, read_offers, search_body
+from fleet.provider_calls import call_verb, key_of, list_boxes
+from providers import APIS, RENTABLE, renting_of
+from providers.http import ProviderError, ProviderRefused, exchange
+from providers.interface import KEY_ATTACHED_AFTER, KEY_NAMED_AT_LAUNCH
+from providers.offers import Need, Offer
 
 
 def find_offers(profile_key: str, credential, need: Need) -> list[Offer]:
@@ -25,11 +18,12 @@ def find_offers(profile_key: str, credential, need: Need) -> list[Offer]:
     when it cannot be asked or answers something unreadable."""
     if profile_key not in RENTABLE:
         raise ProviderError(f"{profile_key} cannot be rented here (no documented offer search and create)")
-    answer = call_verb(profile_key, credential, "offers", body=search_body(profile_key, need))
+    renting = renting_of(profile_key)
+    answer = call_verb(profile_key, credential, "offers", body=renting.search_body(need))
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the offer search")
     try:
-        return read_offers(profile_key, answer["body"], need)
+        return renting.read_offers(answer["body"], need)
     except ValueError as exc:
         raise ProviderError(f"{profile_key}: {exc}") from None
 
@@ -43,27 +37,29 @@ class Created:
 @dataclass(frozen=True)
 class BoxKey:
     name: str  # the SSH key credential's name (Lambda's launch names a key registered under it)
-    public: str  # its public half (box_keys.py: how each provider is given it)
+    public: str  # its public half (each adapter's Renting.box_key: how its provider is given it)
 
 
 def key_problem(profile_key: str, credential, key: BoxKey) -> str | None:
     """Why the box a create would make here could not be reached with the rent's key, asked before
     anything is created (Lambda: the key it names must be ours), or None. ProviderError when unreadable."""
-    if profile_key not in NAMED_AT_LAUNCH:
+    renting = renting_of(profile_key)
+    if renting.box_key != KEY_NAMED_AT_LAUNCH:
         return None
     answer = call_verb(profile_key, credential, "ssh_keys")
     if answer["http_status"] != 200:
         raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list of SSH keys")
-    return lambda_key_problem(answer["body"], key.name, key.public)
+    return renting.key_problem(answer["body"], key.name, key.public)
 
 
 def attach_key(profile_key: str, credential, provider_id: str, key: BoxKey) -> None:
     """Give a created box the rent's key where the create could not (vast.ai); ProviderError when the
     provider does not say it did. Repeating it is harmless: the box holds the key once either way."""
-    if profile_key not in ATTACHED_AFTER_CREATE:
+    renting = renting_of(profile_key)
+    if renting.box_key != KEY_ATTACHED_AFTER:
         return
     answer = call_verb(profile_key, credential, "attach_ssh", provider_id, {"ssh_key": key.public})
-    if answer["http_status"] != 200 or not attached(answer["body"]):
+    if answer["http_status"] != 200 or not renting.attached(answer["body"]):
         raise ProviderError(f"{profile_key} did not attach the SSH key to {provider_id}: {str(answer['body'])[:200]}")
 
 
@@ -71,17 +67,17 @@ def create_box(offer: Offer, credential, need: Need, name: str, image: str, key:
     """One create call onto the offer. Created(id) when the provider names the new box; Created(None)
     when it says there is no capacity (the next candidate is tried); ProviderError otherwise: the call
     may have landed, so the caller looks for the name before anything else."""
-    api, key_value = APIS[offer.provider], key_of(credential)
-    call = create_call(offer, need, name, image, key.name, key.public)
+    api, key_value, renting = APIS[offer.provider], key_of(credential), renting_of(offer.provider)
+    call = renting.create_call(offer, need, name, image, key.name, key.public)
     try:
         status, body = exchange(api, offer.provider, call.method, call.path, call.body, key_value, idem)
     except ProviderRefused as exc:
-        if no_capacity(offer.provider, exc.code, exc.text):
+        if renting.no_capacity(exc.code, exc.text[:2000].lower()):
             return Created(None, exc.text[:300])
         raise
-    if no_capacity(offer.provider, status, body):
+    if renting.no_capacity(status, str(body)[:2000].lower()):
         return Created(None, str(body)[:300])
-    provider_id = read_created(offer.provider, body) if status in (200, 201, 202) else None
+    provider_id = renting.read_created(body) if status in (200, 201, 202) else None
     if provider_id is None:
         raise ProviderError(f"{offer.provider} answered {status} to the create, naming no box: {str(body)[:200]}")
     return Created(provider_id, str(body)[:300])

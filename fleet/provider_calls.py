@@ -1,30 +1,23 @@
-"""Provider adapters behind one interface, chosen by the profile's `teardown.<verb>.via`.
+"""The fleet's calls to its providers, chosen by the profile's `teardown.<verb>.via`, under the key of a
+credential granted to the box's project (read from the worker's environment at use).
 
-ssh: a power-off command over SSH (generic boxes). api: the provider's documented HTTP API with
-the key of a credential granted to the instance's project, read from the worker's environment at
-use. console: no API; the dashboard shows the exact console steps and the operator attests them.
+ssh: a power-off command over SSH (generic boxes). api: the provider's documented HTTP API, as its
+adapter (providers/<name>/) describes it. console: no API; the dashboard shows the exact console steps
+and the operator attests them.
 """
 
-import base64
-import contextlib
-import json
 import shlex
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
 from django.conf import settings
 
 from fleet.credentials import api_key_of, provider_key
 from fleet.node_client import transport_for
-from fleet.providers.apis import (
-    APIS,
-    GONE,
-    RUNNING,
-    STOPPED,
-    UNKNOWN,
-    fill,
+from node.transport import CredentialError, TransportError
+from providers import APIS
+from providers.http import ProviderError, send, with_retries
+from providers.interface import GONE, RUNNING, STOPPED, UNKNOWN
+from providers.reading import (
     read_balance,
     read_burn,
     read_endpoints,
@@ -34,29 +27,10 @@ from fleet.providers.apis import (
     read_resources,
     read_state,
 )
-from node.transport import CredentialError, TransportError
-
-MAX_ANSWER_BYTES = 1024**2  # a provider's answer is read bounded, like a box's
 
 # A consequence a provider carries out: its profile's teardown section has one entry per kind, and the
 # kinds are custody's TeardownKind values ("shutdown", "release"), compared as strings down here.
 SHUTDOWN = "shutdown"
-
-
-class ProviderError(Exception):
-    pass
-
-
-class ProviderRefused(ProviderError):
-    """A 4xx other than 404/429: the provider refused the call, in its own words."""
-
-    def __init__(self, provider: str, code: int, text: str):
-        super().__init__(f"{provider} answered {code}: {text[:300]}")
-        self.code, self.text = code, text[:2000]
-
-
-class ProviderTimeout(ProviderError):
-    """The provider did not answer in time: the call may or may not have landed."""
 
 
 class NeedsAttestation(Exception):
@@ -65,69 +39,6 @@ class NeedsAttestation(Exception):
     def __init__(self, steps: list[str]):
         super().__init__("console steps")
         self.steps = steps
-
-
-def _send(
-    api, provider: str, verb: str, provider_id: str, key: str, idempotency_key: str, body=None
-) -> tuple[int, object]:
-    """One documented call by its name in the API table, "{id}" filled in; body, when given, is sent
-    instead of the table's template (a search, a key to attach)."""
-    endpoint = api.endpoints[verb]
-    if body is None and endpoint.body is not None:
-        body = fill(endpoint.body, provider_id)
-    path = fill(endpoint.path, provider_id)
-    return exchange(api, provider, endpoint.method, path, body, key, idempotency_key, endpoint.base)
-
-
-def exchange(
-    api, provider: str, method: str, path: str, body, key: str, idempotency_key: str, base: str = ""
-) -> tuple[int, object]:
-    """One HTTP exchange: (status, JSON body); 404, 429 and 5xx are answers, other 4xx raise with the
-    provider's words (a renting caller reads them: ProviderRefused), and a non-JSON body raises."""
-    url = settings.PROVIDER_API_BASES[base or provider].rstrip("/") + path
-    if not url.startswith(("https://", "http://")):
-        raise ProviderError(f"the {provider} API base is not an http(s) URL")
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 (checked above)
-    if api.auth == "basic":
-        request.add_header("Authorization", "Basic " + base64.b64encode(f"{key}:".encode()).decode())
-    else:
-        request.add_header("Authorization", f"Bearer {key}")
-    request.add_header("Accept", "application/json")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    if idempotency_key:
-        request.add_header("Idempotency-Key", idempotency_key)
-    try:
-        with urllib.request.urlopen(request, timeout=settings.PROVIDER_API_TIMEOUT) as response:  # noqa: S310
-            return response.status, _json(provider, response.read(MAX_ANSWER_BYTES))
-    except urllib.error.HTTPError as exc:
-        text = exc.read(MAX_ANSWER_BYTES).decode(errors="replace")
-        if exc.code in (404, 429) or exc.code >= 500:
-            return exc.code, {"error": text[:300], "retry_after": exc.headers.get("Retry-After")}
-        raise ProviderRefused(provider, exc.code, text) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
-            raise ProviderTimeout(f"{provider} did not answer within {settings.PROVIDER_API_TIMEOUT} s") from None
-        raise ProviderError(f"{provider} API unreachable: {reason}") from None
-
-
-def _json(provider: str, raw: bytes):
-    text = raw.decode(errors="replace")
-    try:
-        return json.loads(text) if text.strip() else {}
-    except ValueError:
-        raise ProviderError(f"{provider} answered something that is not JSON: {text[:120]!r}") from None
-
-
-def _retry_wait(answer, attempt: int) -> float:
-    """Retry-After when the provider gives seconds (capped), else a doubling backoff."""
-    hint = answer.get("retry_after") if isinstance(answer, dict) else None
-    base = settings.PROVIDER_API_RETRY_SECONDS * 2**attempt
-    with contextlib.suppress(ValueError):  # an HTTP date or garbage: the backoff stands
-        base = float(hint) if hint is not None else base
-    return min(max(base, 0.0), settings.PROVIDER_API_RETRY_MAX_SECONDS)
 
 
 def api_call(instance, verb: str, idempotency_key: str = "") -> dict:
@@ -140,24 +51,14 @@ def api_call(instance, verb: str, idempotency_key: str = "") -> dict:
         raise ProviderError(str(exc)) from None
     if not instance.provider_id:
         raise ProviderError("the instance has no provider id")
-    return with_retries(provider, lambda: _send(api, provider, verb, instance.provider_id, key, idempotency_key))
+    return with_retries(provider, lambda: send(api, provider, verb, instance.provider_id, key, idempotency_key))
 
 
 def call_verb(profile_key: str, credential, verb: str, provider_id: str = "", body=None) -> dict:
     """{"http_status", "body"} of one documented call under a credential's key, by its name in the API
     table; 429 and 5xx are retried a bounded number of times."""
     api, key = APIS[profile_key], key_of(credential)
-    return with_retries(profile_key, lambda: _send(api, profile_key, verb, provider_id, key, "", body))
-
-
-def with_retries(provider: str, send) -> dict:
-    for attempt in range(settings.PROVIDER_API_RETRIES + 1):
-        status, body = send()
-        if status != 429 and status < 500:
-            return {"http_status": status, "body": body}
-        if attempt < settings.PROVIDER_API_RETRIES:
-            time.sleep(_retry_wait(body, attempt))
-    raise ProviderError(f"{provider} answered {status} {settings.PROVIDER_API_RETRIES + 1} times: {body.get('error')}")
+    return with_retries(profile_key, lambda: send(api, profile_key, verb, provider_id, key, "", body))
 
 
 def list_resources(profile_key: str, credential) -> dict[str, str]:
@@ -224,7 +125,7 @@ def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tu
     key = key_of(credential)
     found = {}
     for listing in api.resources:
-        answer = with_retries(profile_key, lambda listing=listing: _send(api, profile_key, listing.verb, "", key, ""))
+        answer = with_retries(profile_key, lambda listing=listing: send(api, profile_key, listing.verb, "", key, ""))
         if answer["http_status"] != 200:
             raise ProviderError(f"{profile_key} answered {answer['http_status']} to the {listing.kind} list call")
         try:

@@ -1,10 +1,10 @@
 """Lambda's renting (../shared/reference/profiles/lambda.md §1): GET /instance-types with
 regions_with_capacity_available, POST /instance-operations/launch; "insufficient capacity" is the real
-failure. Pure: the calls are sent by fleet/providers/renting.py."""
+failure. Pure: the calls are sent by fleet/renting.py."""
 
 import re
 
-from fleet.providers.offers import Create, Need, Offer, count_in, number_in
+from providers.offers import Create, Need, Offer, count_in, number_in
 
 
 def search_body(need: Need) -> None:

@@ -1,7 +1,7 @@
 """vast.ai's renting (../shared/reference/profiles/vastai.md §1): the offer search, then a create onto the
-offer (PUT /asks/{id}/). Pure: the calls are sent by fleet/providers/renting.py."""
+offer (PUT /asks/{id}/). Pure: the calls are sent by fleet/renting.py."""
 
-from fleet.providers.offers import Create, Need, Offer, count_in, number_in
+from providers.offers import Create, Need, Offer, count_in, number_in
 
 
 # POST /api/v0/bundles/ with a query; gpu_ram is MB per GPU, dph_total the whole box's $/h. The model and
@@ -55,3 +55,9 @@ def read_created(body) -> str | None:
 
 def no_capacity(status: int, text: str) -> bool:
     return status in (400, 404, 410) and ("no_such_ask" in text or "not available" in text)
+
+
+def attached(body) -> bool:
+    """The answer to an attach (POST /instances/{id}/ssh/; account keys reach only boxes created after
+    them): success said, nothing else taken as it."""
+    return isinstance(body, dict) and body.get("success") is True

@@ -1,8 +1,8 @@
 """RunPod's renting (../shared/reference/profiles/runpod.md §1): the GPU catalogue with its on-demand price
 and stock is GraphQL's gpuTypes; the pod is created by REST POST /v1/pods. Pure: the calls are sent by
-fleet/providers/renting.py."""
+fleet/renting.py."""
 
-from fleet.providers.offers import Create, Need, Offer, number_in
+from providers.offers import Create, Need, Offer, number_in
 
 
 # GraphQL gpuTypes, each with its lowest on-demand price per GPU for the count asked and its stock (no

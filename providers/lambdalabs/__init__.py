@@ -1,0 +1,20 @@
+"""Lambda Cloud: instance types rented by API; the launch names an account key checked to be ours."""
+
+from providers.interface import KEY_NAMED_AT_LAUNCH, Adapter, Renting
+from providers.lambdalabs import api, keys, renting
+
+ADAPTER = Adapter(
+    name="lambda",
+    api=api.API,
+    bases={"lambda": "https://cloud.lambdalabs.com"},
+    renting=Renting(
+        renting.search_body,
+        renting.read_offers,
+        renting.create_call,
+        renting.read_created,
+        renting.no_capacity,
+        box_key=KEY_NAMED_AT_LAUNCH,
+        key_problem=keys.lambda_key_problem,
+    ),
+    rent_rank=1,
+)

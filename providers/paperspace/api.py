@@ -1,0 +1,38 @@
+"""Paperspace's documented HTTP API as data (../shared/reference/profiles/paperspace.md). Pure."""
+
+from providers.interface import RUNNING, STOPPED, Endpoint, ProviderApi, ResourceList
+
+# api.paperspace.com/v1 (the legacy Gradient endpoints are gone since July 2024).
+API = ProviderApi(
+    auth="bearer",
+    endpoints={
+        "shutdown": Endpoint("PATCH", "/v1/machines/{id}/stop"),
+        "release": Endpoint("DELETE", "/v1/machines/{id}"),
+        "status": Endpoint("GET", "/v1/machines/{id}"),
+        "list": Endpoint("GET", "/v1/machines"),
+        "list_public_ips": Endpoint("GET", "/v1/public-ips"),
+        "list_snapshots": Endpoint("GET", "/v1/snapshots"),
+    },
+    # A static IP bills until released (capped at $3.00 a month: $0.0045/h), a snapshot per GB until
+    # deleted ($0.29/GB/month), both after the machine is destroyed (PS §2, PS9).
+    resources=(
+        ResourceList("static_ip", "list_public_ips", ("items",), (), 1, 0.0, ("ip",), ("ip",), 0.0045),
+        ResourceList("snapshot", "list_snapshots", ("items",), ("size",), 10**9, 0.29),
+    ),
+    status_field=("state",),
+    list_field=("items",),
+    item_status=("state",),
+    item_name=("name",),
+    item_host=("publicIp",),  # SSH on port 22; a dynamic IP is new on every start (PS6)
+    item_timer=(("autoShutdownEnabled",), ("dtLastRun",), ("autoShutdownTimeout",)),
+    states={
+        "provisioning": RUNNING,
+        "starting": RUNNING,
+        "ready": RUNNING,
+        "serviceready": RUNNING,
+        "restarting": RUNNING,
+        "upgrading": RUNNING,
+        "stopping": STOPPED,
+        "off": STOPPED,
+    },
+)

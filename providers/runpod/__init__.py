@@ -1,0 +1,19 @@
+"""RunPod: GPU types rented by API (REST pods, the GraphQL catalogue); the pod carries the key."""
+
+from providers.interface import KEY_IN_CREATE, Adapter, Renting
+from providers.runpod import api, renting
+
+ADAPTER = Adapter(
+    name="runpod",
+    api=api.API,
+    bases={"runpod": "https://rest.runpod.io", "runpod-graphql": "https://api.runpod.io"},
+    renting=Renting(
+        renting.search_body,
+        renting.read_offers,
+        renting.create_call,
+        renting.read_created,
+        renting.no_capacity,
+        box_key=KEY_IN_CREATE,
+    ),
+    rent_rank=2,
+)
