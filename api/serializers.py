@@ -3,8 +3,9 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
-from custody.models import CustodyRecord, EvidenceLocation, TeardownKind, TeardownRequest
+from custody.models import CustodyRecord, EvidenceLocation
 from datasets.models import Dataset, DatasetSource
+from delivery.models import TeardownKind, TeardownRequest
 from fleet.models import Instance
 from projects.models import Project
 from runs import validation

@@ -18,11 +18,12 @@ from api import serializers as s
 from console import history
 from console.history import CUSTODY_CHOICES
 from custody.actions import do_start_verification
-from custody.forms import TeardownRequestForm
-from custody.models import CustodyRecord, TeardownRequest
-from custody.teardown import do_file_teardown
+from custody.models import CustodyRecord
 from datasets.actions import do_register_dataset
 from datasets.models import Dataset
+from delivery.actions import do_file_teardown
+from delivery.forms import TeardownRequestForm
+from delivery.models import TeardownRequest
 from fleet.models import Instance
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from console import stats
 from console.history import duration_text, metric_columns, seconds_run
-from custody.evidence import latest_verified
+from custody.copies import latest_verified
 from runs.models import SourceKind
 
 IDENTITY_FIELDS = [

@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from custody.models import TeardownRequest
+from delivery.models import TeardownRequest
 from fleet.costs import danger_clocks
 from fleet.models import MAY_BE_ON, ClockAlarm, Instance, InstanceState, ProviderDrift, Resource
 from projects.models import Project
@@ -22,7 +22,7 @@ class Tile:
 
 def tiles_for(user) -> list[Tile]:
     projects = Project.objects.visible_to(user)
-    from custody.queue import approvable_count
+    from delivery.queue import approvable_count
 
     requests = TeardownRequest.objects.visible_to(user).pending()
     pending = approvable_count(requests.select_related("instance__project", "run__project", "run__instance"))

@@ -14,10 +14,11 @@ from console.dashboard import clock_alarms, idle_billing, open_drift, orphan_res
 from core.audit import export_audit, filter_audit
 from core.health import system_health
 from core.models import AuditAction, AuditEntry
-from custody.facts import verified_first
-from custody.models import CustodyStatus, TeardownRequest, TeardownStatus
-from custody.panel import teardown_panel
-from custody.queue import waiting
+from custody.models import CustodyStatus
+from delivery.facts import verified_first
+from delivery.models import TeardownRequest, TeardownStatus
+from delivery.panel import teardown_panel
+from delivery.queue import waiting
 from fleet.costs import accrued_cost, danger_clocks, timer_line
 from fleet.forms import StateForm
 from fleet.models import Instance, InstanceProbe, InstanceState, ProviderBalance
@@ -255,7 +256,7 @@ def approval_queue(request):
         .filter(state=RentalState.REQUESTED)
         .select_related("project", "requester"),
     }
-    return render(request, "custody/approval_queue.html", context)
+    return render(request, "delivery/approval_queue.html", context)
 
 
 AUDIT_PAGE = 100

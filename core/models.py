@@ -90,7 +90,7 @@ class AuditEntry(models.Model):
     project = models.ForeignKey("projects.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     instance = models.ForeignKey("profiles.Instance", null=True, blank=True, on_delete=models.PROTECT)
     run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    request = models.ForeignKey("custody.TeardownRequest", null=True, blank=True, on_delete=models.PROTECT)
+    request = models.ForeignKey("delivery.TeardownRequest", null=True, blank=True, on_delete=models.PROTECT)
     credential = models.ForeignKey(
         "profiles.Credential", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -6,7 +6,7 @@ custody record must hold both byte for byte: a run never verified, or one whose 
 fails the capsule closed. A model run from elsewhere cannot be checked here: a warning says so.
 """
 
-from custody.evidence import latest_verified
+from custody.copies import latest_verified
 from runs.models import Run
 
 

@@ -9,7 +9,7 @@ left alone, so a release of a box with many exports does not read every byte of 
 import hashlib
 from pathlib import Path
 
-from custody.evidence import latest_verified
+from custody.copies import latest_verified
 from custody.models import EvidenceLocation
 from fleet.node_client import NodeClient
 from node.transport import TransportError

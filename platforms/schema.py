@@ -87,7 +87,7 @@ PROFILE_SCHEMA = {
         # the release clock, so a shutdown eventually loses what a release loses); null: never.
         "stopped_released_after_hours": Optional(int),
         # A stopped box still bills (vast.ai's disk, RunPod's volume at 2×, LanRui's data disk,
-        # Paperspace's storage and IP): beat alarms a stop that lingers (custody/waste.py).
+        # Paperspace's storage and IP): beat alarms a stop that lingers (delivery/waste.py).
         "stopped_bills": bool,
     },
     "surface": {

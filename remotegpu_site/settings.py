@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "fleet",
     "datasets",
     "custody",
+    "delivery",
     "rentals",
     "console",
     "rest_framework",
@@ -322,10 +323,10 @@ CELERY_BEAT_SCHEDULE["raise-clock-alarms"] = {
     "schedule": env.envfloat("CLOCK_ALARM_INTERVAL", 300),
 }
 # A box that bills for nothing (idle, verified, stopped but billing) alarms after each of these many
-# minutes of it (custody/waste.py): the first is "running with no live run for more than N minutes".
+# minutes of it (delivery/waste.py): the first is "running with no live run for more than N minutes".
 WASTE_ALARM_MINUTES = env.envints("WASTE_ALARM_MINUTES", [30, 360, 1440])
 CELERY_BEAT_SCHEDULE["raise-waste-alarms"] = {
-    "task": "custody.tasks.raise_waste_alarms",
+    "task": "delivery.tasks.raise_waste_alarms",
     "schedule": env.envfloat("WASTE_ALARM_INTERVAL", 300),
 }
 # What each API platform lists under the team's keys, against the dashboard (fleet/drift.py).
@@ -353,11 +354,11 @@ CELERY_BEAT_SCHEDULE["warn-budget-forecasts"] = {
 CELERY_BEAT_SCHEDULE["reconcile-rentals"] = {"task": "rentals.tasks.reconcile_rentals", "schedule": RECONCILE_INTERVAL}
 CELERY_BEAT_SCHEDULE["expire-spend-requests"] = {"task": "runs.tasks.expire_spend_requests", "schedule": 300.0}
 CELERY_BEAT_SCHEDULE["expire-teardown-requests"] = {
-    "task": "custody.tasks.expire_teardown_requests",
+    "task": "delivery.tasks.expire_teardown_requests",
     "schedule": 300.0,
 }
 CELERY_BEAT_SCHEDULE["flag-stuck-teardowns"] = {
-    "task": "custody.tasks.flag_stuck_teardowns",
+    "task": "delivery.tasks.flag_stuck_teardowns",
     "schedule": float(max(5, min(60, TEARDOWN_EXECUTION_LEASE // 4))),
 }
 HEALTH_PING_TIMEOUT = env.envfloat("HEALTH_PING_TIMEOUT", 1.0)

@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include("datasets.urls")),
     path("", include("runs.urls")),
     path("", include("custody.urls")),
+    path("", include("delivery.urls")),
     path("", include("rentals.urls")),
     path("", include("notifications.urls")),
     path("api/docs/", api_pages.docs, name="api-docs"),

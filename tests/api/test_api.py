@@ -7,8 +7,8 @@ from django.test import Client
 from django.urls import reverse
 
 from api.models import ApiToken
-from custody.models import TeardownRequest
-from custody.tasks import prove_teardown
+from delivery.models import TeardownRequest
+from delivery.tasks import prove_teardown
 from fleet.models import Instance
 from runs.models import Run
 

@@ -1,7 +1,7 @@
 """The API keeps the pages' rules and answers every refusal in JSON, at the lowest level that catches it
 (no box, no worker). Found from outside with a schema-driven fuzzer: evidence deletion with a location
-that is not a choice, with none, or with no run answered 500 (ValueError in custody/checks.py,
-AttributeError in custody/evidence.py); shutdown and release requests stored junk locations; a sweep
+that is not a choice, with none, or with no run answered 500 (ValueError in delivery/checks.py,
+AttributeError in delivery/evidence.py); shutdown and release requests stored junk locations; a sweep
 cell with a character outside the BMP crashed the renderer; launch took any body, even `false`; an
 unrouted POST under /api/ answered Django's HTML CSRF page; 404 bodies said "error": "error"; an
 illegal state change was a 400 where 409 is the convention."""
@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from api.models import ApiToken
-from custody.models import TeardownRequest
+from delivery.models import TeardownRequest
 from runs import sweeps
 from runs.models import Run, RunState
 from tests import factories

@@ -11,8 +11,8 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
 from api.models import ApiToken
-from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from datasets.models import Dataset, DatasetSource, DatasetState
+from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from runs.models import RunState
 from tests import factories
 

@@ -30,7 +30,7 @@ def test_an_operator_queues_a_cleanup_that_is_audited_and_enqueued_on_commit(
     assert (entry.actor, entry.instance, entry.message) == (bob, box, f"Cache cleanup of {box.name} queued")
     # The task is sent only if the audit row commits (beside it, the box page's live "changed").
     enqueued = [c for c in callbacks if getattr(c, "func", None) is send]
-    assert len(enqueued) == 1 and enqueued[0].args == ("custody.tasks.clean_caches", box.pk)
+    assert len(enqueued) == 1 and enqueued[0].args == ("delivery.tasks.clean_caches", box.pk)
     assert len(callbacks) == 2
 
 

@@ -7,8 +7,8 @@ import shutil
 import pytest
 from django.utils import timezone
 
-from custody.caches import clean
 from custody.models import CustodyRecord, CustodyStatus
+from delivery.caches import clean
 from runs import ckpt_pull
 from runs.models import RunState
 from tests.custody import sealed

@@ -5,10 +5,11 @@ import uuid
 
 import pytest
 
-from custody.evidence import Consequence as Planned
-from custody.evidence import Copy, destroys
-from custody.levels import consequence_of
-from custody.models import TeardownKind
+from custody.copies import Copy
+from delivery.evidence import Consequence as Planned
+from delivery.evidence import destroys
+from delivery.levels import consequence_of
+from delivery.models import TeardownKind
 from fleet.models import Instance
 from platforms.catalog import all_profiles
 from projects.models import Project

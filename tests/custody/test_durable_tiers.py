@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from custody.models import TeardownKind
-from custody.tasks import execute_teardown
-from custody.teardown import TeardownRefused, do_request_teardown
+from delivery.actions import TeardownRefused, do_request_teardown
+from delivery.models import TeardownKind
+from delivery.tasks import execute_teardown
 from fleet.node_client import RunNode
 from node.protocol import NodeError
 from platforms.catalog import mount_problem

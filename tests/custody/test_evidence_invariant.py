@@ -13,16 +13,11 @@ from django.urls import reverse
 
 from console.dashboard import tiles_for
 from core.states import IllegalTransition
-from custody.models import (
-    TEARDOWN_TRANSITIONS,
-    EvidenceLocation,
-    TeardownKind,
-    TeardownRequest,
-    TeardownStatus,
-)
+from custody.models import EvidenceLocation
 from custody.store import custody_dir
-from custody.tasks import execute_teardown
-from custody.teardown import TeardownRefused, _move, do_approve_teardown, do_cancel_teardown, do_request_teardown
+from delivery.actions import TeardownRefused, _move, do_approve_teardown, do_cancel_teardown, do_request_teardown
+from delivery.models import TEARDOWN_TRANSITIONS, TeardownKind, TeardownRequest, TeardownStatus
+from delivery.tasks import execute_teardown
 from tests.custody import sealed
 from tests.personas import join
 from tests.waiting import wait_until
@@ -280,7 +275,7 @@ def test_every_teardown_transition_outside_the_table_raises(bob, instance):
 
 
 def test_finishing_a_request_that_is_not_executing_is_refused(bob, instance):
-    from custody.teardown import do_finish_execution
+    from delivery.actions import do_finish_execution
 
     no_auto_execution(instance)
     request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "pause", actor=bob)
@@ -331,7 +326,7 @@ def test_a_worker_killed_inside_the_provider_call_needs_a_person_and_never_calls
     held.set()
 
     settings.TEARDOWN_EXECUTION_LEASE = 0
-    from custody.tasks import flag_stuck_teardowns
+    from delivery.tasks import flag_stuck_teardowns
 
     assert flag_stuck_teardowns() == [request.pk]  # what beat runs
     request.refresh_from_db()

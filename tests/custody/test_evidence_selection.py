@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEntry
-from custody.models import CustodyRecord, CustodyStatus, TeardownRequest, TeardownStatus
+from custody.models import CustodyRecord, CustodyStatus
+from delivery.models import TeardownRequest, TeardownStatus
 from runs.models import RunState
 from tests import factories
 from tests.personas import join

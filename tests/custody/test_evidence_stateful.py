@@ -35,10 +35,10 @@ from hypothesis.stateful import (
 )
 
 from core.models import AuditEntry
-from custody.evidence import present_copies
-from custody.models import CustodyRecord, EvidenceLocation, TeardownKind, TeardownRequest, TeardownStatus
-from custody.removal import remove_copy
-from custody.teardown import (
+from custody.copies import present_copies
+from custody.models import CustodyRecord, EvidenceLocation
+from custody.verify import custody_dir
+from delivery.actions import (
     EvidenceBusy,
     TeardownRefused,
     do_approve_teardown,
@@ -47,8 +47,9 @@ from custody.teardown import (
     do_flag_stuck_executions,
     do_resolve_attention,
 )
-from custody.teardown import do_request_teardown as request_teardown
-from custody.verify import custody_dir
+from delivery.actions import do_request_teardown as request_teardown
+from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
+from delivery.removal import remove_copy
 from fleet.models import Instance, Resource
 from platforms.catalog import all_profiles
 from platforms.resources import kinds_for

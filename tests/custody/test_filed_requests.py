@@ -17,9 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEntry
-from custody.models import TeardownKind, TeardownRequest, TeardownStatus
-from custody.tasks import prove_teardown
-from custody.teardown import (
+from delivery.actions import (
     TeardownRefused,
     do_cancel_teardown,
     do_file_teardown,
@@ -29,6 +27,8 @@ from custody.teardown import (
     do_start_proofs,
     proof_budget,
 )
+from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
+from delivery.tasks import prove_teardown
 from tests import factories
 from tests.custody.test_lost_enqueues import with_the_broker_down
 from tests.waiting import wait_until
@@ -139,7 +139,7 @@ def test_a_filing_whose_enqueue_failed_is_driven_again_within_a_minute_not_an_ho
     request's first deadline is for a task to start (TEARDOWN_PROOF_START_SECONDS, 60 s), not for the
     proofs to finish (TEARDOWN_PROOF_SECONDS, 3,900 s by default: 'checking' 120 s after Redis was back)."""
     filing = with_the_broker_down(
-        "from custody.teardown import do_file_teardown\n"
+        "from delivery.actions import do_file_teardown\n"
         f"do_file_teardown({pod.pk}, 'release', 'done', actor=get_user_model().objects.get(username='bob'))\n",
         TEARDOWN_PROOF_START_SECONDS="0",  # the minute, passed at once: no test waits for it
     )

@@ -11,8 +11,9 @@ import pytest
 from django.db import connection
 
 from custody.actions import do_start_verification
-from custody.models import EvidenceLocation, TeardownKind, TeardownRequest
-from custody.teardown import do_request_teardown
+from custody.models import EvidenceLocation
+from delivery.actions import do_request_teardown
+from delivery.models import TeardownKind, TeardownRequest
 from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from tests.custody import sealed

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from custody.evidence import copies_of
+from custody.copies import copies_of
 from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation
 from fleet.node_client import RunNode
 from node.protocol import NodeError

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.dashboard import tiles_for
-from custody.models import TeardownKind, TeardownRequest, TeardownStatus
+from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from tests import factories
 
 pytestmark = pytest.mark.django_db

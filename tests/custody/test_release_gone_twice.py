@@ -6,10 +6,10 @@ answering 404 once (`flicker`)."""
 
 from django.core import mail
 
-from custody import execution
-from custody.models import TeardownKind, TeardownStatus
-from custody.tasks import recheck_release
-from custody.teardown import do_approve_teardown, do_request_teardown
+from delivery import execution
+from delivery.actions import do_approve_teardown, do_request_teardown
+from delivery.models import TeardownKind, TeardownStatus
+from delivery.tasks import recheck_release
 from tests.fleet.test_provider_apis import box, in_database
 from tests.personas import join
 from tests.provider_stub import RUNNING

@@ -8,8 +8,8 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from custody.models import TeardownRequest
-from custody.teardown import TeardownRefused, do_request_teardown
+from delivery.actions import TeardownRefused, do_request_teardown
+from delivery.models import TeardownRequest
 from fleet.models import Instance
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,10 +9,11 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 
-from custody.execution import execute
-from custody.models import EvidenceLocation, TeardownKind, TeardownStatus
-from custody.tasks import prove_teardown
-from custody.teardown import TeardownRefused, do_approve_teardown, do_attest_teardown, do_request_teardown
+from custody.models import EvidenceLocation
+from delivery.actions import TeardownRefused, do_approve_teardown, do_attest_teardown, do_request_teardown
+from delivery.execution import execute
+from delivery.models import TeardownKind, TeardownStatus
+from delivery.tasks import prove_teardown
 from fleet.actions import do_register_resource
 from tests.custody import sealed
 from tests.worker_env import NODE_ROOT

@@ -5,10 +5,10 @@ from django.core.exceptions import PermissionDenied
 
 from core.models import AuditEntry
 from custody.actions import do_start_verification
-from custody.models import TeardownKind, TeardownRequest, TeardownStatus
 from custody.store import custody_dir
-from custody.tasks import execute_teardown
-from custody.teardown import TeardownRefused, do_approve_teardown, do_request_teardown
+from delivery.actions import TeardownRefused, do_approve_teardown, do_request_teardown
+from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
+from delivery.tasks import execute_teardown
 from fleet.models import InstanceState
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState

@@ -10,16 +10,16 @@ from django.db import connection
 from django.urls import reverse
 
 from core.models import AuditEntry
-from custody.levels import consequence_of
-from custody.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
-from custody.tasks import execute_teardown, prove_teardown
-from custody.teardown import (
+from delivery.actions import (
     TeardownRefused,
     do_approve_teardown,
     do_place_hold,
     do_reject_teardown,
     do_request_teardown,
 )
+from delivery.levels import consequence_of
+from delivery.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
+from delivery.tasks import execute_teardown, prove_teardown
 from fleet import provider_calls as calls
 from fleet.models import Instance
 from tests import factories
@@ -232,7 +232,7 @@ def test_a_wrong_api_key_is_a_clear_failure(project, provider_api, monkeypatch):
 
 def test_a_shutdown_whose_box_stays_up_is_not_called_stopped(bob, instance, settings, no_worker):
     """The power-off command did nothing: after TEARDOWN_OFFLINE_WAIT the box still answers."""
-    from custody import execution
+    from delivery import execution
     from fleet.models import InstanceEvent
 
     settings.TEARDOWN_OFFLINE_WAIT = 1
@@ -291,7 +291,7 @@ def test_the_expiry_sweep_expires_only_pending_requests_past_their_deadline(alic
 
     from django.utils import timezone
 
-    from custody.tasks import expire_teardown_requests
+    from delivery.tasks import expire_teardown_requests
 
     other = factories.box(pod.project, "runpod")
     due = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
@@ -310,7 +310,7 @@ def test_the_expiry_sweep_expires_only_pending_requests_past_their_deadline(alic
 
 
 def test_attesting_a_request_that_awaits_no_attestation_is_refused(client, alice, bob, pod):
-    from custody.teardown import do_attest_teardown
+    from delivery.actions import do_attest_teardown
 
     request = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
     with pytest.raises(TeardownRefused, match="is not waiting for an attestation"):

@@ -13,9 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEntry
-from custody.models import CustodyRecord, CustodyStatus, TeardownKind, TeardownRequest, TeardownStatus, WasteAlarm
-from custody.tasks import prove_teardown
-from custody.waste import do_raise_waste_alarms, do_set_waste_shutdown
+from custody.models import CustodyRecord, CustodyStatus
+from delivery.models import TeardownKind, TeardownRequest, TeardownStatus, WasteAlarm
+from delivery.tasks import prove_teardown
+from delivery.waste import do_raise_waste_alarms, do_set_waste_shutdown
 from fleet.models import InstanceEvent, InstanceState
 from notifications.actions import do_add_channel, do_deliver_notification
 from notifications.models import Channel, Event, Notification
@@ -191,7 +192,7 @@ def test_a_worker_killed_between_the_alarm_and_its_filing_files_at_the_next_tick
     """The alarm commits in its own transaction and the shutdown request is filed after it: a worker that
     died in between left an alarm with no request. The next tick files it, once; a refusal is not retried
     at the same threshold (said on the box once)."""
-    from custody.waste import _raise, waste_of
+    from delivery.waste import _raise, waste_of
 
     instance.rate_running = Decimal("1.0")
     instance.save()
@@ -208,7 +209,7 @@ def test_a_worker_killed_between_the_alarm_and_its_filing_files_at_the_next_tick
 
 
 def test_a_refused_automatic_filing_is_said_once_per_threshold(project, alice, bob, instance, no_worker):
-    from custody.teardown import do_file_teardown
+    from delivery.actions import do_file_teardown
 
     instance.rate_running = Decimal("1.0")
     instance.save()

@@ -1,9 +1,11 @@
-"""The one rule of what a consequence that has happened wiped (custody.evidence.wiped_by), against what
+"""The one rule of what a consequence that has happened wiped (delivery.evidence.wiped_by), against what
 one in flight counts as lost (destroys), on AutoDL's real profile: its data disk survives a stop, but
 the 15-day clock a stop starts releases it."""
 
-from custody.evidence import Consequence, Copy, destroys, wiped_by
-from custody.models import EvidenceLocation, TeardownKind
+from custody.copies import Copy
+from custody.models import EvidenceLocation
+from delivery.evidence import Consequence, destroys, wiped_by
+from delivery.models import TeardownKind
 from platforms.catalog import get_profile
 
 AUTODL = get_profile("autodl")

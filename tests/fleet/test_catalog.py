@@ -173,8 +173,8 @@ def test_missing_clocks_are_written_down():
 @pytest.mark.parametrize("key", [profile for profile in sorted(REQUIRED) if profile != "local"])
 def test_every_tier_a_consequence_destroys_is_named_on_the_panel(key, alice, client):
     """The survival matrix, the adapter's verb and the panel say the same thing for every profile."""
-    from custody.levels import consequence_of
-    from custody.models import TeardownKind
+    from delivery.levels import consequence_of
+    from delivery.models import TeardownKind
     from fleet.models import Instance
     from fleet.provider_calls import execute
     from projects.models import Project

@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 
-from custody import execution
-from custody.models import TeardownKind, TeardownStatus
-from custody.teardown import do_approve_teardown, do_request_teardown, do_retry_execution
+from delivery import execution
+from delivery.actions import do_approve_teardown, do_request_teardown, do_retry_execution
+from delivery.models import TeardownKind, TeardownStatus
 from fleet import provider_calls as calls
 from fleet.models import Instance
 from providers import APIS

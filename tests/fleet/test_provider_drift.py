@@ -6,9 +6,9 @@ from decimal import Decimal
 import pytest
 from django.core import mail
 
-from custody.models import TeardownStatus
-from custody.tasks import execute_teardown
-from custody.teardown import do_approve_teardown, do_request_teardown, do_resolve_attention
+from delivery.actions import do_approve_teardown, do_request_teardown, do_resolve_attention
+from delivery.models import TeardownStatus
+from delivery.tasks import execute_teardown
 from fleet.drift import compare, do_reconcile_providers
 from fleet.models import DriftKind, Instance, ProviderDrift
 from providers import APIS

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from custody.actions import do_start_verification
-from custody.evidence import latest_verified
+from custody.copies import latest_verified
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState, Sweep
 from tests.browser.conftest import read_in_chromium

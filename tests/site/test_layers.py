@@ -24,7 +24,8 @@ LAYERS = [
     "datasets",
     "runs",
     "watching",
-    "custody",
+    "custody",  # VERIFY: custody records, the copies of a sealed export, readback
+    "delivery",  # DELIVER: teardown requests, their proofs, execution and effects; waste alarms
     "rentals",
     "console",
     "remotegpu",  # the command-line client

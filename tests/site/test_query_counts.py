@@ -14,7 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.models import AuditEntry
-from custody.models import Artifact, CustodyRecord, CustodyStatus, TeardownRequest
+from custody.models import Artifact, CustodyRecord, CustodyStatus
+from delivery.models import TeardownRequest
 from fleet.models import Credential, Instance, InstanceEvent, Resource
 from projects.models import Project
 from rentals.models import Rental, RentalAttempt

@@ -5,7 +5,7 @@ import pytest
 from django.db import models
 
 from core.states import IllegalTransition, Transitions
-from custody.models import TEARDOWN_TRANSITIONS, TeardownStatus
+from delivery.models import TEARDOWN_TRANSITIONS, TeardownStatus
 from fleet.models import INSTANCE_TRANSITIONS, InstanceState
 from notifications.models import NOTIFICATION_TRANSITIONS, Notification
 from runs.models import RUN_TRANSITIONS, SPEND_TRANSITIONS, RunState, SpendStatus

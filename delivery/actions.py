@@ -3,7 +3,7 @@
 Every move goes through `_move`, which allows only TEARDOWN_TRANSITIONS. Requesting, approving and
 executing lock the instance row first: the evidence of every run on a box lives on that box or
 in custody, so consequences touching the same evidence are decided one at a time, each counting
-the others in flight as done (custody.evidence). Execution is claimed exactly once, its idempotency
+the others in flight as done (delivery.evidence). Execution is claimed exactly once, its idempotency
 key travels to the provider, and a second consequence on a box waits while one executes.
 """
 
@@ -16,14 +16,15 @@ from django.utils import timezone
 
 from core.enqueue import after_commit
 from core.states import IllegalTransition
-from custody import checks
-from custody.audit import audit
-from custody.evidence import Consequence, copies_of, latest_verified, touched, wiped_by
-from custody.levels import consequence_of
-from custody.models import (
+from custody.copies import copies_of, latest_verified
+from custody.models import EvidenceLocation
+from delivery import checks
+from delivery.audit import audit
+from delivery.evidence import Consequence, touched, wiped_by
+from delivery.levels import consequence_of
+from delivery.models import (
     OPEN_TEARDOWN,
     TEARDOWN_TRANSITIONS,
-    EvidenceLocation,
     ReleaseHold,
     TeardownKind,
     TeardownRequest,
@@ -69,7 +70,7 @@ def _locked(request_pk) -> TeardownRequest:
 # Audit actions the project is told of: each in the transaction that audits it.
 def _enqueue_execution(request_id: int) -> None:
 
-    after_commit("custody.tasks.execute_teardown", request_id)
+    after_commit("delivery.tasks.execute_teardown", request_id)
 
 
 def do_request_teardown(instance_pk, kind, reason, run=None, location="", retire_hold=False, resource=None, *, actor):
@@ -218,7 +219,7 @@ def do_redrive_checking(now=None) -> list[int]:
 
 def _enqueue_proofs(request_id: int) -> None:
 
-    after_commit("custody.tasks.prove_teardown", request_id)
+    after_commit("delivery.tasks.prove_teardown", request_id)
 
 
 def _new_request(instance, kind, reason, run, location, retire_hold, resource, actor) -> TeardownRequest:
@@ -475,7 +476,7 @@ def do_finish_execution(
 def _enqueue_recheck(request_id: int) -> None:
 
     countdown = settings.TEARDOWN_RELEASE_RECHECK_SECONDS
-    after_commit("custody.tasks.recheck_release", request_id, countdown=countdown)
+    after_commit("delivery.tasks.recheck_release", request_id, countdown=countdown)
 
 
 def _apply_effects(request) -> None:
@@ -495,7 +496,7 @@ def _apply_effects(request) -> None:
         for run in request.instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance"):
             _mark_gone(run, [copy.location for copy in touched(run, planned)], now)
         return
-    # What the consequence wiped is gone for good (custody.evidence.wiped_by, the one rule).
+    # What the consequence wiped is gone for good (delivery.evidence.wiped_by, the one rule).
     happened, profile = Consequence.of(request), request.instance.profile
     for run in request.instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance"):
         _mark_gone(run, [c.location for c in copies_of(run) if wiped_by(happened, c, profile)], now)

@@ -8,9 +8,9 @@ import shutil
 from django.db import transaction
 
 from core.enqueue import after_commit
-from custody.audit import audit
-from custody.evidence import present_on
+from custody.copies import present_on
 from custody.models import CustodyStatus
+from delivery.audit import audit
 from fleet.models import Instance
 from fleet.node_client import NodeClient
 from node.transport import TransportError
@@ -52,7 +52,7 @@ def do_request_cache_cleanup(instance_id: int, *, actor) -> None:
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
         audit("cache_cleanup", f"Cache cleanup of {instance.name} queued", actor, instance=instance)
-        after_commit("custody.tasks.clean_caches", instance.pk)
+        after_commit("delivery.tasks.clean_caches", instance.pk)
 
 
 def clean(instance_id: int) -> dict:

@@ -6,7 +6,7 @@ tier holding a sealed export or an unclosed active/ directory of this box.
 
 from dataclasses import dataclass
 
-from custody.models import TeardownKind
+from delivery.models import TeardownKind
 from runs.models import UNCLOSED_STATES
 
 
@@ -77,9 +77,9 @@ def _unknown_disks(instance, consequence: str) -> list[str]:
 
 def _holds_evidence(instance) -> bool:
     """A sealed export or an unclosed active/ on a tier this box's shutdown loses (by its clock)."""
-    from custody.evidence import Consequence as Planned
-    from custody.evidence import touched
-    from custody.facts import verified_first
+    from delivery.evidence import Consequence as Planned
+    from delivery.evidence import touched
+    from delivery.facts import verified_first
     from runs.models import RunState
 
     unclosed = instance.runs.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)

@@ -26,7 +26,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from custody.models import CustodyRecord, CustodyStatus, TeardownKind, WasteAlarm, WasteKind
+from custody.models import CustodyRecord, CustodyStatus
+from delivery.models import TeardownKind, WasteAlarm, WasteKind
 from fleet.costs import accrued_cost, burn_rate, cost_between
 from fleet.models import MAY_BE_ON, Instance, InstanceEvent, InstanceState, Resource
 from notifications.actions import do_notify
@@ -192,7 +193,7 @@ def _raise(instance, waste: Waste, threshold: int, now) -> WasteAlarm | None:
 def _file_shutdown(instance, alarm: WasteAlarm) -> None:
     """The project's opt-in: the shutdown request filed in the name of whoever opted it in (a release
     stays a person's request). A refusal (one already open, a check that fails) is said on the box."""
-    from custody.teardown import TeardownRefused, do_file_teardown
+    from delivery.actions import TeardownRefused, do_file_teardown
 
     person = instance.project.waste_shutdown_by
     if person is None or alarm.kind == WasteKind.STOPPED or instance.state not in MAY_BE_ON:

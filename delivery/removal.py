@@ -4,7 +4,7 @@ On the box the wrapper deletes it (`remove-copy`) and refuses anything outside t
 import posixpath
 import shutil
 
-from custody.evidence import latest_verified
+from custody.copies import latest_verified
 from custody.models import EvidenceLocation
 from custody.store import custody_dir
 from fleet.node_client import RunNode

@@ -1,15 +1,15 @@
 """Carrying out an approved teardown request: one execution, then the offline check.
 
-No Celery here: `custody.tasks.execute_teardown` calls `execute` and retries on EvidenceBusy.
+No Celery here: `delivery.tasks.execute_teardown` calls `execute` and retries on EvidenceBusy.
 """
 
 import time
 
 from django.conf import settings
 
-from custody import teardown
-from custody.models import TeardownKind, TeardownRequest, TeardownStatus
-from custody.removal import remove_copy
+from delivery import actions as teardown
+from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
+from delivery.removal import remove_copy
 from fleet.node_client import transport_for
 from fleet.provider_calls import (
     NeedsAttestation,

@@ -6,11 +6,13 @@ execution compares its fresh snapshot with the approved one and refuses when the
 
 from dataclasses import asdict, dataclass
 
-from custody.evidence import Consequence, copies_of, in_flight, present_copies, survivors, touched
-from custody.facts import BoxFacts, load
-from custody.levels import resource_data_lost
-from custody.models import EvidenceLocation, TeardownKind
+from custody.copies import copies_of, present_copies
+from custody.models import EvidenceLocation
 from custody.rehash import rehash
+from delivery.evidence import Consequence, in_flight, survivors, touched
+from delivery.facts import BoxFacts, load
+from delivery.levels import resource_data_lost
+from delivery.models import TeardownKind
 from fleet.models import InstanceState
 from fleet.node_client import NodeClient
 from node.transport import TransportError

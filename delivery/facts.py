@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from django.db.models import Prefetch, Q
 from django.utils import timezone
 
-from custody.evidence import IN_FLIGHT, Consequence
-from custody.models import CustodyRecord, CustodyStatus, ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
+from custody.models import CustodyRecord, CustodyStatus
+from delivery.evidence import IN_FLIGHT, Consequence
+from delivery.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from fleet.models import InstanceState
 from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunState, WatchLease
 

@@ -1,11 +1,13 @@
 """What the instance page shows for DELIVER: each consequence with its own level and custody check."""
 
-from custody import checks
-from custody.evidence import Consequence as Planned
-from custody.evidence import candidates, copies_of, in_flight
-from custody.facts import load
-from custody.levels import consequence_of
-from custody.models import OPEN_TEARDOWN, EvidenceLocation, TeardownKind
+from custody.copies import copies_of
+from custody.models import EvidenceLocation
+from delivery import checks
+from delivery.evidence import Consequence as Planned
+from delivery.evidence import candidates, in_flight
+from delivery.facts import load
+from delivery.levels import consequence_of
+from delivery.models import OPEN_TEARDOWN, TeardownKind
 
 # The exports a box's page lists (the unkept first); the rest are counted, and listed on ?exports=all: the
 # page stays the same size from 10 to 1,000 runs on its box (issue 49).

@@ -1,19 +1,16 @@
-"""The evidence invariant in one place (DOMAIN §5): the copies of each sealed export, what each
-consequence destroys, and which intact, verified copies survive every consequence in flight.
+"""The evidence invariant in one place (DOMAIN §5): what each consequence destroys of the copies of a
+sealed export (custody/copies.py), and which intact, verified copies survive every consequence in flight.
 
 Shutdown, release, evidence deletion and cache cleanup all ask `survivors`; nothing else decides.
-Which requests are in flight on a box is loaded by `custody.facts` (IN_FLIGHT below says which).
+Which requests are in flight on a box is loaded by `delivery.facts` (IN_FLIGHT below says which).
 A copy targeted by another approved or executing request — or on a tier that an approved,
 executing or (while the box stays stopped) done shutdown or release loses — counts as gone.
 """
 
 from dataclasses import dataclass, field
 
-from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation, TeardownKind, TeardownStatus
-from custody.store import custody_dir
-from platforms.catalog import UNKNOWN_TIER
-from platforms.layout import layout_for
-from runs.models import RunState
+from custody.copies import PREFERENCE, Copy, copies_of
+from delivery.models import TeardownKind, TeardownStatus
 
 # Requests whose consequence may already have happened, or will without another decision.
 IN_FLIGHT = [
@@ -22,24 +19,6 @@ IN_FLIGHT = [
     TeardownStatus.AWAITING_ATTESTATION,
     TeardownStatus.NEEDS_ATTENTION,
 ]
-CONTROL_HOST = {"name": "control host", "path": "", "survives": {}, "note": "No box consequence touches it."}
-# The order in which copies are re-hashed: the cheapest proof first.
-PREFERENCE = [EvidenceLocation.CUSTODY, EvidenceLocation.MIRROR, EvidenceLocation.NODE]
-
-
-@dataclass(frozen=True)
-class Copy:
-    run_id: int
-    location: str
-    path: str
-    instance_id: int | None  # None: on the control host, beyond any box consequence
-    tier: dict
-    verified: str  # how it was verified against the sealed roster; "" = never
-    gone: str = ""  # why it no longer counts; "" = present
-
-    @property
-    def label(self) -> str:
-        return f"{EvidenceLocation(self.location).label} ({self.tier['name']})"
 
 
 @dataclass(frozen=True)
@@ -80,72 +59,6 @@ class Verdict:
         return "; ".join([head, *self.notes])
 
 
-def export_tier(run) -> dict:
-    """The tier the export's copy on the box is on, as the run's preflight measured its data root's mount
-    (a tier that is a disk of its own counts only where the root measured on that disk)."""
-    instance = run.instance
-    mounts = (run.preflight_report or {}).get("mounts")
-    return instance.profile.measured_tier(instance.data_root, mounts, instance.data_tier)
-
-
-def latest_verified(run) -> CustodyRecord | None:
-    if hasattr(run, "verified_records"):  # prefetched by custody.facts.verified_first
-        return run.verified_records[0] if run.verified_records else None
-    return run.custody_records.filter(status=CustodyStatus.VERIFIED).order_by("-verified_at", "-id").first()
-
-
-def copies_of(run) -> list[Copy]:
-    """Every copy of the run's sealed export that was ever made, gone or not."""
-    record = latest_verified(run)
-    instance = run.instance
-    export = layout_for(run).export
-    how = f"custody #{record.pk}, {record.verified_at:%Y-%m-%d %H:%M}" if record else ""
-    copies = [
-        Copy(
-            run.pk,
-            EvidenceLocation.NODE,
-            export,
-            instance.pk,
-            export_tier(run),
-            how,
-            _gone(run.export_deleted_at),
-        )
-    ]
-    if record is None:
-        return copies
-    copies.append(
-        Copy(
-            run.pk,
-            EvidenceLocation.CUSTODY,
-            str(custody_dir(run)),
-            None,
-            CONTROL_HOST,
-            how,
-            _gone(record.copy_deleted_at),
-        )
-    )
-    if record.mirror_uri:
-        # Only a measured mirror is on its tier; one recorded before mounts were measured is not.
-        measured = bool(record.mirror_mount)
-        tier = (instance.profile.tier_named(record.mirror_tier) if measured else None) or UNKNOWN_TIER
-        copies.append(
-            Copy(
-                run.pk,
-                EvidenceLocation.MIRROR,
-                record.mirror_uri,
-                instance.pk,
-                tier,
-                how if record.mirror_verified else "",
-                _gone(record.mirror_deleted_at),
-            )
-        )
-    return copies
-
-
-def _gone(deleted_at) -> str:
-    return f"deleted {deleted_at:%Y-%m-%d %H:%M}" if deleted_at else ""
-
-
 def destroys(consequence: Consequence, copy: Copy, profile) -> bool:
     if consequence.kind == TeardownKind.DELETE_EVIDENCE:
         return consequence.run_id == copy.run_id and consequence.location == copy.location
@@ -171,7 +84,7 @@ def wiped_by(consequence: Consequence, copy: Copy, profile) -> bool:
 def in_flight(run, on_box: list[Consequence], exclude_request_id: int | None = None) -> list[Consequence]:
     """Consequences that count as already happened for this run's copies.
 
-    on_box: the box's consequences in flight (custody.facts loads them once for all its runs);
+    on_box: the box's consequences in flight (delivery.facts loads them once for all its runs);
     each run keeps those on the box, and of evidence deletions only its own.
     """
     return [
@@ -219,14 +132,3 @@ def touched(run, consequence: Consequence, copies: list[Copy] | None = None) -> 
     profile = run.instance.profile
     copies = copies if copies is not None else copies_of(run)
     return [copy for copy in copies if not copy.gone and destroys(consequence, copy, profile)]
-
-
-def present_copies(run) -> list[str]:
-    """Locations that still hold a copy (verified or not): what a deletion can target."""
-    return [copy.location for copy in copies_of(run) if not copy.gone]
-
-
-def present_on(instance) -> list[Copy]:
-    """Every present copy of a sealed export that lives on this box (what cache cleanup must spare)."""
-    runs = instance.runs.filter(state=RunState.EXPORTED).select_related("project", "instance")
-    return [copy for run in runs for copy in copies_of(run) if copy.instance_id == instance.pk and not copy.gone]

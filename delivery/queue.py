@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from custody import checks
-from custody.facts import load
+from delivery import checks
+from delivery.facts import load
 
 
 @dataclass
