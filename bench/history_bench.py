@@ -94,36 +94,48 @@ def measure(repeat: int, run_id: str) -> dict:
 def seed(start_index: int, end_index: int, per_run: int) -> str:
     """Runs start_index..end_index (the first call also makes the user, projects and boxes), per_run
     events each, then the kept totals as a deploy's migration fills them (these rows bypass the actions)."""
+    from fleet.models import Instance
+    from runs.models import Run
+
+    if start_index == 0:
+        _seed_people_and_boxes()
+    first_new = Run.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    _seed_runs(list(Instance.objects.order_by("pk")), start_index, end_index)
+    hot = _seed_events(first_new, per_run)
+    _steady_state()
+    return hot
+
+
+def _seed_people_and_boxes() -> None:
+    from django.contrib.auth import get_user_model
+
+    from fleet.models import Instance
+    from projects.models import Project
+
+    user = get_user_model().objects.create_user("bench")
+    for index in range(3):
+        project = Project.objects.create(name=f"Bench {index}", slug=f"bench-{index}")
+        project.members.add(user)
+    for i in range(30):
+        Instance.objects.create(
+            name=f"bench-{i % 3}-box{i}-20261129",
+            project=Project.objects.get(slug=f"bench-{i % 3}"),
+            profile_key=["generic-ssh", "runpod", "autodl"][i % 3],
+        )
+
+
+def _seed_runs(boxes: list, start_index: int, end_index: int, batch: int = 5000) -> None:
     import random
     import uuid
     from datetime import timedelta
 
-    from django.contrib.auth import get_user_model
     from django.utils import timezone
 
     from custody.models import CustodyRecord
-    from fleet.models import Instance
-    from projects.models import Project
-    from runs import rollups
-    from runs.models import Run, RunEvent, RunState
+    from runs.models import Run, RunState
 
-    if start_index == 0:
-        user = get_user_model().objects.create_user("bench")
-        for index in range(3):
-            project = Project.objects.create(name=f"Bench {index}", slug=f"bench-{index}")
-            project.members.add(user)
-        for i in range(30):
-            Instance.objects.create(
-                name=f"bench-{i % 3}-box{i}-20261129",
-                project=Project.objects.get(slug=f"bench-{i % 3}"),
-                profile_key=["generic-ssh", "runpod", "autodl"][i % 3],
-            )
-    boxes = list(Instance.objects.order_by("pk"))
     states = [RunState.EXPORTED, RunState.EXPORTED, RunState.QUARANTINED, RunState.RUNNING, RunState.FAILED_SMOKE]
-    now = timezone.now()
-    rng = random.Random(7 + start_index)
-    batch = 5000
-    first_new = Run.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    now, rng = timezone.now(), random.Random(7 + start_index)
     for start in range(start_index, end_index, batch):
         rows = []
         for i in range(start, min(start + batch, end_index)):
@@ -148,24 +160,31 @@ def seed(start_index: int, end_index: int, per_run: int) -> str:
         created = Run.objects.bulk_create(rows)
         # Older runs first: the small set stays the newest, as a history grows behind its first page.
         Run.objects.filter(pk__in=[r.pk for r in created]).update(created=now - timedelta(minutes=start + 1))
-        CustodyRecord.objects.bulk_create(
-            [
-                CustodyRecord(run=r, status="verified" if i % 2 else "failed")
-                for i, r in enumerate(created)
-                if i % 3 == 0
-            ]
-        )
+        verified = [CustodyRecord(run=r, status="verified" if i % 2 else "failed") for i, r in enumerate(created)]
+        CustodyRecord.objects.bulk_create(verified[::3])
+
+
+def _seed_events(first_new: int, per_run: int) -> str:
+    """per_run events on each new run, ten times that on the newest (the run page's busy run): its run id."""
+    from runs.models import Run, RunEvent
+
     run_ids = list(Run.objects.filter(pk__gt=first_new).values_list("pk", flat=True))
     hot = Run.objects.order_by("-pk").first()
     rows = []
     for index, pk in enumerate(run_ids):
-        count = per_run if pk != hot.pk else per_run * 10  # one busy run for the run page
+        count = per_run if pk != hot.pk else per_run * 10
         rows += [RunEvent(run_id=pk, kind="note", message=f"event {n} of run {index}") for n in range(count)]
         if len(rows) >= 20000:
             RunEvent.objects.bulk_create(rows)
             rows = []
     RunEvent.objects.bulk_create(rows)
+    return hot.run_id
+
+
+def _steady_state() -> None:
     from django.db import connection
+
+    from runs import rollups
 
     rollups.rebuild()
     with connection.cursor() as cursor:
@@ -174,7 +193,6 @@ def seed(start_index: int, end_index: int, per_run: int) -> str:
         cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
         if connection.vendor == "postgresql":
             settle(cursor)
-    return hot.run_id
 
 
 def settle(cursor) -> None:

@@ -328,11 +328,28 @@ def blip(sshds, counted: "Counters", instances: int, seconds: float) -> dict:
     }
 
 
-def bench(n, sshds, sleeper, push: bool, port: int):
-    from django.conf import settings
-
+def stop_mode(beat, workers, project) -> None:
     from remotegpu_site.celery import app
     from runs.models import Run, RunState, WatchLease
+
+    beat.terminate()
+    for worker in workers:
+        # Warm shutdown: its watchers stop at once and give their leases back (a cold one cannot
+        # cancel a thread pool's tasks in Celery 5 and would wait out their lifetimes).
+        worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        worker.wait(timeout=60)
+    # This mode's runs leave the watched states and its queued tasks go: otherwise every later
+    # mode's workers also watch this mode's boxes (the sleeper keeps their pids alive), and the
+    # 500-run push mode, run after the others, watched 244 boxes instead of 100.
+    Run.objects.filter(project=project).update(state=RunState.QUARANTINED)
+    app.control.purge()
+    WatchLease.objects.all().delete()
+    settle_boxes(project.slug)
+    shutil.rmtree(NODE_HOME / "proj" / project.slug, ignore_errors=True)
+
+
+def bench(n, sshds, sleeper, push: bool, port: int):
     from watching.tasks import arm_watchers
 
     project, runs = create_runs(n, sshds, sleeper.pid)
@@ -341,51 +358,43 @@ def bench(n, sshds, sleeper, push: bool, port: int):
     os.environ["WATCH_PUSH"] = "1" if push else "0"  # the workers inherit it: node-side push on or off
     workers = start_workers(2)
     beat = start_beat()
+    m = {}
     try:
         time.sleep(3)
-        idle = [cpu_and_rss(worker.pid) for worker in workers]  # before any watcher: the fixed cost
+        m["idle"] = [cpu_and_rss(worker.pid) for worker in workers]  # before any watcher: the fixed cost
         arm_watchers()
-        warm_s = warm_up(project, instances, push)
-        before = [cpu_and_rss(worker.pid) for worker in workers]
+        m["warm_s"] = warm_up(project, instances, push)
+        m["before"] = [cpu_and_rss(worker.pid) for worker in workers]
         counted = Counters(project)
         ticks_before, connects_before = counted.now()
         forks_before = forks()
         started = time.monotonic()
-        latencies, missed = asyncio.run(latency_samples(runs, port, cookie, WINDOW))
+        m["latencies"], m["missed"] = asyncio.run(latency_samples(runs, port, cookie, WINDOW))
         while time.monotonic() - started < WINDOW:
             time.sleep(0.5)
-        elapsed = time.monotonic() - started
-        after = [cpu_and_rss(worker.pid) for worker in workers]
+        m["elapsed"] = time.monotonic() - started
+        m["after"] = [cpu_and_rss(worker.pid) for worker in workers]
         ticks_after, connects_after = counted.now()
-        forked = forks() - forks_before
-        after_blip = blip(sshds, counted, instances, BLIP_WINDOW)
+        m["forked"] = forks() - forks_before
+        m["blip"] = blip(sshds, counted, instances, BLIP_WINDOW)
         counted.stop()
     finally:
-        beat.terminate()
-        for worker in workers:
-            # Warm shutdown: its watchers stop at once and give their leases back (a cold one cannot
-            # cancel a thread pool's tasks in Celery 5 and would wait out their lifetimes).
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            worker.wait(timeout=60)
-        # This mode's runs leave the watched states and its queued tasks go: otherwise every later
-        # mode's workers also watch this mode's boxes (the sleeper keeps their pids alive), and the
-        # 500-run push mode, run after the others, watched 244 boxes instead of 100.
-        Run.objects.filter(project=project).update(state=RunState.QUARANTINED)
-        app.control.purge()
-        WatchLease.objects.all().delete()
-        settle_boxes(project.slug)
-        shutil.rmtree(NODE_HOME / "proj" / project.slug, ignore_errors=True)
-    ticks, connects = ticks_after - ticks_before, connects_after - connects_before
-    cpu = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
-    rss, rss_idle = sum(a[1] for a in after), sum(i[1] for i in idle)
+        stop_mode(beat, workers, project)
+    m["ticks"], m["connects"] = ticks_after - ticks_before, connects_after - connects_before
+    return {"runs": n, "push": push, "instances": instances, "sshd_processes": len(sshds), **figures(n, instances, m)}
+
+
+def figures(n: int, instances: int, m: dict) -> dict:
+    """What one mode measured (m), as the report's figures."""
+    from django.conf import settings
+
+    ticks, connects, elapsed = m["ticks"], m["connects"], m["elapsed"]
+    cpu = sum(a[0] - b[0] for a, b in zip(m["after"], m["before"], strict=True))
+    rss, rss_idle = sum(a[1] for a in m["after"]), sum(i[1] for i in m["idle"])
+    latencies = m["latencies"]
     return {
-        "runs": n,
-        "push": push,
-        "instances": instances,
-        "sshd_processes": len(sshds),
         "tick_s": settings.WATCH_TICK_SECONDS,
-        "warm_up_s": round(warm_s, 1),
+        "warm_up_s": round(m["warm_s"], 1),
         "ticks": ticks,
         "ticks_per_instance_per_tick": ticks / instances / (elapsed / settings.WATCH_TICK_SECONDS),
         "handshakes_per_instance_tick": connects / ticks if ticks else float("nan"),
@@ -393,7 +402,7 @@ def bench(n, sshds, sleeper, push: bool, port: int):
         "round_trips_per_instance_tick": (ticks + connects) / ticks if ticks else float("nan"),
         # Processes this machine started (boxes and control side together; /proc/stat), per box per
         # tick: an exec'd probe is an sshd session, a shell and a Python start on the box.
-        "processes_per_instance_tick": forked / ticks if ticks else float("nan"),
+        "processes_per_instance_tick": m["forked"] / ticks if ticks else float("nan"),
         "cpu_s_per_run_hour": cpu / (n * elapsed / 3600),
         "rss_mib_total": rss / 1024**2,
         "rss_mib_idle": rss_idle / 1024**2,
@@ -402,9 +411,9 @@ def bench(n, sshds, sleeper, push: bool, port: int):
         "latency_p50_s": percentile(latencies, 0.5),
         "latency_p95_s": percentile(latencies, 0.95),
         "latency_samples": len(latencies),
-        "latency_missed": missed,
+        "latency_missed": m["missed"],
         "latencies_s": sorted(round(value, 2) for value in latencies),
-        **after_blip,
+        **m["blip"],
     }
 
 

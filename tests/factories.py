@@ -4,7 +4,10 @@ never collide. What a test is about (a platform, a state, a rate) should still b
 
 import uuid
 
-from fleet.models import Credential, CredentialKind, Instance
+from django.utils import timezone
+
+from custody.models import CustodyRecord, CustodyStatus
+from fleet.models import Credential, CredentialKind, Instance, Resource
 from projects.models import Project
 from runs.models import Run
 from tests.personas import join
@@ -28,6 +31,7 @@ def box(project, profile: str = "generic-ssh", *, api: bool = False, **fields) -
         from tests.provider_stub import api_credential
 
         fields.setdefault("api_credential", api_credential(project))
+    profile = fields.pop("profile_key", profile)
     fields.setdefault("name", f"{project.slug}-{profile}-{uuid.uuid4().hex[:6]}")
     return Instance.objects.create(project=project, profile_key=profile, **fields)
 
@@ -59,3 +63,17 @@ def ssh_key(project, reference: str, **fields) -> Credential:
     credential = Credential.objects.create(kind=CredentialKind.SSH_KEY, reference=reference, **fields)
     credential.projects.add(project)
     return credential
+
+
+def resource(instance, kind: str = "network_volume", **fields) -> Resource:
+    """A billable resource beside instance (a volume unless kind says otherwise), at $1/h unless rate says."""
+    fields.setdefault("name", unique(f"{kind}-"))
+    fields.setdefault("rate", 1)
+    return Resource.objects.create(instance=instance, kind=kind, **fields)
+
+
+def verified_record(run, **fields) -> CustodyRecord:
+    """A custody record of run, verified now unless the fields say otherwise."""
+    fields.setdefault("status", CustodyStatus.VERIFIED)
+    fields.setdefault("verified_at", timezone.now())
+    return CustodyRecord.objects.create(run=run, **fields)

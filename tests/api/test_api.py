@@ -9,8 +9,8 @@ from django.urls import reverse
 from api.models import ApiToken
 from delivery.models import TeardownRequest
 from delivery.tasks import prove_teardown
-from fleet.models import Instance
 from runs.models import Run
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def post(client, path, body, **extra):
 
 @pytest.fixture
 def pod(project):
-    return Instance.objects.create(name=f"{project.slug}-pod-20261129", project=project, profile_key="runpod")
+    return factories.box(name=f"{project.slug}-pod-20261129", project=project, profile_key="runpod")
 
 
 def test_tokens_are_stored_hashed_and_revocable(bob):

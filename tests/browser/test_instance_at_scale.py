@@ -5,7 +5,6 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from custody.models import CustodyRecord, CustodyStatus
 from runs.models import RunState
 from tests import factories
 from tests.browser.conftest import read_in_chromium
@@ -27,7 +26,7 @@ def test_a_box_with_fifty_runs_fits_and_says_its_verdict_first(client, live_serv
     box = factories.box(factories.project(bob), host="203.0.113.9", user="root", state="running")
     runs = [factories.run(box, state=RunState.EXPORTED, launched_at=timezone.now()) for _ in range(50)]
     for run in runs[1:]:
-        CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/c/x")
+        factories.verified_record(run, uri="/c/x")
     client.force_login(bob)
     url = live_server.url + box.get_absolute_url()
     page = read_in_chromium(MEASURE, url, client.cookies[settings.SESSION_COOKIE_NAME].value)

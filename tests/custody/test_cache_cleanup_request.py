@@ -5,8 +5,7 @@ from django.urls import reverse
 
 from core.enqueue import send
 from core.models import AuditEntry
-from fleet.models import Instance
-from projects.models import Project
+from tests import factories
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db
@@ -14,9 +13,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def box(bob, carol):
-    project = Project.objects.create(name="Vision", slug="vision")
+    project = factories.project(name="Vision", slug="vision")
     join(project, bob, carol)
-    return Instance.objects.create(name="vision-box-20261130", project=project, profile_key="runpod")
+    return factories.box(name="vision-box-20261130", project=project, profile_key="runpod")
 
 
 def test_an_operator_queues_a_cleanup_that_is_audited_and_enqueued_on_commit(

@@ -5,12 +5,11 @@ keeps its copies, and so does a verified run whose copies were made from another
 import shutil
 
 import pytest
-from django.utils import timezone
 
-from custody.models import CustodyRecord, CustodyStatus
 from delivery.caches import clean
 from runs import ckpt_pull
 from runs.models import RunState
+from tests import factories
 from tests.custody import sealed
 
 pytestmark = pytest.mark.django_db
@@ -34,10 +33,10 @@ def test_verified_runs_lose_their_checkpoint_copies_and_running_ones_keep_them(e
     instance.mirror_root = sealed.MIRROR_ROOT
     instance.save()
     done = exported()
-    CustodyRecord.objects.create(run=done, status=CustodyStatus.VERIFIED, verified_at=timezone.now())
+    factories.verified_record(done)
     going = make_run(state=RunState.RUNNING)
     elsewhere = exported()
-    CustodyRecord.objects.create(run=elsewhere, status=CustodyStatus.VERIFIED, verified_at=timezone.now())
+    factories.verified_record(elsewhere)
     done_box, done_control = copies(done, instance, on_control=True)
     going_box, going_control = copies(going, instance)
     other_box, _ = copies(elsewhere, instance)

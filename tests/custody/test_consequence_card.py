@@ -10,9 +10,8 @@ from delivery.evidence import Consequence as Planned
 from delivery.evidence import destroys
 from delivery.levels import consequence_of
 from delivery.models import TeardownKind
-from fleet.models import Instance
 from platforms.catalog import all_profiles
-from projects.models import Project
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -21,8 +20,8 @@ pytestmark = pytest.mark.django_db
 @pytest.mark.parametrize("root", ["platform", "unknown"])
 def test_the_card_names_every_disk_the_evidence_model_counts_lost(profile, root):
     slug = f"c{uuid.uuid4().hex[:8]}"
-    project = Project.objects.create(name=slug, slug=slug)
-    box = Instance.objects.create(
+    project = factories.project(name=slug, slug=slug)
+    box = factories.box(
         name=f"{slug}-box",
         project=project,
         profile_key=profile.key,

@@ -7,10 +7,9 @@ import pytest
 
 from delivery.actions import TeardownRefused, do_file_teardown
 from delivery.levels import consequence_of
-from fleet.models import Instance
 from fleet.provider_calls import console_steps
 from platforms.catalog import all_profiles
-from projects.models import Project
+from tests import factories
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db
@@ -20,12 +19,12 @@ BEYOND_A_STOP = ("release", "destroy", "terminate", "return", "delete", "释放"
 
 @pytest.fixture
 def project():
-    return Project.objects.create(name="Steps", slug="steps")
+    return factories.project(name="Steps", slug="steps")
 
 
 @pytest.mark.parametrize("profile", sorted(all_profiles(), key=lambda p: p.key), ids=lambda p: p.key)
 def test_each_consequence_is_worded_with_its_own_verb(project, profile, bob):
-    box = Instance.objects.create(
+    box = factories.box(
         name=f"steps-{profile.key}-20261201",
         project=project,
         profile_key=profile.key,

@@ -13,6 +13,7 @@ from fleet.costs import accrued_cost, danger_clocks
 from fleet.models import Instance, InstanceEvent
 from notifications.actions import recipients
 from notifications.models import Channel, Notification
+from tests import factories
 from tests.custody.test_teardown_e2e import wait_request
 from tests.sshd import free_port
 from tests.waiting import wait_until
@@ -34,7 +35,7 @@ def test_approvers_and_the_approval_webhook_hear_of_a_request_through_the_outbox
         url=f"{provider_stub.url}/hooks/{project.slug}",
         events=["teardown.requested"],
     )
-    box = Instance.objects.create(name=f"{project.slug}-box-20261129", project=project, profile_key="runpod")
+    box = factories.box(name=f"{project.slug}-box-20261129", project=project, profile_key="runpod")
     request = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
     told = Notification.objects.get(project=project, event="teardown.requested")
     assert told.data["awaits_approval"] and told.data["request"] == request.pk and "Reason: finished" in told.text
@@ -49,9 +50,7 @@ def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
     client, alice, bob, project, sshd, celery_worker_process
 ):
     fields = {**sshd.instance_fields(project), "port": free_port()}  # pinned, but nothing listens: powered off
-    box = Instance.objects.create(
-        name=f"{project.slug}-adl-20261129", project=project, **{**fields, "profile_key": "autodl"}
-    )
+    box = factories.box(name=f"{project.slug}-adl-20261129", project=project, **{**fields, "profile_key": "autodl"})
     request = do_request_teardown(box.pk, TeardownKind.RELEASE, "finished", actor=bob)
     do_approve_teardown(request.pk, "ok", actor=alice)
     request = wait_request(request, {TeardownStatus.AWAITING_ATTESTATION, TeardownStatus.FAILED})
@@ -71,7 +70,7 @@ def test_a_console_only_release_waits_for_attestation_then_verifies_offline(
 
 def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, alice):
     now = timezone.now()
-    box = Instance.objects.create(
+    box = factories.box(
         name=f"{project.slug}-adl-20261129",
         project=project,
         profile_key="autodl",
@@ -91,7 +90,7 @@ def test_cost_accrues_per_state_and_clocks_name_the_deadline(project, client, al
     clocks = danger_clocks(box, has_live_run=False, now=now)
     assert any(line.startswith("stopped 12 days — AutoDL") and "(3 days left)" in line for line in clocks)
 
-    vast = Instance.objects.create(
+    vast = factories.box(
         name=f"{project.slug}-vast-20261129",
         project=project,
         profile_key="vastai",
@@ -118,7 +117,7 @@ def test_an_attested_release_of_a_box_that_still_answers_is_not_released(
     from delivery.execution import execute
 
     settings.TEARDOWN_OFFLINE_WAIT = 1
-    box = Instance.objects.create(
+    box = factories.box(
         name=f"{project.slug}-adl-20261201",
         project=project,
         **{**sshd.instance_fields(project), "profile_key": "autodl"},

@@ -11,7 +11,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEntry
-from custody.models import CustodyRecord, CustodyStatus
 from delivery.models import TeardownRequest, TeardownStatus
 from runs.models import RunState
 from tests import factories
@@ -31,7 +30,7 @@ def test_a_selection_files_one_request_per_export_and_the_batch_is_decided_at_on
     box = factories.box(project, host="203.0.113.9", user="root", state="running")
     kept = factories.runs(box, 2, state=RunState.EXPORTED, launched_at=timezone.now())
     for run in kept:
-        CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/c/x")
+        factories.verified_record(run, uri="/c/x")
     (last_copy,) = factories.runs(box, 1, state=RunState.EXPORTED, launched_at=timezone.now())
     client.force_login(bob)
     page = client.get(box.get_absolute_url()).content.decode()

@@ -50,11 +50,9 @@ from delivery.actions import (
 from delivery.actions import do_request_teardown as request_teardown
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from delivery.removal import remove_copy
-from fleet.models import Instance, Resource
 from platforms.catalog import all_profiles
 from platforms.resources import kinds_for
-from projects.models import Project
-from runs.models import Run
+from tests import factories
 from tests.custody import sealed
 from tests.personas import join
 
@@ -81,14 +79,14 @@ class EvidenceMachine(RuleBasedStateMachine):
     def make_box(self, profile, verified, disk):
         self.profile = next(p for p in all_profiles() if p.key == profile)
         slug = f"h{uuid.uuid4().hex[:10]}"
-        self.project = Project.objects.create(name=slug, slug=slug, shutdown_needs_approval=True)
+        self.project = factories.project(name=slug, slug=slug, shutdown_needs_approval=True)
         join(self.project, STACK["alice"], STACK["bob"])  # roles are held per project
         durable = self.profile.durable_root
         self.disk = disk if durable else "none"
         STACK["disks"].add(self.disk)
         event(f"durable disk {self.disk}")
         box = {**STACK["sshd"].instance_fields(self.project, pinned=False), "profile_key": profile}
-        self.instance = Instance.objects.create(
+        self.instance = factories.box(
             name=f"{slug}-box-20261130",
             project=self.project,
             **box,
@@ -105,11 +103,11 @@ class EvidenceMachine(RuleBasedStateMachine):
         kinds = kinds_for(profile)
         self.resource = None
         if kinds and self.instance.mirror_tier:
-            self.resource = Resource.objects.create(
+            self.resource = factories.resource(
                 instance=self.instance, kind=kinds[0][0], name="durable", tier=self.instance.mirror_tier, rate=1
             )
         for _ in range(2):
-            run = Run.objects.create(
+            run = factories.run(
                 project=self.project,
                 instance=self.instance,
                 command=["true"],

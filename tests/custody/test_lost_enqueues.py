@@ -12,9 +12,9 @@ import pytest
 from core.models import AuditEntry
 from delivery.actions import do_cancel_teardown, do_redrive_approved, do_request_teardown
 from delivery.models import TeardownRequest, TeardownStatus
-from projects.models import Project
 from runs.models import RunState, SpendRequest, SpendStatus
 from runs.tasks import reconcile_runs
+from tests import factories
 from tests.conftest import REPO, database_url, subprocess_env
 from tests.personas import grant
 from tests.sshd import free_port
@@ -78,7 +78,7 @@ def test_an_approved_request_can_be_cancelled_before_a_worker_takes_it(alice, bo
     with pytest.raises(PermissionDenied):
         do_cancel_teardown(request.pk, actor=carol)  # neither its requester nor an approver
     outsider = type(alice).objects.create_user("outside-approver", password="outside-pass-1234")
-    grant(outsider, Project.objects.create(name="Elsewhere", slug="elsewhere"), "approver")  # of another project
+    grant(outsider, factories.project(name="Elsewhere", slug="elsewhere"), "approver")  # of another project
     with pytest.raises(PermissionDenied):
         do_cancel_teardown(request.pk, actor=outsider)
     do_cancel_teardown(request.pk, actor=bob)

@@ -9,10 +9,9 @@ mount gone between two runs; measured by the wrapper's own `mount_of`, as a pref
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
 from custody.copies import copies_of
-from custody.models import CustodyRecord, CustodyStatus, EvidenceLocation
+from custody.models import EvidenceLocation
 from fleet.node_client import RunNode
 from node.protocol import NodeError
 from platforms.catalog import get_profile, on_its_mount
@@ -54,7 +53,7 @@ def test_the_copy_on_a_gpushare_box_without_its_netdisk_counts_as_lost_by_a_shut
     box = factories.box(factories.project(alice, bob), "gpushare")  # its data root: /hy-netdisk
     mounts = {"data": WRAPPER.mount_of("/hy-netdisk/proj"), "declared_tier": None}  # not there: the root disk
     run = factories.run(box, state=RunState.EXPORTED, preflight_report={"mounts": mounts})
-    CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now())
+    factories.verified_record(run)
     node = next(copy for copy in copies_of(run) if copy.location == EvidenceLocation.NODE)
     assert node.tier["name"] == "the system disk"  # before: netdisk, surviving shutdown and release
     assert GPUSHARE.loses(node.tier, "shutdown")

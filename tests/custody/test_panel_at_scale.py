@@ -21,7 +21,7 @@ def busy_box(bob):
     box = factories.box(project, host="203.0.113.9", user="root", state="running")
     runs = [factories.run(box, state=RunState.EXPORTED, launched_at=timezone.now()) for _ in range(12)]
     for run in runs[1:]:
-        CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/c/x")
+        factories.verified_record(run, uri="/c/x")
     return box, runs[0]
 
 

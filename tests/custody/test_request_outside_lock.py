@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from delivery.actions import TeardownRefused, do_request_teardown
 from delivery.models import TeardownRequest
 from fleet.models import Instance
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +20,7 @@ def test_a_silent_box_never_holds_its_row_while_its_request_is_checked(bob, proj
     settings.SSH_CONNECT_TIMEOUT = 5
     silent = socket.create_server(("127.0.0.1", 0))  # accepts, and never says a word of SSH
     silent.settimeout(30)
-    box = Instance.objects.create(
+    box = factories.box(
         name=f"{project.slug}-silent-20261201",
         project=project,
         **{**sshd.instance_fields(project), "port": silent.getsockname()[1]},

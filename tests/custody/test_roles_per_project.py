@@ -24,7 +24,7 @@ from projects.models import Project
 from remotegpu_site.asgi import application
 from runs.actions.lifecycle import do_start_preflight
 from runs.actions.spending import SpendPending, do_decide_spend
-from runs.models import Run, SpendRequest, SpendStatus
+from runs.models import SpendRequest, SpendStatus
 from tests import factories
 from tests.personas import grant, join
 from tests.provider_stub import api_credential
@@ -47,7 +47,7 @@ def world(alice, bob, dave, erin):
     join(audio, bob)
     grant(dave, audio, "approver")
     boxes = {
-        project.slug: Instance.objects.create(
+        project.slug: factories.box(
             name=f"{project.slug}-pod-20261201",
             project=project,
             profile_key="runpod",
@@ -60,7 +60,7 @@ def world(alice, bob, dave, erin):
         for project in (vision, audio)
     }
     request = do_request_teardown(boxes["audio"].pk, "release", "finished with it", actor=bob)
-    run = Run.objects.create(
+    run = factories.run(
         run_id="audio-r1",
         project=audio,
         instance=boxes["audio"],

@@ -252,9 +252,9 @@ def test_a_shutdown_whose_box_stays_up_is_not_called_stopped(bob, instance, sett
 
 def _unclosed_run(pod):
     """A quarantined run on the box whose active/ directory nobody closed."""
-    from runs.models import Run, RunState
+    from runs.models import RunState
 
-    return Run.objects.create(
+    return factories.run(
         project=pod.project,
         instance=pod,
         run_id=f"{pod.project.slug}-unclosed",

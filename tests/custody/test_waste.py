@@ -167,9 +167,9 @@ def test_a_released_box_whose_filesystem_and_ip_still_bill_alarms_until_they_are
     from fleet.models import Resource
 
     box = factories.box(project, "lambda", state=InstanceState.RELEASED)
-    fs = Resource.objects.create(instance=box, kind="persistent_fs", name="ckpts", rate=Decimal("0.0137"))
-    Resource.objects.create(instance=box, kind="static_ip", name="198.51.100.7", rate=Decimal("0.0045"))
-    Resource.objects.create(instance=box, kind="snapshot", name="free", rate=0)  # bills nothing: not waste
+    fs = factories.resource(instance=box, kind="persistent_fs", name="ckpts", rate=Decimal("0.0137"))
+    factories.resource(instance=box, kind="static_ip", name="198.51.100.7", rate=Decimal("0.0045"))
+    factories.resource(instance=box, kind="snapshot", name="free", rate=0)  # bills nothing: not waste
     start = max(box.created, fs.created)
     assert do_raise_waste_alarms(start + timedelta(minutes=10)) == []
     (first,) = do_raise_waste_alarms(start + timedelta(hours=7))

@@ -11,8 +11,7 @@ from django.urls import reverse
 
 from core.models import AuditEntry
 from datasets.models import Dataset, DatasetState
-from fleet.models import Instance
-from projects.models import Project
+from tests import factories
 from tests.api.test_api import api, post
 
 pytestmark = pytest.mark.django_db
@@ -36,8 +35,8 @@ GOOD_ROSTER = [entry("b.txt", b"b\n"), entry("train/a.bin", b"a" * 100)]
 
 @pytest.fixture
 def others_box():
-    other = Project.objects.create(name="Other", slug="other-ds")
-    return Instance.objects.create(name="other-ds-box-20261202", project=other, profile_key="runpod")
+    other = factories.project(name="Other", slug="other-ds")
+    return factories.box(name="other-ds-box-20261202", project=other, profile_key="runpod")
 
 
 BAD = [

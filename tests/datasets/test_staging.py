@@ -21,9 +21,9 @@ from datasets.actions import do_register_dataset
 from datasets.models import DatasetSource, DatasetState
 from datasets.roster import identity
 from datasets.tasks import scan_dataset
-from fleet.models import Instance
 from fleet.node_client import RunNode
 from runs import shipping
+from tests import factories
 from tests.sshd import Sshd
 from tests.waiting import wait_until
 
@@ -45,7 +45,7 @@ def source_sshd(tmp_path_factory):
 def source_box(project, source_sshd, settings):
     settings.NODE_AUTHORIZED_KEYS = str(source_sshd.granted_keys)
     fields = source_sshd.instance_fields(project)
-    return Instance.objects.create(name=f"{project.slug}-source-20261202", project=project, **fields)
+    return factories.box(name=f"{project.slug}-source-20261202", project=project, **fields)
 
 
 @pytest.fixture

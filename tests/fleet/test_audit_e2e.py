@@ -10,7 +10,7 @@ from django.utils import timezone
 from fleet.actions import do_confirm_host_key, do_request_probe
 from fleet.models import Instance, InstanceProbe
 from fleet.tasks import probe_running_instances
-from projects.models import Project
+from tests import factories
 from tests.personas import join
 from tests.sshd import free_port
 from tests.waiting import wait_until
@@ -27,11 +27,9 @@ def wait_for_probe(instance, count, timeout=60) -> InstanceProbe:
 
 @pytest.fixture
 def ssh_instance(sshd, bob):
-    project = Project.objects.create(name="Vision", slug="vision")
+    project = factories.project(name="Vision", slug="vision")
     join(project, bob)
-    return Instance.objects.create(
-        name=f"vision-audit-{TODAY}", project=project, **sshd.instance_fields(project, pinned=False)
-    )
+    return factories.box(name=f"vision-audit-{TODAY}", project=project, **sshd.instance_fields(project, pinned=False))
 
 
 def test_audit_through_worker_and_sshd_matches_the_machine(client, bob, sshd, ssh_instance, celery_worker_process):
@@ -102,8 +100,8 @@ def test_beat_task_light_probes_every_running_instance(sshd, ssh_instance, celer
 def test_local_instance_audits_without_ssh_in_the_one_person_mode(admin_user, django_user_model, celery_worker_process):
     """The admin is the only account: the control host runs the audit as the worker's own user. A second
     account ends that mode at once: the next probe fails with what to set."""
-    project = Project.objects.create(name="Home", slug="home")
-    instance = Instance.objects.create(name=f"home-desk-{TODAY}", project=project, profile_key="local")
+    project = factories.project(name="Home", slug="home")
+    instance = factories.box(name=f"home-desk-{TODAY}", project=project, profile_key="local")
     do_request_probe(instance.pk, "audit", actor=admin_user)
     probe = wait_for_probe(instance, 1)
     assert probe.ok, probe.error

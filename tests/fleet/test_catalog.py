@@ -10,6 +10,7 @@ import yaml
 
 from platforms.catalog import all_profiles, get_profile, load_catalog
 from platforms.schema import ProfileError
+from tests import factories
 from tests.conftest import REPO, subprocess_env
 from tests.personas import join
 
@@ -175,13 +176,11 @@ def test_every_tier_a_consequence_destroys_is_named_on_the_panel(key, alice, cli
     """The survival matrix, the adapter's verb and the panel say the same thing for every profile."""
     from delivery.levels import consequence_of
     from delivery.models import TeardownKind
-    from fleet.models import Instance
     from fleet.provider_calls import execute
-    from projects.models import Project
 
-    project = Project.objects.create(name=f"p-{key}", slug=f"p-{key}")
+    project = factories.project(name=f"p-{key}", slug=f"p-{key}")
     join(project, alice)
-    box = Instance.objects.create(name=f"p-{key}-box", project=project, profile_key=key, state="running")
+    box = factories.box(name=f"p-{key}-box", project=project, profile_key=key, state="running")
     profile = get_profile(key)
     client.force_login(alice)
     page = html.unescape(client.get(f"/instances/{box.pk}/").content.decode())

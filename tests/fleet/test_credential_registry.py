@@ -154,7 +154,7 @@ def test_an_outsider_cannot_pick_a_credential_by_id(client, bob, vision, audio):
 
 def test_a_revoked_grant_stops_the_next_use_not_only_the_next_save(vision, sshd):
     key = registered("sshd-key", sshd.credential_ref, vision)
-    box = Instance.objects.create(
+    box = factories.box(
         name="vision-box-20261130", project=vision, **{**sshd.instance_fields(vision), "credential_id": key.pk}
     )
     assert ssh_auth(box) == {"key_filename": sshd.credential_ref}
@@ -168,7 +168,7 @@ def test_a_revoked_grant_stops_the_next_use_not_only_the_next_save(vision, sshd)
 def test_a_provider_key_is_used_only_while_granted(vision, monkeypatch):
     monkeypatch.setenv("VISION_RUNPOD_KEY", CANARY)
     key = registered("runpod-api", "env:VISION_RUNPOD_KEY", vision, kind=CredentialKind.PROVIDER_KEY)
-    box = Instance.objects.create(
+    box = factories.box(
         name="vision-pod-20261130", project=vision, profile_key="runpod", provider_id="p1", api_credential=key
     )
     assert provider_key(box) == CANARY
@@ -195,7 +195,7 @@ def test_canary_secrets_never_appear_in_a_page_an_answer_a_log_or_a_column(
     monkeypatch.setenv("VISION_MISCONFIGURED", f"postgres://user:{CANARY}@db/x")
     ssh_key = registered("vision-ssh", "env:VISION_MISCONFIGURED", vision)
     api_key = registered("vision-api", "env:VISION_RUNPOD_KEY", vision, kind=CredentialKind.PROVIDER_KEY)
-    box = Instance.objects.create(
+    box = factories.box(
         name="vision-box-20261130",
         project=vision,
         **{**sshd.instance_fields(vision), "credential_id": ssh_key.pk},
@@ -204,7 +204,7 @@ def test_canary_secrets_never_appear_in_a_page_an_answer_a_log_or_a_column(
     caplog.set_level(logging.DEBUG)
     outcome = run_probe(box, "light")  # the variable holds no key: a clear error that names only the variable
     assert not outcome.ok and "VISION_MISCONFIGURED" in outcome.error
-    pod = Instance.objects.create(
+    pod = factories.box(
         name="vision-pod-20261130", project=vision, profile_key="runpod", provider_id="p1", api_credential=api_key
     )
     with pytest.raises(calls.ProviderError, match="401"):

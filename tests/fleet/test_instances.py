@@ -251,7 +251,7 @@ def test_an_operator_edits_a_box_in_the_app_and_the_edit_is_audited(client, bob,
 def test_an_operator_cannot_edit_the_control_host_box(client, bob, admin_user, project, local_node):
     """The local box runs commands on the control host: editing it is an admin's, and a refusal is a
     clear message, never a 500 (the form has no platform field to hang the error on)."""
-    box = Instance.objects.create(name=f"vision-desk-{TODAY}", project=project, profile_key="local", state="running")
+    box = factories.box(name=f"vision-desk-{TODAY}", project=project, profile_key="local", state="running")
     client.force_login(bob)
     response = client.post(f"/instances/{box.pk}/edit/", {"rate_running": "9", "rate_stopped": "0", "port": "22"})
     assert response.status_code == 302 and Instance.objects.get(pk=box.pk).rate_running == 0

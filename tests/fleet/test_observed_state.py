@@ -11,7 +11,7 @@ from fleet.actions import do_change_instance_state, do_observe_running
 from fleet.costs import accrued_cost
 from fleet.models import Instance, InstanceEvent, InstanceProbe
 from fleet.tasks import probe_instance, probe_running_instances
-from projects.models import Project
+from tests import factories
 from tests.personas import join
 from tests.waiting import wait_until
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def project(bob):
-    project = Project.objects.create(name="Observed", slug=f"obs{uuid.uuid4().hex[:8]}")
+    project = factories.project(name="Observed", slug=f"obs{uuid.uuid4().hex[:8]}")
     join(project, bob)
     return project
 
@@ -28,7 +28,7 @@ def project(bob):
 @pytest.fixture
 def box(project, sshd):
     fields = {**sshd.instance_fields(project), "state": "unknown"}
-    return Instance.objects.create(
+    return factories.box(
         name=f"{project.slug}-observed-20261130",
         project=project,
         **fields,
@@ -82,8 +82,8 @@ def test_a_stopped_box_seen_answering_bills_as_running_again(box):
 
 
 def test_beat_probes_every_box_that_may_bill(box, project, no_worker):
-    Instance.objects.create(name=f"{project.slug}-gone-20261130", project=project, state="released")
-    Instance.objects.create(name=f"{project.slug}-off-20261130", project=project, state="stopped")
+    factories.box(name=f"{project.slug}-gone-20261130", project=project, state="released")
+    factories.box(name=f"{project.slug}-off-20261130", project=project, state="stopped")
     assert probe_running_instances() == 2  # the unknown box and the stopped one, never the released
 
 

@@ -16,6 +16,7 @@ from fleet.models import Instance
 from providers import APIS
 from providers.interface import GONE, RUNNING, STOPPED, UNKNOWN
 from providers.reading import read_state
+from tests import factories
 from tests.provider_stub import API_KEY, api_credential
 
 
@@ -25,7 +26,7 @@ def in_database(test):
 
 
 def box(project, profile_key: str, provider_id: str) -> Instance:
-    return Instance.objects.create(
+    return factories.box(
         name=f"{project.slug}-{provider_id}-20261130",
         project=project,
         profile_key=profile_key,

@@ -140,9 +140,8 @@ def test_under_a_shared_key_a_project_sees_only_its_own_boxes_and_unowned_resour
     """B's dashboard showed the names and states of A's boxes under a shared provider key.
     A drift row names only resources no project owns, or the viewer's own; its notice goes the same way."""
     from notifications.models import Notification
-    from projects.models import Project
 
-    other = Project.objects.create(name="Audio", slug=f"a{pod.project.slug}")
+    other = factories.project(name="Audio", slug=f"a{pod.project.slug}")
     join(other, dave)
     api_credential(other)  # the same provider key, granted to both
     Instance.objects.filter(pk=pod.pk).update(state="stopped")  # here stopped; the provider says it runs
@@ -267,7 +266,6 @@ def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_t
     the one project's spend from when it was first seen; registered as a resource, it is no longer drift."""
     from datetime import timedelta
 
-    from fleet.models import Resource
     from notifications.models import Event, Notification
     from runs.spend import envelope_of
 
@@ -291,7 +289,7 @@ def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_t
     day_later = drift["nv-1"].first_seen + timedelta(hours=24)
     envelope = envelope_of(project, now=day_later)
     assert envelope.burn >= Decimal("0.0233") and envelope.spent >= Decimal("0.55")  # 24 h of both
-    Resource.objects.create(instance=lambda_box, kind="persistent_fs", name="ckpts", provider_id="fs-9", rate="0.0137")
+    factories.resource(instance=lambda_box, kind="persistent_fs", name="ckpts", provider_id="fs-9", rate="0.0137")
     do_reconcile_providers()
     assert set(
         ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE, resolved_at__isnull=True).values_list(

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from fleet.actions import do_create_instance, do_edit_instance, do_register_resource
 from fleet.models import Credential, CredentialKind, Instance
-from runs.models import Run, RunState
+from runs.models import RunState
 from tests import factories
 from tests.racing import at_once
 
@@ -92,7 +92,7 @@ def test_a_box_holding_evidence_keeps_its_provider_id(bob, projects):
         do_edit_instance(pod.pk, {"provider_id": ""}, actor=bob)
     assert Instance.objects.get(pk=pod.pk).provider_id == POD
     unbound = factories.box(vision, "runpod", name=f"vision-new-{TODAY}")
-    Run.objects.create(
+    factories.run(
         project=vision, instance=unbound, run_id="vision-aaaaaa", source_path="/x", command=["true"], created_by=bob
     )
     assert do_edit_instance(unbound.pk, {"provider_id": "pod-mine"}, actor=bob) == ["provider_id"]  # none before

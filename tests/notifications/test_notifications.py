@@ -10,12 +10,11 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 
 from core.models import AuditEntry
-from fleet.models import Instance
 from notifications.actions import do_add_channel, do_deliver_notification, do_notify, do_set_preference
 from notifications.models import Channel, Event, Notification, NotifyVariable
-from projects.models import Project
 from runs.actions.lifecycle import do_finish_smoke
 from runs.models import Run, RunState
+from tests import factories
 from tests.personas import join
 from tests.waiting import wait_until
 
@@ -28,7 +27,7 @@ TOKEN = "xoxb-SECRET-TOKEN-4242"
 def team(alice, bob, carol, settings):
     settings.WEBHOOK_ALLOW_PRIVATE = settings.WEBHOOK_ALLOW_HTTP = True
     slug = f"ntf{uuid.uuid4().hex[:8]}"
-    project = Project.objects.create(name=slug, slug=slug)
+    project = factories.project(name=slug, slug=slug)
     join(project, alice, bob, carol)
     carol.email = ""
     carol.save()
@@ -54,8 +53,8 @@ def deliver_all(project) -> list[str]:
 
 
 def smoke_run(project) -> Run:
-    box = Instance.objects.create(name=f"{project.slug}-box", project=project, profile_key="generic-ssh")
-    return Run.objects.create(
+    box = factories.box(name=f"{project.slug}-box", project=project, profile_key="generic-ssh")
+    return factories.run(
         project=project,
         instance=box,
         run_id=f"{project.slug}-r1",
@@ -204,7 +203,7 @@ def test_a_project_never_posts_through_another_projects_chat_variable(
     """An operator of B named A's REMOTEGPU_NOTIFY_ variable and posted into A's chat.
     Chat variables are registered and granted per project: naming one not granted is refused when the
     channel is added, and a grant revoked later stops the next message."""
-    other = Project.objects.create(name="Other", slug=f"o{team.slug}")
+    other = factories.project(name="Other", slug=f"o{team.slug}")
     join(other, dave)
     with pytest.raises(ValidationError, match="not a notification variable granted to this project"):
         do_add_channel(other, "theirs", Channel.Kind.APPRISE, "REMOTEGPU_NOTIFY_CHAT", [], actor=dave)

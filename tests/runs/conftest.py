@@ -14,9 +14,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from fleet.models import Instance
 from projects.models import Project
 from runs.models import Run, RunState, SourceKind
+from tests import factories
 from tests.conftest import REPO
 from tests.personas import join
 from tests.waiting import wait_until
@@ -99,7 +99,7 @@ def stop_processes_under(root: Path) -> list[int]:
 
 @pytest.fixture
 def project(alice, bob, carol):
-    project = Project.objects.create(name=f"T {uuid.uuid4().hex[:6]}", slug=f"t{uuid.uuid4().hex[:10]}")
+    project = factories.project(name=f"T {uuid.uuid4().hex[:6]}", slug=f"t{uuid.uuid4().hex[:10]}")
     join(project, alice, bob, carol)
     yield project
     root = Node(project).root
@@ -116,15 +116,13 @@ def node(project):
 @pytest.fixture
 def instance(project, sshd):
     name = f"{project.slug}-node-{timezone.localdate():%Y%m%d}"
-    return Instance.objects.create(name=name, project=project, **sshd.instance_fields(project))
+    return factories.box(name=name, project=project, **sshd.instance_fields(project))
 
 
 @pytest.fixture
 def box_row(project):
     """A registered, running box for tests that never talk to it (forms, refusals, permissions, API
     answers): a row only, no sshd. A test that reaches it over SSH fails to connect, loudly."""
-    from tests import factories
-
     credential = factories.ssh_key(project, "env:RGPU_TEST_UNUSED_KEY")
     return factories.box(
         project,

@@ -17,6 +17,7 @@ from notifications.models import Event, Notification
 from projects.models import Project
 from runs.budgets import do_set_envelope, do_warn_forecasts
 from runs.spend import envelope_of, period_bounds
+from tests import factories
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db
@@ -26,9 +27,9 @@ pytestmark = pytest.mark.django_db
 def burning(alice, bob, carol):
     """A $50 envelope and a box billing $5/h since the start of the month: the forecast far exceeds it."""
     slug = f"bud{uuid.uuid4().hex[:8]}"
-    project = Project.objects.create(name=slug, slug=slug, budget=Decimal("50.00"))
+    project = factories.project(name=slug, slug=slug, budget=Decimal("50.00"))
     join(project, alice, bob, carol)
-    box = Instance.objects.create(
+    box = factories.box(
         name=f"{slug}-box", project=project, profile_key="generic-ssh", state="running", rate_running=Decimal(5)
     )
     start = period_bounds("month", timezone.now())[0]

@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from custody.actions import do_start_verification
 from custody.models import CustodyStatus
-from fleet.models import Instance
 from runs import ckpt_pull, rollups
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from runs.tasks import pull_checkpoint
+from tests import factories
 from tests.runs.conftest import SETTLED, set_config, stop_processes_under, wait_state
 from tests.runs.test_durable_resume import SECOND_ROOT, continue_on, lose_box, on_this_machine, second_sshd  # noqa: F401
 from tests.waiting import wait_until
@@ -33,7 +33,7 @@ def bare_boxes(project, instance, second_sshd):  # noqa: F811
     assert not instance.mirror_root and not instance.profile.durable_root
     fields = {**second_sshd.instance_fields(project), "data_root_override": SECOND_ROOT}
     name = f"{project.slug}-bare2-{timezone.localdate():%Y%m%d}"
-    box2 = Instance.objects.create(name=name, project=project, **fields)
+    box2 = factories.box(name=name, project=project, **fields)
     yield instance, box2
     root = on_this_machine(SECOND_ROOT) / project.slug
     if root.exists():

@@ -31,6 +31,7 @@ from runs import rollups
 from runs.actions.lifecycle import do_start_preflight
 from runs.actions.moves import do_continue_elsewhere
 from runs.models import RunState
+from tests import factories
 from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
 from tests.runs.test_interruptions import interrupt
 from tests.runs.test_no_edit import TRAINERFIT, TRAINERFIT_FILES, copied
@@ -74,7 +75,7 @@ def boxes(project, instance, second_sshd, durable_disk):
     instance.mirror_root = DURABLE
     instance.save()
     fields = {**second_sshd.instance_fields(project), "data_root_override": SECOND_ROOT, "mirror_root": DURABLE}
-    box2 = Instance.objects.create(name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}", project=project, **fields)
+    box2 = factories.box(name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}", project=project, **fields)
     yield instance, box2
     root = on_this_machine(SECOND_ROOT) / project.slug
     from tests.runs.conftest import stop_processes_under
@@ -193,7 +194,7 @@ def test_a_continuation_is_refused_before_anything_moves_when_it_cannot_restore(
     with pytest.raises(ValidationError, match="has no durable root"):
         do_continue_elsewhere(run.pk, box2.pk, actor=bob)
     # An operator never reaches the control host by continuing a run onto a box that is the control host.
-    here = Instance.objects.create(name=f"{project.slug}-local-20261202", project=project, profile_key="local")
+    here = factories.box(name=f"{project.slug}-local-20261202", project=project, profile_key="local")
     with pytest.raises(PermissionDenied, match="only an administrator"):
         do_continue_elsewhere(run.pk, here.pk, actor=bob)
     other = Instance.objects.exclude(project=project).first()

@@ -7,9 +7,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from fleet.models import Instance
-from projects.models import Project
 from runs.models import WatchLease
+from tests import factories
 from watching import leases
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,8 +16,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def instance():
-    project = Project.objects.create(name="Lease", slug="lease")
-    return Instance.objects.create(name="lease-box-20261129", project=project, profile_key="local")
+    project = factories.project(name="Lease", slug="lease")
+    return factories.box(name="lease-box-20261129", project=project, profile_key="local")
 
 
 def test_concurrent_claims_yield_exactly_one_holder(instance):

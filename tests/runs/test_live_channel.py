@@ -25,12 +25,11 @@ ORIGIN = (b"origin", b"http://localhost")
 @pytest.fixture(autouse=True)
 def runs(db, alice):
     """The runs the sockets subscribe to: a group join is authorized per object (alice is a member)."""
-    from runs.models import Run
 
     project = factories.project(alice, name="Vision", slug="vision")
     instance = factories.box(project, "local", name="vision-desk-20261129")
     for run_id in ("vision-r1", "vision-r2", "other-run"):
-        Run.objects.create(
+        factories.run(
             run_id=run_id,
             project=project,
             instance=instance,

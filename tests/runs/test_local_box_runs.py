@@ -12,9 +12,9 @@ from django.test import Client
 from django.urls import reverse
 
 from api.models import ApiToken
-from fleet.models import Instance
 from runs.actions.lifecycle import do_create_run, do_retry_run, do_start_preflight
 from runs.models import Run, RunState, SourceKind
+from tests import factories
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db
@@ -22,11 +22,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def desk(project):
-    return Instance.objects.create(name=f"{project.slug}-desk-20261201", project=project, profile_key="local")
+    return factories.box(name=f"{project.slug}-desk-20261201", project=project, profile_key="local")
 
 
 def run_on(desk, source, state=RunState.DRAFT, **fields) -> Run:
-    return Run.objects.create(
+    return factories.run(
         project=desk.project,
         instance=desk,
         source_kind=SourceKind.LOCAL_DIR,

@@ -97,7 +97,7 @@ def test_the_first_free_box_of_the_list_is_chosen_and_none_free_is_said(make_run
 @pytest.mark.django_db
 def test_the_list_of_boxes_is_checked_like_every_field(client, bob, project, instance, source):
     other_project_box = Instance.objects.exclude(project=project).first()
-    here = Instance.objects.create(name=f"{project.slug}-local-x", project=project, profile_key="local")
+    here = factories.box(name=f"{project.slug}-local-x", project=project, profile_key="local")
     box2 = factories.box(project, state="running")
     form = {
         "project": project.pk,

@@ -10,10 +10,10 @@ import pytest
 
 from custody.models import CustodyRecord, CustodyStatus
 from custody.verify import verify
-from fleet.models import Instance
 from fleet.node_client import NodeClient, RunNode
 from node.protocol import NodeError
 from runs.models import RunState
+from tests import factories
 from tests.sshd import Sshd
 from watching.watch import tick
 
@@ -71,7 +71,7 @@ def box(tmp_path_factory):
 
 @pytest.fixture
 def hostile_run(box, project, make_run, tmp_path):
-    instance = Instance.objects.create(
+    instance = factories.box(
         name=f"{project.slug}-hostile-20261130",
         project=project,
         **{**box.sshd.instance_fields(project), "data_root_override": str(tmp_path / "data")},

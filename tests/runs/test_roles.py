@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 
 from projects.models import Membership, Project, Role
+from tests import factories
 from tests.personas import grant, join
 
 pytestmark = pytest.mark.django_db
@@ -16,12 +17,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def vision():
-    return Project.objects.create(name="Vision", slug="vision")
+    return factories.project(name="Vision", slug="vision")
 
 
 @pytest.fixture
 def audio():
-    return Project.objects.create(name="Audio", slug="audio")
+    return factories.project(name="Audio", slug="audio")
 
 
 def test_a_role_holds_in_its_project_only(bob, vision, audio):

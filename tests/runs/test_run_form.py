@@ -8,6 +8,7 @@ from django.urls import reverse
 from core.states import IllegalTransition
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import Run, RunEvent, RunState
+from tests import factories
 from tests.personas import join
 from tests.worker_env import NODE_ROOT
 
@@ -114,9 +115,8 @@ def test_node_source_path_with_dotdot_is_refused(client, bob, form):
 
 
 def test_instance_of_another_project_is_refused(client, bob, form, instance):
-    from projects.models import Project
 
-    other = Project.objects.create(name="Other", slug="other")
+    other = factories.project(name="Other", slug="other")
     join(other, bob)
     client.force_login(bob)
     response = client.post(reverse("run-create"), {**form, "project": other.pk})

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from tests import factories
 from tests.built_once import migrated_sqlite
 from tests.conftest import REPO, subprocess_env
 
@@ -35,17 +36,15 @@ def check() -> None:
     from django.db import connection
 
     from console import history
-    from fleet.models import Instance
-    from projects.models import Project
     from runs import search
     from runs.models import Run
 
     admin = get_user_model().objects.create_superuser(f"s{uuid.uuid4().hex[:6]}")
-    project = Project.objects.create(name="Search", slug=f"search{uuid.uuid4().hex[:6]}")
-    box = Instance.objects.create(name=f"{project.slug}-box-20261130", project=project, profile_key="local")
+    project = factories.project(name="Search", slug=f"search{uuid.uuid4().hex[:6]}")
+    box = factories.box(name=f"{project.slug}-box-20261130", project=project, profile_key="local")
     titles = ["lr 3e-4 abc", "ABCdef", "baseline", 'quoted "name', "naïve ünïcode", ""]
     for n, title in enumerate(titles * 3):
-        Run.objects.create(
+        factories.run(
             run_id=f"{project.slug}-{n:03d}{'abc' if n % 5 == 0 else ''}",
             title=title,
             project=project,

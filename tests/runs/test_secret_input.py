@@ -5,8 +5,8 @@ import pytest
 from django.urls import reverse
 
 from fleet.models import Credential, CredentialKind
-from projects.models import Project
 from runs.models import Run
+from tests import factories
 from tests.api.test_api import api, post, run_bodies
 
 pytestmark = pytest.mark.django_db
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def elsewhere_secret():
     """A run secret granted to another project only."""
-    other = Project.objects.create(name="Other", slug="other-proj")
+    other = factories.project(name="Other", slug="other-proj")
     credential = Credential.objects.create(name="wandb-other", kind=CredentialKind.RUN_SECRET, reference="env:W_KEY")
     credential.projects.add(other)
     return credential

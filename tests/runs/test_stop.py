@@ -10,11 +10,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 
 from fleet.node_client import RunNode
-from projects.models import Project
 from runs.actions import stops
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import GpuLock, Run, RunState
 from runs.tasks import deliver_stop
+from tests import factories
 from tests.personas import join
 from tests.racing import at_once
 from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
@@ -95,7 +95,7 @@ def test_only_a_running_run_is_stopped_and_only_by_its_operators(bob, carol, dav
     with pytest.raises(ValidationError, match="this one is Closed: exported"):
         stops.do_stop_run(run.pk, actor=bob)
     Run.objects.filter(pk=run.pk).update(state=RunState.RUNNING, attempt=1)
-    join(Project.objects.create(name="Elsewhere", slug="elsewhere"), dave)  # dave operates there only
+    join(factories.project(name="Elsewhere", slug="elsewhere"), dave)  # dave operates there only
     with pytest.raises(PermissionDenied):
         stops.do_stop_run(run.pk, actor=carol)  # a member without the operator role
     with pytest.raises(PermissionDenied):

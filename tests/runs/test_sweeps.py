@@ -6,9 +6,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from fleet.models import Instance
 from runs import sweeps
 from runs.models import Run, RunState, Sweep
+from tests import factories
 from tests.runs.conftest import set_config
 from tests.sshd import Sshd
 
@@ -106,7 +106,7 @@ def test_four_cells_on_two_boxes_run_two_at_a_time_and_a_failing_cell_stays_alon
 ):
     box2_sshd = Sshd(tmp_path / "box2").start()
     try:
-        box2 = Instance.objects.create(
+        box2 = factories.box(
             name=f"{project.slug}-box2-{timezone.localdate():%Y%m%d}",
             project=project,
             **{**box2_sshd.instance_fields(project), "data_root_override": str(tmp_path / "box2-data")},

@@ -2,14 +2,14 @@
 
 import pytest
 
-from projects.models import Project
 from runs.tasks import worker_selfcheck
+from tests import factories
 
 
 @pytest.mark.django_db(transaction=True)
 def test_worker_process_runs_a_task_against_the_same_database(celery_worker_process):
-    Project.objects.create(name="Vision", slug="vision")
-    Project.objects.create(name="Speech", slug="speech")
+    factories.project(name="Vision", slug="vision")
+    factories.project(name="Speech", slug="speech")
     result = worker_selfcheck.delay().get(timeout=30)
     assert result["projects"] == 2
     assert celery_worker_process.poll() is None

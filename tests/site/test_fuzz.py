@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from schemathesis import checks
 
 from api.models import ApiToken
-from fleet.models import Instance
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -160,7 +160,7 @@ CONFORMANCE = [
 
 @pytest.fixture
 def token(live_server, bob, project):
-    Instance.objects.create(name=f"{project.slug}-pod-20261130", project=project, profile_key="runpod")
+    factories.box(name=f"{project.slug}-pod-20261130", project=project, profile_key="runpod")
     _, value = ApiToken.objects.issue(bob, "fuzz")
     return value
 

@@ -3,6 +3,7 @@
 import pytest
 from django.urls import reverse
 
+from tests import factories
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db
@@ -26,9 +27,8 @@ def test_a_nul_in_a_query_is_a_400_page(client, alice, url):
 
 
 def test_a_nul_in_a_form_is_a_400(client, alice):
-    from projects.models import Project
 
-    project = Project.objects.create(name="Nul", slug="nul")
+    project = factories.project(name="Nul", slug="nul")
     join(project, alice)
     client.force_login(alice)
     response = client.post(reverse("project-add-member", args=["nul"]), {"username": "bob\x00"})

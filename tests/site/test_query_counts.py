@@ -16,10 +16,10 @@ from django.utils import timezone
 from core.models import AuditEntry
 from custody.models import Artifact, CustodyRecord, CustodyStatus
 from delivery.models import TeardownRequest
-from fleet.models import Credential, Instance, InstanceEvent, Resource
-from projects.models import Project
+from fleet.models import Credential, Instance, InstanceEvent
 from rentals.models import Rental, RentalAttempt
 from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep
+from tests import factories
 from tests.personas import join
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +46,7 @@ PINNED = {
 class World:
     def __init__(self, alice, bob):
         self.alice, self.bob = alice, bob
-        self.project = Project.objects.create(name="Vision", slug="vision", budget=500)
+        self.project = factories.project(name="Vision", slug="vision", budget=500)
         join(self.project, alice, bob)
         self.instance = self.box("node")
         # A platform whose stopped box is released on a clock (AutoDL): its page asks what the shutdown's
@@ -61,7 +61,7 @@ class World:
         self.grow(1)
 
     def box(self, purpose: str, profile_key: str = "runpod") -> Instance:
-        return Instance.objects.create(
+        return factories.box(
             name=f"vision-{purpose}-20261130",
             project=self.project,
             profile_key=profile_key,
@@ -73,7 +73,7 @@ class World:
         )
 
     def run(self, state, instance=None, **fields) -> Run:
-        run = Run.objects.create(
+        run = factories.run(
             project=self.project,
             instance=instance or self.instance,
             run_id=f"vision-{uuid.uuid4().hex[:10]}",
@@ -118,8 +118,8 @@ class World:
                 check_at_request={"items": [], "ok": True},
             )
             AuditEntry.objects.create(actor=self.bob, action="requested", request=request, instance=box, message="m")
-            Resource.objects.create(instance=box, kind="network_volume", name="v", tier="network volume", rate=1)
-            Resource.objects.create(instance=self.instance, kind="network_volume", name=uuid.uuid4().hex, rate=1)
+            factories.resource(instance=box, kind="network_volume", name="v", tier="network volume", rate=1)
+            factories.resource(instance=self.instance, kind="network_volume", name=uuid.uuid4().hex, rate=1)
             spending = self.run(RunState.DRAFT)
             SpendRequest.objects.create(
                 run=spending,
@@ -132,7 +132,7 @@ class World:
             )
             released = self.box(uuid.uuid4().hex[:6])
             Instance.objects.filter(pk=released.pk).update(state="released")
-            Resource.objects.create(instance=released, kind="network_volume", name="orphan", rate=1)
+            factories.resource(instance=released, kind="network_volume", name="orphan", rate=1)
 
     def pages(self) -> dict[str, str]:
         return {

@@ -1,0 +1,60 @@
+"""What every provider's stand-in shares: the box states, a refusal in the provider's words, and the
+interface the one stub server (tests/provider_stub.py) calls. Each provider's stand-in is its own module
+here, written from its documentation, not from our adapter (providers/<name>/)."""
+
+RUNNING, STOPPED, GONE, BOOTING = "running", "stopped", "gone", "booting"
+
+
+class Refused(Exception):
+    def __init__(self, code: int, payload: dict):
+        super().__init__(code)
+        self.code, self.payload = code, payload
+
+
+def no_body(body):
+    if body is not None:
+        raise Refused(400, {"error": "this endpoint takes no body"})
+
+
+class StubProvider:
+    """One provider's API: its routes (method, path pattern, verb), how it lists boxes, how it acts on
+    one; where it rents, how it reads a create and answers it. The defaults answer "not documented"."""
+
+    name = auth = ""
+    routes: list[tuple[str, str, str]] = []
+
+    def listing(self, boxes, endpoints=None, ends=None, names=None):
+        raise NotImplementedError
+
+    def act(self, stub, verb, target, body):
+        raise NotImplementedError
+
+    def volumes_answer(self, items: list) -> object:
+        return {"data": items}
+
+    def offers_answer(self, offers, body):
+        raise Refused(404, {"error": f"{self.name} has no offer search"})
+
+    def graphql(self, stub, body):
+        raise Refused(404, {"error": f"{self.name} has no GraphQL"})
+
+    def attach(self, stub, target, body):
+        raise Refused(404, {"error": f"{self.name} attaches no key to a box"})
+
+    def check_create(self, target, body) -> str:
+        raise Refused(404, {"error": f"{self.name} creates nothing here"})
+
+    def has_capacity(self, stub, target) -> bool:
+        return True
+
+    def refuse_no_capacity(self, target):
+        raise Refused(503, {"error": "no capacity"})
+
+    def keys_given(self, stub, body) -> list[str]:
+        return []  # the key is attached after the create (vast.ai), or none
+
+    def new_id(self, count: int) -> str:
+        raise NotImplementedError
+
+    def created(self, box: str, name: str):
+        raise NotImplementedError
