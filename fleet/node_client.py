@@ -17,6 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from fleet import slurm_jobs
 from fleet.control_host import local_node_problem
 from fleet.credentials import secret_names, ssh_auth
 from node.build import wrapper_file, wrapper_name
@@ -164,6 +165,8 @@ class NodeClient:
         for run_id, status in answer["runs"].items():
             problem = status_problem(status)
             statuses[run_id] = {"error": problem} if problem else known_status(status)
+        if any(run.slurm_job for run in runs):  # a cluster's jobs: whether they live is the scheduler's word
+            statuses = slurm_jobs.with_scheduler(self.transport, runs, statuses)
         return {**answer, "runs": statuses}
 
     def streamed(self, tools: str, subcommand: str, chunks, timeout: float) -> dict:
@@ -225,11 +228,18 @@ class NodeClient:
         return self.invoke(layout.tools, "close-active", request=request)
 
     def stop(self, run, by: str) -> dict:
-        """A person's stop of the run's current attempt: SIGTERM, SIGKILL after the grace (the wrapper's)."""
+        """A person's stop of the run's current attempt: SIGTERM, SIGKILL after the grace (the wrapper's).
+        A Slurm job: the stop's marker on shared storage, then scancel (its TERM reaches the wrapper)."""
         layout = self.layout_of(run)
         self.install_wrapper(layout.tools)  # this control host's wrapper, though another version launched it
         request = {"by": by, "grace_seconds": settings.RUN_STOP_GRACE_SECONDS}
-        return self.invoke(layout.tools, "stop", layout.spec(f"attempt-{run.attempt}"), request=request)
+        if run.slurm_job:
+            request["signal"] = False
+        answer = self.invoke(layout.tools, "stop", layout.spec(f"attempt-{run.attempt}"), request=request)
+        if run.slurm_job:
+            slurm_jobs.cancel(self.transport, run.slurm_job)
+            answer = {**answer, "job": run.slurm_job, "cancelled": True}
+        return answer
 
     def abandon(self, run) -> dict:
         layout = self.layout_of(run)
@@ -345,6 +355,8 @@ class RunNode(NodeClient):
             **layout.as_dict(),
             "run_id": run.run_id,
             "attempt": attempt,
+            # A Slurm box: the job's requeues count as attempts, each with its own output (wrapper/scheduler.py).
+            "scheduler": "slurm" if self.instance.profile.data["daemon"]["detach"] == "sbatch" else None,
             "argv": run.command,
             "cwd": layout.src,
             "env": {**data_environment(staged), **self.env},
@@ -545,11 +557,20 @@ class RunNode(NodeClient):
         self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "nohup launch")
         return "nohup", script
 
+    def launch_job(self, attempt: int) -> tuple[str, str, str]:
+        """Submit the attempt as a Slurm job from the login node: (detach, command, job id), the job's id
+        written on the node with how it was launched (a redelivered launch reads it back)."""
+        spec_path = self.attempt_spec(attempt)
+        inner = [self.python or settings.NODE_PYTHON, self.wrapper_path, "run", spec_path]
+        detach, command, job = slurm_jobs.submit(self, attempt, inner)
+        self._write_launch_marker(attempt, detach, command, job)
+        return detach, command, job
+
     def _launch_marker(self, attempt: int) -> str:
         return f"{self.layout.active}/launch-{attempt}.json"
 
-    def _write_launch_marker(self, attempt: int, detach: str, command: str) -> None:
-        marker = {"detach": detach, "command": command}
+    def _write_launch_marker(self, attempt: int, detach: str, command: str, job: str = "") -> None:
+        marker = {"detach": detach, "command": command, **({"job": job} if job else {})}
         self.upload_bytes(json.dumps(marker).encode(), self._launch_marker(attempt))
 
     def launched_as(self, attempt: int) -> tuple[str, str] | None:
@@ -561,7 +582,7 @@ class RunNode(NodeClient):
             marker = json.loads(result.stdout) if result.exit_code == 0 else None
         except ValueError:
             return None
-        if not isinstance(marker, dict) or marker.get("detach") not in ("tmux", "nohup"):
+        if not isinstance(marker, dict) or marker.get("detach") not in ("tmux", "nohup", "sbatch"):
             return None
         command = marker.get("command")
         return (marker["detach"], command) if isinstance(command, str) and command else None

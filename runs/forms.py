@@ -3,6 +3,7 @@ import shlex
 import yaml
 from django import forms
 
+from node import slurm
 from platforms import catalog
 from projects.models import Project, Role
 from runs import sources, sweeps, trainer_files, validation
@@ -115,6 +116,26 @@ class RunForm(forms.ModelForm):
         "The box builds the export from them after the command exits 0.",
     )
 
+    slurm_partition = forms.CharField(
+        label="Slurm partition",
+        required=False,
+        max_length=64,
+        help_text="A Slurm box: the partition (default: the cluster's)",
+    )
+    slurm_time_minutes = forms.IntegerField(
+        label="Slurm time limit (minutes)",
+        required=False,
+        min_value=1,
+        help_text="The job's walltime; without one a maintenance reservation holds it",
+    )
+    slurm_gres = forms.CharField(label="Slurm GPUs (gres)", required=False, max_length=64, help_text="e.g. gpu:1")
+    slurm_signal_seconds = forms.IntegerField(
+        label="Checkpoint signal (s before the walltime)",
+        required=False,
+        initial=60,
+        help_text="The command gets SIGUSR1 this long before its time limit, to save a checkpoint",
+    )
+
     class Meta:
         model = Run
         fields = [
@@ -200,6 +221,7 @@ class RunForm(forms.ModelForm):
         data["datasets"] = data.get("datasets_text") or []
         data["move_candidates"] = data.get("move_candidates_text") or []
         data["trainer_files"] = data.get("trainer_files_text") or {}
+        self._clean_scheduler(data)
         texts = {"secrets": "secrets_text", "datasets": "datasets_text", "move_candidates": "move_candidates_text"}
         for field, problem in validation.relation_problems(data, self.user).items():
             self.add_error(texts.get(field, field), problem)
@@ -211,6 +233,33 @@ class RunForm(forms.ModelForm):
             except forms.ValidationError as exc:
                 self.add_error("config_overrides_text", exc)
         return data
+
+    SLURM_FIELDS = {
+        "partition": "slurm_partition",
+        "time_minutes": "slurm_time_minutes",
+        "gres": "slurm_gres",
+        "signal_seconds": "slurm_signal_seconds",
+    }
+
+    def _clean_scheduler(self, data) -> None:
+        """A Slurm box's job options, checked where they reach a batch script; on another box, none."""
+        options = {key: data.get(name) for key, name in self.SLURM_FIELDS.items() if data.get(name) not in (None, "")}
+        instance = data.get("instance")
+        if instance is None or instance.profile.data["daemon"]["detach"] != "sbatch":
+            data["scheduler"] = {}
+            if options.keys() - {"signal_seconds"}:
+                self.add_error("slurm_partition", "Only a run on a Slurm box (its login node) takes Slurm options.")
+            return
+        options.setdefault("signal_seconds", 60)
+        for problem in slurm.option_problems(options):
+            self.add_error(self.SLURM_FIELDS[self._field_of(problem)], problem)
+        data["scheduler"] = {"options": options}
+
+    @staticmethod
+    def _field_of(problem: str) -> str:
+        return {"partition": "partition", "gres": "gres", "time limit": "time_minutes"}.get(
+            problem.split(":")[0], "signal_seconds"
+        )
 
     # What an edit may change (project and identity-free fields of the model, and the derived ones).
     EDITED = [name for name in Meta.fields if name != "project"] + [
@@ -224,6 +273,7 @@ class RunForm(forms.ModelForm):
         "datasets",
         "move_candidates",
         "trainer_files",
+        "scheduler",
     ]
 
     @classmethod
@@ -256,6 +306,11 @@ class RunForm(forms.ModelForm):
             "datasets_text": ", ".join(run.datasets),
             "move_candidates_text": ", ".join(run.move_candidates),
             "trainer_files_text": trainer_files.as_text(run.trainer_files),
+            **{
+                name: (run.scheduler.get("options") or {}).get(key)
+                for key, name in RunForm.SLURM_FIELDS.items()
+                if (run.scheduler.get("options") or {}).get(key) is not None
+            },
         }
 
     def save(self, commit=True):
@@ -271,6 +326,7 @@ class RunForm(forms.ModelForm):
         run.datasets = data.get("datasets") or []
         run.move_candidates = data.get("move_candidates") or []
         run.trainer_files = data.get("trainer_files") or {}
+        run.scheduler = data.get("scheduler") or {}
         if commit:
             run.save()
         return run

@@ -108,6 +108,9 @@ class Run(models.Model):
         help_text="Where an unchanged script leaves its files (runs/trainer_files.py): the box builds the export "
         "from them",
     )
+    # A run on a Slurm cluster's login node: "options" (partition, time_minutes, gres, signal_seconds,
+    # requeue; node/slurm.py checks them) as asked; "job" and "base_attempt" once sbatch took it.
+    scheduler = models.JSONField(default=dict, blank=True)
     scratch_bytes = models.BigIntegerField(default=0)
     expected_files = models.PositiveBigIntegerField(default=1000, help_text="Inodes the run will create")
     state = models.CharField(max_length=20, choices=RunState.choices, default=RunState.DRAFT)
@@ -249,6 +252,11 @@ class Run(models.Model):
 
     def get_absolute_url(self):
         return reverse("run-detail", args=[self.run_id])
+
+    @property
+    def slurm_job(self) -> str:
+        """The Slurm job of this run's attempts, once sbatch took it; "" elsewhere."""
+        return (self.scheduler or {}).get("job") or ""
 
     @property
     def node_source(self) -> str:

@@ -133,6 +133,11 @@ def launch_run(run_pk: int, attempt: int) -> None:
                 detach, command = node.launched_as(attempt) or (run.detach or "unknown", run.launched_command)
                 lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
                 return
+            if run.instance.profile.data["daemon"]["detach"] == "sbatch":  # a cluster: the job is the unit
+                node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))
+                detach, command, job = node.launch_job(attempt)
+                lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), job=job)
+                return
             if run.gpus:  # every (re)launch: the GPUs are still there (a restart may have taken them)
                 gone = gone_problem(
                     run.gpus,

@@ -17,6 +17,7 @@ marked running in its thread, and a database test after it in the same module is
 The unit xdist hands a worker is a module, except tests/browser/: its modules share the session's one
 stack (`manage.py runstack`, tests/browser/conftest.py), which took ~40 s of a loaded machine to start in
 each worker that ran one of them; they go to one worker together (UnitScheduling), which starts it once.
+tests/slurm/ is one unit too: its modules share one Slurm cluster (its daemons' ports and munge socket).
 """
 
 import json
@@ -32,7 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 MEASURED = Path(__file__).with_name("module_durations.json")
 TABLE = REPO / "test-artifacts" / "module-durations.json"
 UNMEASURED_SECONDS = 30.0  # a module new since the last table: assume a middling e2e module
-SHARED_STACK = "tests/browser/"
+# Folders whose modules share a session resource: one worker runs them together and starts it once.
+SHARED_UNITS = ("tests/browser/", "tests/slurm/")
 
 
 def pytest_addoption(parser):
@@ -44,9 +46,10 @@ def module_of(nodeid: str) -> str:
 
 
 def unit_of(nodeid: str) -> str:
-    """What runs on one worker: the module, or all of tests/browser/ (the one stack they share)."""
+    """What runs on one worker: the module, or all of a shared folder (tests/browser/: the one stack they
+    share; tests/slurm/: the one Slurm cluster)."""
     module = module_of(nodeid)
-    return SHARED_STACK if module.startswith(SHARED_STACK) else module
+    return next((folder for folder in SHARED_UNITS if module.startswith(folder)), module)
 
 
 def measured() -> dict[str, float]:

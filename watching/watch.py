@@ -19,6 +19,7 @@ from fleet.node_client import NodeClient
 from node.protocol import NodeError
 from node.transport import TransportError
 from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
+from runs.actions.requeues import do_adopt_requeue
 from runs.models import Run, RunState
 from watching import leases
 from watching.push import Push
@@ -93,6 +94,9 @@ def _apply(runs: list[Run], answer: dict, push: Push | None) -> list[Run]:
             continue
         if "error" in status:  # the box answered for this run, but not with a status we can apply
             do_note_node_error(run.pk, f"the node's status of this run: {status['error']}")
+            continue
+        if status.get("requeued_to", 0) > run.attempt:  # Slurm runs the job again: the next tick reads that attempt
+            do_adopt_requeue(run.pk, status["requeued_to"], status["scheduler"]["said"])
             continue
         if push is None:
             observed, dead = do_observe_run(run.pk, status, thresholds())

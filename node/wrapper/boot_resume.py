@@ -16,8 +16,9 @@ import subprocess
 import sys
 import time
 
-from .files import alive, atomic_write, load_spec, read
+from .files import alive, atomic_write, read
 from .gpus import relaunch_problem
+from .specs import load_spec
 from .status import counted, rebooted
 
 COUNTER = "boot-relaunches"

@@ -3,7 +3,6 @@
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import re
 
@@ -12,14 +11,6 @@ def expand(path):
     if path == "$HOME" or path.startswith("$HOME/"):
         path = "~" + path[len("$HOME") :]
     return os.path.abspath(os.path.expanduser(path))
-
-
-def load_spec(path):
-    with open(path) as handle:
-        spec = json.load(handle)
-    for key in ("run_root", "active", "src", "cwd", "ckpt", "output", "partial", "export", "quarantine_base"):
-        spec[key] = expand(spec[key])
-    return spec
 
 
 def atomic_write(path, text):

@@ -7,8 +7,9 @@ import sys
 import time
 
 from .attempts import attempt_dir, quarantine_dir
-from .files import load_spec, read, read_from
+from .files import read, read_from
 from .probe import probe_answer
+from .specs import load_spec
 
 
 def emit(event):

@@ -9,7 +9,6 @@ from .clean_caches import cmd_clean_caches
 from .close_active import cmd_close_active
 from .dataset_roster import cmd_dataset_roster
 from .extract import cmd_extract
-from .files import load_spec
 from .follow import follow_on_stdin
 from .gpus import cmd_gpus
 from .idle import cmd_idle
@@ -22,6 +21,7 @@ from .remove_copy import cmd_remove_copy
 from .roster import cmd_roster
 from .run import cmd_run
 from .smoke import cmd_smoke
+from .specs import load_spec
 from .stage_check import cmd_stage_check
 from .stage_grant import cmd_stage_grant
 from .stage_pull import cmd_stage_pull

@@ -3,8 +3,8 @@
 import json
 import time
 
-from .files import load_spec
 from .gpus import gpu_utilization
+from .specs import load_spec
 from .status import run_status
 
 

@@ -20,7 +20,8 @@ from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
 from .hooks import drop_proxy_from_wrapper, hook_env, make_cache
 from .run_secrets import pump_masked, remask_in_place, remove_secrets, take_secrets
-from .stop import on_sigterm, preempted_reason, stop_reason
+from .scheduler import claim, superseded
+from .stop import on_sigterm, on_usr1, preempted_reason, stop_reason
 
 
 def heartbeat(path, interval, stop):
@@ -77,7 +78,7 @@ def _close(spec, attempt, reserve, code, disk) -> int:
     durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
     stopped = stop_reason(spec, code) or preempted_reason(spec, code)
     failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
-    problem = stopped or failed or closeout(spec)
+    problem = stopped or failed or superseded(spec) or closeout(spec)
     if problem:
         quarantine(spec, problem)
         return 1
@@ -100,6 +101,7 @@ def cmd_run(spec):
     drop_proxy_from_wrapper(spec)
     make_cache(spec)
     attempt, reserve, in_place = _prepare(spec)
+    claim(spec)
     log_path = os.path.join(attempt, "log.txt")
     # A fresh attempt on another box continues from the durable copy; one started again in place keeps
     # the newer checkpoints it wrote since.
@@ -128,6 +130,8 @@ def cmd_run(spec):
         # A SIGTERM to the wrapper is passed on (then SIGKILL after the grace), so the exit marker is
         # still written; a person's stop (cmd_stop) is a SIGTERM with its marker, any other a preemption.
         signal.signal(signal.SIGTERM, lambda signum, frame: on_sigterm(spec, child))
+        # Slurm's --signal=B:USR1 before the walltime: the command is told to save (docs/contract.md).
+        signal.signal(signal.SIGUSR1, lambda signum, frame: on_usr1(spec, child))
         code = child.wait() if child else 127
         disk.exited()  # before anything of ours is removed or copied
         if pump is not None:

@@ -70,6 +70,19 @@ def on_sigterm(spec, child):
         terminate_gracefully(child, spec)
 
 
+WALLTIME_MARKER = "walltime-signal"  # Slurm's USR1 came: the walltime is near
+
+
+def on_usr1(spec, child):
+    """The scheduler's notice that the walltime is near (Slurm's --signal=B:USR1@N): marked, and passed on
+    to the command so it saves a checkpoint while it still may."""
+    with contextlib.suppress(OSError):
+        atomic_write(os.path.join(attempt_dir(spec), WALLTIME_MARKER), f"{int(time.time())}\n")
+    if child and child.poll() is None:
+        with contextlib.suppress(OSError):
+            child.send_signal(signal.SIGUSR1)
+
+
 def preempted_reason(spec, code):
     """The quarantine reason of an attempt whose wrapper was told to go by the platform, else None."""
     if code == 0 or read(os.path.join(attempt_dir(spec), PREEMPTED_MARKER)) is None:
@@ -84,17 +97,33 @@ def cmd_stop(spec, request):
     """A person's stop: the marker (who, the grace), then SIGTERM to the wrapper, which passes it on to
     the command and kills it when the grace is over. Idempotent; refused where nothing runs."""
     attempt = attempt_dir(spec)
+    if request.get("signal") is False:  # the scheduler delivers it (scancel): the marker only, no pid here
+        return _mark_only(spec, attempt, request)
     pids = (read(os.path.join(attempt, "pid")) or "").split()
     wrapper = int(pids[0]) if pids and pids[0].isdigit() else 0
     if not os.path.isdir(attempt) or not wrapper or not alive(wrapper):
         code = read(os.path.join(attempt, "exit_code")) if os.path.isdir(attempt) else None
         print(json.dumps({"stopped": False, "reason": "not running" + (" (exit code " + code + ")" if code else "")}))
         return 0
+    _write_stop_marker(spec, attempt, request)
+    os.kill(wrapper, signal.SIGTERM)
+    print(json.dumps({"stopped": True, "pid": wrapper}))
+    return 0
+
+
+def _write_stop_marker(spec, attempt, request):
     by = "".join(ch for ch in str(request.get("by", ""))[:150] if ch.isprintable())
     grace = request.get("grace_seconds")
     marker = {"by": by, "grace_seconds": grace if isinstance(grace, int) else 30, "at": int(time.time())}
     if stop_request(spec) is None:
         atomic_write(os.path.join(attempt, STOP_MARKER), json.dumps(marker))
-    os.kill(wrapper, signal.SIGTERM)
-    print(json.dumps({"stopped": True, "pid": wrapper}))
+
+
+def _mark_only(spec, attempt, request):
+    """A job the scheduler runs, perhaps on another node: the stop's marker is written where the wrapper
+    reads it (shared storage), and the control side cancels the job; a job not started yet has no
+    attempt directory, and its cancel alone stops it."""
+    if os.path.isdir(attempt):
+        _write_stop_marker(spec, attempt, request)
+    print(json.dumps({"stopped": True, "marked": os.path.isdir(attempt)}))
     return 0

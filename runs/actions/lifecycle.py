@@ -201,12 +201,18 @@ def do_finish_smoke(run_pk: int, exit_code: int, output: str, warnings: list[str
     return run
 
 
-def do_mark_launched(run_pk: int, attempt: int, detach: str, command: str, wrapper: str, hook: str = "") -> Run:
-    """The attempt runs detached; hook: where the box's start hook that relaunches it was installed."""
+def do_mark_launched(
+    run_pk: int, attempt: int, detach: str, command: str, wrapper: str, hook: str = "", job: str = ""
+) -> Run:
+    """The attempt runs detached; hook: where the box's start hook that relaunches it was installed; job:
+    the Slurm job it is (its requeues are this run's next attempts, counted from this one)."""
     with transaction.atomic(durable=True):
         run = lock_run(run_pk)
         if run.state != RunState.LAUNCHING or run.attempt != attempt:
             return run
+        if job:
+            run.scheduler = {**(run.scheduler or {}), "job": job, "base_attempt": attempt}
+            run_event(run, "note", f"Slurm job {job} submitted (sbatch) for attempt {attempt}")
         if hook:
             run_event(run, "note", f"Start hook on the box: {hook}")
             record(AuditAction.RUN_START_HOOK, f"{run.run_id}: start hook {hook}", run=run)

@@ -27,6 +27,7 @@ REQUIRED = {
     "paperspace",
     "generic-ssh",
     "local",
+    "slurm",  # a cluster's login node (issue 50)
 }
 
 

@@ -13,7 +13,9 @@ import sys
 from itertools import groupby
 
 from tests.conftest import REPO, subprocess_env
-from tests.scheduling import SHARED_STACK, UnitScheduling, module_of, unit_of
+from tests.scheduling import SHARED_UNITS, UnitScheduling, module_of, unit_of
+
+SHARED_STACK = SHARED_UNITS[0]
 
 MODULE = "tests/browser/test_load.py"
 DATABASE_TEST = f"{MODULE}::test_fifty_concurrent_home_pages_on_postgresql"
@@ -46,3 +48,5 @@ def test_the_browser_modules_run_together_on_one_worker_in_either_order():
     scope = UnitScheduling._split_scope
     assert scope(None, "tests/browser/test_runs.py::test_a") == scope(None, "tests/browser/test_stop.py::test_b")
     assert scope(None, "tests/runs/test_push.py::test_c") == "tests/runs/test_push.py"
+    # The Slurm modules share one cluster the same way.
+    assert scope(None, "tests/slurm/test_jobs.py::test_a") == scope(None, "tests/slurm/test_requeue.py::test_b")

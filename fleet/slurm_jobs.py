@@ -1,0 +1,70 @@
+"""A run's Slurm job through the box's transport (a cluster's login node): submitted once, asked about,
+cancelled. What the commands are and how their answers read is node/slurm.py's (pure)."""
+
+import shlex
+
+from django.conf import settings
+
+from node import slurm
+from node.protocol import NodeError
+
+
+def submit(node, attempt: int, wrapper_argv: list[str]) -> tuple[str, str, str]:
+    """The attempt's job: (detach, command, job id). A job of this run and attempt already queued (a
+    redelivered launch) is adopted, never submitted twice: the job's name is the run's and the attempt's."""
+    run, layout = node.run, node.layout
+    name = f"rgpu-{run.run_id}-{attempt}"
+    found = existing(node.transport, name)
+    script_path = f"{layout.active}/launch-{attempt}.sbatch"
+    command = f"sbatch --parsable {shlex.quote(script_path)}"
+    if found:
+        return "sbatch", command, found
+    options = slurm.JobOptions.of((run.scheduler or {}).get("options"))
+    script = slurm.batch_script(
+        options, job_name=name, output=f"{layout.active}/slurm-%j.out", wrapper_argv=wrapper_argv
+    )
+    node.upload_bytes(script.encode(), script_path)
+    result = node.transport.run(["sbatch", "--parsable", script_path], timeout=settings.SSH_COMMAND_TIMEOUT)
+    job = slurm.submitted_job(result.stdout) if result.exit_code == 0 else None
+    if job is None:
+        said = (result.stderr or result.stdout).strip()[-300:]
+        raise NodeError(f"sbatch refused the job (exit {result.exit_code}): {said}")
+    return "sbatch", command, job
+
+
+def existing(transport, name: str) -> str | None:
+    """The id of a queued job of ours with this name, or None."""
+    result = transport.run(["squeue", "-h", "--me", "-n", name, "-o", "%i"], timeout=settings.SSH_COMMAND_TIMEOUT)
+    ids = [line.strip() for line in result.stdout.splitlines() if line.strip().isdigit()]
+    return ids[0] if result.exit_code == 0 and ids else None
+
+
+def job_of(transport, job: str) -> slurm.Job:
+    """The scheduler's word on one job: squeue while it is queued, else sacct (its accounting, or the
+    completion log where the cluster keeps none), else unknown."""
+    queued = transport.run(slurm.squeue_argv(job), timeout=settings.SSH_COMMAND_TIMEOUT)
+    found = slurm.read_squeue(job, queued.stdout) if queued.exit_code == 0 else None
+    if found is not None:
+        return found
+    accounted = transport.run(slurm.sacct_argv(job, completion_log=False), timeout=settings.SSH_COMMAND_TIMEOUT)
+    if accounted.exit_code != 0 and slurm.no_accounting(accounted.stderr):
+        accounted = transport.run(slurm.sacct_argv(job, completion_log=True), timeout=settings.SSH_COMMAND_TIMEOUT)
+    found = slurm.read_sacct(job, accounted.stdout) if accounted.exit_code == 0 else None
+    return found or slurm.unknown(job)
+
+
+def with_scheduler(transport, runs, statuses: dict) -> dict:
+    """Each Slurm run's status merged with its job's state (node/slurm.py: merged); others as they were."""
+    merged = dict(statuses)
+    for run in runs:
+        job, status = run.slurm_job, statuses.get(run.run_id)
+        if job and status and "error" not in status:
+            base = int((run.scheduler or {}).get("base_attempt") or run.attempt)
+            merged[run.run_id] = slurm.merged(status, job_of(transport, job), base)
+    return merged
+
+
+def cancel(transport, job: str) -> None:
+    result = transport.run(["scancel", job], timeout=settings.SSH_COMMAND_TIMEOUT)
+    if result.exit_code != 0 and "already completing or completed" not in result.stderr:
+        raise NodeError(f"scancel {job} failed (exit {result.exit_code}): {result.stderr.strip()[-300:]}")

@@ -1,0 +1,238 @@
+"""Slurm through a cluster's login node: the batch script a run becomes, the commands that ask the
+scheduler about its job, and how their answers read. Pure: no Django, no SSH (the fleet's node client runs
+the commands over the box's transport).
+
+Measured on Slurm 22.05 (../shared/reference/clusters/slurm-on-one-machine.md): `sbatch --parsable` returns
+at once, so the SSH session ending is the detach; SLURM_RESTART_COUNT is unset on the first run and counts
+the requeues after it; a job leaves squeue after MinJobAge and only sacct knows it then (`sacct -c` reads
+the completion log where the cluster keeps no accounting database); `squeue --only-job-state` is refused.
+"""
+
+import re
+import shlex
+from dataclasses import dataclass
+
+PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+GRES = re.compile(r"^[a-z]{1,16}(:[A-Za-z0-9_.-]{1,32})?(:\d{1,3})?$")  # gpu, gpu:2, gpu:a100:2
+SUBMITTED = re.compile(r"^(\d{1,12})(;[\w.-]{1,64})?$")  # sbatch --parsable: "JOBID" or "JOBID;CLUSTER"
+MOST_MINUTES = 60 * 24 * 30
+
+# squeue -O: each field ends with "|" (its suffix); the reason can be long ("ReqNodeNotAvail, May be …").
+SQUEUE_FIELDS = "JobID:20|,State:24|,Reason:120|,RestartCnt:8|,TimeLeft:16|,NodeList:120|"
+SACCT_FIELDS = "JobIDRaw,State,ExitCode"
+
+# The job's states (squeue / sacct): where it still is, and what a final state means for the run.
+LIVE = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+    "RESV_DEL_HOLD",
+}
+FINAL = {
+    "COMPLETED": "completed",
+    "FAILED": "the command failed",
+    "TIMEOUT": "the walltime ran out",
+    "OUT_OF_MEMORY": "out of memory",
+    "PREEMPTED": "preempted by a higher-priority job",
+    "NODE_FAIL": "its node failed",
+    "CANCELLED": "cancelled",
+    "BOOT_FAIL": "its node failed to boot",
+    "DEADLINE": "its deadline passed",
+    "REVOKED": "revoked by a sibling cluster",
+}
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What a run asks of the scheduler. time_minutes None: no limit (a maintenance reservation holds it)."""
+
+    partition: str = ""
+    time_minutes: int | None = None
+    gres: str = ""
+    signal_seconds: int = 60  # USR1 this long before the walltime: the command checkpoints
+    requeue: bool = True
+
+    @classmethod
+    def of(cls, data: dict | None) -> "JobOptions":
+        data = data or {}
+        return cls(
+            partition=data.get("partition") or "",
+            time_minutes=data.get("time_minutes"),
+            gres=data.get("gres") or "",
+            signal_seconds=data.get("signal_seconds") or 60,
+            requeue=data.get("requeue", True) is not False,
+        )
+
+
+def option_problems(data: dict) -> list[str]:
+    """Every problem of a run's scheduler options, named at once (they reach a batch script)."""
+    problems = []
+    partition, gres = data.get("partition") or "", data.get("gres") or ""
+    if partition and not PARTITION.fullmatch(partition):
+        problems.append("partition: letters, digits, '.', '_' and '-' only (at most 64)")
+    if gres and not GRES.fullmatch(gres):
+        problems.append("gres: as Slurm writes it, e.g. gpu:1 or gpu:a100:2")
+    minutes = data.get("time_minutes")
+    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int) or not minutes >= 1):
+        problems.append("time limit: whole minutes, at least 1")
+    elif minutes is not None and minutes > MOST_MINUTES:
+        problems.append(f"time limit: at most {MOST_MINUTES} minutes (30 days)")
+    seconds = data.get("signal_seconds", 60)
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 10 <= seconds <= 3600:
+        problems.append("checkpoint signal: 10 to 3600 seconds before the walltime")
+    elif minutes is not None and isinstance(minutes, int) and seconds >= minutes * 60:
+        problems.append("checkpoint signal: it must come before the time limit, not at or after it")
+    return problems
+
+
+def warnings_of(options: JobOptions) -> list[str]:
+    if options.time_minutes is None:
+        return [
+            "No time limit: a maintenance reservation holds a job without one (ReqNodeNotAvail) while jobs with"
+            " a limit that ends before it still start. Set one."
+        ]
+    return []
+
+
+def batch_script(options: JobOptions, *, job_name: str, output: str, wrapper_argv: list[str]) -> str:
+    """The job's script: its options as #SBATCH lines, then the wrapper exec'd, so the batch shell is the
+    wrapper (Slurm's B:USR1 and the TERM of a cancel or a requeue reach it, and it passes them on)."""
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={job_name}",
+        f"#SBATCH --output={output}",
+        "#SBATCH --open-mode=append",  # a requeued attempt appends: the earlier attempt's lines stay
+        f"#SBATCH --signal=B:USR1@{int(options.signal_seconds)}",
+        "#SBATCH --requeue" if options.requeue else "#SBATCH --no-requeue",
+    ]
+    if options.partition:
+        lines.append(f"#SBATCH --partition={options.partition}")
+    if options.time_minutes is not None:
+        lines.append(f"#SBATCH --time={int(options.time_minutes)}")
+    if options.gres:
+        lines.append(f"#SBATCH --gres={options.gres}")
+    for line in lines[1:]:
+        if "\n" in line or not re.fullmatch(r"#SBATCH --[a-z-]+(=[\w.:@/%,+-]+)?", line):
+            raise ValueError(f"not a safe #SBATCH line: {line!r}")
+    return "\n".join([*lines, "exec " + shlex.join(wrapper_argv), ""])
+
+
+def submitted_job(stdout: str) -> str | None:
+    """The job id sbatch --parsable printed, or None when it printed anything else."""
+    found = SUBMITTED.fullmatch(stdout.strip())
+    return found.group(1) if found else None
+
+
+def squeue_argv(job: str) -> list[str]:
+    return ["squeue", "-h", "-j", job, "-O", SQUEUE_FIELDS]
+
+
+def sacct_argv(job: str, completion_log: bool) -> list[str]:
+    """Every attempt of the job (-D: a requeued job's earlier runs too), one line each; from the completion
+    log where the cluster has no accounting database."""
+    where = ["-c"] if completion_log else ["-X", "-D"]
+    return ["sacct", *where, "-P", "-n", "-j", job, "-o", SACCT_FIELDS]
+
+
+def no_accounting(stderr: str) -> bool:
+    return "accounting storage is disabled" in stderr.lower()
+
+
+@dataclass(frozen=True)
+class Job:
+    """The scheduler's word on one job. source: squeue (it is live), sacct (it has left the queue), or
+    unknown (neither knows it: never read as done)."""
+
+    job: str
+    state: str
+    source: str
+    reason: str = ""
+    restarts: int = 0
+    time_left: str = ""
+    nodes: str = ""
+    exit_code: int | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.source == "squeue" and self.state in LIVE
+
+    @property
+    def running(self) -> bool:
+        return self.source == "squeue" and self.state in ("RUNNING", "COMPLETING")
+
+    @property
+    def final(self) -> bool:
+        return self.source == "sacct" and self.state in FINAL
+
+    def describe(self) -> str:
+        if self.source == "unknown":
+            return f"job {self.job}: neither squeue nor sacct knows it"
+        said = FINAL.get(self.state, self.state.lower())
+        why = f" ({self.reason})" if self.reason and self.reason != "None" else ""
+        code = f", exit code {self.exit_code}" if self.exit_code not in (None, 0) else ""
+        return f"job {self.job} {self.state}{why}: {said}{code}" if self.final else f"job {self.job} {said}{why}"
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "live": self.live, "final": self.final, "said": self.describe()}
+
+
+def read_squeue(job: str, stdout: str) -> Job | None:
+    """The job's line of squeue, or None when squeue does not list it (it has left the queue)."""
+    for line in stdout.splitlines()[:5]:
+        fields = [field.strip() for field in line.split("|")]
+        if len(fields) >= 6 and fields[0] == job:
+            state = fields[1].split()[0] if fields[1] else ""
+            if not re.fullmatch(r"[A-Z_]{1,24}", state):
+                return None
+            restarts = int(fields[3]) if fields[3].isdigit() else 0
+            return Job(job, state, "squeue", fields[2][:200], restarts, fields[4][:32], fields[5][:200])
+    return None
+
+
+def read_sacct(job: str, stdout: str) -> Job | None:
+    """The job's last line in sacct (its newest attempt), or None when sacct does not know it."""
+    found = None
+    for line in stdout.splitlines()[:200]:
+        fields = line.strip().split("|")
+        if len(fields) < 3 or fields[0] != job:
+            continue
+        state = fields[1].split()[0] if fields[1] else ""  # "CANCELLED by 0"
+        code = fields[2].split(":")[0]
+        if re.fullmatch(r"[A-Z_]{1,24}", state):
+            found = Job(job, state, "sacct", exit_code=int(code) if code.isdigit() else None)
+    return found
+
+
+def unknown(job: str) -> Job:
+    return Job(job, "UNKNOWN", "unknown")
+
+
+def merged(status: dict, job: Job, base_attempt: int) -> dict:
+    """One attempt's status as the wrapper wrote it on shared storage, with the scheduler's word on its job.
+
+    Whether the job lives is the scheduler's to say (the login node cannot see a compute node's processes):
+    a queued or running job is alive; one the scheduler still holds keeps its attempt open even when the
+    attempt's markers say it ended (a preempted attempt is requeued before its job leaves the queue); a
+    job neither squeue nor sacct knows is never read as done unless the attempt's own markers say so.
+    requeued_to: the attempt the job runs now, when Slurm requeued it past the one asked about."""
+    status = dict(status, scheduler=job.as_dict())
+    ended = status.get("exit_code") is not None or bool(status.get("quarantine_reason"))
+    current = base_attempt + job.restarts
+    if job.live and current > status["attempt"]:
+        status["requeued_to"] = current
+    if job.live:
+        status.update(launched=True, wrapper_alive=True, child_alive=job.running and not ended)
+    elif job.source == "unknown" and not ended:
+        status.update(launched=True, wrapper_alive=True)
+    elif job.final and not ended:
+        status.update(wrapper_alive=False, child_alive=False)  # dead: quarantined with the scheduler's word
+    return status

@@ -1,0 +1,94 @@
+"""A run on a Slurm cluster, through the product's own paths: the box is the login node, the run an sbatch job
+(closing the SSH session is the detach), its state the scheduler's, its stop a scancel the scheduler
+confirms, and a job that has left squeue still read to its final state from sacct."""
+
+import time
+
+import pytest
+
+from custody.actions import do_start_verification
+from custody.models import CustodyStatus
+from runs.actions import stops
+from runs.actions.lifecycle import do_start_preflight
+from runs.models import RunState
+from tests.custody.test_custody_e2e import wait_record
+from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OPTIONS = {"partition": "low", "time_minutes": 10, "signal_seconds": 60}
+
+
+def slurm_run(make_run, **options):
+    return make_run(gpus=[], scheduler={"options": {**OPTIONS, **options}})
+
+
+def test_a_run_is_an_sbatch_job_detached_exported_and_verified(bob, make_run, node, slurm, celery_worker_process):
+    run = slurm_run(make_run)
+    began = time.monotonic()
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
+    assert run.state == RunState.RUNNING, list(run.events.values_list("message", flat=True))
+    job = run.slurm_job
+    assert job.isdigit() and run.detach == "sbatch" and run.launched_command.startswith("sbatch --parsable ")
+    assert run.scheduler["base_attempt"] == 1
+    script = (node.active(run) / "launch-1.sbatch").read_text()
+    assert "#SBATCH --partition=low" in script and "#SBATCH --time=10" in script
+    assert "#SBATCH --signal=B:USR1@60" in script and "#SBATCH --requeue" in script
+    # The job, not the SSH session that submitted it, holds the run: the scheduler lists it.
+    wait_until(lambda: slurm.state_of(job) == "RUNNING" or (node.active(run) / "attempt-1" / "pid").exists(), 30, 0.1)
+    running_after = time.monotonic() - began
+    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, run.close_reason
+    # Each attempt writes its output under its own directory (a requeued copy never mixes into it).
+    assert (node.active(run) / "attempt-1" / "output" / "train.csv").exists()
+    assert (node.export(run) / "best.pth").exists()
+    # The scheduler's final word was read, from the completion log once the job left the queue.
+    wait_until(lambda: run.refresh_from_db() or "COMPLETED" in str(run.last_status.get("scheduler")), 30, 0.3)
+    record = wait_record(do_start_verification(run.pk, actor=bob))
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    print(f"\nslurm: submit to running {running_after:.1f} s, to verified {time.monotonic() - began:.1f} s")
+
+
+def test_a_stop_is_a_scancel_confirmed_by_the_scheduler(
+    bob, make_run, node, source, gate, slurm, celery_worker_process
+):
+    set_config(source, epochs=20, hold_file=gate.path)
+    run = slurm_run(make_run)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
+    wait_file(node.active(run) / "attempt-1" / "output" / "train.csv")
+    stops.do_stop_run(run.pk, actor=bob)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=90, refresh=True)
+    assert run.close_reason.startswith("stopped by bob"), run.close_reason
+    wait_until(lambda: slurm.state_of(run.slurm_job) == "", 30, 0.2, what="the job leaving the queue")
+    final = slurm.run("sacct", "-c", "-P", "-n", "-j", run.slurm_job, "-o", "State").split()
+    assert final and final[-1].startswith("CANCELLED"), final
+    assert (node.active(run) / "ckpt" / "latest.pth").exists()  # kept for a retry
+
+
+def test_a_job_held_in_the_queue_shows_its_reason(bob, make_run, node, slurm, celery_worker_process):
+    run = slurm_run(make_run, partition="high")
+    slurm.run("scontrol", "update", "PartitionName=high", "State=DOWN")
+    try:
+        do_start_preflight(run.pk, actor=bob)
+        run = wait_state(run, SETTLED)
+        assert run.state == RunState.RUNNING and slurm.state_of(run.slurm_job) == "PENDING"
+
+        def held():
+            run.refresh_from_db()
+            seen = run.last_status.get("scheduler") or {}
+            return seen if seen.get("state") == "PENDING" and seen.get("reason") else None
+
+        seen = wait_until(held, 30, 0.3, what="the pending reason on the run", between=_arm)
+        assert "PartitionDown" in seen["reason"] and "PartitionDown" in seen["said"]
+        assert run.health != "dead" and run.state == RunState.RUNNING  # queued is not dead
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=high", "State=UP")
+
+
+def _arm():
+    from watching.tasks import arm_watchers
+
+    arm_watchers()

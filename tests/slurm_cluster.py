@@ -1,0 +1,141 @@
+"""A real Slurm 22.05 on this machine: munged on a socket of its own, slurmctld, and two slurmd (n1, n2, one
+CPU each, a port each) in one folder; two partitions, `low` (the default, preemptible with REQUEUE) and
+`high`. No accounting database: sacct reads the completion log (`sacct -c`), as on a cluster without
+slurmdbd. Every daemon is stopped by its pid. Facts: ../shared/reference/clusters/slurm-on-one-machine.md.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.sshd import free_port
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sacct", "scancel", "scontrol")
+
+
+def missing() -> list[str]:
+    return [name for name in DAEMONS if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists()]
+
+
+class SlurmCluster:
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.conf = self.dir / "slurm.conf"
+        self.host = socket.gethostname()
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def start(self) -> "SlurmCluster":
+        began = time.monotonic()
+        self._munged()
+        self._write_conf()
+        (self.dir / "state").mkdir(exist_ok=True)
+        subprocess.run(["slurmctld", "-f", str(self.conf), "-i"], check=True, env=self.env)
+        for node in ("n1", "n2"):
+            subprocess.run(["slurmd", "-f", str(self.conf), "-N", node], check=True, env=self.env)
+        self.wait(lambda: "idle 2" in self.run("sinfo", "-h", "-p", "low", "-o", "%T %D"), 30, "two idle nodes")
+        self.started_in = time.monotonic() - began
+        return self
+
+    def _munged(self) -> None:
+        key = self.dir / "munge.key"
+        if not key.exists():
+            key.write_bytes(os.urandom(1024))
+            key.chmod(0o400)
+        self.socket = self.dir / "munge.socket"
+        paths = {"key-file": key, "socket": self.socket, "pid-file": self.dir / "munged.pid"}
+        paths |= {"log-file": self.dir / "munged.log", "seed-file": self.dir / "munged.seed"}
+        subprocess.run(["munged", "--force", *(f"--{name}={path}" for name, path in paths.items())], check=True)
+
+    def _write_conf(self) -> None:
+        d, ports = self.dir, [free_port() for _ in range(3)]
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=rgpu",
+                    f"SlurmctldHost={self.host}(127.0.0.1)",
+                    f"SlurmctldPort={ports[0]}",
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={self.socket}",
+                    "CredType=cred/munge",
+                    "SlurmUser=root",
+                    f"StateSaveLocation={d}/state",
+                    f"SlurmdSpoolDir={d}/d-%n",
+                    f"SlurmctldPidFile={d}/slurmctld.pid",
+                    f"SlurmdPidFile={d}/slurmd-%n.pid",
+                    f"SlurmctldLogFile={d}/slurmctld.log",
+                    f"SlurmdLogFile={d}/slurmd-%n.log",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_Core",
+                    "ReturnToService=2",
+                    "JobRequeue=1",
+                    "KillWait=5",
+                    "MinJobAge=5",  # a finished job leaves squeue soon: sacct is asked after it
+                    "SlurmdTimeout=10",
+                    # The main scheduling pass every second (60 s by default): a job released from its
+                    # requeue hold (StartTime=now+3) starts when eligible, not at the next minute.
+                    "SchedulerParameters=sched_interval=1",
+                    "JobAcctGatherType=jobacct_gather/linux",
+                    "AccountingStorageType=accounting_storage/none",
+                    "JobCompType=jobcomp/filetxt",
+                    f"JobCompLoc={d}/jobcomp.txt",
+                    "PreemptType=preempt/partition_prio",
+                    "PreemptMode=REQUEUE",
+                    "MpiDefault=none",
+                    *(
+                        f"NodeName={node} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={port} CPUs=1 State=UNKNOWN"
+                        for node, port in (("n1", ports[1]), ("n2", ports[2]))
+                    ),
+                    "PartitionName=low Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP PriorityTier=1 "
+                    "PreemptMode=REQUEUE GraceTime=5",
+                    "PartitionName=high Nodes=n1,n2 MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF",
+                    "",
+                ]
+            )
+        )
+
+    def run(self, *argv: str, check: bool = True) -> str:
+        result = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)}: {result.stderr.strip()}")
+        return result.stdout
+
+    def state_of(self, job: str) -> str:
+        return self.run("squeue", "-h", "-j", job, "-o", "%T", check=False).strip()
+
+    @staticmethod
+    def wait(predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Slurm: no {what} within {timeout} s")
+            time.sleep(0.1)
+
+    def cancel_all(self) -> None:
+        self.run("scancel", "--user", "root", check=False)
+
+    def stop(self) -> None:
+        self.cancel_all()
+        for pidfile in ("slurmd-n1.pid", "slurmd-n2.pid", "slurmctld.pid", "munged.pid"):
+            path = self.dir / pidfile
+            if path.exists() and path.read_text().strip().isdigit():
+                pid = int(path.read_text().strip())
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+                self.wait(lambda pid=pid: not _alive(pid), 15, f"exit of {pidfile}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
