@@ -60,8 +60,17 @@ def with_scheduler(transport, runs, statuses: dict) -> dict:
         job, status = run.slurm_job, statuses.get(run.run_id)
         if job and status and "error" not in status:
             base = int((run.scheduler or {}).get("base_attempt") or run.attempt)
-            merged[run.run_id] = slurm.merged(status, job_of(transport, job), base)
+            found = job_of(transport, job)
+            if settings.SLURM_RELEASE_REQUEUE_HOLD and slurm.held_after_requeue(found):
+                release_hold(transport, job)
+            merged[run.run_id] = slurm.merged(status, found, base)
     return merged
+
+
+def release_hold(transport, job: str) -> None:
+    """A requeued job waits about 120 s (BeginTime) before Slurm runs it again: let it start in 3 s. Not
+    `now`: that re-placed a job in the same second and failed it ("Job credential revoked")."""
+    transport.run(["scontrol", "update", f"JobId={job}", "StartTime=now+3"], timeout=settings.SSH_COMMAND_TIMEOUT)
 
 
 def cancel(transport, job: str) -> None:

@@ -212,6 +212,11 @@ def read_sacct(job: str, stdout: str) -> Job | None:
     return found
 
 
+def held_after_requeue(job: Job) -> bool:
+    """A requeued job held by Slurm's begin-time delay (about 120 s after a requeue)."""
+    return job.source == "squeue" and job.state == "PENDING" and job.reason == "BeginTime" and job.restarts > 0
+
+
 def unknown(job: str) -> Job:
     return Job(job, "UNKNOWN", "unknown")
 

@@ -166,6 +166,9 @@ RENT_CREATE_SECONDS = env.envint("RENT_CREATE_SECONDS", 300)
 RENT_MAX_REDRIVES = env.envint("RENT_MAX_REDRIVES", 2)
 RENT_BOOT_SECONDS = env.envint("RENT_BOOT_SECONDS", 900)
 RENT_POLL_SECONDS = env.envfloat("RENT_POLL_SECONDS", 10.0)
+# A Slurm job requeued (a preemption, a node failure) waits ~120 s before it may run again: released at
+# once (StartTime=now+3) unless a deployment prefers the cluster's own pace.
+SLURM_RELEASE_REQUEUE_HOLD = env.envbool("SLURM_RELEASE_REQUEUE_HOLD", default=True)
 TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline, or gone
 TEARDOWN_GONE_POLL_SECONDS = env.envfloat("TEARDOWN_GONE_POLL_SECONDS", 2)  # how often a release asks the provider
 # Gone means gone on two reads this far apart (a provider's 404 once, then the pod listed again), per
