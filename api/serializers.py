@@ -7,6 +7,7 @@ from custody.models import CustodyRecord, EvidenceLocation
 from datasets.models import Dataset, DatasetSource
 from delivery.models import TeardownKind, TeardownRequest
 from fleet.models import Instance
+from node import slurm
 from projects.models import Project
 from runs import validation
 from runs.forms import MIB
@@ -94,6 +95,7 @@ class RunSerializer(DocumentedModelSerializer):
             "close_reason",
             "stop_asked_at",
             "stop_delivered_at",
+            "scheduler",
         ]
         read_only_fields = fields
 
@@ -149,6 +151,12 @@ class RunCreateSerializer(serializers.Serializer):
     convert_crlf = serializers.BooleanField(default=False)
     datasets = serializers.ListField(child=serializers.CharField(max_length=60), max_length=20, default=list)
     move_candidates = serializers.ListField(child=serializers.CharField(max_length=100), max_length=20, default=list)
+    slurm_options = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text="A run on a Slurm box (its login node): partition, time_minutes, gres, signal_seconds (SIGUSR1 "
+        "this long before the walltime), requeue. A bad option, or options for another box, is a 400.",
+    )
 
     validate_command = _rule(validation.check_command)
     validate_config_path = _rule(validation.check_config_path)
@@ -169,6 +177,7 @@ class RunCreateSerializer(serializers.Serializer):
         problems = validation.relation_problems(data, user)
         if problems:
             raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
+        data["slurm_options"] = _slurm_options(data["instance"], data.get("slurm_options"))
         try:
             data["config_overrides"] = validation.check_config_overrides(
                 data.get("config_overrides"), data["source_kind"], data["source_path"], data["config_path"]
@@ -188,9 +197,30 @@ class RunCreateSerializer(serializers.Serializer):
 
     def unsaved_run(self) -> Run:
         data = dict(self.validated_data)
+        options = data.pop("slurm_options", None)
+        data["scheduler"] = {"options": options} if options is not None else {}
         data["checkpoint_bytes"] = data.pop("checkpoint_mib") * MIB
         data["scratch_bytes"] = data.pop("scratch_mib") * MIB
         return Run(**data)
+
+
+def _slurm_options(instance, options) -> dict | None:
+    """The job options of a run on a Slurm box, checked as the form checks them; None on another box."""
+    if instance.profile.data["daemon"]["detach"] != "sbatch":
+        if options:
+            raise serializers.ValidationError({"slurm_options": ["Only a run on a Slurm box takes Slurm options."]})
+        return None
+    if not isinstance(options, dict):
+        raise serializers.ValidationError({"slurm_options": ["An object: partition, time_minutes, gres, ..."]})
+    known = {"partition", "time_minutes", "gres", "signal_seconds", "requeue"}
+    problems = [f"{key}: not a Slurm option here" for key in sorted(set(options) - known)]
+    options = {"signal_seconds": 60, **options}
+    problems += slurm.option_problems(options)
+    if "requeue" in options and not isinstance(options["requeue"], bool):
+        problems.append("requeue: true or false")
+    if problems:
+        raise serializers.ValidationError({"slurm_options": problems})
+    return options
 
 
 class EventSerializer(DocumentedModelSerializer):

@@ -82,14 +82,15 @@ def option_problems(data: dict) -> list[str]:
     if gres and not GRES.fullmatch(gres):
         problems.append("gres: as Slurm writes it, e.g. gpu:1 or gpu:a100:2")
     minutes = data.get("time_minutes")
-    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int) or not minutes >= 1):
+    whole = isinstance(minutes, int) and not isinstance(minutes, bool) and minutes >= 1
+    if minutes is not None and not whole:
         problems.append("time limit: whole minutes, at least 1")
     elif minutes is not None and minutes > MOST_MINUTES:
         problems.append(f"time limit: at most {MOST_MINUTES} minutes (30 days)")
     seconds = data.get("signal_seconds", 60)
     if isinstance(seconds, bool) or not isinstance(seconds, int) or not 10 <= seconds <= 3600:
         problems.append("checkpoint signal: 10 to 3600 seconds before the walltime")
-    elif minutes is not None and isinstance(minutes, int) and seconds >= minutes * 60:
+    elif whole and seconds >= minutes * 60:
         problems.append("checkpoint signal: it must come before the time limit, not at or after it")
     return problems
 

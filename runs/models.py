@@ -254,6 +254,11 @@ class Run(models.Model):
         return reverse("run-detail", args=[self.run_id])
 
     @property
+    def slurm_options(self) -> dict:
+        """The job options asked for a Slurm box's run (node/slurm.py checks them); {} elsewhere."""
+        return (self.scheduler or {}).get("options") or {}
+
+    @property
     def slurm_job(self) -> str:
         """The Slurm job of this run's attempts, once sbatch took it; "" elsewhere."""
         return (self.scheduler or {}).get("job") or ""

@@ -1,0 +1,117 @@
+"""What the scheduler says, read as Slurm 22.05 writes it (node/slurm.py, pure): a job's options checked
+before they reach a batch script, sbatch's answer, squeue's and sacct's lines (the completion log's too),
+and one attempt's status merged with its job: a queued job is alive, a job nobody knows is never done."""
+
+import pytest
+
+from node import slurm
+
+STATUS = {"attempt": 1, "launched": False, "wrapper_alive": False, "child_alive": False, "exit_code": None}
+
+
+def test_good_options_pass_and_every_bad_one_is_named_at_once():
+    assert slurm.option_problems({"partition": "gpu-a100", "time_minutes": 90, "gres": "gpu:a100:2"}) == []
+    problems = slurm.option_problems(
+        {"partition": "low; rm -rf /", "gres": "gpu:1 --wrap=x", "time_minutes": 0, "signal_seconds": 5}
+    )
+    assert [p.split(":")[0] for p in problems] == ["partition", "gres", "time limit", "checkpoint signal"]
+    assert slurm.option_problems({"time_minutes": 10**6})[0].startswith("time limit: at most")
+    assert slurm.option_problems({"time_minutes": 1, "signal_seconds": 60})[0].endswith("not at or after it")
+    assert slurm.option_problems({"time_minutes": True}) == ["time limit: whole minutes, at least 1"]
+
+
+def test_the_batch_script_carries_the_options_and_execs_the_wrapper():
+    options = slurm.JobOptions(partition="low", time_minutes=30, gres="gpu:1", signal_seconds=90)
+    script = slurm.batch_script(
+        options,
+        job_name="rgpu-r1-1",
+        output="/p/active/r1/slurm-%j.out",
+        wrapper_argv=["py", "/w x.py", "run", "/s.json"],
+    )
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash" and lines[-1] == "exec py '/w x.py' run /s.json"
+    for line in (
+        "--partition=low",
+        "--time=30",
+        "--gres=gpu:1",
+        "--signal=B:USR1@90",
+        "--requeue",
+        "--open-mode=append",
+    ):
+        assert f"#SBATCH {line}" in lines
+    assert "#SBATCH --no-requeue" in slurm.batch_script(
+        slurm.JobOptions(requeue=False), job_name="n", output="/o", wrapper_argv=["w"]
+    )
+    assert "--time" not in slurm.batch_script(slurm.JobOptions(), job_name="n", output="/o", wrapper_argv=["w"])
+    with pytest.raises(ValueError, match="not a safe"):
+        slurm.batch_script(
+            slurm.JobOptions(partition="low\n#SBATCH --uid=0"), job_name="n", output="/o", wrapper_argv=["w"]
+        )
+    assert slurm.warnings_of(slurm.JobOptions())[0].startswith("No time limit")
+    assert slurm.warnings_of(options) == []
+
+
+def script_of(options: slurm.JobOptions) -> str:
+    return slurm.batch_script(options, job_name="n", output="/o", wrapper_argv=["w"])
+
+
+@pytest.mark.parametrize(
+    ("printed", "job"),
+    [
+        ("4242\n", "4242"),
+        ("4242;cluster-a\n", "4242"),
+        ("Submitted batch job 4242\n", None),
+        ("", None),
+        ("12;a;b", None),
+    ],
+)
+def test_sbatch_parsable_answers(printed, job):
+    assert slurm.submitted_job(printed) == job
+
+
+def test_squeue_lines_read_state_reason_and_restarts():
+    padded = "77" + " " * 18 + "|PENDING" + " " * 17  # squeue -O pads each field to its width
+    line = padded + "|ReqNodeNotAvail, May be reserved for other job|1       |10:00|(null)|"
+    job = slurm.read_squeue("77", line)
+    assert (job.state, job.restarts, job.live, job.running, job.final) == ("PENDING", 1, True, False, False)
+    assert job.reason.startswith("ReqNodeNotAvail, May be reserved")
+    assert "pending (ReqNodeNotAvail" in job.describe()
+    assert slurm.read_squeue("77", "78|RUNNING|None|0|9:00|n1|") is None  # another job's line
+    assert slurm.read_squeue("77", "") is None  # left the queue
+    assert slurm.read_squeue("77", "77|running; rm|None|0|1|n1|") is None  # not a state word
+
+
+def test_sacct_reads_the_newest_attempt_and_its_exit_code():
+    completion_log = "9|PENDING|0:0\n9|TIMEOUT|0:0\n"  # -c: a requeued attempt, then the last one
+    job = slurm.read_sacct("9", completion_log)
+    assert (job.state, job.final, job.source) == ("TIMEOUT", True, "sacct")
+    assert "the walltime ran out" in job.describe()
+    failed = slurm.read_sacct("9", "9|FAILED|3:0\n")
+    assert failed.exit_code == 3 and "exit code 3" in failed.describe()
+    assert slurm.read_sacct("9", "9|CANCELLED by 0|0:15\n").state == "CANCELLED"
+    assert slurm.read_sacct("9", "10|COMPLETED|0:0\n") is None and slurm.read_sacct("9", "garbage") is None
+    assert slurm.no_accounting("sacct: error: Slurm accounting storage is disabled")
+
+
+def test_a_queued_or_unknown_job_is_never_dead_and_a_requeue_names_the_attempt():
+    pending = slurm.Job("5", "PENDING", "squeue", "Priority")
+    merged = slurm.merged(STATUS, pending, 1)
+    assert merged["wrapper_alive"] and merged["launched"] and not merged["child_alive"]
+    assert merged["scheduler"]["said"] == "job 5 pending (Priority)" and "requeued_to" not in merged
+    requeued = slurm.merged(STATUS, slurm.Job("5", "RUNNING", "squeue", restarts=2), 1)
+    assert requeued["requeued_to"] == 3 and requeued["child_alive"]
+    # The attempt's markers say it ended while the job is still held (a preempted copy): it stays open.
+    ended = slurm.merged({**STATUS, "exit_code": 143}, slurm.Job("5", "COMPLETING", "squeue"), 1)
+    assert ended["wrapper_alive"] and not ended["child_alive"]
+    unknown = slurm.merged(STATUS, slurm.unknown("5"), 1)
+    assert unknown["wrapper_alive"] and "neither squeue nor sacct" in unknown["scheduler"]["said"]
+    gone = slurm.merged({**STATUS, "launched": True}, slurm.Job("5", "NODE_FAIL", "sacct"), 1)
+    assert not gone["wrapper_alive"] and gone["launched"]  # dead: quarantined with the scheduler's word
+    done = slurm.merged({**STATUS, "exit_code": 0}, slurm.Job("5", "COMPLETED", "sacct", exit_code=0), 1)
+    assert not done["wrapper_alive"] and done["exit_code"] == 0
+
+
+def test_only_a_requeued_job_waiting_on_its_begin_time_is_released():
+    assert slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=1))
+    assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=0))
+    assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "Resources", restarts=1))
