@@ -155,7 +155,8 @@ class RunCreateSerializer(serializers.Serializer):
         required=False,
         default=dict,
         help_text="A run on a Slurm box (its login node): partition, time_minutes, gres, signal_seconds (SIGUSR1 "
-        "this long before the walltime), requeue. A bad option, or options for another box, is a 400.",
+        "this long before the walltime; the command must catch it), requeue. A bad option, or options for another "
+        "box, is a 400.",
     )
 
     validate_command = _rule(validation.check_command)
@@ -214,7 +215,6 @@ def _slurm_options(instance, options) -> dict | None:
         raise serializers.ValidationError({"slurm_options": ["An object: partition, time_minutes, gres, ..."]})
     known = {"partition", "time_minutes", "gres", "signal_seconds", "requeue"}
     problems = [f"{key}: not a Slurm option here" for key in sorted(set(options) - known)]
-    options = {"signal_seconds": 60, **options}
     problems += slurm.option_problems(options)
     if "requeue" in options and not isinstance(options["requeue"], bool):
         problems.append("requeue: true or false")

@@ -58,7 +58,7 @@ class JobOptions:
     partition: str = ""
     time_minutes: int | None = None
     gres: str = ""
-    signal_seconds: int = 60  # USR1 this long before the walltime: the command checkpoints
+    signal_seconds: int | None = None  # SIGUSR1 this long before the walltime: the command checkpoints
     requeue: bool = True
 
     @classmethod
@@ -68,7 +68,7 @@ class JobOptions:
             partition=data.get("partition") or "",
             time_minutes=data.get("time_minutes"),
             gres=data.get("gres") or "",
-            signal_seconds=data.get("signal_seconds") or 60,
+            signal_seconds=data.get("signal_seconds"),
             requeue=data.get("requeue", True) is not False,
         )
 
@@ -87,10 +87,14 @@ def option_problems(data: dict) -> list[str]:
         problems.append("time limit: whole minutes, at least 1")
     elif minutes is not None and minutes > MOST_MINUTES:
         problems.append(f"time limit: at most {MOST_MINUTES} minutes (30 days)")
-    seconds = data.get("signal_seconds", 60)
+    seconds = data.get("signal_seconds")
+    if seconds is None:
+        return problems
     if isinstance(seconds, bool) or not isinstance(seconds, int) or not 10 <= seconds <= 3600:
         problems.append("checkpoint signal: 10 to 3600 seconds before the walltime")
-    elif whole and seconds >= minutes * 60:
+    elif not whole:
+        problems.append("checkpoint signal: it needs a time limit to come before")
+    elif seconds >= minutes * 60:
         problems.append("checkpoint signal: it must come before the time limit, not at or after it")
     return problems
 
@@ -112,9 +116,11 @@ def batch_script(options: JobOptions, *, job_name: str, output: str, wrapper_arg
         f"#SBATCH --job-name={job_name}",
         f"#SBATCH --output={output}",
         "#SBATCH --open-mode=append",  # a requeued attempt appends: the earlier attempt's lines stay
-        f"#SBATCH --signal=B:USR1@{int(options.signal_seconds)}",
         "#SBATCH --requeue" if options.requeue else "#SBATCH --no-requeue",
     ]
+    if options.signal_seconds and options.time_minutes is not None:
+        # B: to the batch shell only, which is the wrapper; it passes USR1 on to the command.
+        lines.append(f"#SBATCH --signal=B:USR1@{int(options.signal_seconds)}")
     if options.partition:
         lines.append(f"#SBATCH --partition={options.partition}")
     if options.time_minutes is not None:

@@ -132,8 +132,8 @@ class RunForm(forms.ModelForm):
     slurm_signal_seconds = forms.IntegerField(
         label="Checkpoint signal (s before the walltime)",
         required=False,
-        initial=60,
-        help_text="The command gets SIGUSR1 this long before its time limit, to save a checkpoint",
+        help_text="The command gets SIGUSR1 this long before its time limit, to save a checkpoint (it must catch "
+        "it: Python's default for SIGUSR1 ends the process); empty: no signal",
     )
 
     class Meta:
@@ -250,7 +250,6 @@ class RunForm(forms.ModelForm):
             if options.keys() - {"signal_seconds"}:
                 self.add_error("slurm_partition", "Only a run on a Slurm box (its login node) takes Slurm options.")
             return
-        options.setdefault("signal_seconds", 60)
         for problem in slurm.option_problems(options):
             self.add_error(self.SLURM_FIELDS[self._field_of(problem)], problem)
         data["scheduler"] = {"options": options}

@@ -13,7 +13,8 @@ What RemoteGPU expects from a training script (copy these habits):
     interrupts, $REMOTEGPU_CHECKPOINT_EVERY_S is the cadence RemoteGPU advises (Young's W = √(2·μ·C)):
     the latest checkpoint is written once that long has passed (and after the last epoch); where it
     also gives $REMOTEGPU_CHECKPOINT_EVERY_STEPS (the cadence in whole logged steps, here epochs),
-    every that many epochs instead.
+    every that many epochs instead. SIGUSR1 means the walltime is near (a Slurm run's checkpoint signal,
+    passed on by RemoteGPU): save the latest checkpoint now, or at the end of the step.
   * Results go to $REMOTEGPU_OUTPUT_DIR in the sealed-export layout: run.json, config.yaml,
     train.csv, best.pth (state dict only), last.pth, test/<test-id>/metrics.json + results.parquet.
     Never write latest.pth there: the wrapper refuses to seal an export that holds one.
@@ -30,7 +31,9 @@ import math
 import os
 import random
 import shutil
+import signal
 import sys
+import threading
 import time
 
 import torch
@@ -159,6 +162,10 @@ def write_results(path, sample_ids, targets, logits):
     pq.write_table(pa.table(columns), path)
 
 
+# SIGUSR1 (Slurm's --signal before the walltime, passed on by the wrapper): save at the end of this epoch.
+SAVE_NOW = threading.Event()
+
+
 def train(config, config_path, smoke):
     ckpt_dir = os.environ.get("REMOTEGPU_CHECKPOINT_DIR", "ckpt")
     out_dir = os.environ.get("REMOTEGPU_OUTPUT_DIR", "output")
@@ -245,9 +252,12 @@ def train(config, config_path, smoke):
         }
         by_time = not every or time.monotonic() - saved_at >= every
         due = epoch - saved_epoch >= every_steps if every_steps else by_time
-        if due or epoch == config["epochs"]:
+        if due or epoch == config["epochs"] or SAVE_NOW.is_set():
             atomic_save(state, latest)
             saved_at, saved_epoch = time.monotonic(), epoch
+            if SAVE_NOW.is_set():
+                print(f"checkpoint saved at epoch {epoch} on SIGUSR1 (the walltime is near)", flush=True)
+                SAVE_NOW.clear()
         write_rows(train_csv, rows)
         time.sleep(float(config.get("epoch_pause", 0)))
         hold(config.get("hold_file"), epoch)
@@ -322,6 +332,7 @@ def main(argv=None):
     parser.add_argument("--config", default="config.yaml")
     args = parser.parse_args(argv)
     smoke = os.environ.get("REMOTEGPU_SMOKE") == "1"
+    signal.signal(signal.SIGUSR1, lambda signum, frame: SAVE_NOW.set())
     return train(read_config(args.config), args.config, smoke)
 
 

@@ -87,6 +87,15 @@ def preempted_reason(spec, code):
     """The quarantine reason of an attempt whose wrapper was told to go by the platform, else None."""
     if code == 0 or read(os.path.join(attempt_dir(spec), PREEMPTED_MARKER)) is None:
         return None
+    warned = read(os.path.join(attempt_dir(spec), WALLTIME_MARKER))
+    if warned is not None:  # USR1 came first: the scheduler's time limit, not a preemption
+        ended = read(os.path.join(attempt_dir(spec), PREEMPTED_MARKER)) or ""
+        before = int(ended) - int(warned) if ended.strip().isdigit() and warned.strip().isdigit() else None
+        said = f" {before} s" if before is not None else ""
+        return (
+            f"the job's time limit ran out: SIGUSR1 came{said} before SIGTERM, for the command to save; it ended"
+            f" with exit code {code}"
+        )
     return (
         f"interrupted: SIGTERM to the wrapper (a preemption notice or the container stopping); the command had"
         f" {grace_of(spec)} s to save and ended with exit code {code}"

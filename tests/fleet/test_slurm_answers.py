@@ -18,6 +18,7 @@ def test_good_options_pass_and_every_bad_one_is_named_at_once():
     assert slurm.option_problems({"time_minutes": 10**6})[0].startswith("time limit: at most")
     assert slurm.option_problems({"time_minutes": 1, "signal_seconds": 60})[0].endswith("not at or after it")
     assert slurm.option_problems({"time_minutes": True}) == ["time limit: whole minutes, at least 1"]
+    assert slurm.option_problems({"signal_seconds": 60}) == ["checkpoint signal: it needs a time limit to come before"]
 
 
 def test_the_batch_script_carries_the_options_and_execs_the_wrapper():

@@ -62,6 +62,7 @@ def test_the_form_keeps_a_slurm_boxs_options_and_the_page_shows_them(client, bob
 def test_bad_options_are_form_errors_and_no_limit_is_warned(client, bob, form, cluster, box_row):
     client.force_login(bob)
     bad = {"slurm_partition": "low; rm -rf /", "slurm_gres": "gpu:1 --uid=0", "slurm_time_minutes": "1"}
+    bad["slurm_signal_seconds"] = "60"
     page = client.post(reverse("run-create"), {**form, "instance": cluster.pk, **bad}).content.decode()
     assert "partition: letters, digits" in page and "gres: as Slurm writes it" in page
     assert "it must come before the time limit" in page and not Run.objects.exists()
@@ -69,7 +70,7 @@ def test_bad_options_are_form_errors_and_no_limit_is_warned(client, bob, form, c
     assert "Only a run on a Slurm box" in other.content.decode() and not Run.objects.exists()
     client.post(reverse("run-create"), {**form, "instance": cluster.pk})
     run = Run.objects.get()
-    assert run.scheduler == {"options": {"signal_seconds": 60}}
+    assert run.scheduler == {"options": {}}
     assert 'id="slurm-no-limit"' in client.get(run.get_absolute_url()).content.decode()
 
 
@@ -97,5 +98,5 @@ def test_the_api_takes_the_same_options_by_the_same_rule(bob, project, cluster, 
     assert post({"instance": box_row.name, "slurm_options": {"partition": "low"}}).status_code == 400
     created = post({"slurm_options": {"partition": "low", "time_minutes": 30}})
     assert created.status_code == 201, created.content
-    options = {"partition": "low", "time_minutes": 30, "signal_seconds": 60}
+    options = {"partition": "low", "time_minutes": 30}
     assert created.json()["scheduler"] == {"options": options} and not Run.objects.filter(scheduler={}).exists()

@@ -92,3 +92,27 @@ def _arm():
     from watching.tasks import arm_watchers
 
     arm_watchers()
+
+
+def test_usr1_comes_before_term_at_the_walltime_and_the_run_ends_timeout_with_its_checkpoint(
+    bob, make_run, node, source, slurm, celery_worker_process
+):
+    set_config(source, epochs=200, epoch_pause=0.5)  # longer than its one-minute limit
+    run = slurm_run(make_run, time_minutes=1, signal_seconds=50)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
+    attempt = node.active(run) / "attempt-1"
+    run = wait_state(run, {RunState.QUARANTINED, RunState.EXPORTED}, timeout=150, refresh=True)
+    warned = int((attempt / "walltime-signal").read_text()) if (attempt / "walltime-signal").exists() else None
+    quarantined = node.quarantine(run, 1)
+    warned = warned or int((quarantined / "walltime-signal").read_text())
+    ended = int((quarantined / "preempted").read_text())
+    assert warned < ended, (warned, ended)  # USR1 first, then TERM
+    assert run.close_reason.startswith("the job's time limit ran out: SIGUSR1 came"), run.close_reason
+    log = (quarantined / "log.txt").read_text()
+    saved = int(log.split("checkpoint saved at epoch ")[1].split()[0])
+    assert saved >= 1 and (node.active(run) / "ckpt" / "latest.pth").exists()
+    wait_until(
+        lambda: run.refresh_from_db() or "TIMEOUT" in str(run.last_status.get("scheduler")), 60, 0.5, between=_arm
+    )
+    print(f"\nslurm: USR1 {ended - warned} s before TERM; saved at epoch {saved}")
