@@ -1,7 +1,10 @@
 """A run's Slurm job through the box's transport (a cluster's login node): submitted once, asked about,
 cancelled. What the commands are and how their answers read is node/slurm.py's (pure)."""
 
+import json
 import shlex
+import tempfile
+from pathlib import Path
 
 from django.conf import settings
 
@@ -42,7 +45,7 @@ def existing(transport, name: str) -> str | None:
 def job_of(transport, job: str) -> slurm.Job:
     """The scheduler's word on one job: squeue while it is queued, else sacct (its accounting, or the
     completion log where the cluster keeps none), else unknown."""
-    queued = transport.run(slurm.squeue_argv(job), timeout=settings.SSH_COMMAND_TIMEOUT)
+    queued = transport.run_script(slurm.squeue_script(job), timeout=settings.SSH_COMMAND_TIMEOUT)
     found = slurm.read_squeue(job, queued.stdout) if queued.exit_code == 0 else None
     if found is not None:
         return found
@@ -54,17 +57,47 @@ def job_of(transport, job: str) -> slurm.Job:
 
 
 def with_scheduler(transport, runs, statuses: dict) -> dict:
-    """Each Slurm run's status merged with its job's state (node/slurm.py: merged); others as they were."""
+    """Each Slurm run's status merged with its job's state (node/slurm.py: merged); others as they were. A
+    requeued job held by its begin time is released here, whatever its attempt's status said."""
     merged = dict(statuses)
     for run in runs:
         job, status = run.slurm_job, statuses.get(run.run_id)
-        if job and status and "error" not in status:
+        if not job or not status:
+            continue
+        found = job_of(transport, job)
+        if settings.SLURM_RELEASE_REQUEUE_HOLD and slurm.held_after_requeue(found):
+            release_hold(transport, job)
+        if "error" not in status:
             base = int((run.scheduler or {}).get("base_attempt") or run.attempt)
-            found = job_of(transport, job)
-            if settings.SLURM_RELEASE_REQUEUE_HOLD and slurm.held_after_requeue(found):
-                release_hold(transport, job)
             merged[run.run_id] = slurm.merged(status, found, base)
     return merged
+
+
+SPEC_LIMIT = 1024**2  # an attempt's spec is a few kilobytes; more is not one
+
+
+def write_requeued_spec(transport, layout, run, attempt: int) -> None:
+    """The spec of the attempt Slurm runs now, where the probes, the stop and the watcher read it: the
+    launched attempt's, renumbered (the requeued attempt writes the same itself when it starts)."""
+    base = int((run.scheduler or {}).get("base_attempt") or 1)
+    target = layout.spec(f"attempt-{attempt}")
+    if transport.stat(target) is not None:
+        return
+    read = transport.run(
+        ["head", "-c", str(SPEC_LIMIT), layout.spec(f"attempt-{base}")], timeout=settings.SSH_COMMAND_TIMEOUT
+    )
+    try:
+        spec = json.loads(read.stdout) if read.exit_code == 0 else None
+    except ValueError:
+        spec = None
+    if not isinstance(spec, dict) or spec.get("attempt") != base or spec.get("scheduler") != "slurm":
+        raise NodeError(
+            f"the launched attempt's spec on the node is not one a launch wrote: {layout.spec(f'attempt-{base}')}"
+        )
+    with tempfile.NamedTemporaryFile() as handle:
+        handle.write(json.dumps({**spec, "attempt": attempt}).encode())
+        handle.flush()
+        transport.upload(Path(handle.name), target)
 
 
 def release_hold(transport, job: str) -> None:

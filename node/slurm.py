@@ -11,6 +11,7 @@ the completion log where the cluster keeps no accounting database); `squeue --on
 import re
 import shlex
 from dataclasses import dataclass
+from datetime import datetime
 
 PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 GRES = re.compile(r"^[a-z]{1,16}(:[A-Za-z0-9_.-]{1,32})?(:\d{1,3})?$")  # gpu, gpu:2, gpu:a100:2
@@ -18,7 +19,8 @@ SUBMITTED = re.compile(r"^(\d{1,12})(;[\w.-]{1,64})?$")  # sbatch --parsable: "J
 MOST_MINUTES = 60 * 24 * 30
 
 # squeue -O: each field ends with "|" (its suffix); the reason can be long ("ReqNodeNotAvail, May be …").
-SQUEUE_FIELDS = "JobID:20|,State:24|,Reason:120|,RestartCnt:8|,TimeLeft:16|,NodeList:120|"
+SQUEUE_FIELDS = "JobID:20|,State:24|,Reason:120|,RestartCnt:8|,TimeLeft:16|,NodeList:120|,StartTime:20|"
+HOLD_AHEAD_SECONDS = 10  # a requeued job whose start is further away than this is released
 SACCT_FIELDS = "JobIDRaw,State,ExitCode"
 
 # The job's states (squeue / sacct): where it still is, and what a final state means for the run.
@@ -143,6 +145,11 @@ def squeue_argv(job: str) -> list[str]:
     return ["squeue", "-h", "-j", job, "-O", SQUEUE_FIELDS]
 
 
+def squeue_script(job: str) -> str:
+    """The login node's local time, then squeue's line: squeue writes times in the same local time."""
+    return "date +%Y-%m-%dT%H:%M:%S && " + shlex.join(squeue_argv(job))
+
+
 def sacct_argv(job: str, completion_log: bool) -> list[str]:
     """Every attempt of the job (-D: a requeued job's earlier runs too), one line each; from the completion
     log where the cluster has no accounting database."""
@@ -167,6 +174,7 @@ class Job:
     time_left: str = ""
     nodes: str = ""
     exit_code: int | None = None
+    start_in: float | None = None  # seconds until its expected start (a pending job), as the login node's clock says
 
     @property
     def live(self) -> bool:
@@ -193,16 +201,28 @@ class Job:
 
 
 def read_squeue(job: str, stdout: str) -> Job | None:
-    """The job's line of squeue, or None when squeue does not list it (it has left the queue)."""
-    for line in stdout.splitlines()[:5]:
+    """The job's line of squeue (after the login node's local time, squeue_script's first line), or None
+    when squeue does not list it (it has left the queue)."""
+    lines = stdout.splitlines()
+    now = _local_time(lines[0]) if lines else None
+    for line in lines[1:6]:
         fields = [field.strip() for field in line.split("|")]
-        if len(fields) >= 6 and fields[0] == job:
+        if len(fields) >= 7 and fields[0] == job:
             state = fields[1].split()[0] if fields[1] else ""
             if not re.fullmatch(r"[A-Z_]{1,24}", state):
                 return None
             restarts = int(fields[3]) if fields[3].isdigit() else 0
-            return Job(job, state, "squeue", fields[2][:200], restarts, fields[4][:32], fields[5][:200])
+            start = _local_time(fields[6])
+            start_in = (start - now).total_seconds() if start and now else None
+            return Job(job, state, "squeue", fields[2][:200], restarts, fields[4][:32], fields[5][:200], None, start_in)
     return None
+
+
+def _local_time(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return None  # "N/A", "Unknown", anything else
 
 
 def read_sacct(job: str, stdout: str) -> Job | None:
@@ -220,8 +240,11 @@ def read_sacct(job: str, stdout: str) -> Job | None:
 
 
 def held_after_requeue(job: Job) -> bool:
-    """A requeued job held by Slurm's begin-time delay (about 120 s after a requeue)."""
-    return job.source == "squeue" and job.state == "PENDING" and job.reason == "BeginTime" and job.restarts > 0
+    """A requeued job held by Slurm's begin-time delay (about 120 s after a requeue): pending, its start more
+    than HOLD_AHEAD_SECONDS away. Released once (its start then comes within seconds), and again only if
+    Slurm sets the delay anew (after a node failure it does, once the lost node's part is cleaned up)."""
+    far = job.start_in is not None and job.start_in > HOLD_AHEAD_SECONDS
+    return job.source == "squeue" and job.state == "PENDING" and job.restarts > 0 and far
 
 
 def unknown(job: str) -> Job:

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from fleet import slurm_jobs
 from fleet.models import Instance
 from fleet.node_client import NodeClient
 from node.protocol import NodeError
@@ -74,7 +75,13 @@ def tick(node: NodeClient, runs: list[Run], still_mine=lambda: True, push: Push 
     with database():
         if not still_mine():
             raise LeaseLost
-        dead = _apply(runs, answer, push)
+        dead, requeued = _apply(runs, answer, push)
+    for run in requeued:  # the attempt Slurm runs now: its spec, where the next probe reads it
+        try:
+            slurm_jobs.write_requeued_spec(node.transport, node.layout_of(run), run, run.attempt)
+        except NodeError as exc:
+            with database():
+                do_note_node_error(run.pk, f"could not write the requeued attempt's spec: {exc}")
     for observed in dead:
         # No process and no marker: quarantine the attempt on the node (no connection held meanwhile);
         # the next tick closes it.
@@ -85,9 +92,9 @@ def tick(node: NodeClient, runs: list[Run], still_mine=lambda: True, push: Push 
                 do_note_node_error(observed.pk, f"could not quarantine the dead attempt on the node: {exc}")
 
 
-def _apply(runs: list[Run], answer: dict, push: Push | None) -> list[Run]:
-    """Apply each run's answer; the runs that look dead."""
-    dead_runs = []
+def _apply(runs: list[Run], answer: dict, push: Push | None) -> tuple[list[Run], list[Run]]:
+    """Apply each run's answer: (the runs that look dead, the runs whose Slurm job was requeued)."""
+    dead_runs, requeued = [], []
     for run in runs:
         status = answer["runs"].get(run.run_id)
         if not status:
@@ -96,7 +103,7 @@ def _apply(runs: list[Run], answer: dict, push: Push | None) -> list[Run]:
             do_note_node_error(run.pk, f"the node's status of this run: {status['error']}")
             continue
         if status.get("requeued_to", 0) > run.attempt:  # Slurm runs the job again: the next tick reads that attempt
-            do_adopt_requeue(run.pk, status["requeued_to"], status["scheduler"]["said"])
+            requeued.append(do_adopt_requeue(run.pk, status["requeued_to"], status["scheduler"]["said"]))
             continue
         if push is None:
             observed, dead = do_observe_run(run.pk, status, thresholds())
@@ -107,7 +114,7 @@ def _apply(runs: list[Run], answer: dict, push: Push | None) -> list[Run]:
                     push.sent_to(run, observed.log_offset)  # the probe sent the rest of its chunk to the pages
         if dead:
             dead_runs.append(observed)
-    return dead_runs
+    return dead_runs, requeued
 
 
 def _renew(instance_id: int, owner: str, seconds: float, connected: bool) -> bool:

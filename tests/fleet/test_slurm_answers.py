@@ -70,16 +70,20 @@ def test_sbatch_parsable_answers(printed, job):
     assert slurm.submitted_job(printed) == job
 
 
-def test_squeue_lines_read_state_reason_and_restarts():
+NOW = "2026-12-05T10:00:00\n"  # squeue_script's first line: the login node's local time
+
+
+def test_squeue_lines_read_state_reason_restarts_and_when_it_starts():
     padded = "77" + " " * 18 + "|PENDING" + " " * 17  # squeue -O pads each field to its width
-    line = padded + "|ReqNodeNotAvail, May be reserved for other job|1       |10:00|(null)|"
-    job = slurm.read_squeue("77", line)
+    line = padded + "|ReqNodeNotAvail, May be reserved for other job|1       |10:00|(null)|2026-12-05T10:02:00|"
+    job = slurm.read_squeue("77", NOW + line)
     assert (job.state, job.restarts, job.live, job.running, job.final) == ("PENDING", 1, True, False, False)
-    assert job.reason.startswith("ReqNodeNotAvail, May be reserved")
+    assert job.reason.startswith("ReqNodeNotAvail, May be reserved") and job.start_in == 120
     assert "pending (ReqNodeNotAvail" in job.describe()
-    assert slurm.read_squeue("77", "78|RUNNING|None|0|9:00|n1|") is None  # another job's line
-    assert slurm.read_squeue("77", "") is None  # left the queue
-    assert slurm.read_squeue("77", "77|running; rm|None|0|1|n1|") is None  # not a state word
+    assert slurm.read_squeue("77", NOW + "77|RUNNING|None|0|9:00|n1|N/A|").start_in is None
+    assert slurm.read_squeue("77", NOW + "78|RUNNING|None|0|9:00|n1|N/A|") is None  # another job's line
+    assert slurm.read_squeue("77", NOW) is None and slurm.read_squeue("77", "") is None  # left the queue
+    assert slurm.read_squeue("77", NOW + "77|running; rm|None|0|1|n1|N/A|") is None  # not a state word
 
 
 def test_sacct_reads_the_newest_attempt_and_its_exit_code():
@@ -112,7 +116,12 @@ def test_a_queued_or_unknown_job_is_never_dead_and_a_requeue_names_the_attempt()
     assert not done["wrapper_alive"] and done["exit_code"] == 0
 
 
-def test_only_a_requeued_job_waiting_on_its_begin_time_is_released():
-    assert slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=1))
-    assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=0))
-    assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "Resources", restarts=1))
+def test_only_a_requeued_job_whose_start_is_far_off_is_released():
+    """Released once: a start a few seconds off is the release itself (releasing it again would push it
+    back every probe: the job never started, seen on the cluster)."""
+    held = slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=1, start_in=118)
+    assert slurm.held_after_requeue(held)
+    assert slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "None", restarts=1, start_in=119))
+    assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=1, start_in=3))
+    assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=0, start_in=118))
+    assert not slurm.held_after_requeue(slurm.Job("5", "RUNNING", "squeue", "None", restarts=1, start_in=None))

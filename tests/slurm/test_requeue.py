@@ -3,6 +3,8 @@ higher partition) runs again as the run's next attempt (SLURM_RESTART_COUNT), wh
 the product lifts the ~120 s hold a requeue leaves, and the attempt resumes from the run's checkpoint."""
 
 import csv
+import os
+import signal
 import time
 
 import pytest
@@ -77,3 +79,44 @@ def test_a_preempted_job_is_requeued_and_resumed(bob, make_run, node, source, ga
     gate.release()
     print(f"\nslurm: preempted and adopted as attempt 2 in {preempted:.1f} s")
     exported_after_resume(run, node)
+
+
+def test_a_node_failure_leaves_the_old_copy_running_and_it_never_reaches_the_new_attempts_export(
+    bob, make_run, node, source, gate, slurm, celery_worker_process
+):
+    """A node lost (its slurmd frozen, then marked down: NODE_FAIL) while its job's payload keeps running
+    there, as a node cut off from the controller does: Slurm requeues the job elsewhere, so two copies run.
+    The new attempt seals; the old one, superseded, quarantines itself and its output stays its own."""
+    set_config(source, epochs=6, hold_file=gate.path)
+    run = make_run(gpus=[], scheduler={"options": OPTIONS})
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
+    held_at_epoch(run, node, 1)
+    lost = slurm.run("squeue", "-h", "-j", run.slurm_job, "-o", "%N").strip()
+    slurmd = int((slurm.dir / f"slurmd-{lost}.pid").read_text())
+    os.kill(slurmd, signal.SIGSTOP)
+    try:
+        slurm.run("scontrol", "update", f"NodeName={lost}", "State=DOWN", "Reason=lost")
+        adopted(run, 2)
+
+        def queue():
+            spec = node.active(run) / "spec-attempt-2.json"
+            run.refresh_from_db()
+            events = [spec.exists(), run.attempt, run.last_status.get("scheduler"), run.health]
+            events += list(run.events.values_list("message", flat=True))
+            return slurm.run("squeue", "-h", "-j", run.slurm_job, "-o", "%T %r %N %S", check=False) + str(events)
+
+        wait_until(lambda: (node.active(run) / "attempt-2" / "log.txt").exists(), 60, 0.1, what=queue)
+        assert slurm.run("squeue", "-h", "-j", run.slurm_job, "-o", "%N").strip() != lost
+        gate.release()
+        run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
+        assert run.state == RunState.EXPORTED and run.attempt == 2, run.close_reason
+        old = node.quarantine(run, 1)
+        wait_until(lambda: (old / "reason.txt").exists(), 60, 0.2, what="the old copy closing")
+    finally:
+        os.kill(slurmd, signal.SIGCONT)
+        slurm.run("scontrol", "update", f"NodeName={lost}", "State=RESUME", check=False)
+    assert (old / "reason.txt").read_text().startswith("superseded: Slurm requeued the job and attempt 2 runs")
+    assert (node.active(run) / "sealed").read_text().strip() == "attempt 2"
+    ours = node.active(run) / "attempt-2" / "output" / "best.pth"
+    assert (node.export(run) / "best.pth").read_bytes() == ours.read_bytes()
