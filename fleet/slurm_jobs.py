@@ -110,3 +110,34 @@ def cancel(transport, job: str) -> None:
     result = transport.run(["scancel", job], timeout=settings.SSH_COMMAND_TIMEOUT)
     if result.exit_code != 0 and "already completing or completed" not in result.stderr:
         raise NodeError(f"scancel {job} failed (exit {result.exit_code}): {result.stderr.strip()[-300:]}")
+
+
+def preflight(node, run, needs_torch: bool) -> tuple[dict, list[str]]:
+    """The cluster's side of a run's preflight, from its login node: the partition exists and would accept
+    the job as asked (sbatch --test-only), and one compute node, reached by srun, has the interpreter,
+    torch where the command needs it, and the data root on its own storage, not under the job's $TMPDIR."""
+    options = slurm.JobOptions.of((run.scheduler or {}).get("options"))
+    report, problems = {}, []
+    listed = node.transport.run(slurm.partitions_argv(), timeout=settings.SSH_COMMAND_TIMEOUT)
+    report["partitions"] = slurm.read_partitions(listed.stdout) if listed.exit_code == 0 else []
+    if listed.exit_code != 0:
+        return report, [f"Slurm: sinfo failed on the login node: {listed.stderr.strip()[-200:]}"]
+    if options.partition and options.partition not in report["partitions"]:
+        have = ", ".join(report["partitions"]) or "none"
+        return report, [f"Slurm: partition {options.partition} does not exist on this cluster (it has: {have})"]
+    asked = node.transport.run(slurm.request_argv(options), timeout=settings.SSH_COMMAND_TIMEOUT)
+    report["request"] = (asked.stderr or asked.stdout).strip()[-300:]
+    if asked.exit_code != 0:
+        return report, [f"Slurm: the cluster refuses the job as asked: {report['request']}"]
+    # The command's own interpreter where it names one by its path, else the wrapper's.
+    command = run.command or []
+    python = command[0] if command and command[0].startswith("/") else node.python or settings.NODE_PYTHON
+    seconds = settings.SLURM_PREFLIGHT_SECONDS
+    probe = slurm.compute_argv(options, python, node.layout.run_root, seconds)
+    ran = node.transport.run(probe, timeout=seconds + 60)
+    if ran.exit_code != 0:
+        said = ran.stderr.strip()[-300:]
+        return report, [f"Slurm: no compute node answered the preflight within {seconds} s: {said}"]
+    report["compute"] = slurm.read_compute(ran.stdout)
+    problems += slurm.compute_problems(report["compute"], needs_torch)
+    return report, problems

@@ -8,6 +8,7 @@ the requeues after it; a job leaves squeue after MinJobAge and only sacct knows 
 the completion log where the cluster keeps no accounting database); `squeue --only-job-state` is refused.
 """
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -271,3 +272,83 @@ def merged(status: dict, job: Job, base_attempt: int) -> dict:
     elif job.final and not ended:
         status.update(wrapper_alive=False, child_alive=False)  # dead: quarantined with the scheduler's word
     return status
+
+
+def partitions_argv() -> list[str]:
+    return ["sinfo", "-h", "-o", "%P"]
+
+
+def read_partitions(stdout: str) -> list[str]:
+    """The cluster's partitions as sinfo lists them (the default one marked with '*', unmarked here)."""
+    names = [line.strip().rstrip("*") for line in stdout.splitlines()[:200]]
+    return [name for name in names if PARTITION.fullmatch(name)]
+
+
+def request_argv(options: JobOptions) -> list[str]:
+    """sbatch --test-only: whether the cluster would accept the job as asked, and when; nothing submitted."""
+    argv = ["sbatch", "--test-only", "--job-name=rgpu-preflight"]
+    if options.partition:
+        argv.append(f"--partition={options.partition}")
+    if options.time_minutes is not None:
+        argv.append(f"--time={int(options.time_minutes)}")
+    if options.gres:
+        argv.append(f"--gres={options.gres}")
+    return [*argv, "--wrap=true"]
+
+
+# Run on one compute node by srun: what the job will find there. The login node's storage is not the
+# compute node's: the data root must be there too, and never under the job's $TMPDIR (gone with the job).
+COMPUTE_PROBE = """
+import json, os, socket, sys
+root = sys.argv[1]
+found = {"host": socket.gethostname()[:100], "python": sys.version.split()[0], "root": os.path.isdir(root)}
+try:
+    import torch
+    found["torch"] = torch.__version__
+    found["cuda"] = bool(torch.cuda.is_available())
+except Exception as exc:
+    found["torch_error"] = f"{type(exc).__name__}: {exc}"[:300]
+tmp = os.environ.get("TMPDIR") or ""
+real = os.path.realpath(root)
+found["under_tmpdir"] = bool(tmp) and (real + "/").startswith(os.path.realpath(tmp).rstrip("/") + "/")
+print(json.dumps(found))
+"""
+
+
+def compute_argv(options: JobOptions, python: str, root: str, seconds: int) -> list[str]:
+    """srun of the probe above on one compute node of the run's partition, given up when no node is free
+    within `seconds` (--immediate: a busy cluster makes the preflight say so, not hang)."""
+    argv = ["srun", "--job-name=rgpu-preflight", "-N1", "-n1", f"--immediate={int(seconds)}", "--time=2"]
+    if options.partition:
+        argv.append(f"--partition={options.partition}")
+    return [*argv, python, "-c", COMPUTE_PROBE, root]
+
+
+def read_compute(stdout: str) -> dict | None:
+    """The compute node's answer, checked (bounded strings and flags only), or None."""
+    try:
+        found = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    keys = {"host": str, "python": str, "root": bool, "torch": str, "cuda": bool, "torch_error": str}
+    keys["under_tmpdir"] = bool
+    return {
+        key: found[key][:300] if kind is str else found[key]
+        for key, kind in keys.items()
+        if isinstance(found.get(key), kind)
+    }
+
+
+def compute_problems(found: dict | None, needs_torch: bool) -> list[str]:
+    if found is None:
+        return ["Slurm: the compute node's answer was unreadable"]
+    problems = []
+    if not found.get("root"):
+        problems.append("Slurm: the data root is not on the compute node's storage (the login node's is not theirs)")
+    if found.get("under_tmpdir"):
+        problems.append("Slurm: the data root is under the job's $TMPDIR on the compute node: gone with the job")
+    if needs_torch and "torch" not in found:
+        problems.append(f"Slurm: torch does not import on the compute node ({found.get('torch_error', 'not found')})")
+    return problems

@@ -169,6 +169,8 @@ RENT_POLL_SECONDS = env.envfloat("RENT_POLL_SECONDS", 10.0)
 # A Slurm job requeued (a preemption, a node failure) waits ~120 s before it may run again: released at
 # once (StartTime=now+3) unless a deployment prefers the cluster's own pace.
 SLURM_RELEASE_REQUEUE_HOLD = env.envbool("SLURM_RELEASE_REQUEUE_HOLD", default=True)
+# A Slurm run's preflight asks one compute node (srun --immediate): given up when none is free this long.
+SLURM_PREFLIGHT_SECONDS = env.envint("SLURM_PREFLIGHT_SECONDS", 60)
 TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline, or gone
 TEARDOWN_GONE_POLL_SECONDS = env.envfloat("TEARDOWN_GONE_POLL_SECONDS", 2)  # how often a release asks the provider
 # Gone means gone on two reads this far apart (a provider's 404 once, then the pod listed again), per

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 
+from fleet import slurm_jobs
 from fleet.credentials import run_secret_values, secret_problems
 from fleet.node_client import RunNode
 from node.build import wrapper_name
@@ -61,10 +62,15 @@ def preflight_run(run_pk: int) -> None:
             run = lifecycle.do_record_staged(run_pk, staged)
             node.run = run
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
+            cluster, cluster_problems = {}, []
+            if run.instance.profile.data["daemon"]["detach"] == "sbatch":  # the compute nodes, not the login node
+                needs_torch = bool((report.get("environment") or {}).get("torch"))  # the login node's has it
+                cluster, cluster_problems = slurm_jobs.preflight(node, run, needs_torch)
     except (TransportError, SourceError, OSError) as exc:  # OSError: a control-host checkpoint copy unreadable
         lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
         return
-    report, problems = preflight.verdict(run, {**report, "commit": commit, "datasets": staged})
+    report, problems = preflight.verdict(run, {**report, "commit": commit, "datasets": staged, "slurm": cluster})
+    problems += cluster_problems
     problems += stage_problems
     # Names only: whether each secret is known, granted and set here; its value is read at launch.
     problems += [f"Secrets: {problem}" for problem in secret_problems(run)]

@@ -116,3 +116,24 @@ def test_usr1_comes_before_term_at_the_walltime_and_the_run_ends_timeout_with_it
         lambda: run.refresh_from_db() or "TIMEOUT" in str(run.last_status.get("scheduler")), 60, 0.5, between=_arm
     )
     print(f"\nslurm: USR1 {ended - warned} s before TERM; saved at epoch {saved}")
+
+
+def test_the_preflight_asks_the_cluster_and_one_of_its_compute_nodes(bob, make_run, slurm, celery_worker_process):
+    missing = slurm_run(make_run, partition="nope")
+    do_start_preflight(missing.pk, actor=bob)
+    missing = wait_state(missing, SETTLED)
+    assert missing.state == RunState.FAILED_PREFLIGHT
+    said = " ".join(missing.events.values_list("message", flat=True))
+    assert "partition nope does not exist on this cluster (it has: low, high)" in said, said
+    refused = slurm_run(make_run, gres="gpu:1")  # a cluster with no GPUs configured
+    do_start_preflight(refused.pk, actor=bob)
+    refused = wait_state(refused, SETTLED)
+    assert refused.state == RunState.FAILED_PREFLIGHT
+    said = " ".join(refused.events.values_list("message", flat=True))
+    assert "the cluster refuses the job as asked" in said and "gres" in said.lower(), said
+    good = slurm_run(make_run)
+    do_start_preflight(good.pk, actor=bob)
+    good = wait_state(good, SETTLED)
+    compute = good.preflight_report["slurm"]["compute"]
+    assert compute["root"] and compute["torch"] and not compute["under_tmpdir"], compute
+    assert good.preflight_report["slurm"]["partitions"] == ["low", "high"]
