@@ -68,9 +68,14 @@ def test_a_stop_is_a_scancel_confirmed_by_the_scheduler(
     assert (node.active(run) / "ckpt" / "latest.pth").exists()  # kept for a retry
 
 
-def test_a_job_held_in_the_queue_shows_its_reason(bob, make_run, node, slurm, celery_worker_process):
-    run = slurm_run(make_run, partition="high")
-    slurm.run("scontrol", "update", "PartitionName=high", "State=DOWN")
+def test_a_job_without_a_time_limit_held_by_a_maintenance_reservation_shows_why(
+    bob, client, make_run, node, slurm, celery_worker_process
+):
+    """A maintenance reservation soon on every node: a job with no time limit could run into it, so Slurm
+    holds it (ReqNodeNotAvail) while a job whose limit ends first would start. The run page says both."""
+    run = make_run(gpus=[], scheduler={"options": {"partition": "low"}})  # no time limit
+    window = ["StartTime=now+600", "Duration=60", "Nodes=ALL", "Flags=MAINT,IGNORE_JOBS", "Users=root"]
+    slurm.run("scontrol", "create", "reservation", "ReservationName=maint", *window)
     try:
         do_start_preflight(run.pk, actor=bob)
         run = wait_state(run, SETTLED)
@@ -79,13 +84,16 @@ def test_a_job_held_in_the_queue_shows_its_reason(bob, make_run, node, slurm, ce
         def held():
             run.refresh_from_db()
             seen = run.last_status.get("scheduler") or {}
-            return seen if seen.get("state") == "PENDING" and seen.get("reason") else None
+            return seen if seen.get("state") == "PENDING" and seen.get("reason") not in (None, "", "None") else None
 
         seen = wait_until(held, 30, 0.3, what="the pending reason on the run", between=_arm)
-        assert "PartitionDown" in seen["reason"] and "PartitionDown" in seen["said"]
+        assert seen["reason"].startswith("ReqNodeNotAvail"), seen
         assert run.health != "dead" and run.state == RunState.RUNNING  # queued is not dead
+        client.force_login(bob)
+        page = client.get(run.get_absolute_url()).content.decode()
+        assert "ReqNodeNotAvail" in page and 'id="slurm-no-limit"' in page
     finally:
-        slurm.run("scontrol", "update", "PartitionName=high", "State=UP")
+        slurm.run("scontrol", "delete", "ReservationName=maint", check=False)
 
 
 def _arm():
