@@ -124,16 +124,18 @@ def batch_script(options: JobOptions, *, job_name: str, output: str, wrapper_arg
     if options.signal_seconds and options.time_minutes is not None:
         # B: to the batch shell only, which is the wrapper; it passes USR1 on to the command.
         lines.append(f"#SBATCH --signal=B:USR1@{int(options.signal_seconds)}")
-    if options.partition:
-        lines.append(f"#SBATCH --partition={options.partition}")
-    if options.time_minutes is not None:
-        lines.append(f"#SBATCH --time={int(options.time_minutes)}")
-    if options.gres:
-        lines.append(f"#SBATCH --gres={options.gres}")
+    lines += [f"#SBATCH {flag}" for flag in asked(options)]
     for line in lines[1:]:
         if "\n" in line or not re.fullmatch(r"#SBATCH --[a-z-]+(=[\w.:@/%,+-]+)?", line):
             raise ValueError(f"not a safe #SBATCH line: {line!r}")
     return "\n".join([*lines, "exec " + shlex.join(wrapper_argv), ""])
+
+
+def asked(options: JobOptions) -> list[str]:
+    """The request's own flags: where, how long, what GPUs (a batch script's, a test's, a preflight's)."""
+    flags = [f"--partition={options.partition}"] if options.partition else []
+    flags += [f"--time={int(options.time_minutes)}"] if options.time_minutes is not None else []
+    return flags + ([f"--gres={options.gres}"] if options.gres else [])
 
 
 def submitted_job(stdout: str) -> str | None:
@@ -286,14 +288,7 @@ def read_partitions(stdout: str) -> list[str]:
 
 def request_argv(options: JobOptions) -> list[str]:
     """sbatch --test-only: whether the cluster would accept the job as asked, and when; nothing submitted."""
-    argv = ["sbatch", "--test-only", "--job-name=rgpu-preflight"]
-    if options.partition:
-        argv.append(f"--partition={options.partition}")
-    if options.time_minutes is not None:
-        argv.append(f"--time={int(options.time_minutes)}")
-    if options.gres:
-        argv.append(f"--gres={options.gres}")
-    return [*argv, "--wrap=true"]
+    return ["sbatch", "--test-only", "--job-name=rgpu-preflight", *asked(options), "--wrap=true"]
 
 
 # Run on one compute node by srun: what the job will find there. The login node's storage is not the

@@ -107,6 +107,13 @@ class Renting:
     key_problem: Callable[[Any, str, str], str | None] | None = None
     attached: Callable[[Any], bool] | None = None
 
+    @classmethod
+    def of(cls, module, **extra) -> "Renting":
+        """A provider's renting module's five functions (providers/<name>/renting.py), and its key's way."""
+        return cls(
+            module.search_body, module.read_offers, module.create_call, module.read_created, module.no_capacity, **extra
+        )
+
 
 @dataclass(frozen=True)
 class Adapter:

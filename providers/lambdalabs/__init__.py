@@ -7,14 +7,6 @@ ADAPTER = Adapter(
     name="lambda",
     api=api.API,
     bases={"lambda": "https://cloud.lambdalabs.com"},
-    renting=Renting(
-        renting.search_body,
-        renting.read_offers,
-        renting.create_call,
-        renting.read_created,
-        renting.no_capacity,
-        box_key=KEY_NAMED_AT_LAUNCH,
-        key_problem=keys.lambda_key_problem,
-    ),
+    renting=Renting.of(renting, box_key=KEY_NAMED_AT_LAUNCH, key_problem=keys.lambda_key_problem),
     rent_rank=1,
 )

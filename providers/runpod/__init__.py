@@ -7,13 +7,6 @@ ADAPTER = Adapter(
     name="runpod",
     api=api.API,
     bases={"runpod": "https://rest.runpod.io", "runpod-graphql": "https://api.runpod.io"},
-    renting=Renting(
-        renting.search_body,
-        renting.read_offers,
-        renting.create_call,
-        renting.read_created,
-        renting.no_capacity,
-        box_key=KEY_IN_CREATE,
-    ),
+    renting=Renting.of(renting, box_key=KEY_IN_CREATE),
     rent_rank=2,
 )

@@ -7,14 +7,6 @@ ADAPTER = Adapter(
     name="vastai",
     api=api.API,
     bases={"vastai": "https://console.vast.ai"},
-    renting=Renting(
-        renting.search_body,
-        renting.read_offers,
-        renting.create_call,
-        renting.read_created,
-        renting.no_capacity,
-        box_key=KEY_ATTACHED_AFTER,
-        attached=renting.attached,
-    ),
+    renting=Renting.of(renting, box_key=KEY_ATTACHED_AFTER, attached=renting.attached),
     rent_rank=0,
 )
