@@ -242,8 +242,11 @@ class NodeClient:
         return answer
 
     def abandon(self, run) -> dict:
+        """Quarantine a dead attempt on the node; a Slurm job's on the scheduler's final word."""
         layout = self.layout_of(run)
-        return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"))
+        seen = (run.last_status or {}).get("scheduler") or {} if run.slurm_job else {}
+        request = {"scheduler": seen.get("said")} if seen.get("final") else {}
+        return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"), request=request)
 
 
 def data_environment(staged: dict[str, str]) -> dict[str, str]:

@@ -10,11 +10,14 @@ from .files import alive, read
 from .status import rebooted
 
 
-def cmd_abandon(spec):
-    """The control side saw no process and no exit marker: quarantine the attempt as dead."""
+def cmd_abandon(spec, request):
+    """The control side saw no process and no exit marker: quarantine the attempt as dead. A scheduler's
+    job (request "scheduler": its final word) is dead on the scheduler's word: its processes ran on another
+    node, so this node's process table says nothing of them."""
     attempt = attempt_dir(spec)
+    said = str(request.get("scheduler") or "")[:300] if isinstance(request, dict) else ""
     pids = (read(os.path.join(attempt, "pid")) or "").split()
-    if any(alive(int(pid)) for pid in pids if int(pid) > 0):
+    if not said and any(alive(int(pid)) for pid in pids if int(pid) > 0):
         print(json.dumps({"abandoned": False, "reason": "a process is alive"}))
         return 0
     if not os.path.isdir(attempt):
@@ -30,7 +33,9 @@ def cmd_abandon(spec):
         quarantine(spec, f"closeout never finished after exit code {code.strip()}: the wrapper died while sealing")
         print(json.dumps({"abandoned": True, "closeout": True}))
         return 0
-    if rebooted(spec, attempt):
+    if said:
+        quarantine(spec, f"dead: no exit marker, and the scheduler says {said}")
+    elif rebooted(spec, attempt):
         quarantine(spec, "interrupted: no process, no exit marker, and the box rebooted or its container restarted")
     else:
         quarantine(spec, "dead: no process and no exit marker (wrapper killed, node rebooted or preempted)")

@@ -40,7 +40,7 @@ COMMANDS = {
     "run": (cmd_run, (SPEC,)),
     "status": (cmd_status, (SPEC,)),
     "extract": (cmd_extract, (SPEC,)),
-    "abandon": (cmd_abandon, (SPEC,)),
+    "abandon": (cmd_abandon, (SPEC, STDIN)),
     "roster": (cmd_roster, (SPEC,)),
     "gpus": (cmd_gpus, (SPEC,)),
     "stop": (cmd_stop, (SPEC, STDIN)),

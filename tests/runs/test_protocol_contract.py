@@ -153,7 +153,7 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     assert checked["rehash"]["copies"][0]["intact"] is True
     checked["stop"] = answer_of("stop", wrapper.cmd_stop, spec, {"by": "contract", "grace_seconds": 1})
     assert checked["stop"]["stopped"] is False  # nothing runs this attempt: refused, not pretended
-    checked["abandon"] = answer_of("abandon", wrapper.cmd_abandon, spec)
+    checked["abandon"] = answer_of("abandon", wrapper.cmd_abandon, spec, {})
     target = f"{spec['quarantine_base']}/vision-contract-1--closed-1"
     request = {"active": spec["active"], "quarantine": target, "reason": "contract"}
     checked["close-active"] = answer_of("close-active", wrapper.cmd_close_active, request)

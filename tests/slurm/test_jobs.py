@@ -2,6 +2,8 @@
 (closing the SSH session is the detach), its state the scheduler's, its stop a scancel the scheduler
 confirms, and a job that has left squeue still read to its final state from sacct."""
 
+import os
+import signal
 import time
 
 import pytest
@@ -145,3 +147,22 @@ def test_the_preflight_asks_the_cluster_and_one_of_its_compute_nodes(bob, make_r
     compute = good.preflight_report["slurm"]["compute"]
     assert compute["root"] and compute["torch"] and not compute["under_tmpdir"], compute
     assert good.preflight_report["slurm"]["partitions"] == ["low", "high"]
+
+
+def test_a_job_killed_outright_is_quarantined_on_the_schedulers_final_word(
+    bob, make_run, node, source, gate, slurm, celery_worker_process
+):
+    """The job's processes killed outright, as an out-of-memory killer does (no marker can be written): dead,
+    in the scheduler's words, not the login node's process table (a compute node's pids mean nothing there)."""
+    set_config(source, epochs=20, hold_file=gate.path)
+    run = slurm_run(make_run)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
+    wait_file(node.active(run) / "attempt-1" / "output" / "train.csv")
+    for pid in (node.active(run) / "attempt-1" / "pid").read_text().split():  # the wrapper, then the command
+        os.kill(int(pid), signal.SIGKILL)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=90, refresh=True)
+    assert run.close_reason.startswith(f"dead: no exit marker, and the scheduler says job {run.slurm_job} "), (
+        run.close_reason
+    )
+    assert "CANCELLED" in run.close_reason or "FAILED" in run.close_reason, run.close_reason
