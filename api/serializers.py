@@ -179,6 +179,10 @@ class RunCreateSerializer(serializers.Serializer):
         if problems:
             raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
         data["slurm_options"] = _slurm_options(data["instance"], data.get("slurm_options"))
+        if data["slurm_options"] is not None and data.get("gpus"):
+            raise serializers.ValidationError(
+                {"gpus": ["On a Slurm box the job's GPUs are asked with gres, not indices."]}
+            )
         try:
             data["config_overrides"] = validation.check_config_overrides(
                 data.get("config_overrides"), data["source_kind"], data["source_path"], data["config_path"]

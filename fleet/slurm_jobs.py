@@ -23,9 +23,12 @@ def submit(node, attempt: int, wrapper_argv: list[str]) -> tuple[str, str, str]:
     if found:
         return "sbatch", command, found
     options = slurm.JobOptions.of((run.scheduler or {}).get("options"))
-    script = slurm.batch_script(
-        options, job_name=name, output=f"{layout.active}/slurm-%j.out", wrapper_argv=wrapper_argv
-    )
+    try:  # the options were checked when the run was made; a line that is not safe is refused again here
+        script = slurm.batch_script(
+            options, job_name=name, output=f"{layout.active}/slurm-%j.out", wrapper_argv=wrapper_argv
+        )
+    except ValueError as exc:
+        raise NodeError(f"the job's options cannot be written as a batch script: {exc}") from None
     node.upload_bytes(script.encode(), script_path)
     result = node.transport.run(["sbatch", "--parsable", script_path], timeout=settings.SSH_COMMAND_TIMEOUT)
     job = slurm.submitted_job(result.stdout) if result.exit_code == 0 else None

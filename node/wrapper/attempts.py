@@ -37,6 +37,7 @@ def run_env(spec, smoke, secrets=None, hooks=None):
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (helper, env.get("PYTHONPATH"))))
     if smoke:
         env["CUDA_VISIBLE_DEVICES"] = ""  # the smoke proves the code, on CPU, before paid GPU time
-    elif spec.get("gpus") is not None:
+    elif spec.get("gpus") is not None and spec.get("scheduler") != "slurm":
+        # Under Slurm the job's gres decides its GPUs, and Slurm sets CUDA_VISIBLE_DEVICES for them.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in spec["gpus"])
     return env

@@ -69,6 +69,8 @@ def do_create_sweep(
         for index, (overrides, box_pk) in enumerate(zip(cells, order, strict=True), start=1):
             cell = Run(**{field: getattr(base_run, field) for field in CELL_FIELDS})
             cell.instance_id, cell.sweep, cell.cell, cell.config_overrides = box_pk, sweep, index, overrides
+            # A cell on a Slurm box asks for the base run's job options; its job is its own.
+            cell.scheduler = {"options": base_run.slurm_options} if base_run.slurm_options else {}
             cell.title = f"{name} · cell {index}: " + ", ".join(f"{k}={v}" for k, v in overrides.items())
             cell.run_id, cell.created_by = new_run_id(base_run.project.slug), actor
             cell.save()

@@ -14,10 +14,10 @@ from fleet.models import Instance
 from projects.models import Membership, Project
 ops = User.objects.create_user("ops1", password="ops1-pass-1234")
 appr = User.objects.create_user("appr1", password="appr1-pass-1234")
-project = factories.project(name="Delivery", slug="delivery")
+project = Project.objects.create(name="Delivery", slug="delivery")
 Membership.objects.create(project=project, user=ops, operator=True)
 Membership.objects.create(project=project, user=appr, approver=True)
-factories.box(name=f"delivery-box-{timezone.localdate():%Y%m%d}", project=project,
+Instance.objects.create(name=f"delivery-box-{timezone.localdate():%Y%m%d}", project=project,
     profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running",
     shutdown_command="sudo -n shutdown -h now")
 """
@@ -79,15 +79,14 @@ from django.utils import timezone
 from delivery.actions import do_request_teardown
 from fleet.models import Instance
 from projects.models import Membership, Project
-from tests import factories
 root = User.objects.create_superuser("root1", password="root1-pass-1234")
 judge = User.objects.create_user("judge1", password="judge1-pass-1234")
 for slug in ("ledger", "other"):
-    project = factories.project(name=slug.title(), slug=slug)
+    project = Project.objects.create(name=slug.title(), slug=slug)
     asker = User.objects.create_user(f"ops-{slug}", password="x-pass-1234")
     Membership.objects.create(project=project, user=asker, operator=True)
     Membership.objects.create(project=project, user=judge)  # a member of both, with no role yet
-    box = factories.box(name=f"{slug}-box-{timezone.localdate():%Y%m%d}", project=project,
+    box = Instance.objects.create(name=f"{slug}-box-{timezone.localdate():%Y%m%d}", project=project,
         profile_key="generic-ssh", host="203.0.113.9", user="ubuntu", state="running",
         shutdown_command="sudo -n shutdown -h now")
     do_request_teardown(box.pk, "release", f"{slug} finished", actor=asker)

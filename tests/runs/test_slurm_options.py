@@ -66,6 +66,8 @@ def test_bad_options_are_form_errors_and_no_limit_is_warned(client, bob, form, c
     page = client.post(reverse("run-create"), {**form, "instance": cluster.pk, **bad}).content.decode()
     assert "partition: letters, digits" in page and "gres: as Slurm writes it" in page
     assert "it must come before the time limit" in page and not Run.objects.exists()
+    indices = client.post(reverse("run-create"), {**form, "instance": cluster.pk, "gpus_text": "0"}).content.decode()
+    assert "asked with gres" in indices and not Run.objects.exists()
     other = client.post(reverse("run-create"), {**form, "instance": box_row.pk, "slurm_partition": "low"})
     assert "Only a run on a Slurm box" in other.content.decode() and not Run.objects.exists()
     client.post(reverse("run-create"), {**form, "instance": cluster.pk})
@@ -96,6 +98,7 @@ def test_the_api_takes_the_same_options_by_the_same_rule(bob, project, cluster, 
     said = json.dumps(refused.json())
     assert "uid: not a Slurm option" in said and "partition:" in said and "time limit:" in said
     assert post({"instance": box_row.name, "slurm_options": {"partition": "low"}}).status_code == 400
+    assert "asked with gres" in json.dumps(post({"gpus": [0]}).json())
     created = post({"slurm_options": {"partition": "low", "time_minutes": 30}})
     assert created.status_code == 201, created.content
     options = {"partition": "low", "time_minutes": 30}

@@ -166,3 +166,20 @@ def test_a_job_killed_outright_is_quarantined_on_the_schedulers_final_word(
         run.close_reason
     )
     assert "CANCELLED" in run.close_reason or "FAILED" in run.close_reason, run.close_reason
+
+
+def test_a_sweep_on_the_cluster_runs_each_cell_as_its_own_job(bob, make_run, instance, slurm, celery_worker_process):
+    from runs.actions.sweeps import do_advance_sweep, do_create_sweep
+
+    base = slurm_run(make_run)
+    sweep = do_create_sweep(base, "lr", [{"lr": 0.05}, {"lr": 0.1}], [instance], 2, True, actor=bob)
+    do_advance_sweep(sweep.pk)
+    cells = list(sweep.cells.order_by("cell"))
+    for cell in cells:
+        assert cell.scheduler == {"options": OPTIONS} and cell.gpus == []
+        wait_state(
+            cell, {RunState.EXPORTED, RunState.QUARANTINED, RunState.FAILED_PREFLIGHT}, timeout=180, refresh=True
+        )
+        assert cell.state == RunState.EXPORTED, (cell.close_reason, list(cell.events.values_list("message", flat=True)))
+    jobs = [cell.slurm_job for cell in cells]
+    assert all(jobs) and len(set(jobs)) == 2  # one job per cell, each its own run
