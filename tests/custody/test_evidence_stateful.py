@@ -1,4 +1,5 @@
-"""A stateful property test of the evidence invariant (DOMAIN §5) over every platform profile that a shutdown or release can happen to.
+"""A stateful property test of the evidence invariant (DOMAIN §5) over every platform profile that a
+shutdown or release can happen to.
 
 Hypothesis interleaves verify / request / approve / execute / tamper for shutdown, release and
 the three deletions on a box of a random platform (the loopback sshd, its disks on that
