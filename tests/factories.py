@@ -3,10 +3,12 @@ their persona roles), a box, a run, a credential. Names are unique, so tests tha
 never collide. What a test is about (a platform, a state, a rate) should still be said in the test."""
 
 import uuid
+from datetime import timedelta
 
 from django.utils import timezone
 
 from custody.models import CustodyRecord, CustodyStatus
+from delivery.models import TeardownRequest
 from fleet.models import Credential, CredentialKind, Instance, Resource
 from projects.models import Project
 from runs.models import Run
@@ -77,3 +79,11 @@ def verified_record(run, **fields) -> CustodyRecord:
     fields.setdefault("status", CustodyStatus.VERIFIED)
     fields.setdefault("verified_at", timezone.now())
     return CustodyRecord.objects.create(run=run, **fields)
+
+
+def teardown_request(instance, requester, kind: str = "release", **fields) -> TeardownRequest:
+    """A request of kind on instance, as filed by requester (a row only: no checks ran), open for a day."""
+    fields.setdefault("level", "L3")
+    fields.setdefault("reason", "done")
+    fields.setdefault("expires_at", timezone.now() + timedelta(hours=24))
+    return TeardownRequest.objects.create(instance=instance, requester=requester, kind=kind, **fields)

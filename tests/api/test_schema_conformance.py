@@ -12,7 +12,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from api.models import ApiToken
 from datasets.models import Dataset, DatasetSource, DatasetState
-from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
+from delivery.models import TeardownKind
 from runs.models import RunState
 from tests import factories
 
@@ -42,14 +42,8 @@ def conforms(schema, world, method: str, template: str, path: str, status: int, 
 
 
 def test_nullable_fields_are_documented_as_nullable(schema, world):
-    request = TeardownRequest.objects.create(
-        instance=world["box"],
-        kind=TeardownKind.SHUTDOWN,
-        requester=world["bob"],
-        reason="pause",
-        level="L2",
-        status=TeardownStatus.PENDING,
-        expires_at=timezone.now(),
+    request = factories.teardown_request(
+        world["box"], world["bob"], TeardownKind.SHUTDOWN, reason="pause", level="L2", expires_at=timezone.now()
     )
     answer = conforms(schema, world, "get", "/api/teardown/{id}/", f"/api/teardown/{request.pk}/", 200)
     assert answer["run"] is None and answer["approver"] is None

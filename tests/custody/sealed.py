@@ -10,11 +10,10 @@ import os
 import shutil
 from pathlib import Path
 
-from django.utils import timezone
-
-from custody.models import Artifact, CustodyRecord, CustodyStatus
+from custody.models import Artifact, CustodyRecord
 from custody.verify import custody_dir
 from runs.models import RunState
+from tests import factories
 from tests.worker_env import WORKER
 
 FILES = {"run.json": b'{"run": 1}\n', "config.yaml": b"lr: 0.01\n", "train.csv": b"epoch,loss\n0,1.0\n1,0.5\n"}
@@ -61,11 +60,9 @@ def verify(run, mirror: bool = False) -> CustodyRecord:
     source = export_dir(run)
     files = {str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()}
     write_tree(custody_dir(run), files)
-    record = CustodyRecord.objects.create(
-        run=run,
-        status=CustodyStatus.VERIFIED,
+    record = factories.verified_record(
+        run,
         uri=str(custody_dir(run)),
-        verified_at=timezone.now(),
         total_bytes=sum(map(len, files.values())),
         file_count=len(files),
     )

@@ -2,14 +2,11 @@
 provider still lists the box) showed on no dashboard count and in no approval queue: nobody was told
 to settle it. It is now a dashboard tile and a section of the approval queue, for its project only."""
 
-from datetime import timedelta
-
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from console.dashboard import tiles_for
-from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
+from delivery.models import TeardownStatus
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -18,15 +15,11 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def stuck(alice, bob):
     box = factories.box(factories.project(alice, bob), "runpod")
-    return TeardownRequest.objects.create(
-        instance=box,
-        kind=TeardownKind.RELEASE,
-        requester=bob,
+    return factories.teardown_request(
+        box,
+        bob,
         approver=alice,
-        reason="done",
-        level="L3",
         status=TeardownStatus.NEEDS_ATTENTION,
-        expires_at=timezone.now() + timedelta(hours=1),
         failure="The provider still lists the box 120 s after its release was answered.",
     )
 

@@ -3,10 +3,10 @@ evidence index; one self-contained page (no scripts, no outside files) and the s
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
-from custody.models import Artifact, CustodyRecord, CustodyStatus
+from custody.models import Artifact
 from runs.models import RunState
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -31,10 +31,8 @@ def test_a_verified_run_has_a_report_that_leads_with_what_is_usable(client, bob,
         "reproducibility": {"seeds": {"seed": 7}, "determinism": {"cudnn_benchmark": False}},
         "population": {"synthetic": {"declared": 307, "covered": 307, "sha256": "e" * 64}},
     }
-    record = CustodyRecord.objects.create(
-        run=run,
-        status=CustodyStatus.VERIFIED,
-        verified_at=timezone.now(),
+    record = factories.verified_record(
+        run,
         uri="/custody/x",
         evidence=evidence,
         warnings=["test/synthetic: no vis/ (visuals are paperwork, not evidence)"],

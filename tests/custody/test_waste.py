@@ -13,7 +13,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEntry
-from custody.models import CustodyRecord, CustodyStatus
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus, WasteAlarm
 from delivery.tasks import prove_teardown
 from delivery.waste import do_raise_waste_alarms, do_set_waste_shutdown
@@ -42,7 +41,7 @@ def deliver(project) -> None:
 
 def verified_run(instance, at):
     run = factories.run(instance, state=RunState.EXPORTED, state_changed_at=at)
-    CustodyRecord.objects.create(run=run, status=CustodyStatus.VERIFIED, verified_at=at)
+    factories.verified_record(run, verified_at=at)
     return run
 
 

@@ -14,8 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.models import AuditEntry
-from custody.models import Artifact, CustodyRecord, CustodyStatus
-from delivery.models import TeardownRequest
+from custody.models import Artifact
 from fleet.models import Credential, Instance, InstanceEvent
 from rentals.models import Rental, RentalAttempt
 from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep
@@ -88,9 +87,7 @@ class World:
         )
         for n in range(3):
             RunEvent.objects.create(run=run, kind="state", message=f"event {n}")
-        record = CustodyRecord.objects.create(
-            run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri="/custody/x", file_count=2
-        )
+        record = factories.verified_record(run, uri="/custody/x", file_count=2)
         for name in ("metrics.json", "best.pth"):
             Artifact.objects.create(
                 record=record, path=name, bytes=10, sha256=hashlib.sha256(name.encode()).hexdigest()
@@ -108,15 +105,7 @@ class World:
             self.run(RunState.RUNNING, sweep=self.sweep)
             box = self.box(uuid.uuid4().hex[:6])
             InstanceEvent.objects.create(instance=self.instance, kind="state", message="State Running → Running")
-            request = TeardownRequest.objects.create(
-                instance=box,
-                kind="release",
-                level="L3",
-                requester=self.bob,
-                reason="done",
-                expires_at=timezone.now() + timedelta(hours=24),
-                check_at_request={"items": [], "ok": True},
-            )
+            request = factories.teardown_request(box, self.bob, check_at_request={"items": [], "ok": True})
             AuditEntry.objects.create(actor=self.bob, action="requested", request=request, instance=box, message="m")
             factories.resource(instance=box, kind="network_volume", name="v", tier="network volume", rate=1)
             factories.resource(instance=self.instance, kind="network_volume", name=uuid.uuid4().hex, rate=1)
