@@ -315,7 +315,7 @@ def no_worker(_worker):
 
 # What makes a test end-to-end: a real worker process (no_worker, which stops one, asks for _worker too),
 # an sshd box, the local node, a browser or a stack.
-E2E_FIXTURES = {"_worker", "sshd", "local_node", "stack", "page"}
+E2E_FIXTURES = {"_worker", "sshd", "local_node", "stack", "page", "slurm", "login"}
 
 
 def pytest_collection_modifyitems(config, items):
