@@ -87,3 +87,17 @@ def teardown_request(instance, requester, kind: str = "release", **fields) -> Te
     fields.setdefault("reason", "done")
     fields.setdefault("expires_at", timezone.now() + timedelta(hours=24))
     return TeardownRequest.objects.create(instance=instance, requester=requester, kind=kind, **fields)
+
+
+def pulling_record(run, **fields) -> CustodyRecord:
+    """A custody record of run as the verification's start makes it: pulling, nothing verified yet."""
+    fields.setdefault("status", CustodyStatus.PULLING)
+    return CustodyRecord.objects.create(run=run, **fields)
+
+
+def credential(kind: str, reference: str, *projects, **fields) -> Credential:
+    """A registered credential of kind at reference (an env:NAME or a key path), granted to projects."""
+    fields.setdefault("name", unique(f"{kind}-"))
+    made = Credential.objects.create(kind=kind, reference=reference, **fields)
+    made.projects.add(*projects)
+    return made

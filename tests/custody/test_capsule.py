@@ -17,7 +17,7 @@ import pytest
 
 from custody.actions import do_finish_verification
 from custody.model_run import model_run_gates
-from custody.models import Artifact, CustodyRecord, CustodyStatus
+from custody.models import Artifact
 from custody.readback import read_back
 from runs.models import Capsule
 from tests import factories
@@ -168,7 +168,7 @@ def test_the_bound_model_run_must_be_verified_in_custody_with_those_bytes(capsul
     failures, _ = model_run_gates(hardware, facts)
     assert failures == [f"the model run {tinyfit_output.name} is not verified in custody: verify it before its capsule"]
 
-    record = CustodyRecord.objects.create(run=model, status=CustodyStatus.PULLING)
+    record = factories.pulling_record(model)
     for entry in roster(tinyfit_output):
         Artifact.objects.create(record=record, path=entry.path, bytes=entry.bytes, sha256=entry.sha256)
     do_finish_verification(record.pk, None, "")

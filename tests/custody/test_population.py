@@ -14,6 +14,7 @@ import pytest
 
 from custody.population import content_overlap, coverage, declared
 from custody.readback import read_back
+from tests import factories
 from tests.custody.test_verification_parts import tinyfit_output  # noqa: F401
 
 
@@ -172,11 +173,10 @@ def test_the_custody_record_keeps_the_seeds_population_and_fairness_it_read(expo
     """Found on a read: the record kept five keys of the readback and dropped these, so the run page said
     "none recorded" and every comparison's fairness facts were "unverified" on both sides (never unfair)."""
     from custody.actions import do_finish_verification
-    from custody.models import CustodyRecord, CustodyStatus
-    from tests import factories
+    from custody.models import CustodyStatus
 
     run = factories.run(factories.box(factories.project()))
-    record = CustodyRecord.objects.create(run=run, status=CustodyStatus.PULLING)
+    record = factories.pulling_record(run)
     evidence = read_back(export, roster(export), 1e-6)
     do_finish_verification(record.pk, {**evidence, "pull": {"bytes": 1}})
     record.refresh_from_db()

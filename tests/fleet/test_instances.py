@@ -26,9 +26,7 @@ def project(alice, bob, carol):
 
 @pytest.fixture
 def runpod_key(project):
-    key = Credential.objects.create(name="runpod-ssh", kind=CredentialKind.SSH_KEY, reference="env:RUNPOD_SSH_KEY")
-    key.projects.add(project)
-    return key
+    return factories.credential(CredentialKind.SSH_KEY, "env:RUNPOD_SSH_KEY", project, name="runpod-ssh")
 
 
 def form_data(project, **overrides):

@@ -23,10 +23,9 @@ POD = "pod-7f3a9c"
 
 @pytest.fixture
 def projects(alice, bob, dave):
-    key = Credential.objects.create(name="runpod-ssh", kind=CredentialKind.SSH_KEY, reference="env:RUNPOD_SSH_KEY")
     vision = factories.project(alice, bob, name="Vision", slug="vision")
     audio = factories.project(dave, name="Audio", slug="audio")
-    key.projects.add(vision, audio)
+    factories.credential(CredentialKind.SSH_KEY, "env:RUNPOD_SSH_KEY", vision, audio, name="runpod-ssh")
     return vision, audio
 
 

@@ -115,8 +115,7 @@ def test_bad_requests_are_refused_before_anything_is_created(project, bob, provi
     no_key = RentalForm({**base, "candidates": "vastai, lambda"}, project=project)
     assert not no_key.is_valid() and "No provider API key for lambda" in str(no_key.errors["candidates"])
     other = factories.project()
-    foreign = Credential.objects.create(name=factories.unique("k"), kind="provider-key", reference="env:X")
-    foreign.projects.add(other)
+    foreign = factories.credential("provider-key", "env:X", other)
     stolen = RentalForm({**base, "key_vastai": foreign.pk}, project=project)
     assert not stolen.is_valid() and "key_vastai" in stolen.errors
     unread = RentalForm({**base, "acknowledge": ""}, project=project)

@@ -8,7 +8,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console import history
-from custody.models import CustodyRecord
 from runs import rollups
 from runs.models import Run
 from tests import factories
@@ -52,7 +51,7 @@ def seeded(alice, bob):
         )
         Run.objects.filter(pk=run.pk).update(created=now - timedelta(days=age))
         if custody:
-            CustodyRecord.objects.create(run=run, status=custody)
+            factories.pulling_record(run, status=custody)
     rollups.rebuild()  # the rows were written around the actions, as a deploy's data before the totals
     return projects
 
@@ -80,7 +79,7 @@ def test_filters_and_search_return_exactly_the_expected_runs(seeded, bob, alice)
 
 
 def test_each_row_of_a_page_says_its_custody_and_a_verified_retry_outranks_a_failure(seeded, bob):
-    CustodyRecord.objects.create(run=Run.objects.get(run_id="vision-b"), status="verified")  # re-verified
+    factories.pulling_record(Run.objects.get(run_id="vision-b"), status="verified")  # re-verified
     shown = {run.run_id: (run.custody_verified, run.custody_failed) for run in history.page_of(bob, {}).runs}
     assert shown == {
         "vision-a": (True, False),

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from custody.models import CustodyRecord, CustodyStatus
+from custody.models import CustodyStatus
 from custody.verify import verify
 from fleet.node_client import NodeClient, RunNode
 from node.protocol import NodeError
@@ -119,7 +119,7 @@ def test_a_garbage_roster_fails_the_custody_record_instead_of_leaving_it_pulling
     box.plant('{"export": "/x", "files": [{"path": "a", "bytes": "many"}]}\n', "", 0)
     hostile_run.state = RunState.EXPORTED
     hostile_run.save(update_fields=["state"])
-    record = CustodyRecord.objects.create(run=hostile_run, provider="generic-ssh")  # as the action makes it
+    record = factories.pulling_record(hostile_run, provider="generic-ssh")  # as the action makes it
     verify(record)
     record.refresh_from_db()
     assert record.status == CustodyStatus.FAILED

@@ -6,11 +6,9 @@ import math
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from console import stats
 from console.compare import compare
-from custody.models import CustodyRecord, CustodyStatus
 from custody.reproducibility import reproducibility
 from runs import sweeps
 from tests import factories
@@ -102,9 +100,7 @@ def verified(run, tmp_path, accuracy: float, config: dict, fairness: dict | None
     metric = {"test": "synthetic", "name": "accuracy", "recomputed": accuracy, "direction": "↑"}
     evidence = {"metrics": [metric], "reproducibility": {"seeds": {"seed": config["seed"]}, "determinism": {}}}
     evidence["fairness"] = fairness or FAIR
-    CustodyRecord.objects.create(
-        run=run, status=CustodyStatus.VERIFIED, verified_at=timezone.now(), uri=str(copy), evidence=evidence
-    )
+    factories.verified_record(run, uri=str(copy), evidence=evidence)
 
 
 @pytest.mark.django_db

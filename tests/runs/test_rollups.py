@@ -25,7 +25,7 @@ from hypothesis.stateful import (
 )
 
 from custody.actions import do_finish_verification
-from custody.models import CustodyRecord, CustodyStatus
+from custody.models import CustodyStatus
 from runs import rollups
 from runs.actions.lifecycle import do_create_run, do_edit_run
 from runs.actions.observation import do_observe_run
@@ -108,7 +108,7 @@ class TotalsMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.runs)
     @rule(pick=st.integers(0, 50), passes=st.booleans())
     def a_verification_finishes(self, pick, passes):
-        record = CustodyRecord.objects.create(run_id=self.runs[pick % len(self.runs)], status=CustodyStatus.PULLING)
+        record = factories.pulling_record(Run(pk=self.runs[pick % len(self.runs)]))
         do_finish_verification(record.pk, None, "" if passes else "a byte differs")
 
     @invariant()
@@ -162,7 +162,7 @@ def test_concurrent_creations_lose_no_increment_and_one_run_is_verified_once(bob
 
     # Each of the eight runs: six verifications finishing at once, all verified, one verified run each.
     for run in made:
-        records = [CustodyRecord.objects.create(run=run, status=CustodyStatus.PULLING) for _ in range(6)]
+        records = [factories.pulling_record(run) for _ in range(6)]
         finished = threads(lambda i, records=records: do_finish_verification(records[i].pk, None, ""), 6)
         assert all(record.status == CustodyStatus.VERIFIED for record in finished), finished
     assert InstanceTotals.objects.get(instance=box).verified == 8

@@ -4,7 +4,7 @@ is a form error or a 4xx naming the field, and nothing is saved."""
 import pytest
 from django.urls import reverse
 
-from fleet.models import Credential, CredentialKind
+from fleet.models import CredentialKind
 from runs.models import Run
 from tests import factories
 from tests.api.test_api import api, post, run_bodies
@@ -16,17 +16,13 @@ pytestmark = pytest.mark.django_db
 def elsewhere_secret():
     """A run secret granted to another project only."""
     other = factories.project(name="Other", slug="other-proj")
-    credential = Credential.objects.create(name="wandb-other", kind=CredentialKind.RUN_SECRET, reference="env:W_KEY")
-    credential.projects.add(other)
-    return credential
+    return factories.credential(CredentialKind.RUN_SECRET, "env:W_KEY", other, name="wandb-other")
 
 
 @pytest.fixture
 def ssh_key_named(project):
     """A credential of another kind granted to the project: not a run secret."""
-    credential = Credential.objects.create(name="lab-ssh", kind=CredentialKind.SSH_KEY, reference="env:LAB_KEY")
-    credential.projects.add(project)
-    return credential
+    return factories.credential(CredentialKind.SSH_KEY, "env:LAB_KEY", project, name="lab-ssh")
 
 
 @pytest.mark.parametrize(
