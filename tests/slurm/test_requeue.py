@@ -19,9 +19,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 OPTIONS = {"partition": "low", "time_minutes": 10, "signal_seconds": 60}
 
 
-def held_at_epoch(run, node, epochs: int) -> None:
+def held_run(bob, make_run, node, source, gate):
+    """A six-epoch run on the cluster, running and held at the gate after its first, checkpointed epoch."""
+    set_config(source, epochs=6, hold_file=gate.path)
+    run = make_run(gpus=[], scheduler={"options": OPTIONS})
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED)
     train = node.active(run) / "attempt-1" / "output" / "train.csv"
-    wait_until(lambda: train.exists() and len(train.read_text().splitlines()) > epochs, 60, 0.1, what="epochs")
+    wait_until(lambda: train.exists() and len(train.read_text().splitlines()) > 1, 60, 0.1, what="epoch 1 logged")
+    return run
 
 
 def adopted(run, attempt: int, timeout: float = 90) -> None:
@@ -49,11 +55,7 @@ def exported_after_resume(run, node) -> None:
 def test_a_requeue_is_counted_as_attempt_2_and_resumes_from_the_checkpoint(
     bob, make_run, node, source, gate, slurm, celery_worker_process
 ):
-    set_config(source, epochs=6, hold_file=gate.path)
-    run = make_run(gpus=[], scheduler={"options": OPTIONS})
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED)
-    held_at_epoch(run, node, 1)
+    run = held_run(bob, make_run, node, source, gate)
     began = time.monotonic()
     slurm.run("scontrol", "requeue", run.slurm_job)
     adopted(run, 2)
@@ -65,11 +67,7 @@ def test_a_requeue_is_counted_as_attempt_2_and_resumes_from_the_checkpoint(
 
 
 def test_a_preempted_job_is_requeued_and_resumed(bob, make_run, node, source, gate, slurm, celery_worker_process):
-    set_config(source, epochs=6, hold_file=gate.path)
-    run = make_run(gpus=[], scheduler={"options": OPTIONS})
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED)
-    held_at_epoch(run, node, 1)
+    run = held_run(bob, make_run, node, source, gate)
     began = time.monotonic()
     # A job of the high partition that needs both nodes: the low one's job is preempted (REQUEUE).
     high = slurm.run("sbatch", "--parsable", "-p", "high", "-N", "2", "--wrap", "sleep 300").strip()
@@ -87,11 +85,7 @@ def test_a_node_failure_leaves_the_old_copy_running_and_it_never_reaches_the_new
     """A node lost (its slurmd frozen, then marked down: NODE_FAIL) while its job's payload keeps running
     there, as a node cut off from the controller does: Slurm requeues the job elsewhere, so two copies run.
     The new attempt seals; the old one, superseded, quarantines itself and its output stays its own."""
-    set_config(source, epochs=6, hold_file=gate.path)
-    run = make_run(gpus=[], scheduler={"options": OPTIONS})
-    do_start_preflight(run.pk, actor=bob)
-    run = wait_state(run, SETTLED)
-    held_at_epoch(run, node, 1)
+    run = held_run(bob, make_run, node, source, gate)
     lost = slurm.run("squeue", "-h", "-j", run.slurm_job, "-o", "%N").strip()
     slurmd = int((slurm.dir / f"slurmd-{lost}.pid").read_text())
     os.kill(slurmd, signal.SIGSTOP)
