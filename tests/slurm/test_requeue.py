@@ -70,7 +70,7 @@ def test_a_preempted_job_is_requeued_and_resumed(bob, make_run, node, source, ga
     run = held_run(bob, make_run, node, source, gate)
     began = time.monotonic()
     # A job of the high partition that needs both nodes: the low one's job is preempted (REQUEUE).
-    high = slurm.run("sbatch", "--parsable", "-p", "high", "-N", "2", "--wrap", "sleep 300").strip()
+    high = slurm.run("sbatch", "--parsable", "-p", "high", "-N", "2", "-o", "/dev/null", "--wrap", "sleep 300").strip()
     adopted(run, 2)
     preempted = time.monotonic() - began
     slurm.run("scancel", high)
