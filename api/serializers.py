@@ -211,7 +211,7 @@ class RunCreateSerializer(serializers.Serializer):
 
 def _slurm_options(instance, options) -> dict | None:
     """The job options of a run on a Slurm box, checked as the form checks them; None on another box."""
-    if instance.profile.data["daemon"]["detach"] != "sbatch":
+    if not instance.profile.runs_jobs:
         if options:
             raise serializers.ValidationError({"slurm_options": ["Only a run on a Slurm box takes Slurm options."]})
         return None

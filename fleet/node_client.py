@@ -20,6 +20,7 @@ from django.conf import settings
 from fleet import slurm_jobs
 from fleet.control_host import local_node_problem
 from fleet.credentials import secret_names, ssh_auth
+from node import slurm
 from node.build import wrapper_file, wrapper_name
 from node.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
 from node.transport import (
@@ -124,6 +125,21 @@ class NodeClient:
         anything else): {"removed": whether it was there, "bytes": what it held}."""
         self.install_wrapper(self.tools)
         return self.invoke(self.tools, "remove-copy", request={"path": path, "root": root}, timeout=300, bound=True)
+
+    def upload_bytes(self, data: bytes, path: str) -> None:
+        """data as the file at path on the node (the transports upload files: a private temporary one)."""
+        with tempfile.NamedTemporaryFile() as handle:
+            handle.write(data)
+            handle.flush()
+            self.transport.upload(Path(handle.name), path)
+
+    def read_json(self, path: str, limit: int):
+        """A small JSON file on the node, read bounded; None when it is missing or is not JSON (untrusted)."""
+        result = self.transport.run(["head", "-c", str(limit), path], timeout=settings.SSH_COMMAND_TIMEOUT)
+        try:
+            return json.loads(result.stdout) if result.exit_code == 0 else None
+        except ValueError:
+            return None
 
     def layout_of(self, run) -> NodeLayout:
         node_source = resolve_home(run.node_source, self.home) if run.node_source else ""
@@ -314,13 +330,6 @@ class RunNode(NodeClient):
         """The run's src/ is on the node already (shipped by an earlier attempt)."""
         return self.transport.stat(self.layout.src) is not None
 
-    def upload_bytes(self, data: bytes, path: str) -> None:
-        """data as the file at path on the node (the transports upload files: a private temporary one)."""
-        with tempfile.NamedTemporaryFile() as handle:
-            handle.write(data)
-            handle.flush()
-            self.transport.upload(Path(handle.name), path)
-
     def upload_source(self, tarball: bytes) -> None:
         """Upload a source tarball and unpack it into the run's src/ (the wrapper's `extract`)."""
         self.upload_bytes(tarball, f"{self.layout.active}/src.tar")
@@ -359,7 +368,7 @@ class RunNode(NodeClient):
             "run_id": run.run_id,
             "attempt": attempt,
             # A Slurm box: the job's requeues count as attempts, each with its own output (wrapper/scheduler.py).
-            "scheduler": "slurm" if self.instance.profile.data["daemon"]["detach"] == "sbatch" else None,
+            "scheduler": "slurm" if self.instance.profile.runs_jobs else None,
             "argv": run.command,
             "cwd": layout.src,
             "env": {**data_environment(staged), **self.env},
@@ -576,16 +585,12 @@ class RunNode(NodeClient):
         marker = {"detach": detach, "command": command, **({"job": job} if job else {})}
         self.upload_bytes(json.dumps(marker).encode(), self._launch_marker(attempt))
 
-    def launched_as(self, attempt: int) -> tuple[str, str] | None:
-        """(detach, command) of an attempt as its launch wrote them on the node; None when the marker is
-        missing or is not what a launch writes (the box is untrusted: bounded, typed, or nothing)."""
-        argv = ["head", "-c", str(LAUNCH_MARKER_LIMIT), self._launch_marker(attempt)]
-        result = self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
-        try:
-            marker = json.loads(result.stdout) if result.exit_code == 0 else None
-        except ValueError:
-            return None
+    def launched_as(self, attempt: int) -> tuple[str, str, str] | None:
+        """(detach, command, Slurm job or "") of an attempt as its launch wrote them on the node; None when the
+        marker is missing or is not what a launch writes (the box is untrusted: bounded, typed, or nothing)."""
+        marker = self.read_json(self._launch_marker(attempt), LAUNCH_MARKER_LIMIT)
         if not isinstance(marker, dict) or marker.get("detach") not in ("tmux", "nohup", "sbatch"):
             return None
-        command = marker.get("command")
-        return (marker["detach"], command) if isinstance(command, str) and command else None
+        command, job = marker.get("command"), marker.get("job", "")
+        job = job if isinstance(job, str) and slurm.submitted_job(job) == job else ""
+        return (marker["detach"], command, job) if isinstance(command, str) and command else None

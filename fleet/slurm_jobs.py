@@ -3,8 +3,6 @@ cancelled. What the commands are and how their answers read is node/slurm.py's (
 
 import json
 import shlex
-import tempfile
-from pathlib import Path
 
 from django.conf import settings
 
@@ -22,7 +20,7 @@ def submit(node, attempt: int, wrapper_argv: list[str]) -> tuple[str, str, str]:
     command = f"sbatch --parsable {shlex.quote(script_path)}"
     if found:
         return "sbatch", command, found
-    options = slurm.JobOptions.of((run.scheduler or {}).get("options"))
+    options = slurm.JobOptions.of(run.slurm_options)
     try:  # the options were checked when the run was made; a line that is not safe is refused again here
         script = slurm.batch_script(
             options, job_name=name, output=f"{layout.active}/slurm-%j.out", wrapper_argv=wrapper_argv
@@ -45,62 +43,52 @@ def existing(transport, name: str) -> str | None:
     return ids[0] if result.exit_code == 0 and ids else None
 
 
-def job_of(transport, job: str) -> slurm.Job:
-    """The scheduler's word on one job: squeue while it is queued, else sacct (its accounting, or the
-    completion log where the cluster keeps none), else unknown."""
-    queued = transport.run_script(slurm.squeue_script(job), timeout=settings.SSH_COMMAND_TIMEOUT)
-    found = slurm.read_squeue(job, queued.stdout) if queued.exit_code == 0 else None
-    if found is not None:
-        return found
-    accounted = transport.run(slurm.sacct_argv(job, completion_log=False), timeout=settings.SSH_COMMAND_TIMEOUT)
-    if accounted.exit_code != 0 and slurm.no_accounting(accounted.stderr):
-        accounted = transport.run(slurm.sacct_argv(job, completion_log=True), timeout=settings.SSH_COMMAND_TIMEOUT)
-    found = slurm.read_sacct(job, accounted.stdout) if accounted.exit_code == 0 else None
-    return found or slurm.unknown(job)
+def jobs_of(transport, jobs: list[str]) -> dict[str, slurm.Job]:
+    """The scheduler's word on each job, in a fixed number of round-trips however many there are: squeue
+    while a job is queued, else sacct (its accounting, or the completion log where the cluster keeps none),
+    else unknown."""
+    queued = transport.run_script(slurm.squeue_script(jobs), timeout=settings.SSH_COMMAND_TIMEOUT)
+    found = {job: slurm.read_squeue(job, queued.stdout) if queued.exit_code == 0 else None for job in jobs}
+    gone = [job for job, seen in found.items() if seen is None]
+    if gone:
+        accounted = transport.run(slurm.sacct_argv(gone, completion_log=False), timeout=settings.SSH_COMMAND_TIMEOUT)
+        if accounted.exit_code != 0 and slurm.no_accounting(accounted.stderr):
+            argv = slurm.sacct_argv(gone, completion_log=True)
+            accounted = transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT)
+        for job in gone:
+            found[job] = slurm.read_sacct(job, accounted.stdout) if accounted.exit_code == 0 else None
+    return {job: seen or slurm.unknown(job) for job, seen in found.items()}
 
 
 def with_scheduler(transport, runs, statuses: dict) -> dict:
     """Each Slurm run's status merged with its job's state (node/slurm.py: merged); others as they were. A
     requeued job held by its begin time is released here, whatever its attempt's status said."""
+    asked = [run for run in runs if run.slurm_job and statuses.get(run.run_id)]
+    found = jobs_of(transport, sorted({run.slurm_job for run in asked})) if asked else {}
     merged = dict(statuses)
-    for run in runs:
-        job, status = run.slurm_job, statuses.get(run.run_id)
-        if not job or not status:
-            continue
-        found = job_of(transport, job)
-        if settings.SLURM_RELEASE_REQUEUE_HOLD and slurm.held_after_requeue(found):
-            release_hold(transport, job)
+    for run in asked:
+        job, status = found[run.slurm_job], statuses[run.run_id]
+        if settings.SLURM_RELEASE_REQUEUE_HOLD and slurm.held_after_requeue(job):
+            release_hold(transport, run.slurm_job)
         if "error" not in status:
-            base = int((run.scheduler or {}).get("base_attempt") or run.attempt)
-            merged[run.run_id] = slurm.merged(status, found, base)
+            merged[run.run_id] = slurm.merged(status, job, run.slurm_base_attempt)
     return merged
 
 
 SPEC_LIMIT = 1024**2  # an attempt's spec is a few kilobytes; more is not one
 
 
-def write_requeued_spec(transport, layout, run, attempt: int) -> None:
+def write_requeued_spec(node, run, attempt: int) -> None:
     """The spec of the attempt Slurm runs now, where the probes, the stop and the watcher read it: the
-    launched attempt's, renumbered (the requeued attempt writes the same itself when it starts)."""
-    base = int((run.scheduler or {}).get("base_attempt") or 1)
+    launched attempt's, renumbered."""
+    layout, base = node.layout_of(run), run.slurm_base_attempt
     target = layout.spec(f"attempt-{attempt}")
-    if transport.stat(target) is not None:
+    if node.transport.stat(target) is not None:
         return
-    read = transport.run(
-        ["head", "-c", str(SPEC_LIMIT), layout.spec(f"attempt-{base}")], timeout=settings.SSH_COMMAND_TIMEOUT
-    )
-    try:
-        spec = json.loads(read.stdout) if read.exit_code == 0 else None
-    except ValueError:
-        spec = None
+    spec = node.read_json(layout.spec(f"attempt-{base}"), SPEC_LIMIT)
     if not isinstance(spec, dict) or spec.get("attempt") != base or spec.get("scheduler") != "slurm":
-        raise NodeError(
-            f"the launched attempt's spec on the node is not one a launch wrote: {layout.spec(f'attempt-{base}')}"
-        )
-    with tempfile.NamedTemporaryFile() as handle:
-        handle.write(json.dumps({**spec, "attempt": attempt}).encode())
-        handle.flush()
-        transport.upload(Path(handle.name), target)
+        raise NodeError(f"the launched attempt's spec on the node is not one a launch wrote: attempt-{base}")
+    node.upload_bytes(json.dumps({**spec, "attempt": attempt}).encode(), target)
 
 
 def release_hold(transport, job: str) -> None:
@@ -121,7 +109,7 @@ def preflight(node, run, needs_torch: bool) -> tuple[dict, list[str]]:
     """The cluster's side of a run's preflight, from its login node: the partition exists and would accept
     the job as asked (sbatch --test-only), and one compute node, reached by srun, has the interpreter,
     torch where the command needs it, and the data root on its own storage, not under the job's $TMPDIR."""
-    options = slurm.JobOptions.of((run.scheduler or {}).get("options"))
+    options = slurm.JobOptions.of(run.slurm_options)
     report, problems = {}, []
     listed = node.transport.run(slurm.partitions_argv(), timeout=settings.SSH_COMMAND_TIMEOUT)
     report["partitions"] = slurm.read_partitions(listed.stdout) if listed.exit_code == 0 else []

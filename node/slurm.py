@@ -144,20 +144,23 @@ def submitted_job(stdout: str) -> str | None:
     return found.group(1) if found else None
 
 
-def squeue_argv(job: str) -> list[str]:
-    return ["squeue", "-h", "-j", job, "-O", SQUEUE_FIELDS]
+LINES_LIMIT = 5000  # an answer about a login node's jobs is read this far, no further (untrusted)
 
 
-def squeue_script(job: str) -> str:
-    """The login node's local time, then squeue's line: squeue writes times in the same local time."""
-    return "date +%Y-%m-%dT%H:%M:%S && " + shlex.join(squeue_argv(job))
+def squeue_argv(jobs: list[str]) -> list[str]:
+    return ["squeue", "-h", "-j", ",".join(jobs), "-O", SQUEUE_FIELDS]
 
 
-def sacct_argv(job: str, completion_log: bool) -> list[str]:
-    """Every attempt of the job (-D: a requeued job's earlier runs too), one line each; from the completion
+def squeue_script(jobs: list[str]) -> str:
+    """The login node's local time, then squeue's lines: squeue writes times in the same local time."""
+    return "date +%Y-%m-%dT%H:%M:%S && " + shlex.join(squeue_argv(jobs))
+
+
+def sacct_argv(jobs: list[str], completion_log: bool) -> list[str]:
+    """Every attempt of the jobs (-D: a requeued job's earlier runs too), one line each; from the completion
     log where the cluster has no accounting database."""
     where = ["-c"] if completion_log else ["-X", "-D"]
-    return ["sacct", *where, "-P", "-n", "-j", job, "-o", SACCT_FIELDS]
+    return ["sacct", *where, "-P", "-n", "-j", ",".join(jobs), "-o", SACCT_FIELDS]
 
 
 def no_accounting(stderr: str) -> bool:
@@ -208,7 +211,7 @@ def read_squeue(job: str, stdout: str) -> Job | None:
     when squeue does not list it (it has left the queue)."""
     lines = stdout.splitlines()
     now = _local_time(lines[0]) if lines else None
-    for line in lines[1:6]:
+    for line in lines[1 : 1 + LINES_LIMIT]:
         fields = [field.strip() for field in line.split("|")]
         if len(fields) >= 7 and fields[0] == job:
             state = fields[1].split()[0] if fields[1] else ""
@@ -231,7 +234,7 @@ def _local_time(text: str) -> datetime | None:
 def read_sacct(job: str, stdout: str) -> Job | None:
     """The job's last line in sacct (its newest attempt), or None when sacct does not know it."""
     found = None
-    for line in stdout.splitlines()[:200]:
+    for line in stdout.splitlines()[:LINES_LIMIT]:
         fields = line.strip().split("|")
         if len(fields) < 3 or fields[0] != job:
             continue

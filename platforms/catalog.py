@@ -37,6 +37,11 @@ class Profile:
         return self.kind == "local"
 
     @property
+    def runs_jobs(self) -> bool:
+        """A cluster's login node: a run is a scheduler's job (sbatch), not a session on the box."""
+        return self.data["daemon"]["detach"] == "sbatch"
+
+    @property
     def data_root(self) -> str:
         return self.data["storage"]["data_root"]
 

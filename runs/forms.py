@@ -245,7 +245,7 @@ class RunForm(forms.ModelForm):
         """A Slurm box's job options, checked where they reach a batch script; on another box, none."""
         options = {key: data.get(name) for key, name in self.SLURM_FIELDS.items() if data.get(name) not in (None, "")}
         instance = data.get("instance")
-        slurm_box = instance is not None and instance.profile.data["daemon"]["detach"] == "sbatch"
+        slurm_box = instance is not None and instance.profile.runs_jobs
         if slurm_box and data.get("gpus_text"):
             self.add_error("gpus_text", "On a Slurm box the job's GPUs are asked with gres (e.g. gpu:1), not indices.")
         if not slurm_box:

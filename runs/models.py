@@ -264,6 +264,11 @@ class Run(models.Model):
         return (self.scheduler or {}).get("job") or ""
 
     @property
+    def slurm_base_attempt(self) -> int:
+        """The attempt sbatch took the job as: its requeues are the attempts after it (SLURM_RESTART_COUNT)."""
+        return int((self.scheduler or {}).get("base_attempt") or self.attempt)
+
+    @property
     def node_source(self) -> str:
         """The source directory already on the node (a node-path source), else "": the node layout reads it."""
         return self.source_path if self.source_kind == SourceKind.NODE_PATH else ""

@@ -63,7 +63,7 @@ def preflight_run(run_pk: int) -> None:
             node.run = run
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
             cluster, cluster_problems = {}, []
-            if run.instance.profile.data["daemon"]["detach"] == "sbatch":  # the compute nodes, not the login node
+            if run.instance.profile.runs_jobs:  # the compute nodes, not the login node
                 needs_torch = bool((report.get("environment") or {}).get("torch"))  # the login node's has it
                 cluster, cluster_problems = slurm_jobs.preflight(node, run, needs_torch)
     except (TransportError, SourceError, OSError) as exc:  # OSError: a control-host checkpoint copy unreadable
@@ -136,10 +136,11 @@ def launch_run(run_pk: int, attempt: int) -> None:
             if status["launched"]:
                 # A redelivered task: the attempt is already running on the node; never start it twice.
                 # How it was launched is read back from the node (its launch wrote it there first).
-                detach, command = node.launched_as(attempt) or (run.detach or "unknown", run.launched_command)
-                lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name())
+                launched = node.launched_as(attempt) or (run.detach or "unknown", run.launched_command, "")
+                detach, command, job = launched
+                lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), job=job)
                 return
-            if run.instance.profile.data["daemon"]["detach"] == "sbatch":  # a cluster: the job is the unit
+            if run.instance.profile.runs_jobs:  # a cluster: the job is the unit
                 node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))
                 detach, command, job = node.launch_job(attempt)
                 lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), job=job)

@@ -78,7 +78,7 @@ def tick(node: NodeClient, runs: list[Run], still_mine=lambda: True, push: Push 
         dead, requeued = _apply(runs, answer, push)
     for run in requeued:  # the attempt Slurm runs now: its spec, where the next probe reads it
         try:
-            slurm_jobs.write_requeued_spec(node.transport, node.layout_of(run), run, run.attempt)
+            slurm_jobs.write_requeued_spec(node, run, run.attempt)
         except NodeError as exc:
             with database():
                 do_note_node_error(run.pk, f"could not write the requeued attempt's spec: {exc}")

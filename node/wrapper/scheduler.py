@@ -8,7 +8,6 @@ requeued one starts: each attempt writes its output under its own attempt direct
 finds a newer one started closes as superseded instead of sealing.
 """
 
-import json
 import os
 
 from .attempts import attempt_dir
@@ -33,14 +32,9 @@ def placed(spec, environ=None):
 
 
 def claim(spec):
-    """This attempt is the newest that started (a requeued one claims over the one it replaces); a requeued
-    attempt also writes its spec where the control side's probe of that attempt reads it."""
-    if not under_slurm(spec) or spec["attempt"] <= (newest(spec) or 0):
-        return
-    own = os.path.join(spec["active"], f"spec-attempt-{spec['attempt']}.json")
-    if not os.path.exists(own):
-        atomic_write(own, json.dumps(spec))
-    atomic_write(os.path.join(spec["active"], CURRENT), f"{spec['attempt']}\n")
+    """This attempt is the newest that started (a requeued one claims over the one it replaces)."""
+    if under_slurm(spec) and spec["attempt"] > (newest(spec) or 0):
+        atomic_write(os.path.join(spec["active"], CURRENT), f"{spec['attempt']}\n")
 
 
 def newest(spec):

@@ -10,6 +10,7 @@ import pytest
 
 from custody.actions import do_start_verification
 from custody.models import CustodyStatus
+from fleet.node_client import RunNode
 from runs.actions import stops
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
@@ -38,6 +39,9 @@ def test_a_run_is_an_sbatch_job_detached_exported_and_verified(bob, make_run, no
     script = (node.active(run) / "launch-1.sbatch").read_text()
     assert "#SBATCH --partition=low" in script and "#SBATCH --time=10" in script
     assert "#SBATCH --signal=B:USR1@60" in script and "#SBATCH --requeue" in script
+    # A redelivered launch that finds the attempt running reads its job back from the node's launch marker.
+    with RunNode(run) as client:
+        assert client.launched_as(1) == ("sbatch", run.launched_command, job)
     # The job, not the SSH session that submitted it, holds the run: the scheduler lists it.
     wait_until(lambda: slurm.state_of(job) == "RUNNING" or (node.active(run) / "attempt-1" / "pid").exists(), 30, 0.1)
     running_after = time.monotonic() - began
