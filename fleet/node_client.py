@@ -578,12 +578,28 @@ class RunNode(NodeClient):
         self._write_launch_marker(attempt, detach, command, job)
         return detach, command, job
 
-    def _launch_marker(self, attempt: int) -> str:
-        return f"{self.layout.active}/launch-{attempt}.json"
+    def launch_array(self, cells, name: str, at_once: int) -> tuple[str, str]:
+        """A sweep's cells (each with its attempt's spec on the login node) as one Slurm job array: (command,
+        the array's id). Each cell's job, "<id>_<cell>", is written in its own launch marker, as a single
+        job's is, so a redelivered launch of the cell reads it back."""
+        python = self.python or settings.NODE_PYTHON
+        tasks = []
+        for cell in cells:
+            layout = self.layout_of(cell)
+            argv = [python, self.wrapper_path, "run", layout.spec(f"attempt-{cell.attempt}")]
+            tasks.append(slurm.ArrayTask(cell.cell, layout.active, argv))
+        script_path = f"{self.layout.active}/{name}.sbatch"
+        command, job = slurm_jobs.submit_array(self, name, script_path, tasks, at_once)
+        for cell in cells:
+            self._write_launch_marker(cell.attempt, "sbatch", command, f"{job}_{cell.cell}", run=cell)
+        return command, job
 
-    def _write_launch_marker(self, attempt: int, detach: str, command: str, job: str = "") -> None:
+    def _launch_marker(self, attempt: int, run=None) -> str:
+        return f"{self.layout_of(run).active if run else self.layout.active}/launch-{attempt}.json"
+
+    def _write_launch_marker(self, attempt: int, detach: str, command: str, job: str = "", run=None) -> None:
         marker = {"detach": detach, "command": command, **({"job": job} if job else {})}
-        self.upload_bytes(json.dumps(marker).encode(), self._launch_marker(attempt))
+        self.upload_bytes(json.dumps(marker).encode(), self._launch_marker(attempt, run))
 
     def launched_as(self, attempt: int) -> tuple[str, str, str] | None:
         """(detach, command, Slurm job or "") of an attempt as its launch wrote them on the node; None when the
@@ -592,5 +608,5 @@ class RunNode(NodeClient):
         if not isinstance(marker, dict) or marker.get("detach") not in ("tmux", "nohup", "sbatch"):
             return None
         command, job = marker.get("command"), marker.get("job", "")
-        job = job if isinstance(job, str) and slurm.submitted_job(job) == job else ""
+        job = job if isinstance(job, str) and slurm.JOB.fullmatch(job) else ""
         return (marker["detach"], command, job) if isinstance(command, str) and command else None

@@ -28,17 +28,37 @@ def submit(node, attempt: int, wrapper_argv: list[str]) -> tuple[str, str, str]:
     except ValueError as exc:
         raise NodeError(f"the job's options cannot be written as a batch script: {exc}") from None
     node.upload_bytes(script.encode(), script_path)
-    result = node.transport.run(["sbatch", "--parsable", script_path], timeout=settings.SSH_COMMAND_TIMEOUT)
+    return "sbatch", command, _sbatch(node.transport, script_path)
+
+
+def submit_array(node, name: str, script_path: str, tasks: list[slurm.ArrayTask], at_once: int) -> tuple[str, str]:
+    """A sweep's cells as one job array: (command, the array's job id). An array of this name already
+    queued (a redelivered submit) is adopted, never submitted twice. Each cell's job is "<id>_<cell>"."""
+    command = f"sbatch --parsable {shlex.quote(script_path)}"
+    found = existing(node.transport, name)
+    if found:
+        return command, found
+    options = slurm.JobOptions.of(node.run.slurm_options)
+    try:
+        script = slurm.array_script(options, job_name=name, tasks=tasks, at_once=at_once)
+    except ValueError as exc:
+        raise NodeError(f"the sweep's options cannot be written as a job array: {exc}") from None
+    node.upload_bytes(script.encode(), script_path)
+    return command, _sbatch(node.transport, script_path)
+
+
+def _sbatch(transport, script_path: str) -> str:
+    result = transport.run(["sbatch", "--parsable", script_path], timeout=settings.SSH_COMMAND_TIMEOUT)
     job = slurm.submitted_job(result.stdout) if result.exit_code == 0 else None
     if job is None:
         said = (result.stderr or result.stdout).strip()[-300:]
         raise NodeError(f"sbatch refused the job (exit {result.exit_code}): {said}")
-    return "sbatch", command, job
+    return job
 
 
 def existing(transport, name: str) -> str | None:
-    """The id of a queued job of ours with this name, or None."""
-    result = transport.run(["squeue", "-h", "--me", "-n", name, "-o", "%i"], timeout=settings.SSH_COMMAND_TIMEOUT)
+    """The id of a queued job of ours with this name (an array's own id, %F), or None."""
+    result = transport.run(["squeue", "-h", "--me", "-n", name, "-o", "%F"], timeout=settings.SSH_COMMAND_TIMEOUT)
     ids = [line.strip() for line in result.stdout.splitlines() if line.strip().isdigit()]
     return ids[0] if result.exit_code == 0 and ids else None
 
@@ -122,6 +142,10 @@ def preflight(node, run, needs_torch: bool) -> tuple[dict, list[str]]:
     report["request"] = (asked.stderr or asked.stdout).strip()[-300:]
     if asked.exit_code != 0:
         return report, [f"Slurm: the cluster refuses the job as asked: {report['request']}"]
+    # Whether sacct can name an array's task after it leaves the queue: only an accounting database can
+    # (the completion log cannot tell tasks apart), so a sweep runs as one job array only where it says yes.
+    accounted = node.transport.run(slurm.sacct_argv(["1"], completion_log=False), timeout=settings.SSH_COMMAND_TIMEOUT)
+    report["accounting"] = accounted.exit_code == 0
     # The command's own interpreter where it names one by its path, else the wrapper's.
     command = run.command or []
     python = command[0] if command and command[0].startswith("/") else node.python or settings.NODE_PYTHON

@@ -17,12 +17,13 @@ from datetime import datetime
 PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 GRES = re.compile(r"^[a-z]{1,16}(:[A-Za-z0-9_.-]{1,32})?(:\d{1,3})?$")  # gpu, gpu:2, gpu:a100:2
 SUBMITTED = re.compile(r"^(\d{1,12})(;[\w.-]{1,64})?$")  # sbatch --parsable: "JOBID" or "JOBID;CLUSTER"
+JOB = re.compile(r"^\d{1,12}(_\d{1,7})?$")  # a job, or one task of an array ("12_3"), as squeue and sacct name it
 MOST_MINUTES = 60 * 24 * 30
 
 # squeue -O: each field ends with "|" (its suffix); the reason can be long ("ReqNodeNotAvail, May be …").
-SQUEUE_FIELDS = "JobID:20|,State:24|,Reason:120|,RestartCnt:8|,TimeLeft:16|,NodeList:120|,StartTime:20|"
+SQUEUE_FIELDS = "JobArrayID:24|,State:24|,Reason:120|,RestartCnt:8|,TimeLeft:16|,NodeList:120|,StartTime:20|"
 HOLD_AHEAD_SECONDS = 10  # a requeued job whose start is further away than this is released
-SACCT_FIELDS = "JobIDRaw,State,ExitCode"
+SACCT_FIELDS = "JobID,State,ExitCode"  # JobID: an array's task as "12_3" (JobIDRaw is its own number)
 
 # The job's states (squeue / sacct): where it still is, and what a final state means for the run.
 LIVE = {
@@ -125,10 +126,39 @@ def batch_script(options: JobOptions, *, job_name: str, output: str, wrapper_arg
         # B: to the batch shell only, which is the wrapper; it passes USR1 on to the command.
         lines.append(f"#SBATCH --signal=B:USR1@{int(options.signal_seconds)}")
     lines += [f"#SBATCH {flag}" for flag in asked(options)]
+    return "\n".join([*_checked(lines), "exec " + shlex.join(wrapper_argv), ""])
+
+
+@dataclass(frozen=True)
+class ArrayTask:
+    """One cell of a sweep as a task of a job array: its index, its run's active folder (its output goes
+    there, as a single job's does), and its wrapper."""
+
+    index: int
+    active: str
+    wrapper_argv: list[str]
+
+
+def array_script(options: JobOptions, *, job_name: str, tasks: list[ArrayTask], at_once: int) -> str:
+    """One job array for a sweep's cells: the options as #SBATCH lines, `--array=<indices>%<at_once>` (the
+    cluster runs at most that many cells at a time), and a branch per task that sends its output to its
+    cell's own file and exec's its cell's wrapper, so each task is its cell's run as a single job would be."""
+    if not tasks or at_once < 1:
+        raise ValueError("an array needs a task and room for one at a time")
+    indices = ",".join(str(int(task.index)) for task in tasks)
+    head = batch_script(options, job_name=job_name, output="/dev/null", wrapper_argv=["true"]).splitlines()[:-1]
+    lines = [*_checked([*head, f"#SBATCH --array={indices}%{int(at_once)}"]), 'case "$SLURM_ARRAY_TASK_ID" in']
+    for task in tasks:
+        output = shlex.quote(f"{task.active}/slurm-") + '"$SLURM_JOB_ID".out'  # slurm-%j.out, as a job's
+        lines += [f"  {int(task.index)}) exec >>{output} 2>&1", f"     exec {shlex.join(task.wrapper_argv)} ;;"]
+    return "\n".join([*lines, "esac", 'echo "no cell for array task $SLURM_ARRAY_TASK_ID" >&2', "exit 2", ""])
+
+
+def _checked(lines: list[str]) -> list[str]:
     for line in lines[1:]:
         if "\n" in line or not re.fullmatch(r"#SBATCH --[a-z-]+(=[\w.:@/%,+-]+)?", line):
             raise ValueError(f"not a safe #SBATCH line: {line!r}")
-    return "\n".join([*lines, "exec " + shlex.join(wrapper_argv), ""])
+    return lines
 
 
 def asked(options: JobOptions) -> list[str]:
@@ -148,7 +178,8 @@ LINES_LIMIT = 5000  # an answer about a login node's jobs is read this far, no f
 
 
 def squeue_argv(jobs: list[str]) -> list[str]:
-    return ["squeue", "-h", "-j", ",".join(jobs), "-O", SQUEUE_FIELDS]
+    """-r: one line per array task, a waiting one too (else the waiting tasks share one line, "12_[2-5]")."""
+    return ["squeue", "-h", "-r", "-j", ",".join(jobs), "-O", SQUEUE_FIELDS]
 
 
 def squeue_script(jobs: list[str]) -> str:

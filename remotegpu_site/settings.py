@@ -171,6 +171,9 @@ RENT_POLL_SECONDS = env.envfloat("RENT_POLL_SECONDS", 10.0)
 SLURM_RELEASE_REQUEUE_HOLD = env.envbool("SLURM_RELEASE_REQUEUE_HOLD", default=True)
 # A Slurm run's preflight asks one compute node (srun --immediate): given up when none is free this long.
 SLURM_PREFLIGHT_SECONDS = env.envint("SLURM_PREFLIGHT_SECONDS", 60)
+# How long a sweep's cell, ready on a cluster, waits for its siblings to go as one job array before it
+# goes as its own job (under RECONCILE_LAUNCH_SECONDS: the launch deadline's re-drive sends it).
+SLURM_ARRAY_GATHER_SECONDS = env.envint("SLURM_ARRAY_GATHER_SECONDS", 240)
 TEARDOWN_OFFLINE_WAIT = env.envint("TEARDOWN_OFFLINE_WAIT", 120)  # seconds to see a box go offline, or gone
 TEARDOWN_GONE_POLL_SECONDS = env.envfloat("TEARDOWN_GONE_POLL_SECONDS", 2)  # how often a release asks the provider
 # Gone means gone on two reads this far apart (a provider's 404 once, then the pod listed again), per

@@ -395,6 +395,11 @@ class Sweep(models.Model):
     instances = models.ManyToManyField("profiles.Instance", related_name="sweeps")
     gpus_per_box = models.PositiveSmallIntegerField(default=1)
     independent = models.BooleanField(default=True, help_text="Cells may run in parallel on separate boxes/GPUs")
+    array = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="On a Slurm box: the cells go as one job array (wanted; the array's job once submitted)",
+    )
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
 
@@ -406,6 +411,10 @@ class Sweep(models.Model):
 
     def get_absolute_url(self):
         return reverse("sweep-detail", args=[self.pk])
+
+    @property
+    def array_job(self) -> str:
+        return (self.array or {}).get("job", "")
 
 
 class SpendStatus(models.TextChoices):

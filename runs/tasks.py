@@ -19,7 +19,7 @@ from node.transport import TransportError
 from platforms.layout import resolve_home
 from projects.models import Project
 from runs import ckpt_pull, preflight, shipping
-from runs.actions import base, checkpoints, lifecycle, redrive, spending, sweeps
+from runs.actions import arrays, base, checkpoints, lifecycle, redrive, spending, sweeps
 from runs.cadence import checkpoint_environment
 from runs.gpus import gone_problem
 from runs.models import Run, RunState
@@ -141,9 +141,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
                 lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), job=job)
                 return
             if run.instance.profile.runs_jobs:  # a cluster: the job is the unit
-                node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))
-                detach, command, job = node.launch_job(attempt)
-                lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), job=job)
+                _launch_job(node, run, attempt)
                 return
             if run.gpus:  # every (re)launch: the GPUs are still there (a restart may have taken them)
                 gone = gone_problem(
@@ -169,6 +167,42 @@ def launch_run(run_pk: int, attempt: int) -> None:
         lifecycle.do_mark_launch_failed(run_pk, attempt, str(exc))
         return
     lifecycle.do_mark_launched(run_pk, attempt, detach, command, wrapper_name(), hook)
+
+
+def _launch_job(node, run, attempt: int) -> None:
+    """A cluster's run: its job, or its task of the sweep's job array (one already submitted for it is
+    read back from its launch marker, never submitted again)."""
+    node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))
+    launched = node.launched_as(attempt)
+    if launched and launched[2]:
+        lifecycle.do_mark_launched(run.pk, attempt, *launched[:2], wrapper_name(), job=launched[2])
+        return
+    node.attempt_spec(attempt)  # the spec an array's task runs, on the login node before it waits
+    if arrays.wants_array(run) and arrays.do_ready_array_cell(run.pk, attempt) == arrays.WAIT:
+        return  # the sweep's array takes it (runs.tasks.submit_sweep_array)
+    detach, command, job = node.launch_job(attempt)
+    lifecycle.do_mark_launched(run.pk, attempt, detach, command, wrapper_name(), job=job)
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=180, **DB_RETRY)
+def submit_sweep_array(sweep_pk: int) -> str:
+    """The sweep's ready cells as one job array; each cell marked launched as its task."""
+    cells = arrays.do_claim_array(sweep_pk)
+    if not cells:
+        return "nothing to submit"
+    sweep = cells[0].sweep
+    try:
+        with RunNode(cells[0]) as node:
+            command, job = node.launch_array(cells, f"rgpu-sweep-{sweep_pk}", sweep.gpus_per_box)
+    except TransportError as exc:
+        arrays.do_release_array_claim(sweep_pk)
+        for cell in cells:
+            lifecycle.do_mark_launch_failed(cell.pk, cell.attempt, f"the sweep's job array: {exc}")
+        return "failed"
+    arrays.do_record_array(sweep_pk, job, cells, sweep.gpus_per_box)
+    for cell in cells:
+        lifecycle.do_mark_launched(cell.pk, cell.attempt, "sbatch", command, wrapper_name(), job=f"{job}_{cell.cell}")
+    return job
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)

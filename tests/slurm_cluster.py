@@ -1,7 +1,11 @@
-"""A real Slurm 22.05 on this machine: munged on a socket of its own, slurmctld, and two slurmd (n1, n2, one
-CPU each, a port each) in one folder; two partitions, `low` (the default, preemptible with REQUEUE) and
-`high`. No accounting database: sacct reads the completion log (`sacct -c`), as on a cluster without
-slurmdbd. Every daemon is stopped by its pid. Facts: ../shared/reference/clusters/slurm-on-one-machine.md.
+"""A real Slurm 22.05 on this machine: munged, slurmctld, and two slurmd (n1, n2, one CPU each, a port each)
+in one folder; two partitions, `low` (the default, preemptible with REQUEUE) and `high`. Every daemon is
+stopped by its pid. Facts: ../shared/reference/clusters/slurm-on-one-machine.md.
+
+Two kinds, as clusters come: without an accounting database (sacct reads the completion log, `sacct -c`;
+munged on a socket of its own), and with one (`accounting=True`: slurmdbd on this machine's MariaDB, a
+database of its own, dropped at the end). slurmdbd 22.05 ignores `AuthInfo=socket=` and always asks munge
+at its default socket, so an accounted cluster's munged listens there (one such cluster at a time).
 """
 
 import os
@@ -15,15 +19,18 @@ from pathlib import Path
 from tests.sshd import free_port
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sacct", "scancel", "scontrol")
+DEFAULT_MUNGE = Path("/run/munge/munge.socket.2")
+MARIADB = ("127.0.0.1", 3306)
 
 
-def missing() -> list[str]:
-    return [name for name in DAEMONS if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists()]
+def missing(accounting: bool = False) -> list[str]:
+    names = (*DAEMONS, "slurmdbd", "mariadb") if accounting else DAEMONS
+    return [name for name in names if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists()]
 
 
 class SlurmCluster:
-    def __init__(self, directory: Path):
-        self.dir = directory
+    def __init__(self, directory: Path, accounting: bool = False):
+        self.dir, self.accounting = directory, accounting
         self.dir.mkdir(parents=True, exist_ok=True)
         self.conf = self.dir / "slurm.conf"
         self.host = socket.gethostname()
@@ -34,6 +41,8 @@ class SlurmCluster:
         self._munged()
         self._write_conf()
         (self.dir / "state").mkdir(exist_ok=True)
+        if self.accounting:
+            self._slurmdbd()
         subprocess.run(["slurmctld", "-f", str(self.conf), "-i"], check=True, env=self.env)
         for node in ("n1", "n2"):
             subprocess.run(["slurmd", "-f", str(self.conf), "-N", node], check=True, env=self.env)
@@ -47,12 +56,39 @@ class SlurmCluster:
             key.write_bytes(os.urandom(1024))
             key.chmod(0o400)
         self.socket = self.dir / "munge.socket"
-        paths = {"key-file": key, "socket": self.socket, "pid-file": self.dir / "munged.pid"}
+        if self.accounting:
+            self.socket = DEFAULT_MUNGE
+            self.socket.parent.mkdir(parents=True, exist_ok=True)
+            _stop_pidfile(self.socket.parent / "rgpu-tests.pid")  # one a killed session left, by its pid
+        paths = {"key-file": key, "socket": self.socket, "pid-file": self._munge_pidfile()}
         paths |= {"log-file": self.dir / "munged.log", "seed-file": self.dir / "munged.seed"}
         subprocess.run(["munged", "--force", *(f"--{name}={path}" for name, path in paths.items())], check=True)
 
+    def _munge_pidfile(self) -> Path:
+        return self.socket.parent / "rgpu-tests.pid" if self.accounting else self.dir / "munged.pid"
+
+    def _slurmdbd(self) -> None:
+        """slurmdbd on a database of its own; it reads slurmdbd.conf (mode 0600) beside SLURM_CONF."""
+        self.database = f"slurm_rgpu_{os.getpid()}_{self.dbd_port}"
+        _mariadb(f"DROP DATABASE IF EXISTS {self.database}; CREATE DATABASE {self.database}")
+        conf = self.dir / "slurmdbd.conf"
+        lines = ["AuthType=auth/munge", "DbdHost=localhost", "DbdAddr=127.0.0.1", f"DbdPort={self.dbd_port}"]
+        lines += ["SlurmUser=root", f"PidFile={self.dir}/slurmdbd.pid", f"LogFile={self.dir}/slurmdbd.log"]
+        lines += ["StorageType=accounting_storage/mysql", f"StorageHost={MARIADB[0]}", f"StoragePort={MARIADB[1]}"]
+        lines += ["StorageUser=root", f"StorageLoc={self.database}", ""]  # no StoragePass= line: empty is an error
+        conf.write_text("\n".join(lines))
+        conf.chmod(0o600)
+        subprocess.run(["slurmdbd"], check=True, env=self.env)
+        self.wait(lambda: _listening(self.dbd_port), 30, "slurmdbd listening")
+
     def _write_conf(self) -> None:
         d, ports = self.dir, [free_port() for _ in range(3)]
+        self.dbd_port = free_port()
+        if self.accounting:
+            accounting = ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=127.0.0.1"]
+            accounting.append(f"AccountingStoragePort={self.dbd_port}")
+        else:
+            accounting = ["AccountingStorageType=accounting_storage/none"]
         self.conf.write_text(
             "\n".join(
                 [
@@ -82,7 +118,7 @@ class SlurmCluster:
                     # requeue hold (StartTime=now+3) starts when eligible, not at the next minute.
                     "SchedulerParameters=sched_interval=1",
                     "JobAcctGatherType=jobacct_gather/linux",
-                    "AccountingStorageType=accounting_storage/none",
+                    *accounting,
                     "JobCompType=jobcomp/filetxt",
                     f"JobCompLoc={d}/jobcomp.txt",
                     "PreemptType=preempt/partition_prio",
@@ -122,15 +158,33 @@ class SlurmCluster:
 
     def stop(self) -> None:
         self.cancel_all()
-        for pidfile in ("slurmd-n1.pid", "slurmd-n2.pid", "slurmctld.pid", "munged.pid"):
-            path = self.dir / pidfile
-            if path.exists() and path.read_text().strip().isdigit():
-                pid = int(path.read_text().strip())
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    continue
-                self.wait(lambda pid=pid: not _alive(pid), 15, f"exit of {pidfile}")
+        for name in ("slurmd-n1.pid", "slurmd-n2.pid", "slurmctld.pid", "slurmdbd.pid"):
+            _stop_pidfile(self.dir / name)
+        _stop_pidfile(self._munge_pidfile())
+        if self.accounting:
+            _mariadb(f"DROP DATABASE IF EXISTS {self.database}")
+
+
+def _stop_pidfile(path: Path) -> None:
+    """TERM to the daemon whose pid the file holds, and wait for it to go."""
+    if not (path.exists() and path.read_text().strip().isdigit()):
+        return
+    pid = int(path.read_text().strip())
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    SlurmCluster.wait(lambda: not _alive(pid), 15, f"exit of {path.name}")
+
+
+def _mariadb(sql: str) -> None:
+    host, port = MARIADB
+    subprocess.run(["mariadb", "-uroot", f"-h{host}", f"-P{port}", "-e", sql], check=True, timeout=30)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _alive(pid: int) -> bool:

@@ -63,6 +63,8 @@ def do_create_sweep(
             created_by=actor,
             gpus_per_box=gpus_per_box if independent else 1,
             independent=independent,
+            # One Slurm box: its cells go as one job array, where the cluster's accounting can name each task.
+            array={"wanted": True} if len(boxes) == 1 and boxes[0].profile.runs_jobs else {},
         )
         sweep.instances.set(boxes)
         order = sweeps.assign_boxes(len(cells), [box.pk for box in boxes] if independent else [boxes[0].pk])
@@ -101,7 +103,9 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
             if run.state == RunState.DRAFT
         ]
         started = []
-        for run_pk, gpu in sweeps.plan_starts(queued, busy, sweep.gpus_per_box):
+        # An array's cells all start: the cluster runs at most gpus_per_box of them at once (--array=…%N).
+        slots = len(cells) if sweep.array.get("wanted") else sweep.gpus_per_box
+        for run_pk, gpu in sweeps.plan_starts(queued, busy, slots):
             run = cells[run_pk]
             if spend_gate(run, run.attempt + 1, SpendRequest.Why.SWEEP, sweep.created_by) is not None:
                 continue  # this cell waits for an approver; an approval advances the sweep again

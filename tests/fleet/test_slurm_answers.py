@@ -125,3 +125,33 @@ def test_only_a_requeued_job_whose_start_is_far_off_is_released():
     assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=1, start_in=3))
     assert not slurm.held_after_requeue(slurm.Job("5", "PENDING", "squeue", "BeginTime", restarts=0, start_in=118))
     assert not slurm.held_after_requeue(slurm.Job("5", "RUNNING", "squeue", "None", restarts=1, start_in=None))
+
+
+def test_a_sweeps_job_array_runs_each_cell_by_its_task_and_writes_its_own_output():
+    options = slurm.JobOptions(partition="low", time_minutes=30, signal_seconds=90)
+    tasks = [
+        slurm.ArrayTask(1, "/p/active/r 1", ["py", "/w.py", "run", "/p/active/r 1/spec/attempt-1.json"]),
+        slurm.ArrayTask(3, "/p/active/r3", ["py", "/w.py", "run", "/p/active/r3/spec/attempt-1.json"]),
+    ]
+    script = slurm.array_script(options, job_name="rgpu-sweep-7", tasks=tasks, at_once=2)
+    lines = script.splitlines()
+    for line in ("--array=1,3%2", "--partition=low", "--time=30", "--signal=B:USR1@90", "--requeue"):
+        assert f"#SBATCH {line}" in lines
+    assert """  1) exec >>'/p/active/r 1/slurm-'"$SLURM_JOB_ID".out 2>&1""" in lines
+    assert "     exec py /w.py run '/p/active/r 1/spec/attempt-1.json' ;;" in lines
+    assert """  3) exec >>/p/active/r3/slurm-"$SLURM_JOB_ID".out 2>&1""" in lines
+    assert lines[-2:] == ['echo "no cell for array task $SLURM_ARRAY_TASK_ID" >&2', "exit 2"]  # not a cell: fails
+    with pytest.raises(ValueError, match="not a safe"):
+        slurm.array_script(slurm.JobOptions(gres="gpu:1\nrm -rf /"), job_name="n", tasks=tasks, at_once=1)
+    with pytest.raises(ValueError, match="needs a task"):
+        slurm.array_script(options, job_name="n", tasks=[], at_once=1)
+
+
+def test_an_array_task_is_read_by_its_own_id_in_squeue_and_sacct():
+    assert slurm.JOB.fullmatch("12_3") and slurm.JOB.fullmatch("12") and not slurm.JOB.fullmatch("12_[3-5]")
+    assert "-r" in slurm.squeue_argv(["12_3"])  # one line per task, a waiting one too
+    queued = NOW + "12_1|RUNNING|None|0|9:00|n1|N/A|\n12_3|PENDING|JobArrayTaskLimit|0|10:00||N/A|\n"
+    assert slurm.read_squeue("12_3", queued).reason == "JobArrayTaskLimit"
+    assert slurm.read_squeue("12_1", queued).running and slurm.read_squeue("12", queued) is None
+    accounted = "12_1|COMPLETED|0:0\n12_3|FAILED|2:0\n"
+    assert slurm.read_sacct("12_3", accounted).exit_code == 2 and slurm.read_sacct("12_1", accounted).final

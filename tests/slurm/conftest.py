@@ -11,12 +11,17 @@ from tests.slurm_cluster import SlurmCluster, missing
 from tests.sshd import Sshd
 
 
-@pytest.fixture(scope="session")
-def slurm(tmp_path_factory):
-    absent = missing()
+def started_cluster(tmp_path_factory, accounting: bool) -> SlurmCluster:
+    absent = missing(accounting)
     if absent:  # bin/test and .ci/run install it; a machine without it says so, it does not pass quietly
         pytest.fail(f"Slurm is not installed here (missing: {', '.join(absent)}): run bin/test, which installs it")
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    return SlurmCluster(tmp_path_factory.mktemp("slurm"), accounting=accounting).start()
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A cluster without an accounting database: sacct reads the completion log."""
+    cluster = started_cluster(tmp_path_factory, accounting=False)
     yield cluster
     cluster.stop()
 
