@@ -4,6 +4,7 @@ import os
 
 from .helper import helper_dir
 from .hooks import hook_env
+from .tree import TREE_MARK
 
 
 def attempt_dir(spec):
@@ -32,6 +33,8 @@ def run_env(spec, smoke, secrets=None, hooks=None):
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if spec.get("tree_mark"):  # every process the command starts carries it: none outlives the attempt
+        env[TREE_MARK] = spec["tree_mark"]
     helper = helper_dir()
     if helper:  # `import remotegpu_run` works in the command (docs/contract.md), its own path after it
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (helper, env.get("PYTHONPATH"))))

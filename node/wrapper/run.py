@@ -21,7 +21,8 @@ from .files import atomic_write, durable_write, reserve_markers
 from .hooks import drop_proxy_from_wrapper, hook_env, make_cache
 from .run_secrets import pump_masked, remask_in_place, remove_secrets, take_secrets
 from .scheduler import claim, superseded
-from .stop import on_sigterm, on_usr1, preempted_reason, stop_reason
+from .stop import grace_of, on_sigterm, on_usr1, preempted_reason, stop_reason
+from .tree import end_stragglers, new_tree_mark, stragglers_said
 
 
 def heartbeat(path, interval, stop):
@@ -73,11 +74,13 @@ def _start_recorded(spec, attempt, log, secrets):
         return None, None
 
 
-def _close(spec, attempt, reserve, code, disk) -> int:
+def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
     """The exit marker (also in the reserve), then quarantine with the reason, or the sealed export."""
     durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
     stopped = stop_reason(spec, code) or preempted_reason(spec, code)
     failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
+    if failed and stragglers:
+        failed = f"{failed}; {stragglers_said(stragglers)}"
     problem = stopped or failed or superseded(spec) or closeout(spec)
     if problem:
         quarantine(spec, problem)
@@ -96,18 +99,24 @@ def put_back_declared(spec):
     return None
 
 
+def _restored(spec, in_place):
+    """(problem, copies restored). A fresh attempt on another box continues from the durable copy; one
+    started again in place keeps the newer checkpoints it wrote since."""
+    if in_place:
+        return None, []
+    problem, restored = restore_checkpoints(spec)
+    return problem or put_back_declared(spec), restored  # the no-edit path: where the unchanged script looks
+
+
 def cmd_run(spec):
+    spec = dict(spec, tree_mark=new_tree_mark(spec))  # the attempt's processes, whatever their session
     secrets = take_secrets(spec)  # read once, the file gone before anything else happens
     drop_proxy_from_wrapper(spec)
     make_cache(spec)
     attempt, reserve, in_place = _prepare(spec)
     claim(spec)
     log_path = os.path.join(attempt, "log.txt")
-    # A fresh attempt on another box continues from the durable copy; one started again in place keeps
-    # the newer checkpoints it wrote since.
-    problem, restored = (None, []) if in_place else restore_checkpoints(spec)
-    if not problem and not in_place:
-        problem = put_back_declared(spec)  # the no-edit path: where the unchanged script looks
+    problem, restored = _restored(spec, in_place)
     if problem:
         remove_secrets(spec)
         quarantine(spec, "restore failed: " + problem)
@@ -133,6 +142,8 @@ def cmd_run(spec):
         # Slurm's --signal=B:USR1 before the walltime: the command is told to save (docs/contract.md).
         signal.signal(signal.SIGUSR1, lambda signum, frame: on_usr1(spec, child))
         code = child.wait() if child else 127
+        # A launcher's workers in sessions of their own outlive it (torchrun's): none trains on unwatched.
+        stragglers = end_stragglers(spec["tree_mark"], attempt, grace_of(spec) if code else 10)
         disk.exited()  # before anything of ours is removed or copied
         if pump is not None:
             pump.join(timeout=30)  # the rest of the child's output, masked, before the exit marker
@@ -144,4 +155,4 @@ def cmd_run(spec):
         code = 128 - code  # killed by a signal: report as a shell would (SIGKILL -> 137)
     stop.set()
     mirror.join(timeout=600)  # the last checkpoint copied before the attempt closes
-    return _close(spec, attempt, reserve, code, disk)
+    return _close(spec, attempt, reserve, code, disk, stragglers)
