@@ -155,8 +155,9 @@ class RunCreateSerializer(serializers.Serializer):
         required=False,
         default=dict,
         help_text="A run on a Slurm box (its login node): partition, time_minutes, gres, signal_seconds (SIGUSR1 "
-        "this long before the walltime; the command must catch it), requeue. A bad option, or options for another "
-        "box, is a 400.",
+        "this long before the walltime; the command must catch it), requeue; over several nodes: nodes, "
+        "tasks_per_node, collective_timeout_seconds, ifname (the command is then `python script.py …`, run "
+        "under torchrun on every node). A bad option, or options for another box, is a 400.",
     )
 
     validate_command = _rule(validation.check_command)
@@ -178,7 +179,7 @@ class RunCreateSerializer(serializers.Serializer):
         problems = validation.relation_problems(data, user)
         if problems:
             raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
-        data["slurm_options"] = _slurm_options(data["instance"], data.get("slurm_options"))
+        data["slurm_options"] = _slurm_options(data["instance"], data.get("slurm_options"), data.get("command"))
         if data["slurm_options"] is not None and data.get("gpus"):
             raise serializers.ValidationError(
                 {"gpus": ["On a Slurm box the job's GPUs are asked with gres, not indices."]}
@@ -209,7 +210,7 @@ class RunCreateSerializer(serializers.Serializer):
         return Run(**data)
 
 
-def _slurm_options(instance, options) -> dict | None:
+def _slurm_options(instance, options, command=None) -> dict | None:
     """The job options of a run on a Slurm box, checked as the form checks them; None on another box."""
     if not instance.profile.runs_jobs:
         if options:
@@ -217,9 +218,12 @@ def _slurm_options(instance, options) -> dict | None:
         return None
     if not isinstance(options, dict):
         raise serializers.ValidationError({"slurm_options": ["An object: partition, time_minutes, gres, ..."]})
-    known = {"partition", "time_minutes", "gres", "signal_seconds", "requeue"}
+    known = {"partition", "time_minutes", "gres", "signal_seconds", "requeue", "nodes", "tasks_per_node"}
+    known |= {"collective_timeout_seconds", "ifname"}
     problems = [f"{key}: not a Slurm option here" for key in sorted(set(options) - known)]
     problems += slurm.option_problems(options)
+    if not problems:
+        problems += slurm.command_problems(slurm.JobOptions.of(options), command or [])
     if "requeue" in options and not isinstance(options["requeue"], bool):
         problems.append("requeue: true or false")
     if problems:

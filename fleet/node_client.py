@@ -369,6 +369,10 @@ class RunNode(NodeClient):
             "attempt": attempt,
             # A Slurm box: the job's requeues count as attempts, each with its own output (wrapper/scheduler.py).
             "scheduler": "slurm" if self.instance.profile.runs_jobs else None,
+            # Over several nodes or processes: the wrapper starts torchrun on every node (wrapper/distributed.py).
+            "distributed": slurm.JobOptions.of(run.slurm_options).distributed_spec()
+            if self.instance.profile.runs_jobs
+            else None,
             "argv": run.command,
             "cwd": layout.src,
             "env": {**data_environment(staged), **self.env},

@@ -2,6 +2,7 @@
 cancelled. What the commands are and how their answers read is node/slurm.py's (pure)."""
 
 import json
+import random
 import shlex
 
 from django.conf import settings
@@ -150,11 +151,20 @@ def preflight(node, run, needs_torch: bool) -> tuple[dict, list[str]]:
     command = run.command or []
     python = command[0] if command and command[0].startswith("/") else node.python or settings.NODE_PYTHON
     seconds = settings.SLURM_PREFLIGHT_SECONDS
-    probe = slurm.compute_argv(options, python, node.layout.run_root, seconds)
+    port = random.randint(20000, 39999)  # a multi-node run's rendezvous, measured on its first node
+    probe = slurm.compute_argv(options, python, node.layout.run_root, seconds, port)
     ran = node.transport.run(probe, timeout=seconds + 60)
     if ran.exit_code != 0:
         said = ran.stderr.strip()[-300:]
         return report, [f"Slurm: no compute node answered the preflight within {seconds} s: {said}"]
-    report["compute"] = slurm.read_compute(ran.stdout)
+    answers = slurm.read_computes(ran.stdout)
+    report["compute"] = answers[0] if answers else None
     problems += slurm.compute_problems(report["compute"], needs_torch)
+    if options.nodes > 1:
+        report["nodes"] = answers
+        for answer in answers[1:]:
+            problems += [
+                f"{problem} ({answer.get('host', '?')})" for problem in slurm.compute_problems(answer, needs_torch)
+            ]
+        problems += slurm.nodes_problems(answers, options)
     return report, problems

@@ -19,6 +19,9 @@ GRES = re.compile(r"^[a-z]{1,16}(:[A-Za-z0-9_.-]{1,32})?(:\d{1,3})?$")  # gpu, g
 SUBMITTED = re.compile(r"^(\d{1,12})(;[\w.-]{1,64})?$")  # sbatch --parsable: "JOBID" or "JOBID;CLUSTER"
 JOB = re.compile(r"^\d{1,12}(_\d{1,7})?$")  # a job, or one task of an array ("12_3"), as squeue and sacct name it
 MOST_MINUTES = 60 * 24 * 30
+IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # a Linux interface name (IFNAMSIZ 16, with its NUL)
+DEFAULT_COLLECTIVE_SECONDS = 600
+PYTHON = re.compile(r"^(.*/)?python[0-9.]*$")
 
 # squeue -O: each field ends with "|" (its suffix); the reason can be long ("ReqNodeNotAvail, May be …").
 SQUEUE_FIELDS = "JobArrayID:24|,State:24|,Reason:120|,RestartCnt:8|,TimeLeft:16|,NodeList:120|,StartTime:20|"
@@ -64,6 +67,14 @@ class JobOptions:
     gres: str = ""
     signal_seconds: int | None = None  # SIGUSR1 this long before the walltime: the command checkpoints
     requeue: bool = True
+    nodes: int = 1  # more than one: torchrun on every node (srun), one rendezvous, one run
+    tasks_per_node: int = 1  # torchrun's --nproc-per-node: processes (GPUs) per node
+    collective_timeout_seconds: int | None = None  # how long a collective waits for a peer (torch: 30 min)
+    ifname: str = ""  # the network interface the collectives use (GLOO_/NCCL_SOCKET_IFNAME)
+
+    @property
+    def distributed(self) -> bool:
+        return self.nodes > 1 or self.tasks_per_node > 1
 
     @classmethod
     def of(cls, data: dict | None) -> "JobOptions":
@@ -74,7 +85,20 @@ class JobOptions:
             gres=data.get("gres") or "",
             signal_seconds=data.get("signal_seconds"),
             requeue=data.get("requeue", True) is not False,
+            nodes=data.get("nodes") or 1,
+            tasks_per_node=data.get("tasks_per_node") or 1,
+            collective_timeout_seconds=data.get("collective_timeout_seconds"),
+            ifname=data.get("ifname") or "",
         )
+
+    def distributed_spec(self) -> dict | None:
+        """What the wrapper needs to start torchrun on every node, or None for a one-process run. A
+        collective waits DEFAULT_COLLECTIVE_SECONDS unless the run says otherwise (torch's 30 minutes
+        would let a frozen peer hold every node that long)."""
+        if not self.distributed:
+            return None
+        timeout = self.collective_timeout_seconds or DEFAULT_COLLECTIVE_SECONDS
+        return {"nodes": self.nodes, "tasks_per_node": self.tasks_per_node, "timeout": timeout, "ifname": self.ifname}
 
 
 def option_problems(data: dict) -> list[str]:
@@ -91,6 +115,7 @@ def option_problems(data: dict) -> list[str]:
         problems.append("time limit: whole minutes, at least 1")
     elif minutes is not None and minutes > MOST_MINUTES:
         problems.append(f"time limit: at most {MOST_MINUTES} minutes (30 days)")
+    problems += _distributed_problems(data)
     seconds = data.get("signal_seconds")
     if seconds is None:
         return problems
@@ -101,6 +126,33 @@ def option_problems(data: dict) -> list[str]:
     elif seconds >= minutes * 60:
         problems.append("checkpoint signal: it must come before the time limit, not at or after it")
     return problems
+
+
+def _whole_in(value, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _distributed_problems(data: dict) -> list[str]:
+    problems = []
+    for key, what, high in (("nodes", "nodes", 64), ("tasks_per_node", "processes per node", 16)):
+        if data.get(key) is not None and not _whole_in(data[key], 1, high):
+            problems.append(f"{what}: a whole number from 1 to {high}")
+    timeout = data.get("collective_timeout_seconds")
+    if timeout is not None and not _whole_in(timeout, 10, 86400):
+        problems.append("collective timeout: 10 to 86400 seconds")
+    if data.get("ifname") and not (isinstance(data["ifname"], str) and IFNAME.fullmatch(data["ifname"])):
+        problems.append("network interface: a Linux interface name, e.g. eth0 or ib0")
+    return problems
+
+
+def command_problems(options: JobOptions, command: list[str]) -> list[str]:
+    """A run over several processes starts its command under torchrun on every node: the command must be
+    `<python> <script> [args]`, which torchrun runs as `<python> -m torch.distributed.run … <script> [args]`."""
+    if not options.distributed:
+        return []
+    if len(command) < 2 or not PYTHON.fullmatch(command[0]) or command[1].startswith("-"):
+        return ["a multi-node or multi-process run's command is `python script.py [args]`: torchrun starts that script"]
+    return []
 
 
 def warnings_of(options: JobOptions) -> list[str]:
@@ -126,6 +178,8 @@ def batch_script(options: JobOptions, *, job_name: str, output: str, wrapper_arg
         # B: to the batch shell only, which is the wrapper; it passes USR1 on to the command.
         lines.append(f"#SBATCH --signal=B:USR1@{int(options.signal_seconds)}")
     lines += [f"#SBATCH {flag}" for flag in asked(options)]
+    if options.distributed:  # one task per node: that node's torchrun, started by the wrapper's srun
+        lines.append("#SBATCH --ntasks-per-node=1")
     return "\n".join([*_checked(lines), "exec " + shlex.join(wrapper_argv), ""])
 
 
@@ -165,6 +219,7 @@ def asked(options: JobOptions) -> list[str]:
     """The request's own flags: where, how long, what GPUs (a batch script's, a test's, a preflight's)."""
     flags = [f"--partition={options.partition}"] if options.partition else []
     flags += [f"--time={int(options.time_minutes)}"] if options.time_minutes is not None else []
+    flags += [f"--nodes={int(options.nodes)}"] if options.nodes > 1 else []
     return flags + ([f"--gres={options.gres}"] if options.gres else [])
 
 
@@ -325,12 +380,16 @@ def request_argv(options: JobOptions) -> list[str]:
     return ["sbatch", "--test-only", "--job-name=rgpu-preflight", *asked(options), "--wrap=true"]
 
 
-# Run on one compute node by srun: what the job will find there. The login node's storage is not the
-# compute node's: the data root must be there too, and never under the job's $TMPDIR (gone with the job).
+# Run by srun on one compute node, or on every node of a multi-node run (one task each): what the job will
+# find there. The login node's storage is not the compute node's: the data root must be there too, and
+# never under the job's $TMPDIR (gone with the job). Over several nodes, the rendezvous is measured: the
+# first node listens on the port asked, the others connect to its address as the scheduler gives it.
 COMPUTE_PROBE = """
-import json, os, socket, sys
-root = sys.argv[1]
-found = {"host": socket.gethostname()[:100], "python": sys.version.split()[0], "root": os.path.isdir(root)}
+import json, os, re, socket, subprocess, sys, time
+root, port = sys.argv[1], int(sys.argv[2])
+node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+found = {"host": node[:100], "python": sys.version.split()[0], "root": os.path.isdir(root)}
+found["rank"] = int(os.environ.get("SLURM_PROCID") or 0)
 try:
     import torch
     found["torch"] = torch.__version__
@@ -340,34 +399,119 @@ except Exception as exc:
 tmp = os.environ.get("TMPDIR") or ""
 real = os.path.realpath(root)
 found["under_tmpdir"] = bool(tmp) and (real + "/").startswith(os.path.realpath(tmp).rstrip("/") + "/")
-print(json.dumps(found))
+def scontrol(*args):
+    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=30).stdout
+if port:
+    world = int(os.environ.get("SLURM_NTASKS") or 1)
+    first = (scontrol("show", "hostnames", os.environ.get("SLURM_JOB_NODELIST", "")).split() or [node])[0]
+    shown = re.search(r"NodeAddr=(\\S+)", scontrol("show", "node", first, "-o"))
+    endpoint = (shown.group(1) if shown else first, port)
+    deadline = time.monotonic() + 20
+    if found["rank"] == 0:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("", port))
+        server.listen(64)
+        server.settimeout(1)
+        reached = 0
+        while reached < world - 1 and time.monotonic() < deadline:
+            try:
+                server.accept()[0].close()
+                reached += 1
+            except OSError:
+                pass
+        found["rendezvous"] = {"endpoint": "%s:%d" % endpoint, "reached_by": reached, "of": world - 1}
+    else:
+        reached = False
+        while not reached and time.monotonic() < deadline:
+            try:
+                socket.create_connection(endpoint, timeout=2).close()
+                reached = True
+            except OSError:
+                time.sleep(0.2)
+        found["rendezvous"] = {"endpoint": "%s:%d" % endpoint, "reached": reached}
+print(json.dumps(found), flush=True)
 """
 
 
-def compute_argv(options: JobOptions, python: str, root: str, seconds: int) -> list[str]:
-    """srun of the probe above on one compute node of the run's partition, given up when no node is free
-    within `seconds` (--immediate: a busy cluster makes the preflight say so, not hang)."""
-    argv = ["srun", "--job-name=rgpu-preflight", "-N1", "-n1", f"--immediate={int(seconds)}", "--time=2"]
+def compute_argv(options: JobOptions, python: str, root: str, seconds: int, port: int = 0) -> list[str]:
+    """srun of the probe above on one compute node of the run's partition (every node of a multi-node
+    run, one task each), given up when no node is free within `seconds` (--immediate: a busy cluster
+    makes the preflight say so, not hang). port: where the rendezvous is measured (multi-node only)."""
+    nodes = max(1, int(options.nodes))
+    argv = ["srun", "--job-name=rgpu-preflight", f"-N{nodes}", f"-n{nodes}", f"--immediate={int(seconds)}"]
+    argv.append("--time=2")
     if options.partition:
         argv.append(f"--partition={options.partition}")
-    return [*argv, python, "-c", COMPUTE_PROBE, root]
+    return [*argv, python, "-c", COMPUTE_PROBE, root, str(int(port) if nodes > 1 else 0)]
 
 
 def read_compute(stdout: str) -> dict | None:
-    """The compute node's answer, checked (bounded strings and flags only), or None."""
-    try:
-        found = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
-    except ValueError:
-        return None
-    if not isinstance(found, dict):
-        return None
+    """The first compute node's answer (a one-node run's), checked; None when there is none."""
+    answers = read_computes(stdout)
+    return answers[0] if answers else None
+
+
+def read_computes(stdout: str, most: int = 64) -> list[dict]:
+    """Every node's answer, checked (bounded strings, flags and numbers only), by rank."""
+    answers = []
+    for line in stdout.strip().splitlines()[: most * 4]:
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            answers.append(_checked_answer(found))
+    return sorted(answers, key=lambda answer: answer.get("rank", 0))[:most]
+
+
+def _checked_answer(found: dict) -> dict:
     keys = {"host": str, "python": str, "root": bool, "torch": str, "cuda": bool, "torch_error": str}
-    keys["under_tmpdir"] = bool
-    return {
+    keys |= {"under_tmpdir": bool, "rank": int}
+    answer = {
         key: found[key][:300] if kind is str else found[key]
         for key, kind in keys.items()
         if isinstance(found.get(key), kind)
     }
+    meeting = found.get("rendezvous")
+    if isinstance(meeting, dict):
+        answer["rendezvous"] = {
+            key: meeting[key] if not isinstance(meeting[key], str) else meeting[key][:120]
+            for key in ("endpoint", "reached", "reached_by", "of")
+            if isinstance(meeting.get(key), str | int | bool)
+        }
+    return answer
+
+
+def nodes_problems(answers: list[dict], options: JobOptions) -> list[str]:
+    """A multi-node run's nodes: all answered, one environment (python, torch, CUDA), and each reached the
+    rendezvous endpoint. A difference fails closed: ranks on different builds fail far from the cause."""
+    if options.nodes <= 1:
+        return []
+    if len(answers) < options.nodes:
+        return [f"Slurm: only {len(answers)} of {options.nodes} nodes answered the preflight"]
+    seen = {}
+    for answer in answers:
+        identity = f"python {answer.get('python', '?')}, torch {answer.get('torch', 'missing')}"
+        identity += f", cuda {answer.get('cuda')}"
+        seen.setdefault(identity, []).append(answer.get("host", "?"))
+    problems = []
+    if len(seen) > 1:
+        said = "; ".join(f"{', '.join(hosts)}: {identity}" for identity, hosts in seen.items())
+        problems.append(f"Slurm: the nodes' environments differ ({said}); a multi-node run needs one")
+    for answer in answers:
+        meeting = answer.get("rendezvous") or {}
+        if answer.get("rank") == 0 and meeting.get("reached_by") != meeting.get("of"):
+            problems.append(
+                f"Slurm: {meeting.get('reached_by', 0)} of {meeting.get('of', '?')} nodes reached the rendezvous "
+                f"endpoint {meeting.get('endpoint', '?')} on {answer.get('host', '?')} within 20 s"
+            )
+        elif answer.get("rank", 0) > 0 and meeting.get("reached") is not True:
+            problems.append(
+                f"Slurm: node {answer.get('host', '?')} could not reach the rendezvous endpoint "
+                f"{meeting.get('endpoint', '?')} within 20 s"
+            )
+    return problems
 
 
 def compute_problems(found: dict | None, needs_torch: bool) -> list[str]:

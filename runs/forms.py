@@ -136,6 +136,25 @@ class RunForm(forms.ModelForm):
         "it: Python's default for SIGUSR1 ends the process); empty: no signal",
     )
 
+    slurm_nodes = forms.IntegerField(
+        label="Slurm nodes",
+        required=False,
+        min_value=1,
+        help_text="More than one: the command (python script.py …) runs under torchrun on every node, one run",
+    )
+    slurm_tasks_per_node = forms.IntegerField(
+        label="Processes per node", required=False, min_value=1, help_text="torchrun's --nproc-per-node (GPUs per node)"
+    )
+    slurm_collective_timeout_seconds = forms.IntegerField(
+        label="Collective timeout (s)",
+        required=False,
+        help_text="How long a collective waits for a frozen peer before the run fails (torch's default: 30 "
+        "minutes; here 600 s unless set)",
+    )
+    slurm_ifname = forms.CharField(
+        label="Network interface", required=False, max_length=15, help_text="For the collectives, e.g. eth0 or ib0"
+    )
+
     class Meta:
         model = Run
         fields = [
@@ -239,6 +258,10 @@ class RunForm(forms.ModelForm):
         "time_minutes": "slurm_time_minutes",
         "gres": "slurm_gres",
         "signal_seconds": "slurm_signal_seconds",
+        "nodes": "slurm_nodes",
+        "tasks_per_node": "slurm_tasks_per_node",
+        "collective_timeout_seconds": "slurm_collective_timeout_seconds",
+        "ifname": "slurm_ifname",
     }
 
     def _clean_scheduler(self, data) -> None:
@@ -255,13 +278,15 @@ class RunForm(forms.ModelForm):
             return
         for problem in slurm.option_problems(options):
             self.add_error(self.SLURM_FIELDS[self._field_of(problem)], problem)
+        for problem in slurm.command_problems(slurm.JobOptions.of(options), data.get("command_line") or []):
+            self.add_error("slurm_nodes", problem)
         data["scheduler"] = {"options": options}
 
     @staticmethod
     def _field_of(problem: str) -> str:
-        return {"partition": "partition", "gres": "gres", "time limit": "time_minutes"}.get(
-            problem.split(":")[0], "signal_seconds"
-        )
+        fields = {"partition": "partition", "gres": "gres", "time limit": "time_minutes", "nodes": "nodes"}
+        fields |= {"processes per node": "tasks_per_node", "collective timeout": "collective_timeout_seconds"}
+        return (fields | {"network interface": "ifname"}).get(problem.split(":")[0], "signal_seconds")
 
     # What an edit may change (project and identity-free fields of the model, and the derived ones).
     EDITED = [name for name in Meta.fields if name != "project"] + [

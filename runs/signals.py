@@ -102,6 +102,14 @@ FAILURE_CLASSES = {
     "code_error": FailureClass(
         "code_error", "Code error", "Stop and fix the code; a retry would fail the same way.", False
     ),
+    # A node of a multi-node run failed first (its tree died, or it was lost): the others were ended with it.
+    "node_failed": FailureClass(
+        "node_failed",
+        "A node of the run failed",
+        "Read which node and how in the close reason; a retry resumes every node from the latest checkpoint, "
+        "or leave that node out.",
+        True,
+    ),
     # The command ended well but its export breaks the contract: the same script would again.
     "contract": FailureClass(
         "contract",
@@ -129,6 +137,14 @@ def excerpt(log: str, limit: int = 1500) -> str:
     return (clean[start:] if start >= 0 else clean)[-limit:]
 
 
+NODE_FAILED = re.compile(r"; node \S{1,100} \(task \d{1,5}\): ")  # node/wrapper/distributed.py: nodes_said
+
+
+def node_failure(close_reason: str) -> bool:
+    """Whether srun named the node of a multi-node run that failed first."""
+    return NODE_FAILED.search(close_reason or "") is not None
+
+
 def contract_failure(close_reason: str) -> bool:
     """Whether the wrapper refused the seal for the export's own shape (node/wrapper/export.py)."""
     return close_reason.startswith(CONTRACT)
@@ -141,12 +157,15 @@ def classify(
     interrupted: bool = False,
     stopped: bool = False,
     contract: bool = False,
+    node: bool = False,
 ) -> str:
     """One failure class for an attempt that did not seal an export."""
     if stopped:
         return "stopped"  # the person's stop explains the exit code (143, or 137 after the grace)
     if interrupted:
         return "interrupted"
+    if node:  # the exit code is the node's (137: killed), not this box's memory
+        return "node_failed"
     if "disk_full" in signals:
         return "disk_full"
     if contract:

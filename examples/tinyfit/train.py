@@ -19,6 +19,12 @@ What RemoteGPU expects from a training script (copy these habits):
     train.csv, best.pth (state dict only), last.pth, test/<test-id>/metrics.json + results.parquet.
     Never write latest.pth there: the wrapper refuses to seal an export that holds one.
   * CUDA when available, CPU otherwise.
+  * Over several nodes (torchrun sets WORLD_SIZE > 1; RemoteGPU starts it on every node of a multi-node
+    run): data-parallel (DDP), each rank its own share of every epoch. $REMOTEGPU_COLLECTIVE_TIMEOUT_S
+    bounds how long a collective waits for a peer (torch's default is 30 minutes: a frozen peer would
+    hang the job that long). Rank 0 restores the latest checkpoint and sends it to every rank, and
+    alone writes checkpoints and the export. Every rank meets at a barrier before the process group is
+    destroyed: without it an abort at exit hit 3 of 14 runs and failed a finished training.
 
 Run by hand: python train.py --config config.yaml   (outputs under ./output and ./ckpt)
 """
@@ -166,12 +172,52 @@ def write_results(path, sample_ids, targets, logits):
 SAVE_NOW = threading.Event()
 
 
+def distributed():
+    """(rank, world size): (0, 1) alone; under torchrun the process group, its collectives bounded by
+    $REMOTEGPU_COLLECTIVE_TIMEOUT_S."""
+    world = int(os.environ.get("WORLD_SIZE") or 1)
+    if world <= 1:
+        return 0, 1
+    import datetime
+
+    import torch.distributed as dist
+
+    seconds = float(os.environ.get("REMOTEGPU_COLLECTIVE_TIMEOUT_S") or 1800)
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=seconds))
+    print(f"rank {dist.get_rank()} of {world} joined ({backend}, collectives time out after {seconds:g} s)", flush=True)
+    return dist.get_rank(), world
+
+
+def shared_state(state, world):
+    """Rank 0's checkpoint state, the same on every rank (a node's own disk may not hold it)."""
+    if world == 1:
+        return state
+    import torch.distributed as dist
+
+    box = [state]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def leave(world):
+    """Every rank at a barrier, then the group destroyed: none aborts at exit while another still talks."""
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def train(config, config_path, smoke):
     ckpt_dir = os.environ.get("REMOTEGPU_CHECKPOINT_DIR", "ckpt")
     out_dir = os.environ.get("REMOTEGPU_OUTPUT_DIR", "output")
     os.makedirs(ckpt_dir, exist_ok=True)
     os.makedirs(out_dir, exist_ok=True)
-    device = torch.device("cuda" if torch.cuda.is_available() and not smoke else "cpu")
+    rank, world = (0, 1) if smoke else distributed()
+    device = torch.device(
+        f"cuda:{int(os.environ.get('LOCAL_RANK') or 0)}" if torch.cuda.is_available() and not smoke else "cpu"
+    )
     if smoke:
         config = dict(config, samples=256, hidden=8, epochs=1, epoch_pause=0)
     torch.manual_seed(config["seed"])
@@ -183,13 +229,18 @@ def train(config, config_path, smoke):
 
     latest = os.path.join(ckpt_dir, "latest.pth")
     start_epoch, best_val, state = 0, math.inf, {}
-    if os.path.exists(latest) and not smoke:
-        state = torch.load(latest, map_location=device, weights_only=True)
+    if rank == 0 and os.path.exists(latest) and not smoke:
+        state = torch.load(latest, map_location="cpu", weights_only=True)
+    state = shared_state(state, world)
+    if state:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         restore_rng(state["rng"])
         start_epoch, best_val = state["epoch"], state["best_val"]
         print(f"resumed from epoch {start_epoch}", flush=True)
+    net = model  # what is saved and evaluated: the model itself, not its DDP wrapper
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
 
     train_csv = os.path.join(out_dir, "train.csv")
     # The rows logged so far travel in the checkpoint: a run continued on another box (its checkpoint
@@ -198,18 +249,19 @@ def train(config, config_path, smoke):
     if start_epoch and not rows and os.path.exists(train_csv):
         with open(train_csv) as handle:
             rows = [row for row in csv.DictReader(handle) if int(row["epoch"]) <= start_epoch]
-    if rows:  # written at once: a resume from the last epoch trains nothing more and must still export it
+    if rows and rank == 0:  # written at once: a resume from the last epoch trains nothing more and must still export it
         write_rows(train_csv, rows)
 
     every = float(os.environ.get("REMOTEGPU_CHECKPOINT_EVERY_S") or 0)  # 0: after every epoch
     every_steps = int(os.environ.get("REMOTEGPU_CHECKPOINT_EVERY_STEPS") or 0)  # an epoch is a logged step
     saved_at, saved_epoch = time.monotonic(), start_epoch
     train_ids = split["train"]
-    batches = math.ceil(len(train_ids) / config["batch_size"])
+    share = len(train_ids) // world  # every rank the same number of batches: DDP steps together
+    batches = math.ceil(share / config["batch_size"])
     for epoch in range(start_epoch + 1, config["epochs"] + 1):
         model.train()
         started, total = time.time(), 0.0
-        order = train_ids[torch.randperm(len(train_ids))]
+        order = train_ids[torch.randperm(len(train_ids))][rank * share : (rank + 1) * share]
         for batch in range(2 if smoke else batches):
             ids = order[batch * config["batch_size"] : (batch + 1) * config["batch_size"]]
             logits = model(inputs[ids].to(device))
@@ -221,7 +273,10 @@ def train(config, config_path, smoke):
             loss.backward()
             optimizer.step()
             total += loss.item()
-        _, val_loss, val_acc = evaluate(model, inputs[split["val"]], targets[split["val"]], device)
+        _, val_loss, val_acc = evaluate(net, inputs[split["val"]], targets[split["val"]], device)
+        if rank > 0:  # rank 0 logs, checkpoints and exports; the others train their share
+            hold(config.get("hold_file"), epoch)
+            continue
         rows.append(
             {
                 "epoch": epoch,
@@ -240,10 +295,10 @@ def train(config, config_path, smoke):
         if val_loss < best_val:
             best_val = val_loss
             atomic_save(
-                {"model": model.state_dict(), "epoch": epoch, "val_loss": val_loss}, os.path.join(ckpt_dir, "best.pth")
+                {"model": net.state_dict(), "epoch": epoch, "val_loss": val_loss}, os.path.join(ckpt_dir, "best.pth")
             )
         state = {
-            "model": model.state_dict(),
+            "model": net.state_dict(),
             "optimizer": optimizer.state_dict(),
             "epoch": epoch,
             "best_val": best_val,
@@ -262,7 +317,9 @@ def train(config, config_path, smoke):
         time.sleep(float(config.get("epoch_pause", 0)))
         hold(config.get("hold_file"), epoch)
 
-    finish(config, config_path, model, inputs, targets, split, ckpt_dir, out_dir, device, determinism)
+    if rank == 0:
+        finish(config, config_path, net, inputs, targets, split, ckpt_dir, out_dir, device, determinism)
+    leave(world)
     return 0
 
 

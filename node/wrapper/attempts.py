@@ -2,6 +2,7 @@
 
 import os
 
+from .distributed import distributed_env
 from .helper import helper_dir
 from .hooks import hook_env
 from .tree import TREE_MARK
@@ -33,6 +34,8 @@ def run_env(spec, smoke, secrets=None, hooks=None):
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if not smoke:
+        env.update(distributed_env(spec))
     if spec.get("tree_mark"):  # every process the command starts carries it: none outlives the attempt
         env[TREE_MARK] = spec["tree_mark"]
     helper = helper_dir()

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from .attempts import run_env
+from .distributed import torchrun_argv
 from .environment import argv_in_environment
 
 BUILD = "import remotegpu_run, sys; sys.exit(remotegpu_run.build_declared())"
@@ -61,6 +62,8 @@ def attempt_argv(spec):
     extra = declared(spec).get("resume_args")
     if extra and checkpoints_in_place(spec):
         argv += shlex.split(extra)
+    if spec.get("distributed") and spec.get("scheduler") == "slurm":  # torchrun on every node of the job
+        argv = torchrun_argv(spec, argv)
     return argv
 
 

@@ -13,6 +13,7 @@ from .follow import follow_on_stdin
 from .gpus import cmd_gpus
 from .idle import cmd_idle
 from .mirror import cmd_mirror
+from .node_guard import cmd_node
 from .preflight import cmd_preflight
 from .probe import cmd_probe
 from .put_secrets import cmd_put_secrets
@@ -38,6 +39,7 @@ COMMANDS = {
     "preflight": (cmd_preflight, (SPEC,)),
     "smoke": (cmd_smoke, (SPEC,)),
     "run": (cmd_run, (SPEC,)),
+    "node": (cmd_node, (ARG,)),  # one node's part of a multi-node run (srun starts it on every node)
     "status": (cmd_status, (SPEC,)),
     "extract": (cmd_extract, (SPEC,)),
     "abandon": (cmd_abandon, (SPEC, STDIN)),

@@ -15,6 +15,7 @@ from .ckpt_mirror import CheckpointMirror, restore_checkpoints
 from .declared import attempt_argv
 from .declared_ckpt import restore_declared
 from .diskwatch import DiskWatch
+from .distributed import failed_tasks, frozen_nodes, nodes_said
 from .environment import boot_identity
 from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
@@ -79,9 +80,10 @@ def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
     durable_write(os.path.join(attempt, "exit_code"), f"{code}\n", os.path.join(reserve, "exit_code"))
     stopped = stop_reason(spec, code) or preempted_reason(spec, code)
     failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
-    if failed and stragglers:
-        failed = f"{failed}; {stragglers_said(stragglers)}"
+    failed, peers = _failure_said(spec, attempt, failed, stragglers)
     problem = stopped or failed or superseded(spec) or closeout(spec)
+    if problem and peers and not stopped:  # rank 0 did not finish either: the nodes that failed first
+        problem = f"command exited with code {code}; {peers}; and rank 0's export: {problem}"
     if problem:
         quarantine(spec, problem)
         return 1
@@ -89,6 +91,21 @@ def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
         atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
     shutil.rmtree(reserve, ignore_errors=True)
     return 0
+
+
+def _failure_said(spec, attempt, failed, stragglers):
+    """(the failure, with the nodes srun named and the stragglers stopped; what other nodes' failures were
+    when rank 0's node did not fail: then its export, checked at closeout as any, decides)."""
+    tasks = failed_tasks(os.path.join(attempt, "log.txt")) if failed and spec.get("distributed") else {}
+    if tasks and 0 not in tasks:
+        peers = nodes_said(tasks)
+        with contextlib.suppress(OSError):
+            atomic_write(os.path.join(attempt, "peer-failures.txt"), peers + "\n")
+        return "", peers
+    failed = f"{failed}; {nodes_said(tasks)}" if tasks else failed
+    frozen = frozen_nodes(attempt) if spec.get("distributed") else ""
+    failed = f"{failed}; {frozen}" if frozen else failed
+    return (f"{failed}; {stragglers_said(stragglers)}" if failed and stragglers else failed), ""
 
 
 def put_back_declared(spec):

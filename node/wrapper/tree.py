@@ -26,8 +26,9 @@ def new_tree_mark(spec) -> str:
 
 
 def marked_pids(mark: str) -> list[int]:
-    """The pids whose environment carries this attempt's mark (this process excluded)."""
-    needle = f"{TREE_MARK}={mark}".encode() + b"\0"
+    """The pids whose environment carries this attempt's mark, or a node's part of it ("<mark>.<node>"),
+    this process excluded."""
+    needles = (f"{TREE_MARK}={mark}\0".encode(), f"{TREE_MARK}={mark}.".encode())
     found = []
     with contextlib.suppress(OSError):
         for count, name in enumerate(os.listdir("/proc")):
@@ -40,12 +41,12 @@ def marked_pids(mark: str) -> list[int]:
                     environ = handle.read(1 << 20) + b"\0"
             except OSError:  # gone, or not ours to read
                 continue
-            if needle in environ:
+            if any(needle in environ for needle in needles):
                 found.append(int(name))
     return found
 
 
-def _tree_argv(pid: int) -> str:
+def process_argv(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             return " ".join(part.decode(errors="replace") for part in handle.read(400).split(b"\0")[:3] if part)
@@ -53,24 +54,30 @@ def _tree_argv(pid: int) -> str:
         return "?"
 
 
-def _tree_alive(pid: int) -> bool:
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state: R running, S sleeping, T stopped (SIGSTOP), Z a zombie; "" gone."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+            return handle.read().rsplit(")", 1)[-1].split()[0][:1]
     except (OSError, IndexError):
-        return False
+        return ""
 
 
-def end_stragglers(mark: str, attempt_dir: str, grace: float = 10.0) -> list[dict]:
+def _tree_alive(pid: int) -> bool:
+    return process_state(pid) not in ("", "Z")
+
+
+def end_stragglers(mark: str, attempt_dir: str | None, grace: float = 10.0) -> list[dict]:
     """Every process still carrying the mark: SIGTERM, then SIGKILL after the grace; recorded (pid and
-    what ran) in the attempt's folder for the control side. [] when the command took its tree with it."""
-    left = [{"pid": pid, "argv": _tree_argv(pid)} for pid in marked_pids(mark)]
+    what ran) in the attempt's folder (if given) for the control side. [] when the command took its tree with it."""
+    left = [{"pid": pid, "argv": process_argv(pid), "state": process_state(pid)} for pid in marked_pids(mark)]
     if not left:
         return []
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for found in left:
             with contextlib.suppress(OSError):
                 os.kill(found["pid"], signum)
+                os.kill(found["pid"], signal.SIGCONT)  # a stopped process (SIGSTOP) gets its TERM too
         deadline = time.monotonic() + (grace if signum == signal.SIGTERM else 5)
         while any(_tree_alive(found["pid"]) for found in left) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -79,8 +86,9 @@ def end_stragglers(mark: str, attempt_dir: str, grace: float = 10.0) -> list[dic
             break
     for found in left:
         found["survived"] = _tree_alive(found["pid"])
-    with contextlib.suppress(OSError):
-        atomic_write(os.path.join(attempt_dir, STRAGGLERS_FILE), json.dumps(left))
+    if attempt_dir:  # a node's part keeps them in its own record instead
+        with contextlib.suppress(OSError):
+            atomic_write(os.path.join(attempt_dir, STRAGGLERS_FILE), json.dumps(left))
     return left
 
 

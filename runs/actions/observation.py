@@ -37,7 +37,13 @@ def _classify_failure(run: Run, status: dict, dead: bool) -> None:
     seen = set(run.alerts) | ({"disk_full"} if reason.startswith("disk_full") else set())
     contract = signals.contract_failure(reason)
     run.failure_class = signals.classify(
-        run.exit_code, seen, dead=dead, interrupted=interrupted, stopped=stopped, contract=contract
+        run.exit_code,
+        seen,
+        dead=dead,
+        interrupted=interrupted,
+        stopped=stopped,
+        contract=contract,
+        node=signals.node_failure(reason),
     )
     run.failure_excerpt = signals.excerpt(status.get("log_tail") or "")
     failure = signals.FAILURE_CLASSES[run.failure_class]

@@ -1,0 +1,132 @@
+"""One run over two nodes of the cluster (`sbatch -N2`): the wrapper, the job's batch shell on its first
+node, starts the bundled example (tinyfit, data-parallel under torchrun) on both nodes with one srun; one
+run, one history, one export sealed by rank 0. Every node's failure is seen: a node's launcher group
+killed fails the run with the node named and no worker left; a frozen worker fails it within the
+collective timeout the run set, not torch's 30 minutes."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from custody.actions import do_start_verification
+from custody.models import CustodyStatus
+from runs.actions.lifecycle import do_start_preflight
+from runs.models import RunState
+from tests.custody.test_custody_e2e import wait_record
+from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TIMEOUT = 15  # the collectives' bound this run sets: a frozen peer fails the run after it
+OPTIONS = {"partition": "low", "time_minutes": 10, "nodes": 2, "collective_timeout_seconds": TIMEOUT, "ifname": "lo"}
+
+
+def two_node_run(make_run, **options):
+    return make_run(gpus=[], scheduler={"options": {**OPTIONS, **options}})
+
+
+def marked(mark_of_run: str) -> list[tuple[int, dict]]:
+    """The processes of the run's attempt on this machine (both nodes of the test cluster are on it), with
+    their environment."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        environ = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+        if environ.get("REMOTEGPU_RUN_ID") == mark_of_run and "REMOTEGPU_ATTEMPT_TREE" in environ:
+            found.append((int(name), environ))
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def workers(run) -> dict[int, int]:
+    """rank → pid of each training worker (torchrun's children; RANK is set in theirs only)."""
+    return {int(env["RANK"]): pid for pid, env in marked(run.run_id) if "RANK" in env and "train.py" in cmdline(pid)}
+
+
+def test_a_run_over_two_nodes_trains_once_and_its_export_is_verified(bob, make_run, node, slurm, celery_worker_process):
+    run = two_node_run(make_run)
+    began = time.monotonic()
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=120)
+    assert run.state == RunState.RUNNING, list(run.events.values_list("message", flat=True))
+    nodes = run.preflight_report["slurm"]["nodes"]
+    assert [answer["host"] for answer in nodes] == ["n1", "n2"], nodes
+    meeting = nodes[0]["rendezvous"]
+    assert meeting["reached_by"] == meeting["of"] == 1 and nodes[1]["rendezvous"]["reached"] is True
+    script = (node.active(run) / "launch-1.sbatch").read_text()
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
+    log = node.active(run) / "attempt-1" / "log.txt"
+    wait_until(lambda: log.exists() and "rank 1 of 2 joined" in log.read_text(), 90, 0.2, what="both ranks joined")
+    both_after = time.monotonic() - began
+    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, run.close_reason
+    text = log.read_text()
+    assert "0: rank 0 of 2 joined (gloo, collectives time out after 15 s)" in text  # srun --label: the task
+    assert "1: rank 1 of 2 joined" in text
+    record = wait_record(do_start_verification(run.pk, actor=bob))
+    assert record.status == CustodyStatus.VERIFIED, record.failure
+    assert not marked(run.run_id)  # nothing of the run left on either node
+    print(
+        f"\nslurm -N2: preflight start to both ranks training {both_after:.1f} s,"
+        f" to verified {time.monotonic() - began:.1f} s"
+    )
+
+
+def test_a_nodes_killed_launcher_group_fails_the_run_with_the_node_named_and_no_worker_left(
+    bob, make_run, node, source, gate, slurm, celery_worker_process
+):
+    set_config(source, epochs=20, hold_file=gate.path)
+    run = two_node_run(make_run)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=120)
+    wait_until(lambda: len(workers(run)) == 2, 90, 0.2, what="a worker on each node")
+    wait_file(node.active(run) / "attempt-1" / "output" / "train.csv")
+    agent = next(
+        pid
+        for pid, env in marked(run.run_id)
+        if env.get("SLURM_PROCID") == "1" and "torch.distributed.run" in cmdline(pid) and "RANK" not in env
+    )
+    began = time.monotonic()
+    os.killpg(os.getpgid(agent), signal.SIGKILL)  # node n2's launcher group: its worker is in a session of its own
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=90, refresh=True)
+    failed_in = time.monotonic() - began
+    assert run.close_reason.startswith("command exited with code 137; node n2 (task 1): "), run.close_reason
+    wait_until(lambda: not marked(run.run_id), 30, 0.2, what="no process of the run left on either node")
+    assert run.failure_class == "node_failed", run.failure_class  # not this box's memory (exit 137)
+    print(f"\nslurm -N2: a node's launcher killed, the run failed in {failed_in:.1f} s")
+
+
+def test_a_frozen_worker_fails_the_run_within_the_collective_timeout(
+    bob, make_run, node, source, slurm, celery_worker_process
+):
+    set_config(source, epochs=400)
+    run = two_node_run(make_run)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=120)
+    wait_until(lambda: len(workers(run)) == 2, 90, 0.2, what="a worker on each node")
+    wait_file(node.active(run) / "attempt-1" / "output" / "train.csv")
+    frozen = workers(run)[1]
+    began = time.monotonic()
+    os.kill(frozen, signal.SIGSTOP)
+    run = wait_state(run, {RunState.QUARANTINED}, timeout=TIMEOUT + 75, refresh=True)
+    failed_in = time.monotonic() - began
+    assert failed_in < TIMEOUT + 45, failed_in  # the run's bound, not torch's 30 minutes
+    assert "node n2 held a stopped process, a frozen peer: " in run.close_reason, run.close_reason
+    assert run.failure_class == "node_failed"
+    wait_until(lambda: not marked(run.run_id), 30, 0.2, what="no process of the run left, the frozen one included")
+    print(f"\nslurm -N2: a frozen worker, the run failed in {failed_in:.1f} s (collective timeout {TIMEOUT} s)")
