@@ -139,11 +139,10 @@ class RunForm(forms.ModelForm):
     slurm_nodes = forms.IntegerField(
         label="Slurm nodes",
         required=False,
-        min_value=1,
         help_text="More than one: the command (python script.py …) runs under torchrun on every node, one run",
     )
     slurm_tasks_per_node = forms.IntegerField(
-        label="Processes per node", required=False, min_value=1, help_text="torchrun's --nproc-per-node (GPUs per node)"
+        label="Processes per node", required=False, help_text="torchrun's --nproc-per-node (GPUs per node)"
     )
     slurm_collective_timeout_seconds = forms.IntegerField(
         label="Collective timeout (s)",

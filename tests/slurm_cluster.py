@@ -8,6 +8,7 @@ database of its own, dropped at the end). slurmdbd 22.05 ignores `AuthInfo=socke
 at its default socket, so an accounted cluster's munged listens there (one such cluster at a time).
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -124,6 +125,7 @@ class SlurmCluster:
                     "PreemptType=preempt/partition_prio",
                     "PreemptMode=REQUEUE",
                     "MpiDefault=none",
+                    f"TaskProlog={self._task_prolog()}",
                     *(
                         f"NodeName={node} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={port} CPUs=1 State=UNKNOWN"
                         for node, port in (("n1", ports[1]), ("n2", ports[2]))
@@ -135,6 +137,32 @@ class SlurmCluster:
                 ]
             )
         )
+
+    def _task_prolog(self) -> Path:
+        """Before each task: where a test made a node's environment differ (differ()), another torch comes
+        first on that node's path, as on a node whose image was built apart."""
+        other = self.dir / "other-torch" / "torch"
+        other.mkdir(parents=True, exist_ok=True)
+        (other / "__init__.py").write_text(
+            '__version__ = "0.0.1+other"\n\nclass cuda:\n    is_available = staticmethod(lambda: False)\n'
+        )
+        prolog = self.dir / "task-prolog.sh"
+        prolog.write_text(
+            "#!/bin/sh\n"
+            f'if [ -f "{self.dir}/differ-$SLURMD_NODENAME" ]; then echo "export PYTHONPATH={other.parent}"; fi\n'
+        )
+        prolog.chmod(0o755)
+        return prolog
+
+    @contextlib.contextmanager
+    def differ(self, node: str):
+        """The node's tasks find another torch until the block ends."""
+        marker = self.dir / f"differ-{node}"
+        marker.touch()
+        try:
+            yield
+        finally:
+            marker.unlink()
 
     def run(self, *argv: str, check: bool = True) -> str:
         result = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)

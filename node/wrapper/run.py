@@ -82,7 +82,7 @@ def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
     failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
     failed, peers = _failure_said(spec, attempt, failed, stragglers)
     problem = stopped or failed or superseded(spec) or closeout(spec)
-    if problem and peers and not stopped:  # rank 0 did not finish either: the nodes that failed first
+    if problem and peers and not stopped:  # the training had not finished: the nodes that failed first
         problem = f"command exited with code {code}; {peers}; and rank 0's export: {problem}"
     if problem:
         quarantine(spec, problem)
@@ -94,18 +94,18 @@ def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
 
 
 def _failure_said(spec, attempt, failed, stragglers):
-    """(the failure, with the nodes srun named and the stragglers stopped; what other nodes' failures were
-    when rank 0's node did not fail: then its export, checked at closeout as any, decides)."""
+    """(the failure with the stragglers stopped, or "" where srun named failed nodes; what those nodes'
+    failures were). A node's failure after rank 0 exported in full (an abort at exit, another node's) does
+    not fail a finished training: rank 0's export, checked at closeout as any, decides."""
     tasks = failed_tasks(os.path.join(attempt, "log.txt")) if failed and spec.get("distributed") else {}
-    if tasks and 0 not in tasks:
-        peers = nodes_said(tasks)
+    said = [nodes_said(tasks)] if tasks else []
+    said += [frozen] if tasks and (frozen := frozen_nodes(attempt)) else []
+    said += [stragglers_said(stragglers)] if failed and stragglers else []
+    if tasks:  # a node failed: rank 0's export decides whether the training had finished before it
         with contextlib.suppress(OSError):
-            atomic_write(os.path.join(attempt, "peer-failures.txt"), peers + "\n")
-        return "", peers
-    failed = f"{failed}; {nodes_said(tasks)}" if tasks else failed
-    frozen = frozen_nodes(attempt) if spec.get("distributed") else ""
-    failed = f"{failed}; {frozen}" if frozen else failed
-    return (f"{failed}; {stragglers_said(stragglers)}" if failed and stragglers else failed), ""
+            atomic_write(os.path.join(attempt, "peer-failures.txt"), "; ".join(said) + "\n")
+        return "", "; ".join(said)
+    return "; ".join([failed, *said]) if failed else failed, ""
 
 
 def put_back_declared(spec):

@@ -155,3 +155,43 @@ def test_an_array_task_is_read_by_its_own_id_in_squeue_and_sacct():
     assert slurm.read_squeue("12_1", queued).running and slurm.read_squeue("12", queued) is None
     accounted = "12_1|COMPLETED|0:0\n12_3|FAILED|2:0\n"
     assert slurm.read_sacct("12_3", accounted).exit_code == 2 and slurm.read_sacct("12_1", accounted).final
+
+
+def test_a_multi_node_runs_options_reach_the_batch_script_and_the_wrapper():
+    options = slurm.JobOptions.of({"nodes": 2, "tasks_per_node": 4, "ifname": "ib0"})
+    assert options.distributed and "--nodes=2" in slurm.asked(options)
+    script = slurm.batch_script(options, job_name="n", output="/o", wrapper_argv=["w"]).splitlines()
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
+    assert options.distributed_spec() == {"nodes": 2, "tasks_per_node": 4, "timeout": 600, "ifname": "ib0"}
+    assert slurm.JobOptions().distributed_spec() is None and "--nodes" not in " ".join(slurm.asked(slurm.JobOptions()))
+    assert slurm.option_problems({"nodes": 65, "tasks_per_node": True, "ifname": "a" * 16}) == [
+        "nodes: a whole number from 1 to 64",
+        "processes per node: a whole number from 1 to 16",
+        "network interface: a Linux interface name, e.g. eth0 or ib0",
+    ]
+    assert slurm.command_problems(options, ["/opt/venv/bin/python3.11", "train.py"]) == []
+    for command in (["torchrun", "train.py"], ["python"], ["python", "-m", "pkg"], ["bash", "-c", "python x.py"]):
+        assert slurm.command_problems(options, command), command
+    assert slurm.command_problems(slurm.JobOptions(), ["bash", "go.sh"]) == []  # one process: any command
+
+
+def test_every_nodes_preflight_answer_is_read_and_compared():
+    answer = '{"host": "n%d", "python": "3.11.7", "torch": "%s", "cuda": false, "root": true, "rank": %d%s}'
+    meeting0 = ', "rendezvous": {"endpoint": "10.0.0.1:29500", "reached_by": 1, "of": 1}'
+    meeting1 = ', "rendezvous": {"endpoint": "10.0.0.1:29500", "reached": true}'
+    same = "\n".join([answer % (2, "2.13.0", 1, meeting1), "garbage", answer % (1, "2.13.0", 0, meeting0)])
+    answers = slurm.read_computes(same)
+    assert [found["host"] for found in answers] == ["n1", "n2"]  # by rank
+    options = slurm.JobOptions(nodes=2)
+    assert slurm.nodes_problems(answers, options) == []
+    differ = slurm.read_computes("\n".join([answer % (1, "2.13.0", 0, meeting0), answer % (2, "2.4.0", 1, meeting1)]))
+    assert slurm.nodes_problems(differ, options) == [
+        "Slurm: the nodes' environments differ (n1: python 3.11.7, torch 2.13.0, cuda False; n2: python 3.11.7,"
+        " torch 2.4.0, cuda False); a multi-node run needs one"
+    ]
+    unreached = same.replace('"reached": true', '"reached": false').replace('"reached_by": 1', '"reached_by": 0')
+    problems = slurm.nodes_problems(slurm.read_computes(unreached), options)
+    assert problems[0].startswith("Slurm: 0 of 1 nodes reached the rendezvous endpoint 10.0.0.1:29500 on n1")
+    assert problems[1] == "Slurm: node n2 could not reach the rendezvous endpoint 10.0.0.1:29500 within 20 s"
+    assert slurm.nodes_problems(answers[:1], options) == ["Slurm: only 1 of 2 nodes answered the preflight"]
+    assert slurm.nodes_problems(answers[:1], slurm.JobOptions()) == []

@@ -103,3 +103,47 @@ def test_the_api_takes_the_same_options_by_the_same_rule(bob, project, cluster, 
     assert created.status_code == 201, created.content
     options = {"partition": "low", "time_minutes": 30}
     assert created.json()["scheduler"] == {"options": options} and not Run.objects.filter(scheduler={}).exists()
+
+
+def test_a_multi_node_run_is_asked_on_the_form_and_shown_with_its_rendezvous(client, bob, form, cluster):
+    client.force_login(bob)
+    options = {"slurm_nodes": "2", "slurm_tasks_per_node": "1", "slurm_collective_timeout_seconds": "120"}
+    bad = {**options, "slurm_nodes": "0", "slurm_ifname": "eth0; reboot", "slurm_collective_timeout_seconds": "5"}
+    page = client.post(reverse("run-create"), {**form, "instance": cluster.pk, **bad}).content.decode()
+    assert "nodes: a whole number from 1 to 64" in page and "network interface: a Linux interface name" in page
+    assert "collective timeout: 10 to 86400 seconds" in page and not Run.objects.exists()
+    # torchrun starts a script: a command that is not `python script.py` is refused on a multi-node run.
+    shell = client.post(
+        reverse("run-create"), {**form, "instance": cluster.pk, "command_line": "bash go.sh", **options}
+    )
+    assert "torchrun starts that script" in shell.content.decode() and not Run.objects.exists()
+    response = client.post(reverse("run-create"), {**form, "instance": cluster.pk, **options, "slurm_ifname": "ib0"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.get()
+    assert run.scheduler["options"] == {
+        "nodes": 2,
+        "tasks_per_node": 1,
+        "collective_timeout_seconds": 120,
+        "ifname": "ib0",
+    }
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert 'id="slurm-distributed"' in page and "2 node(s) × 1 process(es)" in page
+    assert "collectives time out after 120 s" in page and "interface ib0" in page
+
+
+def test_the_api_refuses_a_multi_node_run_whose_command_torchrun_cannot_start(bob, project, cluster, source):
+    from django.test import Client
+
+    _, token = ApiToken.objects.issue(bob, "test")
+    body = {"project": project.slug, "instance": cluster.name, "source_kind": "local_dir"}
+    body |= {"source_path": str(source), "config_path": "config.yaml", "slurm_options": {"nodes": 2}}
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+
+    def post(command):
+        return client.post("/api/runs/", data=json.dumps({**body, "command": command}), content_type="application/json")
+
+    refused = post(["bash", "go.sh"])
+    assert refused.status_code == 400 and "torchrun starts that script" in json.dumps(refused.json())
+    created = post(["python3", "train.py", "--config", "config.yaml"])
+    assert created.status_code == 201, created.content
+    assert created.json()["scheduler"] == {"options": {"nodes": 2}}

@@ -4,6 +4,7 @@ run, one history, one export sealed by rank 0. Every node's failure is seen: a n
 killed fails the run with the node named and no worker left; a frozen worker fails it within the
 collective timeout the run set, not torch's 30 minutes."""
 
+import csv
 import os
 import signal
 import time
@@ -16,7 +17,7 @@ from custody.models import CustodyStatus
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from tests.custody.test_custody_e2e import wait_record
-from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state
+from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,3 +131,70 @@ def test_a_frozen_worker_fails_the_run_within_the_collective_timeout(
     assert run.failure_class == "node_failed"
     wait_until(lambda: not marked(run.run_id), 30, 0.2, what="no process of the run left, the frozen one included")
     print(f"\nslurm -N2: a frozen worker, the run failed in {failed_in:.1f} s (collective timeout {TIMEOUT} s)")
+
+
+def test_a_node_whose_environment_differs_fails_the_preflight(bob, make_run, slurm, celery_worker_process):
+    """Node n2's tasks find another torch first on their path (the cluster's task prolog), as on a node
+    whose image was built apart: the run never starts."""
+    run = two_node_run(make_run)
+    with slurm.differ("n2"):
+        do_start_preflight(run.pk, actor=bob)
+        run = wait_state(run, {RunState.FAILED_PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING, RunState.RUNNING})
+    assert run.state == RunState.FAILED_PREFLIGHT, run.state
+    said = " ".join(run.events.values_list("message", flat=True))
+    assert "the nodes' environments differ (n1: python" in said and "n2: python" in said, said
+    assert "torch 0.0.1+other" in said
+    assert run.slurm_job == ""  # nothing was submitted
+
+
+def test_an_abort_at_exit_on_another_node_does_not_fail_a_finished_training(
+    bob, make_run, node, source, slurm, celery_worker_process
+):
+    """Rank 1 aborts after the training, as torch's exit did in 3 of 14 runs without a barrier ("terminate
+    called without an active exception"): rank 0's export is complete, so the run is exported, and the
+    node's failure is kept beside the attempt."""
+    edit_train(source, "    leave(world)\n", "    leave(world)\n    if rank == 1:\n        os.abort()\n")
+    run = two_node_run(make_run)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=120)
+    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, run.close_reason
+    noted = (node.active(run) / "attempt-1" / "peer-failures.txt").read_text()
+    assert noted.startswith("node n2 (task 1): "), noted
+    assert (node.export(run) / "run.json").exists()
+
+
+def test_a_requeued_two_node_job_resumes_on_both_nodes_from_the_checkpoint(
+    bob, make_run, node, source, gate, slurm, celery_worker_process
+):
+    """Resume is state restore: Slurm runs the job again (attempt 2); rank 0 restores the newest checkpoint
+    and sends it to every rank, and the run goes on from there to one export with every epoch once."""
+    from tests.slurm.test_requeue import adopted
+
+    set_config(source, epochs=6, hold_file=gate.path)
+    run = two_node_run(make_run)
+    do_start_preflight(run.pk, actor=bob)
+    run = wait_state(run, SETTLED, timeout=120)
+    train = node.active(run) / "attempt-1" / "output" / "train.csv"
+    wait_until(lambda: train.exists() and len(train.read_text().splitlines()) > 1, 90, 0.1, what="epoch 1 logged")
+    began = time.monotonic()
+    slurm.run("scontrol", "requeue", run.slurm_job)
+    adopted(run, 2)
+    gate.release()
+    log = node.active(run) / "attempt-2" / "log.txt"
+
+    def resumed() -> bool:
+        text = log.read_text() if log.exists() else ""
+        return "0: resumed from epoch" in text and "1: resumed from epoch" in text
+
+    wait_until(resumed, 90, 0.2, what="both nodes resumed")
+    print(f"\nslurm -N2: requeue to both nodes training again {time.monotonic() - began:.1f} s")
+    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED, run.close_reason
+    text = log.read_text()
+    epochs = {
+        int(line.split("resumed from epoch ")[1].split()[0]) for line in text.splitlines() if "resumed from" in line
+    }
+    assert len(epochs) == 1 and epochs.pop() >= 1, text  # both nodes from the same checkpoint
+    with open(node.export(run) / "train.csv") as handle:
+        assert [int(row["epoch"]) for row in csv.DictReader(handle)] == list(range(1, 7))
