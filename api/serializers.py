@@ -160,6 +160,20 @@ class RunCreateSerializer(serializers.Serializer):
         "under torchrun on every node). A bad option, or options for another box, is a 400.",
     )
 
+    peer_boxes = serializers.ListField(
+        child=serializers.CharField(max_length=100),
+        max_length=15,
+        default=list,
+        help_text="A run over several SSH boxes: the other boxes of the project, in node-rank order (the run's "
+        "box is rank 0: it hosts the rendezvous and seals the export). The command is then `python script.py "
+        "…`, started under torchrun on every box.",
+    )
+    multinode = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text="With peer_boxes: tasks_per_node, collective_timeout_seconds (600 unless set), ifname.",
+    )
+
     validate_command = _rule(validation.check_command)
     validate_config_path = _rule(validation.check_config_path)
     validate_data_paths = _rule(validation.check_data_paths)
@@ -180,6 +194,7 @@ class RunCreateSerializer(serializers.Serializer):
         if problems:
             raise serializers.ValidationError({field: [problem] for field, problem in problems.items()})
         data["slurm_options"] = _slurm_options(data["instance"], data.get("slurm_options"), data.get("command"))
+        data["peer_boxes"] = _peer_boxes(data, user)
         if data["slurm_options"] is not None and data.get("gpus"):
             raise serializers.ValidationError(
                 {"gpus": ["On a Slurm box the job's GPUs are asked with gres, not indices."]}
@@ -196,8 +211,10 @@ class RunCreateSerializer(serializers.Serializer):
     def current(run) -> dict:
         """A run's editable fields as this serializer takes them: a PATCH is checked as a whole run."""
         fields = [name for name in RunCreateSerializer._declared_fields if not name.endswith("_mib")]
-        data = {name: getattr(run, name) for name in fields if name not in ("project", "instance")}
+        data = {name: getattr(run, name) for name in fields if name not in ("project", "instance", *PEER_FIELDS)}
         data["project"], data["instance"] = run.project.slug, run.instance.name
+        data["peer_boxes"] = [peer.instance.name for peer in run.peers.select_related("instance")]
+        data["multinode"] = run.multinode
         data["checkpoint_mib"], data["scratch_mib"] = run.checkpoint_bytes // MIB, run.scratch_bytes // MIB
         return data
 
@@ -205,9 +222,44 @@ class RunCreateSerializer(serializers.Serializer):
         data = dict(self.validated_data)
         options = data.pop("slurm_options", None)
         data["scheduler"] = {"options": options} if options is not None else {}
+        peers, multinode = data.pop("peer_boxes", []), data.pop("multinode", {})
+        if peers:
+            data["scheduler"] = {"multinode": multinode}
         data["checkpoint_bytes"] = data.pop("checkpoint_mib") * MIB
         data["scratch_bytes"] = data.pop("scratch_mib") * MIB
         return Run(**data)
+
+
+MULTINODE_KEYS = {"tasks_per_node", "collective_timeout_seconds", "ifname"}
+PEER_FIELDS = ("peer_boxes", "multinode")
+
+
+def _peer_boxes(data, user) -> list:
+    """The other boxes of a run over several boxes, checked: the project's, each once, none the run's own
+    box nor a cluster's login node; the command one torchrun can start; the options as a Slurm run's."""
+    names, options = data.get("peer_boxes") or [], data.get("multinode") or {}
+    if not names:
+        if options:
+            raise serializers.ValidationError({"multinode": ["Only a run with peer_boxes takes multinode options."]})
+        return []
+    if not isinstance(options, dict):
+        raise serializers.ValidationError(
+            {"multinode": ["An object: tasks_per_node, collective_timeout_seconds, ifname"]}
+        )
+    problems = [f"{key}: not a multinode option" for key in sorted(set(options) - MULTINODE_KEYS)]
+    problems += slurm.option_problems(options)
+    nodes = slurm.JobOptions.of({**options, "nodes": len(names) + 1})
+    problems += slurm.command_problems(nodes, data.get("command") or [])
+    if problems:
+        raise serializers.ValidationError({"multinode": problems})
+    boxes = {box.name: box for box in Instance.objects.filter(project=data["project"], name__in=names)}
+    wrong = [name for name in names if name not in boxes]
+    wrong += [name for name in names if boxes.get(name) == data["instance"] or names.count(name) > 1]
+    wrong += [name for name in names if name in boxes and boxes[name].profile.runs_jobs]
+    if wrong or data["instance"].profile.runs_jobs:
+        said = "each another box of the project, once, not a cluster's login node (a cluster runs nodes itself)"
+        raise serializers.ValidationError({"peer_boxes": [f"{', '.join(sorted(set(wrong))) or 'this box'}: {said}"]})
+    return [boxes[name] for name in names]
 
 
 def _slurm_options(instance, options, command=None) -> dict | None:

@@ -141,9 +141,10 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         require(request.user, OPERATE)
         typed = s.RunCreateSerializer(data=request.data, context={"user": request.user})
         typed.is_valid(raise_exception=True)
+        peers = typed.validated_data.get("peer_boxes") or []
         unsaved = typed.unsaved_run()
         require(request.user, OPERATE, unsaved.project)
-        run = do_create_run(unsaved, actor=request.user)
+        run = do_create_run(unsaved, actor=request.user, peers=peers)
         return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(**NO_BODY, responses={202: s.RunSerializer})

@@ -14,7 +14,7 @@ from custody.models import CustodyRecord, CustodyStatus
 from delivery.evidence import IN_FLIGHT, Consequence
 from delivery.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from fleet.models import InstanceState
-from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunState, WatchLease
+from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunPeer, RunState, WatchLease
 
 
 @dataclass
@@ -40,6 +40,10 @@ def load(instances) -> dict[int, BoxFacts]:
     ids = list(facts)
     states = Run.objects.filter(instance_id__in=ids).order_by("pk")
     for instance_id, run_id in states.filter(state__in=LIVE_STATES).values_list("instance_id", "run_id"):
+        facts[instance_id].live.append(run_id)
+    # Another box's node of a live run over several boxes holds its box as the run's own box does.
+    nodes = RunPeer.objects.filter(instance_id__in=ids, run__state__in=LIVE_STATES).order_by("run_id")
+    for instance_id, run_id in nodes.values_list("instance_id", "run__run_id"):
         facts[instance_id].live.append(run_id)
     unclosed = states.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)
     for instance_id, run_id in unclosed.values_list("instance_id", "run_id"):

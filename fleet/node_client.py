@@ -288,9 +288,10 @@ LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is n
 class RunNode(NodeClient):
     """One short connection to a run's node: open, do a few things, close."""
 
-    def __init__(self, run, env: dict[str, str] | None = None, dataset_files: dict[str, int] | None = None):
-        super().__init__(run.instance)
-        self.run = run
+    def __init__(self, run, env: dict[str, str] | None = None, dataset_files: dict[str, int] | None = None, peer=None):
+        """peer: one of the run's RunPeer rows: its box, not the run's own (a run over several boxes)."""
+        super().__init__(peer.instance if peer is not None else run.instance)
+        self.run, self.peer = run, peer
         self.env = env or {}  # what the caller adds to the command's environment (its checkpoint cadence)
         # SHA-256 → bytes of every file of the run's datasets: sealing refuses an export holding one.
         self.dataset_files = dataset_files or {}
@@ -370,9 +371,7 @@ class RunNode(NodeClient):
             # A Slurm box: the job's requeues count as attempts, each with its own output (wrapper/scheduler.py).
             "scheduler": "slurm" if self.instance.profile.runs_jobs else None,
             # Over several nodes or processes: the wrapper starts torchrun on every node (wrapper/distributed.py).
-            "distributed": slurm.JobOptions.of(run.slurm_options).distributed_spec()
-            if self.instance.profile.runs_jobs
-            else None,
+            "distributed": self._distributed(),
             "argv": run.command,
             "cwd": layout.src,
             "env": {**data_environment(staged), **self.env},
@@ -408,6 +407,22 @@ class RunNode(NodeClient):
             if self.run.auto_relaunch and not self.run.secrets and attempt
             else None,
         }
+
+    def _distributed(self) -> dict | None:
+        """A cluster's run: from its job options. A run over several boxes: this box's node of it, the
+        rendezvous on rank 0's box at the port its preflight measured there."""
+        if self.instance.profile.runs_jobs:
+            return slurm.JobOptions.of(self.run.slurm_options).distributed_spec()
+        if "multinode" not in (self.run.scheduler or {}):
+            return None
+        peers = list(self.run.peers.all())
+        if not peers:
+            return None
+        options = slurm.JobOptions.of({**self.run.multinode, "nodes": len(peers) + 1})
+        meeting = (self.run.preflight_report or {}).get("rendezvous") or {}
+        rank = self.peer.rank if self.peer is not None else 0
+        shape = {**options.distributed_spec(), "node_rank": rank, "role": "peer" if rank else "head"}
+        return shape | {"master_addr": meeting.get("address", ""), "master_port": meeting.get("port", 0)}
 
     def _gpus_at_preflight(self):
         return (self.run.preflight_report or {}).get("gpu_holders")
@@ -568,7 +583,11 @@ class RunNode(NodeClient):
             self.check(self.transport.run(argv, timeout=settings.SSH_COMMAND_TIMEOUT), "tmux launch")
             return "tmux", shlex.join(argv)
         log = f"{self.layout.active}/launch-{attempt}.log"
-        script = f"cd / && setsid nohup {shlex.join(inner)} </dev/null >{shlex.quote(log)} 2>&1 &"
+        # The whole background list redirected, not only its last command: `cd / && setsid nohup … &` left
+        # the list's subshell holding the SSH session's output until the run ended, so the launch waited
+        # out SSH_COMMAND_TIMEOUT and was marked failed while the run went on (measured: 20.3 s for a 20 s
+        # command; 0.28 s like this).
+        script = f"{{ cd / && exec setsid nohup {shlex.join(inner)}; }} </dev/null >{shlex.quote(log)} 2>&1 &"
         self._write_launch_marker(attempt, "nohup", script)
         self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "nohup launch")
         return "nohup", script

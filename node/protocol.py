@@ -40,6 +40,7 @@ ANSWERS = {
     "clean-caches": {"freed": int, "removed": list},
     "remove-copy": {"removed": bool, "bytes": int},
     "gpus": {"gpus": dict},  # {"nvidia_smi": false} where the box has none
+    "rendezvous": {},  # listen: {listening, reached_by, why?}; connect: {reached, why?}: read by runs/multinode.py
 }
 
 # One run's status (`status`, and each entry of `probe`'s runs): the fields observation reads.
@@ -71,6 +72,7 @@ STATUS_OPTIONAL = {
     "ran": (dict, type(None)),
     "ckpt_mirror": (dict, type(None)),
     "boot_relaunches": int,
+    "stopped_processes": int,
     "log_from": int,
     "csv_from": int,
     "space": dict,

@@ -259,6 +259,22 @@ class Run(models.Model):
         return (self.scheduler or {}).get("options") or {}
 
     @property
+    def is_multinode(self) -> bool:
+        return "multinode" in (self.scheduler or {})
+
+    def nodes(self) -> list:
+        """rank 0 (this run's box) and every other box's node, for the run page."""
+        peers = list(self.peers.select_related("instance"))
+        return [{"rank": 0, "box": self.instance, "status": self.last_status, "head": True}] + [
+            {"rank": peer.rank, "box": peer.instance, "status": peer.last_status, "head": False} for peer in peers
+        ]
+
+    @property
+    def multinode(self) -> dict:
+        """A run over several SSH boxes (RunPeer rows): its torchrun options; {} for one box."""
+        return (self.scheduler or {}).get("multinode") or {}
+
+    @property
     def slurm_job(self) -> str:
         """The Slurm job of this run's attempts, once sbatch took it; "" elsewhere."""
         return (self.scheduler or {}).get("job") or ""
@@ -383,6 +399,27 @@ class WatchLease(models.Model):
 
     def __str__(self):
         return f"watch of {self.instance_id} by {self.owner} until {self.expires_at:%H:%M:%S}"
+
+
+class RunPeer(models.Model):
+    """Another box of a run over several boxes, and its node rank. The run's own box is rank 0: it hosts
+    the rendezvous and seals the export; each peer's wrapper runs its node's part and seals nothing."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="peers")
+    instance = models.ForeignKey("profiles.Instance", on_delete=models.PROTECT, related_name="peer_nodes")
+    rank = models.PositiveSmallIntegerField()
+    last_status = models.JSONField(default=dict, blank=True, help_text="What its box said at the last probe")
+    probed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "instance"], name="run_peer_once"),
+            models.UniqueConstraint(fields=["run", "rank"], name="run_peer_rank_once"),
+        ]
+
+    def __str__(self):
+        return f"{self.run_id} node {self.rank} on {self.instance_id}"
 
 
 class Sweep(models.Model):

@@ -141,8 +141,10 @@ NODE_FAILED = re.compile(r"; node \S{1,100} \(task \d{1,5}\): ")  # node/wrapper
 
 
 def node_failure(close_reason: str) -> bool:
-    """Whether srun named the node of a multi-node run that failed first."""
-    return NODE_FAILED.search(close_reason or "") is not None
+    """Whether a node of a multi-node run failed first: srun named it, or the watcher stopped this node
+    because another box's node failed."""
+    reason = close_reason or ""
+    return NODE_FAILED.search(reason) is not None or reason.startswith("a node of the run failed: ")
 
 
 def contract_failure(close_reason: str) -> bool:

@@ -24,9 +24,18 @@ def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
     return start, (start + timedelta(days=32)).replace(day=1)
 
 
+def running_rate(run) -> Decimal:
+    """What the run bills per hour while it runs: its box's rate, plus every other box's of a run over
+    several boxes (the cost of a multi-node run is the sum of its boxes)."""
+    rate = run.instance.rate_running
+    if run.is_multinode:
+        rate += sum((peer.instance.rate_running for peer in run.peers.select_related("instance")), Decimal(0))
+    return rate
+
+
 def expected_cost(run) -> Decimal:
-    """One attempt: its expected duration at its box's running rate."""
-    return (run.instance.rate_running * Decimal(run.expected_minutes) / 60).quantize(CENT)
+    """One attempt: its expected duration at its boxes' running rate."""
+    return (running_rate(run) * Decimal(run.expected_minutes) / 60).quantize(CENT)
 
 
 def terms_of(run) -> dict:
@@ -34,7 +43,7 @@ def terms_of(run) -> dict:
     cost. An approval of $10 once covered whatever the draft was edited into ($16,666)."""
     return {
         "instance": run.instance_id,
-        "rate_running": str(run.instance.rate_running),
+        "rate_running": str(running_rate(run)),
         "expected_minutes": run.expected_minutes,
         "expected_cost": str(expected_cost(run)),
     }
@@ -85,7 +94,7 @@ class Envelope:
 def _remaining(run, now) -> Decimal:
     elapsed = (now - run.launched_at).total_seconds() / 60 if run.launched_at else 0
     minutes = max(run.expected_minutes - elapsed, 0)
-    return run.instance.rate_running * Decimal(str(minutes / 60))
+    return running_rate(run) * Decimal(str(minutes / 60))
 
 
 def _orphan_cost(drift, start, now) -> Decimal:

@@ -18,8 +18,8 @@ from node.pull import HashMismatch
 from node.transport import TransportError
 from platforms.layout import resolve_home
 from projects.models import Project
-from runs import ckpt_pull, preflight, shipping
-from runs.actions import arrays, base, checkpoints, lifecycle, redrive, spending, sweeps
+from runs import ckpt_pull, multinode, preflight, shipping
+from runs.actions import arrays, base, checkpoints, lifecycle, peers, redrive, spending, sweeps
 from runs.cadence import checkpoint_environment
 from runs.gpus import gone_problem
 from runs.models import Run, RunState
@@ -66,11 +66,14 @@ def preflight_run(run_pk: int) -> None:
             if run.instance.profile.runs_jobs:  # the compute nodes, not the login node
                 needs_torch = bool((report.get("environment") or {}).get("torch"))  # the login node's has it
                 cluster, cluster_problems = slurm_jobs.preflight(node, run, needs_torch)
+            # A run over several boxes: every other box proven too, and the rendezvous measured from each.
+            nodes, node_problems = multinode.preflight_peers(run, node, report)
     except (TransportError, SourceError, OSError) as exc:  # OSError: a control-host checkpoint copy unreadable
         lifecycle.do_finish_preflight(run_pk, {}, [f"{type(exc).__name__}: {exc}"])
         return
-    report, problems = preflight.verdict(run, {**report, "commit": commit, "datasets": staged, "slurm": cluster})
-    problems += cluster_problems
+    report = {**report, "commit": commit, "datasets": staged, "slurm": cluster, **nodes}
+    report, problems = preflight.verdict(run, report)
+    problems += cluster_problems + node_problems
     problems += stage_problems
     # Names only: whether each secret is known, granted and set here; its value is read at launch.
     problems += [f"Secrets: {problem}" for problem in secret_problems(run)]
@@ -158,6 +161,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
             use_tmux = detach_kind in ("tmux", "onstart") and run.preflight_report.get("tmux")
             # Read now, at every (re)launch: a grant revoked since the last attempt stops this one.
             node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))  # uploaded above
+            multinode.launch_peers(run, attempt, checkpoint_environment(run))  # before rank 0, which they wait for
             hook = ""
             if run.auto_relaunch and not run.secrets:  # opted in: the box relaunches it after a restart
                 onstart = resolve_home(VAST_START_HOOK, node.home) if detach_kind == "onstart" else None
@@ -203,6 +207,37 @@ def submit_sweep_array(sweep_pk: int) -> str:
     for cell in cells:
         lifecycle.do_mark_launched(cell.pk, cell.attempt, "sbatch", command, wrapper_name(), job=f"{job}_{cell.cell}")
     return job
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=180)
+def fail_run_nodes(run_pk: int, attempt: int, failed: str) -> str:
+    """A node of a run over several boxes failed: rank 0's node is stopped with that reason (its attempt
+    closes with it, its class a node's failure) and so is every other box's node."""
+    run = Run.objects.select_related("instance", "project").get(pk=run_pk)
+    request = {"by": failed, "grace_seconds": settings.RUN_STOP_GRACE_SECONDS, "node_failed": True}
+    try:
+        with RunNode(run) as node:
+            node.invoke(node.layout.tools, "stop", node.layout.spec(f"attempt-{attempt}"), request=request)
+    except TransportError as exc:
+        base.note_run(run_pk, f"Rank 0's node could not be stopped after a node failed: {exc}")
+    said = multinode.stop_peers(run, attempt, failed, node_failed=True)
+    base.note_run(run_pk, f"Every node of attempt {attempt} stopped after a node failed: {'; '.join(said)}")
+    return failed
+
+
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=180)
+def stop_run_peers(run_pk: int, attempt: int, why: str) -> list[str]:
+    """A run over several boxes whose attempt ended (or whose node failed): every other box's node of it
+    stopped, so none trains on unwatched. Idempotent: a stopped or finished node answers "not running"."""
+    run = Run.objects.select_related("instance", "project").get(pk=run_pk)
+    if run.state == RunState.QUARANTINED:  # which node failed first, read before any is stopped
+        names = {peer.rank: peer.instance.name for peer in multinode.peers_of(run)}
+        first = peers.first_failed(run.last_status or {}, multinode.peer_statuses(run), names)
+        if first:
+            peers.do_name_failed_node(run_pk, attempt, first)
+    said = multinode.stop_peers(run, attempt, why)
+    base.note_run(run_pk, f"The other boxes' nodes of attempt {attempt}: {'; '.join(said)}")
+    return said
 
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)

@@ -19,7 +19,9 @@ from fleet.models import Instance
 from fleet.node_client import NodeClient
 from node.protocol import NodeError
 from node.transport import TransportError
+from runs import multinode
 from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
+from runs.actions.peers import do_observe_peers
 from runs.actions.requeues import do_adopt_requeue
 from runs.models import Run, RunState
 from watching import leases
@@ -82,6 +84,11 @@ def tick(node: NodeClient, runs: list[Run], still_mine=lambda: True, push: Push 
         except NodeError as exc:
             with database():
                 do_note_node_error(run.pk, f"could not write the requeued attempt's spec: {exc}")
+    for run in runs:  # a run over several boxes: its other boxes' nodes, each read and judged
+        if "multinode" in (run.scheduler or {}):
+            statuses = multinode.peer_statuses(run)  # no database connection held while the boxes answer
+            with database():
+                do_observe_peers(run.pk, run.attempt, statuses, thresholds()["stale_heartbeat"])
     for observed in dead:
         # No process and no marker: quarantine the attempt on the node (no connection held meanwhile);
         # the next tick closes it.

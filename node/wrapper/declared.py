@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from .attempts import run_env
-from .distributed import torchrun_argv
+from .distributed import box_torchrun_argv, torchrun_argv
 from .environment import argv_in_environment
 
 BUILD = "import remotegpu_run, sys; sys.exit(remotegpu_run.build_declared())"
@@ -64,6 +64,8 @@ def attempt_argv(spec):
         argv += shlex.split(extra)
     if spec.get("distributed") and spec.get("scheduler") == "slurm":  # torchrun on every node of the job
         argv = torchrun_argv(spec, argv)
+    elif spec.get("distributed"):  # this box's node of a run over several boxes
+        argv = box_torchrun_argv(spec, argv)
     return argv
 
 

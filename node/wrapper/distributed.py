@@ -1,6 +1,6 @@
 """A run over several nodes (or several processes) under Slurm: the wrapper, the job's batch shell on its
 first node, starts the command under torchrun on every node of the job with one srun, one task per node.
-Each task is the wrapper's `node` part (node_guard.py: it owns that node's tree), which starts
+Each task is the wrapper's `node` part (node.py: it owns that node's tree), which starts
 
     <python> -m torch.distributed.run --node-rank=<Slurm node id> --nnodes=N --nproc-per-node=P \\
         --master-addr=<first node's address> --master-port=<a free port there> --max-restarts=0 <script> [args]
@@ -66,6 +66,16 @@ def torchrun_argv(spec, argv, environ=None):
     os.replace(path + ".tmp", path)
     guard = [sys.executable, os.path.abspath(sys.argv[0]), "node", path]
     return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label", *guard]
+
+
+def box_torchrun_argv(spec, argv):
+    """One SSH box's node of a run over several boxes: torchrun of the run's script, its node rank and the
+    rendezvous (rank 0's box, at the port its preflight measured there) given by the control side."""
+    shape = spec["distributed"]
+    torchrun = [argv[0], "-m", "torch.distributed.run", f"--node-rank={int(shape['node_rank'])}"]
+    torchrun += [f"--nnodes={int(shape['nodes'])}", f"--nproc-per-node={int(shape['tasks_per_node'])}"]
+    torchrun += [f"--master-addr={shape['master_addr']}", f"--master-port={int(shape['master_port'])}"]
+    return [*torchrun, "--max-restarts=0", *argv[1:]]
 
 
 def distributed_env(spec):

@@ -13,12 +13,13 @@ from .follow import follow_on_stdin
 from .gpus import cmd_gpus
 from .idle import cmd_idle
 from .mirror import cmd_mirror
-from .node_guard import cmd_node
+from .node import cmd_node
 from .preflight import cmd_preflight
 from .probe import cmd_probe
 from .put_secrets import cmd_put_secrets
 from .rehash import cmd_rehash
 from .remove_copy import cmd_remove_copy
+from .rendezvous import cmd_rendezvous
 from .roster import cmd_roster
 from .run import cmd_run
 from .smoke import cmd_smoke
@@ -55,6 +56,7 @@ COMMANDS = {
     "close-active": (cmd_close_active, (STDIN,)),
     "clean-caches": (cmd_clean_caches, (STDIN,)),
     "remove-copy": (cmd_remove_copy, (STDIN,)),
+    "rendezvous": (cmd_rendezvous, (STDIN,)),  # a run over several boxes: listen (rank 0) or connect
     "follow": (follow_on_stdin, ()),  # reads its request and then probes from stdin, line by line
     "dataset-roster": (cmd_dataset_roster, (STDIN,)),
     "stage-check": (cmd_stage_check, (STDIN,)),

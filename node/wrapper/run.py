@@ -20,6 +20,7 @@ from .environment import boot_identity
 from .export import closeout, quarantine
 from .files import atomic_write, durable_write, reserve_markers
 from .hooks import drop_proxy_from_wrapper, hook_env, make_cache
+from .node import watch_stopped
 from .run_secrets import pump_masked, remask_in_place, remove_secrets, take_secrets
 from .scheduler import claim, superseded
 from .stop import grace_of, on_sigterm, on_usr1, preempted_reason, stop_reason
@@ -38,9 +39,14 @@ def heartbeat(path, interval, stop):
 def start_child(spec, argv, log, secrets, hooks):
     """The command, started without a shell; with secrets its output is masked on its way to the log."""
     env = run_env(spec, False, secrets, hooks)
+    # A node of a run over several boxes: torchrun in a session of its own, so a killed launcher group
+    # leaves this wrapper to report it (and to end the workers it left).
+    apart = bool(spec.get("distributed")) and spec.get("scheduler") != "slurm"
     if not secrets:
-        return subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=log, stderr=log), None
-    child = subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=log, stderr=log, start_new_session=apart), None
+    child = subprocess.Popen(
+        argv, cwd=spec["cwd"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=apart
+    )
     pump = threading.Thread(target=pump_masked, args=(child.stdout, log, list(secrets.values())), daemon=True)
     pump.start()
     return child, pump
@@ -81,6 +87,12 @@ def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
     stopped = stop_reason(spec, code) or preempted_reason(spec, code)
     failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
     failed, peers = _failure_said(spec, attempt, failed, stragglers)
+    if not (stopped or failed) and (spec.get("distributed") or {}).get("role") == "peer":
+        # Another box's node: rank 0's box seals the export; this one ends with its exit marker only.
+        with contextlib.suppress(OSError):
+            atomic_write(os.path.join(attempt, "node-done"), f"{int(time.time())}\n")
+        shutil.rmtree(reserve, ignore_errors=True)
+        return 0
     problem = stopped or failed or superseded(spec) or closeout(spec)
     if problem and peers and not stopped:  # the training had not finished: the nodes that failed first
         problem = f"command exited with code {code}; {peers}; and rank 0's export: {problem}"
@@ -150,6 +162,9 @@ def cmd_run(spec):
     disk.start(stop)
     with open(log_path, "ab") as log:
         child, pump = _start_recorded(spec, attempt, log, secrets)
+        if spec.get("distributed") and spec.get("scheduler") != "slurm":  # a box's node: a frozen process named
+            record = os.path.join(attempt, "stopped.json")
+            threading.Thread(target=watch_stopped, args=(spec["tree_mark"], stop, {}, 1.0, record), daemon=True).start()
         # The child has them; this process keeps them only to mask its log once more at the end.
         mask_values, secrets = list((secrets or {}).values()), None
         atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")

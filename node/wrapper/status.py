@@ -62,6 +62,8 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),
         "ckpt_mirror": mirror_state(base),
         "boot_relaunches": counted(os.path.join(spec["active"], "boot-relaunches")),  # boot_resume.COUNTER
+        # A node of a run over several boxes: processes of it seen stopped (SIGSTOP), a frozen peer.
+        "stopped_processes": len(json.loads(read(os.path.join(base, "stopped.json")) or "[]") or []),
         "log_mtime": written_at(spec, base),
         "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
         "log_from": requested_log,

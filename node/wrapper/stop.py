@@ -56,6 +56,9 @@ def stop_reason(spec, code):
     if not isinstance(asked, dict):
         return None
     how = "after SIGTERM" if code != 137 else f"by SIGKILL when the {grace_of(spec)} s grace ran out"
+    if asked.get("node_failed"):  # another node of a run over several boxes failed: this one was ended with it
+        said = f"this node was stopped: the command ended {how} (exit code {code})"
+        return f"a node of the run failed: {asked.get('by')}; {said}"
     return "stopped by {}: the command ended {} (exit code {})".format(asked.get("by") or "a person", how, code)
 
 
@@ -121,9 +124,10 @@ def cmd_stop(spec, request):
 
 
 def _write_stop_marker(spec, attempt, request):
-    by = "".join(ch for ch in str(request.get("by", ""))[:150] if ch.isprintable())
+    by = "".join(ch for ch in str(request.get("by", ""))[:300] if ch.isprintable())
     grace = request.get("grace_seconds")
     marker = {"by": by, "grace_seconds": grace if isinstance(grace, int) else 30, "at": int(time.time())}
+    marker["node_failed"] = request.get("node_failed") is True
     if stop_request(spec) is None:
         atomic_write(os.path.join(attempt, STOP_MARKER), json.dumps(marker))
 

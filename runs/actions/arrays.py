@@ -52,11 +52,24 @@ def do_ready_array_cell(run_pk: int, attempt: int) -> str:
         elif now - datetime.fromisoformat(since) > timedelta(seconds=settings.SLURM_ARRAY_GATHER_SECONDS):
             run_event(run, "note", "Waited for the sweep's job array long enough: goes as its own job")
             return ALONE
-        cells = Run.objects.filter(sweep=sweep)
-        gathering = {RunState.PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING}
-        if all(_ready(cell) or cell.state not in gathering for cell in cells):
-            after_commit("runs.tasks.submit_sweep_array", sweep.pk)
+        submit_when_gathered(sweep)
     return WAIT
+
+
+GATHERING = {RunState.PREFLIGHT, RunState.SMOKE, RunState.LAUNCHING}
+
+
+def submit_when_gathered(sweep: Sweep) -> bool:
+    """The array is submitted once no cell is still on its way (in preflight, smoke, or launching and not
+    ready) and one is ready. Called with the sweep locked: when a cell is ready, and when one drops out (a
+    failed smoke must not leave the ready ones waiting for it until the gather deadline)."""
+    if not sweep.array.get("wanted") or sweep.array_job:
+        return False
+    cells = list(Run.objects.filter(sweep=sweep))
+    if any(cell.state in GATHERING and not _ready(cell) for cell in cells) or not any(map(_ready, cells)):
+        return False
+    after_commit("runs.tasks.submit_sweep_array", sweep.pk)
+    return True
 
 
 def do_claim_array(sweep_pk: int) -> list[Run]:

@@ -111,6 +111,19 @@ def move_run(run: Run, target: RunState, message: str, actor=None, **data) -> No
     if run.sweep_id and target not in LIVE_STATES - {RunState.EXITED}:
         # A cell freed its GPU: the box's queue may move.
         after_commit("runs.tasks.advance_sweep", run.sweep_id)
+    if "multinode" in (run.scheduler or {}) and source in WATCHED_STATES and target not in WATCHED_STATES:
+        # Rank 0's attempt ended: no other box's node of it trains on unwatched.
+        after_commit("runs.tasks.stop_run_peers", run.pk, run.attempt, f"rank 0's attempt ended ({target.label})")
+
+
+WATCHED_STATES = {RunState.RUNNING, RunState.EXITED}
+
+
+def note_run(run_pk: int, message: str) -> None:
+    """A note on the run's history, from a task that changed nothing of the run itself."""
+    with transaction.atomic():
+        run = Run.objects.get(pk=run_pk)
+        run_event(run, "note", message)
 
 
 def acquire_gpus(run: Run) -> str | None:

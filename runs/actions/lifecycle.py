@@ -34,19 +34,25 @@ from runs.models import (
     RETRYABLE_STATES,
     UNCLOSED_STATES,
     Run,
+    RunPeer,
     RunState,
     SpendRequest,
 )
 
 
-def do_create_run(run: Run, *, actor) -> Run:
-    may_run_on(run, actor)
+def do_create_run(run: Run, *, actor, peers=()) -> Run:
+    """peers: the other boxes of a run over several boxes, in node-rank order (the run's box is rank 0)."""
+    for box in (run.instance, *peers):
+        may_run_on(run, actor, box)
     with transaction.atomic(durable=True):
         run.run_id = new_run_id(run.project.slug)
         run.created_by = actor
         run.save()
+        RunPeer.objects.bulk_create(RunPeer(run=run, instance=box, rank=rank) for rank, box in enumerate(peers, 1))
         rollups.add(run, runs=1)
-        run_event(run, "created", f"Run created on {run.instance.name}", actor, to_state=run.state)
+        where = " and ".join(box.name for box in (run.instance, *peers))
+        nodes = f" ({len(peers) + 1} nodes, rank 0 on {run.instance.name})" if peers else ""
+        run_event(run, "created", f"Run created on {where}{nodes}", actor, to_state=run.state)
     return run
 
 

@@ -10,6 +10,7 @@ from core.enqueue import after_commit
 from core.models import AuditAction
 from fleet.control_host import runs_here_problem
 from runs import rollups, sweeps
+from runs.actions import arrays
 from runs.actions.base import move_run, new_run_id, run_event
 from runs.actions.spending import spend_gate
 from runs.models import (
@@ -119,4 +120,5 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
             record(AuditAction.RUN_LAUNCH_ASKED, message, actor=sweep.created_by, run=run)
             after_commit("runs.tasks.preflight_run", run.pk)
             started.append(run.run_id)
+        arrays.submit_when_gathered(sweep)  # a cell that dropped out may have been the last one awaited
     return started

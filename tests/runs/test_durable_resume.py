@@ -217,7 +217,7 @@ def test_a_command_that_ignores_its_checkpoint_is_a_broken_resume_and_is_not_rel
     # Attempt 1 held at epoch 3 until interrupted; attempt 2 held at its first epoch (never released),
     # so its first checkpoint (epoch 1 again, below the floor) is the one the mirror copies.
     set_config(source, epochs=60, hold_file=gate.hold(at=3).path)
-    edit_train(source, "if os.path.exists(latest) and not smoke:", "if False:  # this variant never resumes")
+    edit_train(source, "if rank == 0 and os.path.exists(latest) and not smoke:", "if False:  # never resumes")
     run = make_run(auto_relaunch=True, max_relaunches=3)
     do_start_preflight(run.pk, actor=bob)
     assert wait_state(run, SETTLED).state == RunState.RUNNING

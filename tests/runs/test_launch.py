@@ -2,6 +2,7 @@
 a tmux launch on a server of its own."""
 
 import subprocess
+import time
 
 import pytest
 
@@ -32,11 +33,15 @@ def launched_run(make_run, tmux: bool) -> Run:
     return run
 
 
-def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run, node, source):
-    set_config(source, epochs=3)
+def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run, node, source, gate):
+    """The training held at its gate: the launch returns at once, not when the run ends (the SSH session was
+    held by the launch's background shell until the run ended or the command timeout failed the launch)."""
+    set_config(source, epochs=3, hold_file=gate.path)
+    began = time.monotonic()
     run = launched_run(make_run, tmux=False)
-    assert (run.state, run.detach) == (RunState.RUNNING, "nohup")
-    assert "setsid nohup" in run.launched_command
+    assert time.monotonic() - began < 15  # shipped and launched; the run itself goes on, held
+    assert (run.state, run.detach) == (RunState.RUNNING, "nohup"), run.events.values_list("message", flat=True)
+    assert "exec setsid nohup" in run.launched_command
     pids = wait_file(node.active(run) / "attempt-1" / "pid").read_text()
 
     # The broker redelivers the task (acks_late): it must see the attempt on the node and not start another.
@@ -48,6 +53,7 @@ def test_nohup_launch_detaches_and_a_redelivered_task_does_not_relaunch(make_run
     assert run.state == RunState.RUNNING
     assert (run.detach, run.launched_command) == ("nohup", launched)
     assert (node.active(run) / "attempt-1" / "pid").read_text() == pids
+    gate.release()
     wait_file(node.export(run) / "best.pth", timeout=120)
     assert len(list((node.root / "active" / run.run_id).glob("attempt-*"))) == 1
 

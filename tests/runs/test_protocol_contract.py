@@ -18,6 +18,7 @@ from node.protocol import ANSWERS, check_answer, follow_event, parse_answer, sta
 from node.transport.feed import process_feed
 from platforms.layout import NodeLayout
 from tests.runs.conftest import load_wrapper
+from tests.sshd import free_port
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +208,20 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     checked.update(staging_answers(wrapper, tmp_path))
     checked["boot-resume"] = answer_of("boot-resume", wrapper.cmd_boot_resume, str(tmp_path / "data" / "vision"))
     assert checked["boot-resume"]["relaunched"] == []  # nothing there opted in to relaunches on the box
+
+    # Rank 0's box listens (the built wrapper, in its own process) while another box connects to it.
+    port = free_port()
+    listener = subprocess.Popen(
+        [sys.executable, str(wrapper_file()), "rendezvous"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    listener.stdin.write(json.dumps({"listen": port, "expect": 1, "seconds": 10}))
+    listener.stdin.close()
+    reached = answer_of("rendezvous", wrapper.cmd_rendezvous, {"connect": ["127.0.0.1", port], "seconds": 10})
+    assert reached == {"reached": True}
+    checked["rendezvous"] = check_answer(
+        "rendezvous", parse_answer("rendezvous", listener.wait(20), listener.stdout.read(), "")
+    )
+    assert checked["rendezvous"] == {"listening": True, "reached_by": 1}
 
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised
 

@@ -5,7 +5,7 @@ for ever (an array already sent, or a wait past SLURM_ARRAY_GATHER_SECONDS, send
 import pytest
 
 from runs.actions import arrays
-from runs.actions.sweeps import do_create_sweep
+from runs.actions.sweeps import do_advance_sweep, do_create_sweep
 from runs.models import Run, RunState
 from tests import factories
 
@@ -62,6 +62,21 @@ def test_the_last_ready_cell_has_the_array_submitted_and_a_failed_or_unstarted_c
     assert "Goes as task 1 of job array 41" in one.events.last().message
     put(three, RunState.LAUNCHING)  # after the array: its own job
     assert arrays.do_ready_array_cell(three.pk, 1) == arrays.ALONE
+
+
+def test_a_cell_dropping_out_after_the_others_are_ready_has_the_array_sent(sweep, django_capture_on_commit_callbacks):
+    """The ready cells were waiting for cell 2's smoke; it failed: the sweep, advanced as a cell drops out,
+    sends the array then (not at the gather deadline)."""
+    one, two, three = cells_of(sweep)
+    for cell in (one, three):
+        put(cell, RunState.LAUNCHING)
+    put(two, RunState.SMOKE)
+    for cell in (one, three):
+        assert arrays.do_ready_array_cell(cell.pk, 1) == arrays.WAIT
+    put(two, RunState.FAILED_SMOKE)
+    with django_capture_on_commit_callbacks() as callbacks:
+        do_advance_sweep(sweep.pk)
+    assert submits(callbacks) == [("runs.tasks.submit_sweep_array", sweep.pk)]
 
 
 def test_a_cell_waits_no_longer_than_the_gather_deadline(sweep, settings):

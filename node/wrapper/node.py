@@ -6,6 +6,7 @@ so srun sees the node fail at once and ends every other node's part (--kill-on-b
 what happened on this node under the attempt's nodes/ for the run's page.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -38,7 +39,7 @@ def cmd_node(request_path):
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):  # srun's stop, passed on to torchrun
         signal.signal(signum, lambda number, frame: _pass_on(child, number))
     ended, stopped = threading.Event(), {}
-    threading.Thread(target=_watch_stopped, args=(mark, ended, stopped), daemon=True).start()
+    threading.Thread(target=watch_stopped, args=(mark, ended, stopped), daemon=True).start()
     code = child.wait()
     ended.set()
     code = 128 - code if code < 0 else code
@@ -52,13 +53,17 @@ def cmd_node(request_path):
     return code
 
 
-def _watch_stopped(mark, ended, stopped, every=1.0):
+def watch_stopped(mark, ended, stopped, every=1.0, record=None):
     """Each process of this node's tree seen stopped (SIGSTOP: a frozen peer the others wait on until the
-    collective timeout): named in the node's record, so the run's reason says which node froze."""
+    collective timeout): named in the node's record, so the run's reason says which node froze. record:
+    a file the list is also written to as it grows (a box's node: its status reads it)."""
     while not ended.wait(every):
         for pid in marked_pids(mark):
             if pid not in stopped and process_state(pid) == "T":
                 stopped[pid] = {"pid": pid, "argv": process_argv(pid), "state": "T", "since": int(time.time())}
+                if record:
+                    with contextlib.suppress(OSError):
+                        atomic_write(record, json.dumps(list(stopped.values())[:20]))
 
 
 def _pass_on(child, signum):
