@@ -17,7 +17,8 @@ marked running in its thread, and a database test after it in the same module is
 The unit xdist hands a worker is a module, except tests/browser/: its modules share the session's one
 stack (`manage.py runstack`, tests/browser/conftest.py), which took ~40 s of a loaded machine to start in
 each worker that ran one of them; they go to one worker together (UnitScheduling), which starts it once.
-tests/slurm/ is one unit too: its modules share one Slurm cluster (its daemons' ports and munge socket).
+tests/slurm/'s modules are units of their own: each worker that runs one starts its own cluster (ports of its
+own, munge on a socket of its own, in about 1.2 s), so the longest folder no longer sets the suite's length.
 """
 
 import json
@@ -34,7 +35,7 @@ MEASURED = Path(__file__).with_name("module_durations.json")
 TABLE = REPO / "test-artifacts" / "module-durations.json"
 UNMEASURED_SECONDS = 30.0  # a module new since the last table: assume a middling e2e module
 # Folders whose modules share a session resource: one worker runs them together and starts it once.
-SHARED_UNITS = ("tests/browser/", "tests/slurm/")
+SHARED_UNITS = ("tests/browser/",)
 
 
 def pytest_addoption(parser):
@@ -47,7 +48,7 @@ def module_of(nodeid: str) -> str:
 
 def unit_of(nodeid: str) -> str:
     """What runs on one worker: the module, or all of a shared folder (tests/browser/: the one stack they
-    share; tests/slurm/: the one Slurm cluster)."""
+    share)."""
     module = module_of(nodeid)
     return next((folder for folder in SHARED_UNITS if module.startswith(folder)), module)
 

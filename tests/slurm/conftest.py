@@ -1,6 +1,6 @@
 """The Slurm tests' cluster: one real Slurm for the session (tests/slurm_cluster.py), and its login node, a
 loopback sshd whose sessions get SLURM_CONF (as a cluster's login node's do): a box of the slurm profile.
-The modules here share them on one xdist worker (tests/scheduling.py)."""
+Each worker that runs a module here starts its own (tests/scheduling.py): ports and a munge socket of its own."""
 
 import pytest
 from django.utils import timezone
