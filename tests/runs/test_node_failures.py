@@ -50,3 +50,29 @@ def test_a_node_failure_is_its_own_class_and_not_the_boxs_memory():
     assert signals.classify(137, set(), node=True) == "node_failed"
     assert signals.classify(137, set()) == "oom"
     assert signals.FAILURE_CLASSES["node_failed"].retry_offered
+
+
+def test_which_other_box_failed_first_is_read_from_each_boxs_own_clock():
+    from runs.actions.peers import failure_of, first_failed
+
+    stale = 30.0
+    assert failure_of({"exit_code": 137}, None, stale) == "command exited with code 137"
+    assert failure_of({"launched": True, "wrapper_alive": False, "exit_code": None}, None, stale).startswith("dead")
+    assert failure_of({"wrapper_alive": True, "heartbeat_at": 100, "now": 200}, None, stale).startswith("its heartbeat")
+    assert failure_of({"wrapper_alive": True, "heartbeat_at": 190, "now": 200}, None, stale) == ""
+    assert failure_of({"unreachable": "timed out"}, 10, stale) == ""  # not for long yet
+    assert failure_of({"unreachable": "timed out"}, 45, stale).startswith("its box has not answered for 45 s")
+    head = {"now": 1000.0, "log_mtime": 998.0}  # rank 0 ended 2 s ago, by its box's clock
+    names = {1: "box2", 2: "box3"}
+    # box2 ended 9 s ago by its own clock (set an hour apart): it failed first and is named.
+    peers = {
+        1: {"exit_code": 137, "now": 4600.0, "log_mtime": 4591.0},
+        2: {"exit_code": 1, "now": 50.0, "log_mtime": 49.5},
+    }
+    assert first_failed(head, peers, names) == "node box2 (rank 1): command exited with code 137"
+    # Every other box ended after rank 0: rank 0 failed first, no other box is blamed.
+    assert first_failed(head, {1: {"exit_code": 1, "now": 10.0, "log_mtime": 9.5}}, names) == ""
+    frozen = {2: {"wrapper_alive": True, "stopped_processes": 1}}
+    assert (
+        first_failed(head, frozen, names) == "node box3 (rank 2): a process of it was stopped (SIGSTOP), a frozen peer"
+    )

@@ -48,5 +48,5 @@ def test_the_browser_modules_run_together_on_one_worker_in_either_order():
     scope = UnitScheduling._split_scope
     assert scope(None, "tests/browser/test_runs.py::test_a") == scope(None, "tests/browser/test_stop.py::test_b")
     assert scope(None, "tests/runs/test_push.py::test_c") == "tests/runs/test_push.py"
-    # The Slurm modules share one cluster the same way.
-    assert scope(None, "tests/slurm/test_jobs.py::test_a") == scope(None, "tests/slurm/test_requeue.py::test_b")
+    # The Slurm modules each start their own cluster: they spread over the workers.
+    assert scope(None, "tests/slurm/test_jobs.py::test_a") != scope(None, "tests/slurm/test_requeue.py::test_b")
