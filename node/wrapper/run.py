@@ -137,6 +137,13 @@ def _restored(spec, in_place):
     return problem or put_back_declared(spec), restored  # the no-edit path: where the unchanged script looks
 
 
+def _watch_frozen(spec, attempt, stop):
+    """A box's node of a run over several boxes: a stopped process of it is recorded for its status."""
+    if spec.get("distributed") and spec.get("scheduler") != "slurm":
+        record = os.path.join(attempt, "stopped.json")
+        threading.Thread(target=watch_stopped, args=(spec["tree_mark"], stop, {}, 1.0, record), daemon=True).start()
+
+
 def cmd_run(spec):
     spec = dict(spec, tree_mark=new_tree_mark(spec))  # the attempt's processes, whatever their session
     secrets = take_secrets(spec)  # read once, the file gone before anything else happens
@@ -162,9 +169,7 @@ def cmd_run(spec):
     disk.start(stop)
     with open(log_path, "ab") as log:
         child, pump = _start_recorded(spec, attempt, log, secrets)
-        if spec.get("distributed") and spec.get("scheduler") != "slurm":  # a box's node: a frozen process named
-            record = os.path.join(attempt, "stopped.json")
-            threading.Thread(target=watch_stopped, args=(spec["tree_mark"], stop, {}, 1.0, record), daemon=True).start()
+        _watch_frozen(spec, attempt, stop)
         # The child has them; this process keeps them only to mask its log once more at the end.
         mask_values, secrets = list((secrets or {}).values()), None
         atomic_write(os.path.join(attempt, "pid"), f"{os.getpid()} {child.pid if child else -1}\n")
