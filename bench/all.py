@@ -6,7 +6,7 @@ Each benchmark runs in its own process and prints its own report as it goes; the
 prints are collected here. Baselines: the same page at 1,000 runs (history), a raw `ssh cat` /
 `ssh tar` stream and `scp` (custody), that raw stream between two boxes (dataset staging),
 tick-bound polling without push (watch), a worker that loads the verifier at start (worker memory),
-a raw `cp` between the same mounts (checkpoint mirror).
+a raw `cp` between the same mounts (checkpoint mirror), one process on the same work (two torchrun nodes).
 
     .venv/bin/python bench/all.py [--quick]      # --quick: smaller sizes, for a check that it runs
 """
@@ -107,6 +107,12 @@ def mirror_rows(report: dict) -> list[tuple]:
     return [(what, ours, f"{raw:.3g} (raw cp)", ours / raw, "≤ 1.5x (it hashes every byte)")]
 
 
+def multinode_rows(report: dict) -> list[tuple]:
+    two, one = report["two_nodes_s"], report["one_process_s"]
+    what = f"tinyfit over two torchrun nodes s, {report['samples']} samples x {report['epochs']} epochs"
+    return [(what, two, f"{one:.3g} (one process, same work)", two / one, "the price of a second node")]
+
+
 def memory_rows(report: dict) -> list[tuple]:
     ours, baseline = report["idle_worker_rss_mib"], report["baseline_rss_mib"]
     return [("idle worker RSS MiB", ours, f"{baseline} (verifier loaded at start)", ours / baseline, "≤ 150 MiB")]
@@ -125,6 +131,7 @@ def main() -> None:
     rows += watch_rows(run("watch_bench.py", *watch))
     rows += memory_rows(run("worker_memory_bench.py")[0])
     rows += mirror_rows(run("ckpt_mirror_bench.py", *(["--mib", "128"] if args.quick else []))[0])
+    rows += multinode_rows(run("multinode_bench.py", *(["--repeat", "1"] if args.quick else []))[0])
     width = max(len(row[0]) for row in rows)
     print(f"\n{'figure'.ljust(width)} | {'measured':>9} | baseline (same run)               | ratio  | goal")
     for figure, measured, baseline, ratio, goal in rows:

@@ -136,6 +136,13 @@ class RunForm(forms.ModelForm):
         "it: Python's default for SIGUSR1 ends the process); empty: no signal",
     )
 
+    peer_boxes = forms.ModelMultipleChoiceField(
+        queryset=None,
+        required=False,
+        label="Other boxes (one run over several)",
+        help_text="The run's box is rank 0 (it seals the export); each box chosen here runs another node of the "
+        "same torchrun, in name order. The command is then python script.py …",
+    )
     slurm_nodes = forms.IntegerField(
         label="Slurm nodes",
         required=False,
@@ -192,6 +199,7 @@ class RunForm(forms.ModelForm):
         if not (user and user.is_superuser):  # the control host is an administrator's box to run on
             boxes = boxes.exclude(profile_key__in=catalog.local_keys())
         self.fields["instance"].queryset = boxes
+        self.fields["peer_boxes"].queryset = boxes.exclude(profile_key="slurm").order_by("name")
         self.fields["max_relaunches"].required = False  # only read when relaunching is on; default 3
         self.fields["capsule"].required = False  # a software run unless the person says otherwise
 
@@ -263,23 +271,47 @@ class RunForm(forms.ModelForm):
         "ifname": "slurm_ifname",
     }
 
+    TORCHRUN_KEYS = ("tasks_per_node", "collective_timeout_seconds", "ifname")  # a run over several boxes too
+
     def _clean_scheduler(self, data) -> None:
-        """A Slurm box's job options, checked where they reach a batch script; on another box, none."""
+        """A Slurm box's job options, checked where they reach a batch script; the other boxes of a run over
+        several SSH boxes and its torchrun options; on another box, none."""
         options = {key: data.get(name) for key, name in self.SLURM_FIELDS.items() if data.get(name) not in (None, "")}
         instance = data.get("instance")
         slurm_box = instance is not None and instance.profile.runs_jobs
         if slurm_box and data.get("gpus_text"):
             self.add_error("gpus_text", "On a Slurm box the job's GPUs are asked with gres (e.g. gpu:1), not indices.")
+        peers = list(data.get("peer_boxes") or [])
+        if peers and (slurm_box or instance is None):
+            self.add_error("peer_boxes", "A cluster runs its nodes itself: ask for Slurm nodes instead.")
         if not slurm_box:
-            data["scheduler"] = {}
-            if options:
-                self.add_error("slurm_partition", "Only a run on a Slurm box (its login node) takes Slurm options.")
+            self._clean_peers(data, peers, options)
             return
         for problem in slurm.option_problems(options):
             self.add_error(self.SLURM_FIELDS[self._field_of(problem)], problem)
         for problem in slurm.command_problems(slurm.JobOptions.of(options), data.get("command_line") or []):
             self.add_error("slurm_nodes", problem)
         data["scheduler"] = {"options": options}
+
+    def _clean_peers(self, data, peers: list, options: dict) -> None:
+        torchrun = {key: value for key, value in options.items() if key in self.TORCHRUN_KEYS}
+        data["scheduler"] = {"multinode": torchrun} if peers else {}
+        if set(options) - (set(self.TORCHRUN_KEYS) if peers else set()):
+            self.add_error("slurm_partition", "Only a run on a Slurm box (its login node) takes Slurm options.")
+            return
+        if not peers:
+            return
+        project = data.get("project")
+        wrong = [
+            box.name for box in peers if box == data.get("instance") or project is None or box.project_id != project.pk
+        ]
+        if wrong:
+            self.add_error("peer_boxes", f"{', '.join(wrong)}: each another box of the run's project")
+        for problem in slurm.option_problems(torchrun):
+            self.add_error(self.SLURM_FIELDS[self._field_of(problem)], problem)
+        nodes = slurm.JobOptions.of({**torchrun, "nodes": len(peers) + 1})
+        for problem in slurm.command_problems(nodes, data.get("command_line") or []):
+            self.add_error("peer_boxes", problem)
 
     @staticmethod
     def _field_of(problem: str) -> str:
@@ -307,6 +339,9 @@ class RunForm(forms.ModelForm):
         """The form of an edit of `run`: its values, its project fixed."""
         form = cls(data, user=user, initial={**cls.initial_like(run), "title": run.title})
         form.fields["project"].disabled = True
+        # The other boxes of a run over several stay as made: an edit changes the run, not its nodes.
+        form.fields["peer_boxes"].initial = [peer.instance for peer in run.peers.select_related("instance")]
+        form.fields["peer_boxes"].disabled = True
         return form
 
     def changes(self) -> dict:

@@ -135,7 +135,8 @@ def run_create(request):
     like = Run.objects.visible_to(request.user).filter(run_id=request.GET.get("like", "")).first()
     form = RunForm(request.POST or None, user=request.user, initial=RunForm.initial_like(like) if like else None)
     if request.method == "POST" and form.is_valid():
-        run = do_create_run(form.save(commit=False), actor=request.user)
+        peers = form.cleaned_data.get("peer_boxes") or []
+        run = do_create_run(form.save(commit=False), actor=request.user, peers=list(peers))
         messages.success(request, f"Run {run.run_id} created. Start the preflight when ready.")
         return redirect(run)
     return render(request, "runs/run_form.html", {"form": form, "like": like})

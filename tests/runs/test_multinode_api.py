@@ -85,3 +85,30 @@ def test_another_boxs_node_of_a_live_run_holds_its_box_for_teardown(box_row, pro
     assert facts.load([box2])[box2.pk].live == [run.run_id]
     Run.objects.filter(pk=run.pk).update(state=RunState.EXPORTED)
     assert facts.load([box2])[box2.pk].live == []
+
+
+def test_the_run_form_takes_the_other_boxes_and_keeps_them_on_an_edit(client, bob, project, box_row, source):
+    from django.urls import reverse
+
+    box2, cluster = box_like(project, box_row), box_like(project, box_row, "slurm")
+    client.force_login(bob)
+    form = {"project": project.pk, "instance": box_row.pk, "title": "over two", "source_kind": "local_dir"}
+    form |= {"source_path": str(source), "command_line": "python3 train.py", "config_path": "config.yaml"}
+    form |= {"expected_minutes": "30", "checkpoint_mib": "100", "checkpoints_retained": "2", "scratch_mib": "0"}
+    form |= {"expected_files": "1000"}
+    page = client.post(reverse("run-create"), {**form, "peer_boxes": [box_row.pk]}).content.decode()
+    assert "each another box of the run&#x27;s project" in page and not Run.objects.exists()
+    page = client.post(reverse("run-create"), {**form, "peer_boxes": [box2.pk], "command_line": "bash x.sh"})
+    assert "torchrun starts that script" in page.content.decode() and not Run.objects.exists()
+    offered = client.get(reverse("run-create")).context["form"].fields["peer_boxes"].queryset
+    assert box2 in offered and cluster not in offered  # a login node is never another box of a run
+    options = {"slurm_collective_timeout_seconds": "45", "slurm_ifname": "eth0"}
+    response = client.post(reverse("run-create"), {**form, "peer_boxes": [box2.pk], **options})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    run = Run.objects.get()
+    assert run.scheduler == {"multinode": {"collective_timeout_seconds": 45, "ifname": "eth0"}}
+    assert [peer.instance for peer in run.peers.all()] == [box2]
+    edit = reverse("run-edit", args=[run.run_id])
+    client.post(edit, {**form, "title": "renamed", **options})
+    run.refresh_from_db()
+    assert run.title == "renamed" and run.is_multinode and run.peers.count() == 1
