@@ -165,7 +165,9 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         run = self.get_object()
         require(request.user, OPERATE, run.project)
         body = request.data if isinstance(request.data, dict) else {}
-        fixed = sorted(name for name in body if name == "project" or name not in s.RunCreateSerializer._declared_fields)
+        # The project and a run's other boxes stay as made (an edit changes the run, not its nodes).
+        unchangeable = {"project", *s.PEER_FIELDS}
+        fixed = sorted(name for name in body if name in unchangeable or name not in s.RunCreateSerializer._declared_fields)
         if fixed:
             raise ValidationError({name: ["not a field a run's edit changes"] for name in fixed})
         typed = s.RunCreateSerializer(
@@ -177,7 +179,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         changes = {
             stored.get(name, name): getattr(edited, stored.get(name, name))
             for name in typed.validated_data
-            if name != "project"
+            if name not in unchangeable
         }
         changed = do_edit_run(run.pk, changes, actor=request.user)
         run.refresh_from_db()

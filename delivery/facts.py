@@ -14,7 +14,7 @@ from custody.models import CustodyRecord, CustodyStatus
 from delivery.evidence import IN_FLIGHT, Consequence
 from delivery.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from fleet.models import InstanceState
-from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunPeer, RunState, WatchLease
+from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunState, WatchLease
 
 
 @dataclass
@@ -39,12 +39,13 @@ def load(instances) -> dict[int, BoxFacts]:
     facts = {instance.pk: BoxFacts() for instance in instances}
     ids = list(facts)
     states = Run.objects.filter(instance_id__in=ids).order_by("pk")
-    for instance_id, run_id in states.filter(state__in=LIVE_STATES).values_list("instance_id", "run_id"):
-        facts[instance_id].live.append(run_id)
-    # Another box's node of a live run over several boxes holds its box as the run's own box does.
-    nodes = RunPeer.objects.filter(instance_id__in=ids, run__state__in=LIVE_STATES).order_by("run_id")
-    for instance_id, run_id in nodes.values_list("instance_id", "run__run_id"):
-        facts[instance_id].live.append(run_id)
+    # A live run holds its own box, and every other box running a node of it (a run over several boxes):
+    # one query for both, a row per node.
+    live = Run.objects.filter(Q(instance_id__in=ids) | Q(peers__instance_id__in=ids), state__in=LIVE_STATES)
+    for own, peer, run_id in live.order_by("pk").values_list("instance_id", "peers__instance_id", "run_id"):
+        for box in (own, peer):
+            if box in facts and run_id not in facts[box].live:
+                facts[box].live.append(run_id)
     unclosed = states.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)
     for instance_id, run_id in unclosed.values_list("instance_id", "run_id"):
         facts[instance_id].unclosed.append(run_id)

@@ -26,7 +26,7 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TIMEOUT = 15  # the collectives' bound this run sets
+TIMEOUT = 10  # the collectives' bound this run sets
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_a_run_over_two_boxes_trains_once_and_its_export_is_verified(
     assert run.state == RunState.EXPORTED, run.close_reason
     head_log = (node.active(run) / "attempt-1" / "log.txt").read_text()
     peer_log = (peer_root(peer, run) / "active" / run.run_id / "attempt-1" / "log.txt").read_text()
-    assert "rank 0 of 2 joined (gloo, collectives time out after 15 s)" in head_log
+    assert "rank 0 of 2 joined (gloo, collectives time out after 10 s)" in head_log
     assert "rank 1 of 2 joined" in peer_log and not (peer_root(peer, run) / "export" / run.run_id).exists()
     assert (peer_root(peer, run) / "active" / run.run_id / "attempt-1" / "node-done").exists()
     record = wait_record(do_start_verification(run.pk, actor=bob))
@@ -134,17 +134,20 @@ def test_a_run_over_two_boxes_trains_once_and_its_export_is_verified(
     )
 
 
-def test_a_nodes_killed_launcher_group_fails_the_run_with_the_node_named_and_no_worker_left(
+def test_a_nodes_killed_launcher_group_fails_the_run_named_and_a_retry_resumes_both_boxes(
     bob, project, make_run, node, source, gate, tmp_path, second_sshd, celery_worker_process
 ):
-    set_config(source, epochs=20, hold_file=gate.path)
+    """box2's launcher group killed (its worker is in a session of its own): the run fails with box2 named
+    and no worker left on either box. Resume is state restore: a retry relaunches both boxes, rank 0
+    restores the newest checkpoint and sends it to rank 1, and the run ends with every epoch once."""
+    set_config(source, epochs=6, hold_file=gate.hold(at=2).path)  # held once epoch 2 is logged and saved
     peer = peer_box(project, second_sshd, tmp_path, "box2")
     run = started(bob, two_box_run(make_run, peer))
-    wait_until(lambda: len(workers(run)) == 2, 90, 0.2, what="a worker on each box")
-    wait_file(node.active(run) / "output" / "train.csv")
+    train = node.active(run) / "output" / "train.csv"
+    wait_until(lambda: train.exists() and len(train.read_text().splitlines()) > 2, 90, 0.1, what="epoch 2 logged")
     agent = next(pid for pid, env in of_run(run.run_id) if "--node-rank=1" in cmdline(pid) and "RANK" not in env)
     began = time.monotonic()
-    os.killpg(os.getpgid(agent), signal.SIGKILL)  # box2's launcher group: its worker is in a session of its own
+    os.killpg(os.getpgid(agent), signal.SIGKILL)
     run = wait_state(run, {RunState.QUARANTINED}, timeout=60, refresh=True)
     failed_in = time.monotonic() - began
     assert run.close_reason.startswith(f"a node of the run failed: node {peer.name} (rank 1): "), run.close_reason
@@ -152,6 +155,19 @@ def test_a_nodes_killed_launcher_group_fails_the_run_with_the_node_named_and_no_
     wait_until(lambda: run.refresh_from_db() or run.failure_class == "node_failed", 30, 0.2, what="its class")
     wait_until(lambda: not of_run(run.run_id), 30, 0.2, what="no process of the run left on either box")
     print(f"\ntwo boxes: a node's launcher group killed, the run failed in {failed_in:.1f} s")
+
+    gate.release()
+    began = time.monotonic()
+    do_retry_run(run.pk, actor=bob)
+    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
+    assert run.state == RunState.EXPORTED and run.attempt == 2, run.close_reason
+    head_log = (node.active(run) / "attempt-2" / "log.txt").read_text()
+    peer_log = (peer_root(peer, run) / "active" / run.run_id / "attempt-2" / "log.txt").read_text()
+    resumed = int(head_log.split("resumed from epoch ")[1].split()[0])
+    assert resumed >= 1 and f"resumed from epoch {resumed}" in peer_log  # both from rank 0's checkpoint
+    with open(node.export(run) / "train.csv") as handle:
+        assert [int(row["epoch"]) for row in csv.DictReader(handle)] == list(range(1, 7))
+    print(f"\ntwo boxes: a retry to exported from epoch {resumed} in {time.monotonic() - began:.1f} s")
 
 
 def test_a_frozen_worker_fails_the_run_within_the_collective_timeout_naming_its_box(
@@ -183,29 +199,3 @@ def test_a_box_whose_environment_differs_fails_the_preflight(
     assert run.state == RunState.FAILED_PREFLIGHT, run.state
     said = " ".join(run.events.values_list("message", flat=True))
     assert "The nodes' environments differ (" in said and f"{peer.name}: python" in said and "0.0.1+other" in said
-
-
-def test_a_retry_resumes_both_boxes_from_the_durable_checkpoint(
-    bob, project, make_run, node, source, gate, tmp_path, second_sshd, celery_worker_process
-):
-    set_config(source, epochs=6, hold_file=gate.hold(at=2).path)  # held once epoch 2 is logged and saved
-    peer = peer_box(project, second_sshd, tmp_path, "box2")
-    run = started(bob, two_box_run(make_run, peer))
-    train = node.active(run) / "output" / "train.csv"
-    wait_until(lambda: train.exists() and len(train.read_text().splitlines()) > 2, 90, 0.1, what="epoch 2 logged")
-    os.kill(workers(run)[1], signal.SIGKILL)  # box2's worker dies: the attempt fails, every node stopped
-    run = wait_state(run, {RunState.QUARANTINED}, timeout=90, refresh=True)
-    wait_until(lambda: not of_run(run.run_id), 60, 0.2, what="no process of attempt 1 left")
-    gate.release()
-    began = time.monotonic()
-    do_retry_run(run.pk, actor=bob)
-    run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
-    assert run.state == RunState.EXPORTED, run.close_reason
-    assert run.attempt == 2
-    head_log = (node.active(run) / "attempt-2" / "log.txt").read_text()
-    peer_log = (peer_root(peer, run) / "active" / run.run_id / "attempt-2" / "log.txt").read_text()
-    resumed = int(head_log.split("resumed from epoch ")[1].split()[0])
-    assert resumed >= 1 and f"resumed from epoch {resumed}" in peer_log  # both from rank 0's checkpoint
-    with open(node.export(run) / "train.csv") as handle:
-        assert [int(row["epoch"]) for row in csv.DictReader(handle)] == list(range(1, 7))
-    print(f"\ntwo boxes: a retry to exported from epoch {resumed} in {time.monotonic() - began:.1f} s")
