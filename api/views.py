@@ -167,7 +167,8 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         body = request.data if isinstance(request.data, dict) else {}
         # The project and a run's other boxes stay as made (an edit changes the run, not its nodes).
         unchangeable = {"project", *s.PEER_FIELDS}
-        fixed = sorted(name for name in body if name in unchangeable or name not in s.RunCreateSerializer._declared_fields)
+        declared = s.RunCreateSerializer._declared_fields
+        fixed = sorted(name for name in body if name in unchangeable or name not in declared)
         if fixed:
             raise ValidationError({name: ["not a field a run's edit changes"] for name in fixed})
         typed = s.RunCreateSerializer(
