@@ -20,6 +20,7 @@ from runs.actions.lifecycle import do_retry_run, do_start_preflight
 from runs.models import RunPeer, RunState
 from tests import factories
 from tests.custody.test_custody_e2e import wait_record
+from tests.processes import cmdline, of_run, workers
 from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state
 from tests.sshd import Sshd
 from tests.waiting import wait_until
@@ -66,34 +67,6 @@ def two_box_run(make_run, peer, **options):
 
 def peer_root(peer, run) -> Path:
     return Path(peer.data_root_override) / run.project.slug
-
-
-def of_run(run_id: str) -> list[tuple[int, dict]]:
-    """The processes of the run on this machine (both boxes are on it), with their environment."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        environ = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-        if environ.get("REMOTEGPU_RUN_ID") == run_id and "REMOTEGPU_ATTEMPT_TREE" in environ:
-            found.append((int(name), environ))
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def workers(run) -> dict[int, int]:
-    """rank → pid of each training worker (torchrun sets RANK in its workers only)."""
-    return {int(env["RANK"]): pid for pid, env in of_run(run.run_id) if "RANK" in env and "train.py" in cmdline(pid)}
 
 
 def started(bob, run, timeout=120):

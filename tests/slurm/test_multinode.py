@@ -8,7 +8,6 @@ import csv
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +16,7 @@ from custody.models import CustodyStatus
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from tests.custody.test_custody_e2e import wait_record
+from tests.processes import cmdline, of_run, workers
 from tests.runs.conftest import SETTLED, edit_train, set_config, wait_file, wait_state
 from tests.waiting import wait_until
 
@@ -28,35 +28,6 @@ OPTIONS = {"partition": "low", "time_minutes": 10, "nodes": 2, "collective_timeo
 
 def two_node_run(make_run, **options):
     return make_run(gpus=[], scheduler={"options": {**OPTIONS, **options}})
-
-
-def marked(mark_of_run: str) -> list[tuple[int, dict]]:
-    """The processes of the run's attempt on this machine (both nodes of the test cluster are on it), with
-    their environment."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        environ = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-        if environ.get("REMOTEGPU_RUN_ID") == mark_of_run and "REMOTEGPU_ATTEMPT_TREE" in environ:
-            found.append((int(name), environ))
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def workers(run) -> dict[int, int]:
-    """rank → pid of each training worker (torchrun's children; RANK is set in theirs only)."""
-    return {int(env["RANK"]): pid for pid, env in marked(run.run_id) if "RANK" in env and "train.py" in cmdline(pid)}
 
 
 def test_a_run_over_two_nodes_trains_once_and_its_export_is_verified(
@@ -89,7 +60,7 @@ def test_a_run_over_two_nodes_trains_once_and_its_export_is_verified(
     assert noted.startswith("node n2 (task 1): "), noted  # its abort at exit, kept, not failing the run
     record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.VERIFIED, record.failure
-    assert not marked(run.run_id)  # nothing of the run left on either node
+    assert not of_run(run.run_id)  # nothing of the run left on either node
     print(
         f"\nslurm -N2: preflight start to both ranks training {both_after:.1f} s,"
         f" to verified {time.monotonic() - began:.1f} s"
@@ -107,7 +78,7 @@ def test_a_nodes_killed_launcher_group_fails_the_run_with_the_node_named_and_no_
     wait_file(node.active(run) / "attempt-1" / "output" / "train.csv")
     agent = next(
         pid
-        for pid, env in marked(run.run_id)
+        for pid, env in of_run(run.run_id)
         if env.get("SLURM_PROCID") == "1" and "torch.distributed.run" in cmdline(pid) and "RANK" not in env
     )
     began = time.monotonic()
@@ -115,7 +86,7 @@ def test_a_nodes_killed_launcher_group_fails_the_run_with_the_node_named_and_no_
     run = wait_state(run, {RunState.QUARANTINED}, timeout=90, refresh=True)
     failed_in = time.monotonic() - began
     assert run.close_reason.startswith("command exited with code 137; node n2 (task 1): "), run.close_reason
-    wait_until(lambda: not marked(run.run_id), 30, 0.2, what="no process of the run left on either node")
+    wait_until(lambda: not of_run(run.run_id), 30, 0.2, what="no process of the run left on either node")
     assert run.failure_class == "node_failed", run.failure_class  # not this box's memory (exit 137)
     print(f"\nslurm -N2: a node's launcher killed, the run failed in {failed_in:.1f} s")
 
@@ -137,7 +108,7 @@ def test_a_frozen_worker_fails_the_run_within_the_collective_timeout(
     assert failed_in < TIMEOUT + 45, failed_in  # the run's bound, not torch's 30 minutes
     assert "node n2 held a stopped process, a frozen peer: " in run.close_reason, run.close_reason
     assert run.failure_class == "node_failed"
-    wait_until(lambda: not marked(run.run_id), 30, 0.2, what="no process of the run left, the frozen one included")
+    wait_until(lambda: not of_run(run.run_id), 30, 0.2, what="no process of the run left, the frozen one included")
     print(f"\nslurm -N2: a frozen worker, the run failed in {failed_in:.1f} s (collective timeout {TIMEOUT} s)")
 
 
