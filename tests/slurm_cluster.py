@@ -112,7 +112,9 @@ class SlurmCluster:
                     "SelectTypeParameters=CR_Core",
                     "ReturnToService=2",
                     "JobRequeue=1",
-                    "KillWait=5",
+                    # TERM, then KILL this long after: the wrapper quarantines the attempt in between (5 s was short
+                    # on a loaded 2-core machine: once the KILL came before the markers had moved).
+                    "KillWait=10",
                     "MinJobAge=5",  # a finished job leaves squeue soon: sacct is asked after it
                     "SlurmdTimeout=10",
                     # The main scheduling pass every second (60 s by default): a job released from its
