@@ -12,7 +12,7 @@ import threading
 
 from django.conf import settings
 
-from fleet.node_client import RunNode
+from fleet.node_client import NodeClient, RunNode
 from node.protocol import NodeError
 from node.transport import TransportError
 from runs import shipping
@@ -112,14 +112,17 @@ def launch_peers(run, attempt: int, env: dict) -> None:
 
 
 def peer_statuses(run) -> dict:
-    """Each other box's word on this attempt: {rank: status}, or {"unreachable": why}."""
+    """Each other box's word on this attempt: {rank: status}, or {"unreachable": why} where it did not
+    answer or answered something that is not a status. The watcher's own probe, one round-trip per box,
+    its answer checked (fleet.node_client.NodeClient.probe)."""
     found = {}
     for peer in peers_of(run):
         try:
-            with RunNode(run, peer=peer) as node:
-                found[peer.rank] = node.call("status", node.attempt_spec(run.attempt))
+            with NodeClient(peer.instance) as node:
+                status = node.probe([run])["runs"].get(run.run_id) or {"error": "no status of the run"}
         except (TransportError, NodeError) as exc:
-            found[peer.rank] = {"unreachable": str(exc)[:300]}
+            status = {"error": str(exc)}
+        found[peer.rank] = {"unreachable": str(status["error"])[:300]} if "error" in status else status
     return found
 
 
