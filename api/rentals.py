@@ -30,6 +30,7 @@ class RentalSerializer(DocumentedModelSerializer):
     requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
     approver = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     instance = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    proving_box = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     attempts = AttemptSerializer(many=True, read_only=True)
     host_key_seen = serializers.SerializerMethodField(help_text="The fingerprint waiting for a person, if any.")
 
@@ -56,6 +57,9 @@ class RentalSerializer(DocumentedModelSerializer):
             "offer",
             "instance",
             "reason",
+            "region",
+            "proving_box",
+            "proof",
             "attempts",
             "host_key_seen",
             "created",
@@ -87,11 +91,27 @@ class RentalCreateSerializer(serializers.Serializer):
         max_length=100, required=False, default="", allow_blank=True, help_text="A draft run id"
     )
     acknowledge = serializers.BooleanField(default=False)
+    region = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    proving_box = serializers.CharField(
+        max_length=100,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="With a run: the box its checks and CPU smoke pass on before the rent (default: the local node)",
+    )
 
 
 def _pk(project, name: str) -> int | str:
     """A credential granted to project, by name; an unknown name stays a name, which the form refuses."""
     found = Credential.objects.filter(projects=project, name=name).values_list("pk", flat=True).first()
+    return found if found is not None else name
+
+
+def _box_pk(project, name: str) -> int | str:
+    """A box of project, by name; an unknown name stays a name, which the form refuses."""
+    if not name:
+        return ""
+    found = project.instances.filter(name=name).values_list("pk", flat=True).first()
     return found if found is not None else name
 
 
@@ -102,7 +122,7 @@ class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         return (
             Rental.objects.visible_to(self.request.user)
-            .select_related("project", "requester", "approver", "instance")
+            .select_related("project", "requester", "approver", "instance", "proving_box")
             .prefetch_related("attempts")
         )
 
@@ -131,6 +151,8 @@ class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "ssh_credential": _pk(project, data["ssh_key"]),
             "image": data.get("image") or Rental._meta.get_field("image").default,
             "run": run or "",
+            "region": data["region"],
+            "proving_box": _box_pk(project, data["proving_box"]),
             **{f"key_{provider}": _pk(project, name) for provider, name in data["api_keys"].items()},
         }
         form = RentalForm(fields, project=project)

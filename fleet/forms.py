@@ -73,6 +73,8 @@ class InstanceForm(forms.ModelForm):
             "data_tier",
             "mirror_root",
             "mirror_tier",
+            "region",
+            "durable_volume",
             "provider_id",
             "api_credential",
             "shutdown_command",

@@ -146,6 +146,16 @@ class Instance(models.Model):
         blank=True,
         help_text="A durable disk on this box for sealed-export mirrors; blank = the platform's durable tier.",
     )
+    region = models.CharField(
+        max_length=60,
+        blank=True,
+        help_text="The provider's region or data centre of the box (a rent records its offer's); blank: unknown.",
+    )
+    durable_volume = models.CharField(
+        max_length=120,
+        blank=True,
+        help_text="The provider volume or filesystem at the durable root (its id or name); blank: the box's own.",
+    )
     data_tier = models.CharField(
         "tier of the data root",
         max_length=60,

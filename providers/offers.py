@@ -64,6 +64,7 @@ class Need:
     gpu_memory_gb: int  # at least, per GPU
     disk_gb: int
     max_rate: float  # $/h for the whole box
+    region: str = ""  # only offers in this region (blank: any): a durable tier is region-locked
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def fits(need: Need, offer: Offer) -> bool:
         any(model_matches(model, offer.gpu_name) for model in need.gpu_models)
         and offer.gpu_count == need.gpu_count
         and offer.gpu_memory_gb + 0.5 >= need.gpu_memory_gb  # a "24 GB" card reports 23.99
+        and (not need.region or offer.region.lower() == need.region.lower())
     )
 
 

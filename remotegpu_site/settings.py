@@ -166,6 +166,9 @@ RENT_CREATE_SECONDS = env.envint("RENT_CREATE_SECONDS", 300)
 RENT_MAX_REDRIVES = env.envint("RENT_MAX_REDRIVES", 2)
 RENT_BOOT_SECONDS = env.envint("RENT_BOOT_SECONDS", 900)
 RENT_POLL_SECONDS = env.envfloat("RENT_POLL_SECONDS", 10.0)
+# A rent asked for a run proves the run first on a box where no GPU bills (rentals/proving.py): a proof
+# with no answer is taken again by another worker after RENT_PROVE_SECONDS, and failed at twice that.
+RENT_PROVE_SECONDS = env.envint("RENT_PROVE_SECONDS", SMOKE_TIMEOUT + 420)
 # A Slurm job requeued (a preemption, a node failure) waits ~120 s before it may run again: released at
 # once (StartTime=now+3) unless a deployment prefers the cluster's own pace.
 SLURM_RELEASE_REQUEUE_HOLD = env.envbool("SLURM_RELEASE_REQUEUE_HOLD", default=True)

@@ -59,12 +59,58 @@ def do_request_rental(rental: Rental, *, actor) -> Rental:
         # The naming rule, with the rent's number in the purpose: two rents of a day never share a name,
         # and the name is how a retried create finds the box it may already have made.
         rental.name = suggest_name(project.slug, f"{rental.purpose}-r{rental.pk}", dt.date.today())
-        rental.save(update_fields=["name"])
+        if rental.run_id is not None:  # proven where no GPU bills before anyone is asked to pay for it
+            rental.state = RentalState.PROVING
+        rental.save(update_fields=["name", "state"])
         message = f"rent #{rental.pk} {rental.name} asked: at most ${rental.expected_cost}, {rental.spend_note}"
         record(AuditAction.RENT_ASKED, message, actor=actor, project=project, rental=rental.pk)
-        said = f"waits for an approver: at most ${rental.expected_cost}, {rental.spend_note}"
-        _tell(rental, said, awaits_approval=True)
+        if rental.state == RentalState.PROVING:
+            after_commit("rentals.tasks.prove_rental", rental.pk)
+        else:
+            _ask_approver(rental)
     return rental
+
+
+def _ask_approver(rental: Rental) -> None:
+    said = f"waits for an approver: at most ${rental.expected_cost}, {rental.spend_note}"
+    _tell(rental, said, awaits_approval=True)
+
+
+def do_claim_proof(rental_pk: int) -> Rental | None:
+    """A worker takes a rent's proof; None when it is done or another worker holds it (a redelivery)."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        lease = now - timedelta(seconds=settings.RENT_PROVE_SECONDS)
+        if rental.state != RentalState.PROVING or (rental.claimed_at is not None and rental.claimed_at > lease):
+            return None
+        rental.claimed_at = now
+        rental.save(update_fields=["claimed_at"])
+    return rental
+
+
+def do_finish_proof(rental_pk: int, proof: dict) -> Rental | None:
+    """The run's proof, kept on the rent: passed, it waits for an approver (its deadline counts from now);
+    failed, nothing is created and the reason names what failed and where."""
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.state != RentalState.PROVING:
+            return None
+        rental.proof = proof
+        if proof["passed"]:
+            move(rental, RentalState.REQUESTED)
+            rental.expires_at = timezone.now() + timedelta(hours=settings.SPEND_APPROVAL_HOURS)
+            rental.save()
+            said = f"rent #{rental.pk} {rental.name}: its run passed its checks and CPU smoke on {proof['box']}"
+            record(AuditAction.RENT_ATTEMPT, said, project=rental.project, rental=rental.pk)
+            _ask_approver(rental)
+            return rental
+        rental.save(update_fields=["proof"])
+    reason = (
+        f"the run failed its proof on {proof['box']} before anything was rented: {proof['why']}. Nothing was "
+        "created: fix the run and ask again."
+    )
+    return do_fail_rental(rental_pk, reason)
 
 
 def do_decide_rental(rental_pk: int, approve: bool, comment: str, *, actor) -> Rental:
@@ -210,6 +256,7 @@ def _instance_of(rental: Rental, host: str, port: int) -> Instance:
         api_credential_id=rental.api_credentials[rental.provider],
         provider_id=rental.provider_id,
         gpu_description=str(rental.offer.get("describe", ""))[:120],
+        region=str(rental.offer.get("region") or "")[:60],
         rate_running=Decimal(str(rental.offer.get("rate", 0))).quantize(Decimal("0.0001")),
         rate_stopped=0,
         state=InstanceState.RUNNING,

@@ -64,4 +64,5 @@ def need_of(rental) -> Need:
         rental.gpu_memory_gb,
         rental.disk_gb,
         float(rental.max_rate),
+        rental.region,
     )

@@ -2,7 +2,7 @@ from django import forms
 
 from fleet.actions import needs_acknowledgement
 from fleet.forms import USER
-from fleet.models import Credential, CredentialKind
+from fleet.models import Credential, CredentialKind, InstanceState
 from providers import RENTABLE
 from rentals.asking import read_candidates, read_models
 from rentals.models import Rental
@@ -45,6 +45,8 @@ class RentalForm(forms.ModelForm):
             "image",
             "expected_minutes",
             "run",
+            "proving_box",
+            "region",
         ]
 
     def __init__(self, *args, project, **kwargs):
@@ -58,11 +60,23 @@ class RentalForm(forms.ModelForm):
         self.fields["run"].queryset = project.runs.filter(state="draft", sweep__isnull=True)
         self.fields["run"].required = False
         self.fields["run"].label = "Continue into this draft run's preflight (optional)"
+        self._proving_box_field(project)
         keys = granted.filter(kind=CredentialKind.PROVIDER_KEY)
         for provider in RENTABLE:
             self.fields[f"key_{provider}"] = forms.ModelChoiceField(
                 queryset=keys, required=False, label=f"{provider} API key", help_text="Needed to ask it."
             )
+
+    def _proving_box_field(self, project) -> None:
+        """Where the run is proven before the rent: a running box of the project nobody rents GPUs on for
+        it (the control host's local node first, then the cheapest)."""
+        boxes = project.instances.filter(state=InstanceState.RUNNING).order_by("rate_running", "name")
+        field = self.fields["proving_box"]
+        field.queryset, field.required = boxes, False
+        field.label = "Prove the run first on"
+        field.help_text = "Its input checks and CPU smoke pass here before anything is rented (needed with a run)."
+        self.local_box = next((box for box in boxes if box.profile.is_local), None)
+        field.initial = self.local_box.pk if self.local_box else None
 
     def clean_ssh_user(self):
         """The same rule as a registered box's user: it reaches ssh's argv (never an option like -oX=…)."""
@@ -79,6 +93,14 @@ class RentalForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
+        if data.get("run") is not None and data.get("proving_box") is None:
+            data["proving_box"] = self.local_box  # the control host's local node, where there is one
+        if data.get("run") is not None and data.get("proving_box") is None:
+            self.add_error(
+                "proving_box",
+                "A rent for a run proves the run first where no GPU bills: name a box of the project (the control "
+                "host's local node, or a cheap box) to run its checks and CPU smoke on.",
+            )
         granted = {p: data[f"key_{p}"].pk for p in RENTABLE if data.get(f"key_{p}") is not None}
         if "candidates" in data:
             try:

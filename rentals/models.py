@@ -14,6 +14,7 @@ from core.states import Transitions
 
 
 class RentalState(models.TextChoices):
+    PROVING = "proving", "Proving its run where no GPU bills"
     REQUESTED = "requested", "Waiting for an approver"
     APPROVED = "approved", "Approved: creating soon"
     CREATING = "creating", "Asking the candidates"
@@ -27,9 +28,11 @@ class RentalState(models.TextChoices):
 
 
 # A rent moves forward once; every state that waits on a task has a deadline (rentals/reconcile.py).
+# A rent asked for a run proves that run first (rentals/proving.py): a failed proof creates nothing.
 RENTAL_TRANSITIONS = Transitions(
     RentalState,
     {
+        RentalState.PROVING: {RentalState.REQUESTED, RentalState.FAILED, RentalState.CANCELLED},
         RentalState.REQUESTED: {
             RentalState.APPROVED,
             RentalState.REJECTED,
@@ -59,7 +62,8 @@ class RentalQuerySet(models.QuerySet):
 
     def in_flight(self):
         """Asked and not yet ready or ended: waiting for an approver, a worker, or a host key."""
-        return self.filter(state__in=[RentalState.REQUESTED, *OPEN_STATES, RentalState.REGISTERED])
+        waiting = [RentalState.PROVING, RentalState.REQUESTED, *OPEN_STATES, RentalState.REGISTERED]
+        return self.filter(state__in=waiting)
 
 
 class Rental(models.Model):
@@ -90,6 +94,20 @@ class Rental(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
         help_text="A draft run that continues into its preflight on the new box once its host key is confirmed.",
+    )
+    proving_box = models.ForeignKey(
+        "profiles.Instance",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Where the run's input checks and CPU smoke pass before anything is rented (no GPU bills there).",
+    )
+    proof = models.JSONField(
+        default=dict, blank=True, help_text="What the proof on the proving box showed, and what it cost."
+    )
+    region = models.CharField(
+        max_length=40, blank=True, help_text="Only offers in this region (blank: any); the box records its own."
     )
     state = models.CharField(max_length=12, choices=RentalState.choices, default=RentalState.REQUESTED)
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="The idempotency key.")

@@ -52,4 +52,19 @@ def do_redrive_stale(now=None) -> dict[str, list[int]]:
     for pk in fail:
         do_fail_rental(pk, reason.format(n=settings.RENT_MAX_REDRIVES + 1))
     booting = list(Rental.objects.filter(state=RentalState.BOOTING).values_list("pk", flat=True))
-    return {"redrive": redrive, "failed": fail, "poll": booting}
+    return {"redrive": redrive, "failed": fail, "poll": booting, "prove": _stale_proofs(now)}
+
+
+def _stale_proofs(now) -> list[int]:
+    """A proof whose worker was lost is taken again after RENT_PROVE_SECONDS (its claim lapses); one
+    unanswered for twice that is failed: nothing was created, and the reason says to ask again."""
+    proving = Rental.objects.filter(state=RentalState.PROVING)
+    lost = now - timedelta(seconds=2 * settings.RENT_PROVE_SECONDS)
+    for pk in proving.filter(changed_at__lte=lost).values_list("pk", flat=True):
+        reason = (
+            f"its run's proof gave no answer within {2 * settings.RENT_PROVE_SECONDS} s (the proving box or its "
+            "worker was lost). Nothing was created: ask again."
+        )
+        do_fail_rental(pk, reason)
+    lapsed = now - timedelta(seconds=settings.RENT_PROVE_SECONDS)
+    return list(proving.filter(changed_at__gt=lost, changed_at__lte=lapsed).values_list("pk", flat=True))

@@ -11,6 +11,13 @@ def create_rental(rental_pk: int) -> str:
     return create(rental_pk)
 
 
+@shared_task(acks_late=True, soft_time_limit=settings.RENT_PROVE_SECONDS, time_limit=settings.RENT_PROVE_SECONDS + 30)
+def prove_rental(rental_pk: int) -> str:
+    from rentals.proving import prove
+
+    return prove(rental_pk)
+
+
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def poll_rental(rental_pk: int) -> str:
     from rentals.creating import poll
@@ -28,6 +35,8 @@ def reconcile_rentals() -> dict:
 
     expired = do_expire_rentals()
     found = do_redrive_stale()
+    for pk in found["prove"]:
+        prove_rental.delay(pk)
     for pk in found["redrive"]:
         create_rental.delay(pk)
     for pk in found["poll"]:

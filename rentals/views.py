@@ -31,14 +31,17 @@ def rental_create(request):
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            messages.success(request, f"Rent #{rental.pk} asked: another person approves its spend.")
+            first = "its run is proven where no GPU bills, then " if rental.run_id else ""
+            messages.success(request, f"Rent #{rental.pk} asked: {first}another person approves its spend.")
             return redirect(rental)
     profiles = [get_profile(key) for key in RENTABLE]
     return render(request, "rentals/rental_form.html", {"form": form, "project": project, "profiles": profiles})
 
 
 def _visible(request, pk) -> Rental:
-    queryset = Rental.objects.visible_to(request.user).select_related("project", "requester", "approver", "instance")
+    queryset = Rental.objects.visible_to(request.user).select_related(
+        "project", "requester", "approver", "instance", "proving_box"
+    )
     return get_object_or_404(queryset, pk=pk)
 
 
@@ -53,7 +56,7 @@ def rental_detail(request, pk):
         "seen_key": rental.instance.seen_host_key if rental.instance else None,
     }
     # Someone else or a worker moves it next (an approver, the create, the key scan): the page follows.
-    moving = rental.state in OPEN_STATES or rental.state == RentalState.REQUESTED
+    moving = rental.state in OPEN_STATES or rental.state in (RentalState.REQUESTED, RentalState.PROVING)
     context["waiting"] = moving or (rental.state == RentalState.REGISTERED and context["seen_key"] is None)
     return render(request, "rentals/rental_detail.html", context)
 

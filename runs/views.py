@@ -41,6 +41,7 @@ from runs.models import (
     RunState,
     SpendRequest,
 )
+from runs.reach import reach_problem
 from runs.signals import FAILURE_CLASSES, strip_ansi
 from runs.spend import envelope_of
 
@@ -185,10 +186,11 @@ def run_detail(request, run_id):
 
 
 def other_boxes(run) -> list:
-    """The boxes of the run's project it could continue on (not its own, not released)."""
-    return list(
-        Instance.objects.filter(project_id=run.project_id).exclude(pk=run.instance_id).exclude(state="released")
-    )
+    """The boxes of the run's project it could continue on (not its own, not released), each with why it
+    cannot read the run's durable checkpoints (None where it can): only those are offered."""
+    from_control = run.durable_ckpt.get("target") == CONTROL
+    boxes = Instance.objects.filter(project_id=run.project_id).exclude(pk=run.instance_id).exclude(state="released")
+    return [(box, reach_problem(run.instance, box, from_control)) for box in boxes]
 
 
 def checkpoint_summary(run) -> dict | None:

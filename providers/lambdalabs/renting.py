@@ -26,11 +26,13 @@ def read_offers(body, need: Need) -> list[Offer]:
         specs = kind.get("specs") if isinstance(kind.get("specs"), dict) else {}
         count, cents = count_in(specs.get("gpus")), number_in(kind.get("price_cents_per_hour"))
         memory = re.search(r"(\d+)\s*GB", description) if isinstance(description, str) else None
-        region = next((r["name"] for r in regions if isinstance(r, dict) and isinstance(r.get("name"), str)), "")
-        if None in (count, cents, memory) or not region:
-            continue  # no capacity anywhere, or unreadable: not an offer
+        names = [r["name"] for r in regions if isinstance(r, dict) and isinstance(r.get("name"), str)]
+        if None in (count, cents, memory):
+            continue  # unreadable: not an offer
         gpu = description.split("(")[0].strip()
-        offers.append(Offer("lambda", name, gpu, count, float(memory.group(1)), cents / 100, region))
+        # One offer per region with capacity (none where it has none): a rent that names a region gets it.
+        for region in names[:32]:
+            offers.append(Offer("lambda", name, gpu, count, float(memory.group(1)), cents / 100, region[:40]))
     return offers
 
 

@@ -16,6 +16,7 @@ from runs.actions.base import lock_run, may_run_on, move_run, release_gpus, run_
 from runs.actions.spending import SpendPending, spend_gate
 from runs.ckpt_pull import CONTROL
 from runs.models import LIVE_STATES, RETRYABLE_STATES, Run, RunState, SpendRequest
+from runs.reach import reach_problem
 
 # Where a continuation may start from: a closed attempt, or a run whose box a person says is gone.
 MOVABLE_STATES = RETRYABLE_STATES | {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}
@@ -62,8 +63,9 @@ def do_continue_elsewhere(
         if not files:
             raise ValidationError("No durable checkpoint of this run is known: it can only be retried on its box.")
         from_control = run.durable_ckpt.get("target") == CONTROL
-        if not from_control and not (target.mirror_root or target.profile.durable_root):
-            raise ValidationError(f"{target.name} has no durable root: it cannot read the run's durable checkpoints.")
+        unreadable = reach_problem(run.instance, target, from_control)
+        if unreadable:
+            raise ValidationError(unreadable)
         if from_control and (missing := _not_on_control(run, files)):
             raise ValidationError(f"The control host's copy {missing} is gone: the run can only be retried on its box.")
         waiting = spend_gate(run, run.attempt + 1, SpendRequest.Why.RELAUNCH, actor)

@@ -4,6 +4,7 @@ host key waiting for a person, and a create that may have landed never sent twic
 
 import getpass
 import subprocess
+import sys
 from decimal import Decimal
 
 import pytest
@@ -17,6 +18,7 @@ from rentals.actions import do_cancel_rental, do_confirm_rental, do_decide_renta
 from rentals.creating import create, poll
 from rentals.forms import RentalForm
 from rentals.models import Rental, RentalAttempt, RentalState
+from rentals.proving import prove
 from rentals.reconcile import do_redrive_stale
 from tests import factories
 from tests.provider_stub import api_credential
@@ -152,18 +154,13 @@ def factories_grant_approver(user, project):
 
 
 def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_key(
-    project, alice, bob, boxes, provider_api
+    project, alice, bob, boxes, provider_api, instance, draft
 ):
     started, client_key = boxes
     provider_api.no_capacity.add("lambda")
-    from runs.actions.lifecycle import do_create_run
-    from runs.models import Run
-
-    other = factories.box(project, host="127.0.0.1", user="x")
-    draft = do_create_run(
-        Run(project=project, instance=other, source_path="/x", command=["true"], expected_minutes=9), actor=bob
-    )
-    rental = _ask(project, bob, client_key, run=draft.pk)
+    run = draft(command=[sys.executable, "-c", "print('one batch')"])
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
+    assert prove(rental.pk) == "passed"  # proven on the project's $0 box first (test_prove_before_rent)
     do_decide_rental(rental.pk, True, "go", actor=alice)
     assert create(rental.pk) == "created"
     rental.refresh_from_db()
@@ -195,8 +192,8 @@ def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_
     rental.refresh_from_db()
     box.refresh_from_db()
     assert rental.state == RentalState.READY and box.pinned_host_key is not None
-    draft.refresh_from_db()  # the run it was asked for moved onto the box and started its preflight
-    assert draft.instance_id == box.pk and draft.state == "preflight"
+    run.refresh_from_db()  # the run it was asked for moved onto the box and started its preflight
+    assert run.instance_id == box.pk and run.state == "preflight"
     assert box.events.filter(kind=InstanceEvent.Kind.CREATED, message__contains=f"rent #{rental.pk}").exists()
 
 

@@ -1,0 +1,112 @@
+"""The pre-rent gate: a rent asked for a run proves that run first where no GPU bills (here a loopback
+sshd box of the project at $0/h, the same code path as the control host's local node): its source
+shipped, its input checks and its CPU smoke. A run whose smoke fails is never sent to a provider (the
+stub counts zero creates); one that passes waits for its approver, and the rent's page shows what was
+proven, where, and what it cost."""
+
+import sys
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from rentals.actions import do_decide_rental
+from rentals.creating import create
+from rentals.forms import RentalForm
+from rentals.models import RentalState
+from rentals.proving import prove
+from rentals.reconcile import do_redrive_stale
+from tests.rentals.test_rent_flow import _ask, boxes  # noqa: F401 (the stub's boxes, the rent's form)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
+
+
+def test_a_run_whose_smoke_fails_is_never_sent_to_a_provider(project, alice, bob, boxes, provider_api, instance, draft):  # noqa: F811
+    _, client_key = boxes
+    broken = [sys.executable, "-c", "import sys; print('KeyError: lr_schedule'); sys.exit(3)"]
+    run = draft(command=broken)
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
+    assert rental.state == RentalState.PROVING  # nobody is asked to approve a run not yet proven
+    with pytest.raises(ValidationError, match="proving"):
+        do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert prove(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.FAILED
+    assert rental.reason.startswith(f"the run failed its proof on {instance.name} before anything was rented")
+    assert "its CPU smoke failed (exit code 3)" in rental.reason and "Nothing was created" in rental.reason
+    assert rental.proof["smoke_exit_code"] == 3 and "KeyError: lr_schedule" in rental.proof["smoke_output"]
+    assert create(rental.pk) == "nothing to do"
+    assert provider_api.creates() == [] and not rental.attempts.exists()  # zero creates, zero asks
+
+
+def test_a_missing_config_fails_the_proof_before_the_smoke(project, bob, boxes, provider_api, instance, draft):  # noqa: F811
+    _, client_key = boxes
+    run = draft(config_path="configs/absent.yaml")
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
+    assert prove(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert "missing config:" in rental.reason and "absent.yaml" in rental.reason
+    assert "smoke_exit_code" not in rental.proof and provider_api.creates() == []
+
+
+def test_a_proven_run_is_rented_and_the_page_shows_the_proof(
+    project,
+    alice,
+    bob,
+    boxes,  # noqa: F811
+    provider_api,
+    instance,
+    draft,
+    client,
+):
+    _, client_key = boxes
+    run = draft(gpus=[0], data_paths=["~/data/imagenet"])
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk, candidates="vastai")
+    assert prove(rental.pk) == "passed"
+    assert prove(rental.pk) == "nothing to do"  # a redelivered proof does nothing twice
+    rental.refresh_from_db()
+    assert rental.state == RentalState.REQUESTED and rental.proof["passed"]
+    assert rental.proof["box"] == instance.name and rental.proof["smoke_exit_code"] == 0
+    assert rental.proof["left_to_the_box"] == ["data path ~/data/imagenet", "GPU 0 (CUDA, count, model)"]
+    client.force_login(alice)
+    page = client.get(rental.get_absolute_url()).content.decode()
+    assert "Proven before the rent" in page and 'id="proof-verdict">Passed on' in page
+    assert f"on <strong>{instance.name}</strong>" in page and 'id="proof-cost">$0.0000<' in page
+    do_decide_rental(rental.pk, True, "proven: go", actor=alice)
+    assert create(rental.pk) == "created"
+    assert len(provider_api.creates()) == 1
+
+
+def test_a_rent_for_a_run_names_where_it_is_proven(project, bob, boxes, provider_api, draft):  # noqa: F811
+    """No local node and no box named: refused on the form, before anything is asked."""
+    _, client_key = boxes
+    run = draft()
+    with pytest.raises(AssertionError, match="proving_box"):
+        _ask(project, bob, client_key, run=run.pk)
+    form_field = RentalForm(project=project).fields["proving_box"]
+    assert form_field.label == "Prove the run first on"
+
+
+def test_a_proof_whose_worker_was_lost_is_taken_again_then_failed(
+    project,
+    bob,
+    boxes,  # noqa: F811
+    provider_api,
+    instance,
+    draft,
+    settings,
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    _, client_key = boxes
+    run = draft()
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
+    settings.RENT_PROVE_SECONDS = 60
+    now = timezone.now()
+    assert do_redrive_stale(now)["prove"] == []
+    assert do_redrive_stale(now + timedelta(seconds=61))["prove"] == [rental.pk]
+    do_redrive_stale(now + timedelta(seconds=121))
+    rental.refresh_from_db()
+    assert rental.state == RentalState.FAILED and "gave no answer within 120 s" in rental.reason
+    assert provider_api.creates() == []
