@@ -189,7 +189,9 @@ def _balance_of(instance):
 def _prefill(instance, alarm_pk: str) -> dict | None:
     """The request a waste alarm's link suggests, prefilled in the teardown panel beside its checks."""
     alarm = instance.waste_alarms.filter(pk=int(alarm_pk)).first() if alarm_pk.isdigit() else None
-    return {"kind": alarm.suggested, "reason": alarm.message} if alarm else None
+    if alarm is None or alarm.kind == "gpu_idle":  # a run's idle GPUs: the run is stopped, not the box
+        return None
+    return {"kind": alarm.suggested, "reason": alarm.message}
 
 
 def _confirm_with_console(instance, has_live_run: bool) -> bool:

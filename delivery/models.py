@@ -199,6 +199,7 @@ class WasteKind(models.TextChoices):
     IDLE = "idle", "Running with no live run"
     STOPPED = "stopped", "Stopped on a platform whose stop keeps billing"
     RESOURCES = "resources", "Released, and its volumes, IPs or snapshots still bill"
+    GPU_IDLE = "gpu_idle", "A live run's GPUs sit idle"
 
 
 class WasteAlarm(models.Model):

@@ -39,16 +39,42 @@ from runs.models import LIVE_STATES, RunState
 class Waste:
     kind: str
     since: datetime
-    suggested: str  # a TeardownKind
+    suggested: str  # a TeardownKind, or STOP_RUN
     why: str
+    thresholds: tuple[int, ...] = ()  # minutes since `since` it is told at; () = WASTE_ALARM_MINUTES
+    link: str = ""  # where the suggested step is taken; "" = the box's page, the request prefilled
+
+
+STOP_RUN = "stop_run"  # an idle GPU's suggestion: the run is stopped on its page, the box stays
+
+
+def gpu_idle_of(instance, runs: list) -> Waste | None:
+    """A live run whose every GPU has been under its project's threshold for the project's window: it
+    bills the GPU rate for nothing (a data loader stuck, a deadlock, a sleep). Told from the window on,
+    then at each later waste threshold, with a stop of the run suggested (runs/actions/gpu_use.py)."""
+    window = instance.project.gpu_idle_minutes
+    idle = [run for run in runs if run.state in LIVE_STATES and run.gpu_idle_since is not None]
+    if not idle or instance.project.gpu_idle_percent == 0:
+        return None
+    run = min(idle, key=lambda run: run.gpu_idle_since)
+    gpus = ", ".join(map(str, run.gpus))
+    why = (
+        f"run {run.run_id}'s GPU {gpus} stayed under {instance.project.gpu_idle_percent} % utilisation "
+        f"since {run.gpu_idle_since:%Y-%m-%d %H:%M} UTC"
+    )
+    later = tuple(minutes for minutes in settings.WASTE_ALARM_MINUTES if minutes > window)
+    link = f"{settings.SITE_URL}{run.get_absolute_url()}#stop"
+    return Waste(WasteKind.GPU_IDLE, run.gpu_idle_since, STOP_RUN, why, (window, *later), link)
 
 
 def waste_of(instance, runs: list, verified_at: dict[int, datetime]) -> Waste | None:
     """What the box bills for nothing now, or None. runs: the runs on it (state, state_changed_at);
     verified_at: run pk → when custody last verified it."""
     ran = [run for run in runs if run.state != RunState.DRAFT]
-    if any(run.state in LIVE_STATES for run in ran) or not bills_money(instance):
+    if not bills_money(instance):
         return None
+    if any(run.state in LIVE_STATES for run in ran):
+        return gpu_idle_of(instance, ran)
     stopped_bills = instance.state == InstanceState.STOPPED and (
         instance.profile.stopped_bills or instance.rate_stopped > 0
     )
@@ -127,7 +153,9 @@ def resources_left(instance) -> Waste | None:
 def _alarm(instance, waste: Waste | None, now) -> WasteAlarm | None:
     if waste is None:
         return None
-    threshold = threshold_due((now - waste.since).total_seconds() / 60, settings.WASTE_ALARM_MINUTES)
+    threshold = threshold_due(
+        (now - waste.since).total_seconds() / 60, waste.thresholds or settings.WASTE_ALARM_MINUTES
+    )
     return None if threshold is None else _raise(instance, waste, threshold, now)
 
 
@@ -154,9 +182,9 @@ def _raise(instance, waste: Waste, threshold: int, now) -> WasteAlarm | None:
     hourly, accrued = _costs(instance, waste, now)
     rate = f"${hourly:.2f}/h" if hourly else "an hourly rate nobody set on the box"
     hours = (now - waste.since).total_seconds() / 3600
+    step = "stop the run" if waste.suggested == STOP_RUN else TeardownKind(waste.suggested).label.lower()
     text = (
-        f"{instance.name} bills for nothing: {waste.why}, for {hours:.1f} h (${accrued} at {rate})."
-        f" Suggested: {TeardownKind(waste.suggested).label.lower()}."
+        f"{instance.name} bills for nothing: {waste.why}, for {hours:.1f} h (${accrued} at {rate}). Suggested: {step}."
     )
     try:
         with transaction.atomic(durable=True):
@@ -180,11 +208,9 @@ def _raise(instance, waste: Waste, threshold: int, now) -> WasteAlarm | None:
                 "hourly": str(hourly),
                 "accrued": str(accrued),
                 "suggested": waste.suggested,
-                "link": page_link(alarm),
+                "link": waste.link or page_link(alarm),
             }
-            do_notify(
-                instance.project_id, Event.WASTE, f"waste: {instance.name}", f"{text} {page_link(alarm)}", details
-            )
+            do_notify(instance.project_id, Event.WASTE, f"waste: {instance.name}", f"{text} {details['link']}", details)
     except IntegrityError:
         return None  # another tick raised it first
     return alarm
@@ -196,7 +222,7 @@ def _file_shutdown(instance, alarm: WasteAlarm) -> None:
     from delivery.actions import TeardownRefused, do_file_teardown
 
     person = instance.project.waste_shutdown_by
-    if person is None or alarm.kind == WasteKind.STOPPED or instance.state not in MAY_BE_ON:
+    if person is None or alarm.kind in (WasteKind.STOPPED, WasteKind.GPU_IDLE) or instance.state not in MAY_BE_ON:
         return
     if instance.profile.data["teardown"]["shutdown"]["via"] == "none":  # Lambda: no stop, only a release
         return

@@ -32,7 +32,7 @@ class Event(models.TextChoices):
     SPEND = "spend.approval", "Run waits for a spend approval"
     RENT = "rent.approval", "A rent waits for an approver, or has a result"
     BUDGET = "budget.forecast", "Forecast at period end exceeds the budget"
-    WASTE = "box.waste", "A box bills for nothing (idle, verified, or stopped but billing)"
+    WASTE = "box.waste", "A box bills for nothing (idle, idle GPUs, verified, or stopped but billing)"
 
 
 # A member who never chose is told of what destroys data or money; everything else is opt-in.

@@ -66,6 +66,18 @@ class Project(models.Model):
         blank=True,
         help_text="Any run expected to cost more than this (USD) needs an approver; empty: none.",
     )
+    gpu_idle_percent = models.PositiveSmallIntegerField(
+        "idle GPU threshold (%)",
+        default=10,
+        db_default=10,
+        help_text="A live run whose every GPU stays under this utilisation is idle (0: never).",
+    )
+    gpu_idle_minutes = models.PositiveIntegerField(
+        "idle GPU window (minutes)",
+        default=30,
+        db_default=30,
+        help_text="Idle this long raises a waste alarm with the run's $/h, then again at each later waste threshold.",
+    )
     # A box that bills for nothing has its shutdown request filed in this person's name (they opted the
     # project in; another person approves it); empty: the alarm only offers the prefilled request.
     waste_shutdown_by = models.ForeignKey(

@@ -336,6 +336,8 @@ CELERY_BEAT_SCHEDULE["raise-clock-alarms"] = {
 # A box that bills for nothing (idle, verified, stopped but billing) alarms after each of these many
 # minutes of it (delivery/waste.py): the first is "running with no live run for more than N minutes".
 WASTE_ALARM_MINUTES = env.envints("WASTE_ALARM_MINUTES", [30, 360, 1440])
+# The watcher keeps what nvidia-smi says of a live run's GPUs at most this often (the run page's plot).
+GPU_SAMPLE_SECONDS = env.envfloat("GPU_SAMPLE_SECONDS", 60)
 CELERY_BEAT_SCHEDULE["raise-waste-alarms"] = {
     "task": "delivery.tasks.raise_waste_alarms",
     "schedule": env.envfloat("WASTE_ALARM_INTERVAL", 300),

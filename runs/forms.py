@@ -38,6 +38,8 @@ class ProjectForm(EnvelopeRules, forms.ModelForm):
             "budget",
             "budget_period",
             "run_cost_threshold",
+            "gpu_idle_percent",
+            "gpu_idle_minutes",
         ]
 
     def clean_slug(self):

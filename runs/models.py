@@ -158,6 +158,10 @@ class Run(models.Model):
     health = models.CharField(max_length=20, blank=True)
     health_since = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # GPU use as the watcher measures it (runs/gpu_use.py): since when every GPU of the run has been
+    # under its project's idle threshold (None: busy, or not measured), and the last sample kept.
+    gpu_idle_since = models.DateTimeField(null=True, blank=True)
+    gpu_sampled_at = models.DateTimeField(null=True, blank=True)
     failure_class = models.CharField(max_length=20, blank=True)
     failure_excerpt = models.TextField(blank=True)
     export_deleted_at = models.DateTimeField(null=True, blank=True)
@@ -338,6 +342,22 @@ class LogChunk(models.Model):
 
     def __str__(self):
         return f"{self.run_id} attempt {self.attempt} [{self.start}, {self.end})"
+
+
+class GpuSample(models.Model):
+    """What nvidia-smi said of a run's GPUs at one watcher tick (at most one per GPU_SAMPLE_SECONDS):
+    utilisation (%) and memory used (MiB) per GPU index, the run's GPUs only. Plotted on the run page."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="gpu_samples")
+    at = models.DateTimeField()
+    gpus = models.JSONField(help_text='[{"index": 0, "utilization_pct": 97, "memory_used_mib": 20480}, …]')
+
+    class Meta:
+        ordering = ["run", "at"]
+        indexes = [models.Index(fields=["run", "at"], name="gpu_sample_run_at")]
+
+    def __str__(self):
+        return f"{self.run_id} GPUs at {self.at:%H:%M:%S}"
 
 
 class Totals(models.Model):

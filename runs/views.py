@@ -33,6 +33,7 @@ from runs.budgets import do_set_envelope, may_change_envelope
 from runs.cadence import cadence_for
 from runs.ckpt_pull import CONTROL
 from runs.forms import EnvelopeForm, ProjectForm, RunForm, SweepForm
+from runs.gpu_use import plot_rows
 from runs.models import (
     LIVE_STATES,
     RETRYABLE_STATES,
@@ -181,8 +182,21 @@ def run_detail(request, run_id):
         "other_boxes": other_boxes(run) if run.state in MOVABLE_STATES and run.durable_ckpt.get("files") else [],
         "lease": getattr(run.instance, "watch_lease", None),
         "run_states": {"live": sorted(LIVE_STATES)},
+        "gpu_use": gpu_use_rows(run),
+        "gpu_sample_seconds": f"{settings.GPU_SAMPLE_SECONDS:g}",
     }
     return render(request, "runs/run_detail.html", context)
+
+
+GPU_PLOT_POINTS = 1440  # a day of samples at GPU_SAMPLE_SECONDS = 60: the page does not grow with the run
+
+
+def gpu_use_rows(run) -> list[dict]:
+    """The newest GPU samples as chart rows; no query for a run never sampled (a CPU run, a draft)."""
+    if not run.gpus or run.gpu_sampled_at is None:
+        return []
+    samples = list(run.gpu_samples.order_by("-at").values_list("at", "gpus")[:GPU_PLOT_POINTS])[::-1]
+    return plot_rows(samples, samples[0][0]) if samples else []
 
 
 def other_boxes(run) -> list:
@@ -248,6 +262,7 @@ def run_live(request, run_id):
             "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
             "events": [{"id": e.pk, "kind": e.kind, "message": e.message, "at": e.at.isoformat()} for e in events],
             "curve": run.curve,
+            "gpu_use": gpu_use_rows(run),
             "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
             "failure": {"label": failure.label, "remediation": failure.remediation} if failure else None,
             # Server-rendered facts that change as the run moves: the page refreshes them in place.

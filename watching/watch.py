@@ -20,6 +20,7 @@ from fleet.node_client import NodeClient
 from node.protocol import NodeError
 from node.transport import TransportError
 from runs import multinode
+from runs.actions.gpu_use import do_record_gpu_use
 from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.actions.peers import do_observe_peers
 from runs.actions.requeues import do_adopt_requeue
@@ -78,6 +79,9 @@ def tick(node: NodeClient, runs: list[Run], still_mine=lambda: True, push: Push 
         if not still_mine():
             raise LeaseLost
         dead, requeued = _apply(runs, answer, push)
+        for run in runs:  # what nvidia-smi says of the run's GPUs: a fact kept, an idle streak judged
+            if run.gpus:
+                do_record_gpu_use(run.pk, answer.get("gpus"))
     for run in requeued:  # the attempt Slurm runs now: its spec, where the next probe reads it
         try:
             slurm_jobs.write_requeued_spec(node, run, run.attempt)

@@ -3,14 +3,16 @@
 // scale and smoothing. The run page draws one series and appends rows live; compare draws one per run.
 window.MetricCharts = class MetricCharts {
   static COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d"];
-  static AXES = new Set(["epoch", "seconds", "step"]);
+  static AXES = new Set(["epoch", "seconds", "step", "minutes"]);
   static DEFAULT_SHOWN = 6;
   static KEYED_PAST = 2; // more series than this: one key line per group above the charts, no legend per chart
   static WHOLE = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 
-  constructor(target, { empty = "No train.csv rows yet." } = {}) {
+  // x: the rows' key drawn across (epoch, falling back to step; the GPU chart's minutes).
+  constructor(target, { empty = "No train.csv rows yet.", x = "epoch" } = {}) {
     this.target = target;
     this.empty = empty;
+    this.x = x;
     this.series = [];
     this.charts = new Map();
     this.chosen = null; // the metrics a person picked; null = the first DEFAULT_SHOWN
@@ -145,7 +147,7 @@ window.MetricCharts = class MetricCharts {
   // One x array for every series (the union of their epochs) and one y array per series, smoothed.
   aligned(name) {
     const points = this.series.map((one) =>
-      one.rows.filter((row) => Number.isFinite(row[name])).map((row, i) => [row.epoch ?? row.step ?? i + 1, row[name]]),
+      one.rows.filter((row) => Number.isFinite(row[name])).map((row, i) => [row[this.x] ?? row.epoch ?? row.step ?? i + 1, row[name]]),
     );
     const xs = [...new Set(points.flat().map((p) => p[0]))].sort((a, b) => a - b);
     const ys = points.map((series) => {
@@ -222,10 +224,10 @@ window.MetricCharts = class MetricCharts {
       cursor: { drag: { x: true, y: false }, focus: { prox: 24 } },
       scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
       // Epochs are whole numbers: no tick at 2.5.
-      axes: [{ label: "epoch", size: 36, incrs: MetricCharts.WHOLE }, { size: 56 }],
+      axes: [{ label: this.x, size: 36, incrs: this.x === "epoch" ? MetricCharts.WHOLE : undefined }, { size: 56 }],
       legend: { show: !this.keyed, live: true },
       series: [
-        { label: "epoch" },
+        { label: this.x },
         ...this.series.map((one, i) => ({
           label: one.label,
           stroke: MetricCharts.COLORS[one.color % MetricCharts.COLORS.length],

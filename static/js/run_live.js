@@ -15,6 +15,10 @@
   const LIVE = new Set(JSON.parse(document.getElementById("run-states").textContent).live);
   const seen = new Set();
   const charts = new window.MetricCharts(curves);
+  // The run's GPU use (runs/gpu_use.py): one chart per GPU and quantity, over minutes.
+  const gpuUse = document.getElementById("gpu-use");
+  const gpuCharts = gpuUse ? new window.MetricCharts(gpuUse, { empty: gpuUse.dataset.empty, x: "minutes" }) : null;
+  if (gpuCharts) gpuCharts.setSeries([{ label: runId, rows: JSON.parse(document.getElementById("gpu-use-rows").textContent) }]);
 
   function setState(state, label) {
     if (!state) return;
@@ -57,6 +61,7 @@
     seen.clear();
     data.events.forEach(addEvent);
     charts.setSeries([{ label: runId, rows: data.curve }]);
+    if (gpuCharts) gpuCharts.setSeries([{ label: runId, rows: data.gpu_use || [] }]);
     logTail.textContent = data.log_tail;
     for (const [name, value] of Object.entries(data.fields)) {
       document.querySelectorAll(`[data-field="${name}"]`).forEach((node) => (node.textContent = value));

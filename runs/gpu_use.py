@@ -1,0 +1,47 @@
+"""A run's GPU use as a fact: what nvidia-smi says of the run's own GPUs at a watcher tick, read as
+untrusted box input (bounded, typed), and whether the run is idle by its project's threshold. Pure: no
+database, no clock (runs/actions/gpu_use.py keeps the samples and the idle streak).
+
+A run is idle when every GPU it asked for is under the threshold: a data loader starving one GPU of
+eight is a slow run, not an idle one. A tick where nvidia-smi does not answer, or lists none of the
+run's GPUs, measures nothing and changes nothing: idleness is never concluded from silence.
+"""
+
+MAX_GPUS = 64
+
+
+def _whole(value, low: int, high: int) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high else None
+
+
+def read_sample(answer, requested: list[int]) -> list[dict] | None:
+    """The run's GPUs from a probe's `gpus` answer, or None when it says nothing of them."""
+    if not isinstance(answer, list) or not requested:
+        return None
+    rows = {}
+    for item in answer[:MAX_GPUS]:
+        if not isinstance(item, dict):
+            continue
+        index = _whole(item.get("index"), 0, MAX_GPUS)
+        used = _whole(item.get("utilization_pct"), 0, 100)
+        memory = _whole(item.get("memory_used_mib"), 0, 10**7)
+        if index in requested and used is not None and memory is not None:
+            rows[index] = {"index": index, "utilization_pct": used, "memory_used_mib": memory}
+    return [rows[index] for index in sorted(rows)] or None
+
+
+def is_idle(sample: list[dict], threshold_pct: int) -> bool:
+    """Every measured GPU of the run under the threshold (a threshold of 0 never calls a run idle)."""
+    return threshold_pct > 0 and all(gpu["utilization_pct"] < threshold_pct for gpu in sample)
+
+
+def plot_rows(samples, started) -> list[dict]:
+    """The run page's chart rows: minutes since the first sample, and per GPU its % and GiB."""
+    rows = []
+    for at, gpus in samples:
+        row = {"minutes": round((at - started).total_seconds() / 60, 2)}
+        for gpu in gpus:
+            row[f"GPU {gpu['index']} utilisation %"] = gpu["utilization_pct"]
+            row[f"GPU {gpu['index']} memory GiB"] = round(gpu["memory_used_mib"] / 1024, 2)
+        rows.append(row)
+    return rows

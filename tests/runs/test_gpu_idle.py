@@ -1,0 +1,109 @@
+"""An idle GPU was invisible: the probe collected nvidia-smi's utilisation and nothing read it, and the
+waste alarms skipped every box with a live run. Now the watcher keeps what nvidia-smi says of the run's
+own GPUs (plotted on the run page), and a run whose every GPU stays under its project's threshold for
+its window is told once per threshold, with its $/h and a stop suggested. nvidia-smi is a shim on the
+loopback box's PATH whose answer the test changes between ticks, as a stuck data loader would."""
+
+import stat
+from datetime import timedelta
+
+import pytest
+
+from delivery.models import WasteAlarm, WasteKind
+from delivery.waste import do_raise_waste_alarms
+from fleet.models import Instance
+from fleet.node_client import NodeClient, RunNode
+from notifications.models import Event, Notification
+from runs.gpu_use import is_idle, read_sample
+from runs.models import GpuSample, RunState
+from tests.sshd import Sshd
+from watching.watch import tick
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHIM = """#!/bin/sh
+# nvidia-smi as a box with two GPUs answers; the utilisation rows are the test's file.
+case "$*" in
+  *query-gpu=index,utilization.gpu,memory.used*) cat "{use}" ;;
+  *query-gpu=index,uuid*) printf '0, GPU-aaaa\\n1, GPU-bbbb\\n' ;;
+  *) ;;
+esac
+"""
+
+
+@pytest.fixture
+def source(standin_source):
+    return standin_source
+
+
+@pytest.fixture(scope="module")
+def gpu_box(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("idle-gpu-box")
+    shims, use = directory / "bin", directory / "use.csv"
+    shims.mkdir()
+    (shims / "nvidia-smi").write_text(SHIM.format(use=use))
+    (shims / "nvidia-smi").chmod(0o755 | stat.S_IXUSR)
+    server = Sshd(directory / "sshd", extra_config=(f"SetEnv PATH={shims}:/usr/local/bin:/usr/bin:/bin",)).start()
+    server.use = use
+    yield server
+    server.stop()
+
+
+def test_what_nvidia_smi_says_is_read_as_untrusted_input():
+    answer = [
+        {"index": 0, "utilization_pct": 3, "memory_used_mib": 900},
+        {"index": 1, "utilization_pct": 99, "memory_used_mib": 20000},  # not the run's GPU
+        {"index": 0, "utilization_pct": "0"},
+        "garbage",
+        {"index": 2, "utilization_pct": 101, "memory_used_mib": 5},  # out of range: not a reading
+    ]
+    assert read_sample(answer, [0]) == [{"index": 0, "utilization_pct": 3, "memory_used_mib": 900}]
+    assert read_sample(answer, [2]) is None and read_sample(None, [0]) is None and read_sample(answer, []) is None
+    sample = read_sample(answer, [0, 1])
+    assert not is_idle(sample, 10)  # one GPU of the run busy: slow, not idle
+    assert is_idle(sample[:1], 10) and not is_idle(sample[:1], 0)  # 0 %: the project never calls a run idle
+
+
+def test_a_run_at_zero_percent_gpu_raises_the_alarm_once_per_threshold(
+    gpu_box, project, make_run, no_worker, settings, client, alice
+):
+    settings.WASTE_ALARM_MINUTES = [30, 360, 1440]
+    project.gpu_idle_percent, project.gpu_idle_minutes = 10, 45
+    project.save()
+    fields = {**gpu_box.instance_fields(project), "rate_running": "2.50"}
+    box = Instance.objects.create(name=f"{project.slug}-idle-20261205", project=project, **fields)
+    run = make_run(instance=box, gpus=[0], state=RunState.RUNNING, attempt=1)
+    gpu_box.use.write_text("0, 0, 812\n1, 88, 30000\n")  # GPU 1 is someone else's: the run's GPU 0 is idle
+    with RunNode(run) as node:
+        node.prepare()  # the wrapper on the box (the launch put it there)
+        tick(node, [run])
+        tick(node, [run])  # within GPU_SAMPLE_SECONDS: the streak goes on, no second sample
+    run.refresh_from_db()
+    since = run.gpu_idle_since
+    assert since is not None
+    (sample,) = GpuSample.objects.filter(run=run)
+    assert sample.gpus == [{"index": 0, "utilization_pct": 0, "memory_used_mib": 812}]
+
+    assert do_raise_waste_alarms(now=since + timedelta(minutes=44)) == []  # inside the project's window
+    (first,) = do_raise_waste_alarms(now=since + timedelta(minutes=46))
+    alarm = WasteAlarm.objects.get(pk=first)
+    assert (alarm.kind, alarm.threshold_minutes, alarm.suggested) == (WasteKind.GPU_IDLE, 45, "stop_run")
+    assert f"run {run.run_id}'s GPU 0 stayed under 10 % utilisation" in alarm.message
+    assert "at $2.50/h" in alarm.message and "Suggested: stop the run." in alarm.message
+    told = Notification.objects.filter(event=Event.WASTE, project=project)
+    assert told.count() == 1 and told.get().data["link"].endswith(f"/runs/{run.run_id}/#stop")
+    assert do_raise_waste_alarms(now=since + timedelta(minutes=50)) == []  # told once per threshold
+    (second,) = do_raise_waste_alarms(now=since + timedelta(minutes=361))
+    assert WasteAlarm.objects.get(pk=second).threshold_minutes == 360
+    assert do_raise_waste_alarms(now=since + timedelta(minutes=362)) == []
+
+    client.force_login(alice)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert 'id="gpu-idle"' in page and '"GPU 0 utilisation %": 0' in page
+
+    gpu_box.use.write_text("0, 97, 20480\n1, 88, 30000\n")  # training again: the streak ends
+    with NodeClient(box) as node:
+        tick(node, [run])
+    run.refresh_from_db()
+    assert run.gpu_idle_since is None
+    assert do_raise_waste_alarms(now=since + timedelta(minutes=1500)) == []
