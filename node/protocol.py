@@ -90,6 +90,7 @@ STORED_ANSWERS = {
         "write_bytes_per_second": OPTIONAL_NUMBER,
         "environment": dict,
         "gpu_holders": (dict, type(None)),
+        "gpu_inventory": (dict, type(None)),
         "mounts": dict,
         "hooks": dict,
     },

@@ -5,10 +5,14 @@ and no process outside RemoteGPU may hold memory on one of them (an approver may
 are still there at a (re)launch is the wrapper's rule (`gone_problem`), the same on the box's own relaunch."""
 
 from node.wrapper.gpus import gone_problem  # noqa: F401 (the one rule, used by the launch task)
+from runs.hardware import cuda_cause
 
 
-def gpu_problems(requested: list[int], environment: dict, holders: dict | None, waived: bool = False) -> list[str]:
-    """Reasons to refuse the launch; none when the run asks for no GPU."""
+def gpu_problems(
+    requested: list[int], environment: dict, holders: dict | None, waived: bool = False, inventory=None
+) -> list[str]:
+    """Reasons to refuse the launch; none when the run asks for no GPU. inventory: what nvidia-smi
+    measured (runs/hardware.py names a driver, toolkit or torch mismatch as the cause)."""
     if not requested:
         return []
     interpreter = environment.get("interpreter") or "the run's interpreter"
@@ -18,6 +22,7 @@ def gpu_problems(requested: list[int], environment: dict, holders: dict | None, 
         problems.append(
             f"CUDA is not available to {interpreter} ({torch}): it cannot use GPU {', '.join(map(str, requested))}. "
             "Pick an environment with a CUDA build of torch, or run on CPU (no GPUs)."
+            + cuda_cause(environment, inventory)
         )
     else:
         count = environment.get("cuda_device_count") or 0

@@ -161,6 +161,11 @@ class Run(models.Model):
     # GPU use as the watcher measures it (runs/gpu_use.py): since when every GPU of the run has been
     # under its project's idle threshold (None: busy, or not measured), and the last sample kept.
     gpu_idle_since = models.DateTimeField(null=True, blank=True)
+    gpu_accepted = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="An approver's acceptance of a box whose GPUs differ from the rent's: {by, comment, measured}",
+    )
     gpu_sampled_at = models.DateTimeField(null=True, blank=True)
     failure_class = models.CharField(max_length=20, blank=True)
     failure_excerpt = models.TextField(blank=True)

@@ -18,6 +18,7 @@ urlpatterns = [
     path("runs/<slug:run_id>/log/download/", log_views.run_log_download, name="run-log-download"),
     path("runs/<slug:run_id>/preflight/", views.run_preflight, name="run-preflight"),
     path("runs/<slug:run_id>/waive-gpu/", views.run_waive_gpu, name="run-waive-gpu"),
+    path("runs/<slug:run_id>/accept-gpus/", views.run_accept_gpus, name="run-accept-gpus"),
     path("runs/<slug:run_id>/retry/", views.run_retry, name="run-retry"),
     path("runs/<slug:run_id>/continue/", views.run_continue, name="run-continue"),
     path("runs/<slug:run_id>/stop/", views.run_stop, name="run-stop"),

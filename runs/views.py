@@ -19,6 +19,7 @@ from projects.models import Project
 from projects.roles import require
 from runs.actions.base import arm_watcher
 from runs.actions.lifecycle import (
+    do_accept_gpu_mismatch,
     do_close_active,
     do_create_run,
     do_edit_run,
@@ -305,6 +306,19 @@ def run_waive_gpu(request, run_id):
         run_id,
         lambda pk, actor: do_waive_gpu_holders(pk, comment, actor=actor),
         "Override recorded: the next preflight starts beside the other process on the GPU.",
+        perm="projects.approve_cost",
+    )
+
+
+@require_POST
+@permission_required("projects.approve_cost", raise_exception=True)
+def run_accept_gpus(request, run_id):
+    comment = request.POST.get("comment", "")[:2000]
+    return run_action(
+        request,
+        run_id,
+        lambda pk, actor: do_accept_gpu_mismatch(pk, comment, actor=actor),
+        "Accepted: the next preflight takes the box's GPUs as measured.",
         perm="projects.approve_cost",
     )
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -97,6 +98,31 @@ def gpu_utilization():
         return None
     rows = [line.split(",") for line in done.stdout.decode().splitlines() if line.count(",") == 2]
     return [{"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)} for i, u, m in rows]
+
+
+def gpu_inventory():
+    """What the box has, as nvidia-smi says at preflight: each GPU's model and memory, the driver, and
+    the highest CUDA the driver supports (its banner). None without nvidia-smi."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        listed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=20,
+        )
+        banner = subprocess.run(["nvidia-smi"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    gpus, driver = [], ""
+    for line in listed.stdout.decode(errors="replace").splitlines()[:64]:
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) == 4 and cells[0].isdigit() and cells[2].isdigit():
+            gpus.append({"index": int(cells[0]), "name": cells[1][:100], "memory_mib": int(cells[2])})
+            driver = cells[3][:40]
+    found = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", banner.stdout.decode(errors="replace"))
+    return {"gpus": gpus, "driver": driver, "cuda": found.group(1) if found else ""}
 
 
 def gone_problem(requested, now, at_preflight):

@@ -7,7 +7,7 @@ import sys
 
 from .environment import environment_report, write_speed
 from .files import expand, measure, mount_of, sha256_file, tree_hash
-from .gpus import gpu_holders
+from .gpus import gpu_holders, gpu_inventory
 from .hooks import hook_env
 
 
@@ -36,6 +36,7 @@ def cmd_preflight(spec):
     report["hooks"] = hook_env(spec, dict(os.environ))[1]
     if spec.get("gpus"):
         report["gpu_holders"] = gpu_holders(spec)
+        report["gpu_inventory"] = gpu_inventory()
     report["mounts"] = {"data": mount_of(spec["run_root"])}
     if spec.get("data_tier_path"):
         report["mounts"]["declared_tier"] = mount_of(spec["data_tier_path"])

@@ -262,6 +262,31 @@ def do_waive_gpu_holders(run_pk: int, comment: str, *, actor) -> Run:
     return run
 
 
+def do_accept_gpu_mismatch(run_pk: int, comment: str, *, actor) -> Run:
+    """An approver accepts the box's GPUs as its last preflight measured them, though they differ from
+    what was rented (runs/hardware.py); audited. The acceptance holds for that very measurement: a box
+    that measures differently again fails again."""
+    from runs.hardware import measured_gpus, signature
+
+    if not comment.strip():
+        raise ValidationError("Say why: the acceptance is part of the run's history.")
+    with transaction.atomic(durable=True):
+        run = lock_run(run_pk)
+        if not actor.has_perm("projects.approve_cost", run.project):
+            raise PermissionDenied("Only an approver of the run's project accepts a box that is not what was rented.")
+        if run.state != RunState.FAILED_PREFLIGHT:
+            raise ValidationError("An acceptance is for the next preflight of a failed preflight.")
+        measured = signature(measured_gpus(run.preflight_report.get("gpu_inventory")))
+        if not measured:
+            raise ValidationError("The last preflight measured no GPU: there is nothing to accept.")
+        run.gpu_accepted = {"by": actor.get_username(), "comment": comment.strip()[:500], "measured": measured}
+        run.save(update_fields=["gpu_accepted"])
+        message = f"{run.run_id}: GPUs accepted as measured on {run.instance.name} ({measured}): {comment.strip()}"
+        run_event(run, "note", message[:2000], actor)
+        record(AuditAction.RUN_GPU_WAIVED, message[:2000], actor=actor, run=run)
+    return run
+
+
 def do_retry_run(run_pk: int, *, actor) -> Run:
     """Retry the identical config as a new attempt; it resumes from the run's latest checkpoint."""
     with transaction.atomic(durable=True):

@@ -212,6 +212,7 @@ def _continue(
     run.durable_ckpt = {**run.durable_ckpt, "restore": restore}
     run.resume_floor = max(steps) if steps else None
     run.boot_relaunches = 0  # what the new box's start hook counts starts from nothing
+    run.gpu_accepted = {}  # an acceptance was of the old box's GPUs
     was_on = run.instance_id
     run.instance = target
     rollups.move(run, was_on, verified=False)
