@@ -1,3 +1,5 @@
+import re
+
 from django import forms
 
 from fleet.actions import needs_acknowledgement
@@ -6,6 +8,8 @@ from fleet.models import Credential, CredentialKind, InstanceState
 from providers import RENTABLE
 from rentals.asking import read_candidates, read_models
 from rentals.models import Rental
+
+REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 
 
 class RentalForm(forms.ModelForm):
@@ -84,6 +88,13 @@ class RentalForm(forms.ModelForm):
         if user and not USER.fullmatch(user):
             raise forms.ValidationError("A user name is lowercase letters, digits, '_', '.', '-'.")
         return user
+
+    def clean_region(self):
+        """A provider's region name (us-east-1, EU-RO-1): it goes into the create call as it is."""
+        region = self.cleaned_data["region"].strip()
+        if region and not REGION.fullmatch(region):
+            raise forms.ValidationError("A region is letters, digits, '.', '_' and '-' (e.g. us-east-1).")
+        return region
 
     def clean_gpu_models(self):
         try:

@@ -102,6 +102,22 @@ def test_lambda_offers_are_types_with_capacity_somewhere():
         lambdalabs.read_offers({"data": []}, NEED_ONE)
 
 
+def test_lambda_offers_each_region_with_capacity_and_a_rent_may_name_one():
+    """Lambda took the first region with capacity: a rent whose durable filesystem is in us-west-1 got
+    us-east-1. Each region is its own offer now, and a rent that names a region gets only that one."""
+    a100 = {"gpu_description": "A100 (40 GB PCIe)", "price_cents_per_hour": 129, "specs": {"gpus": 1}}
+    regions = [{"name": "us-east-1"}, {"name": "us-west-1"}]
+    body = {"data": {"gpu_1x_a100": {"instance_type": a100, "regions_with_capacity_available": regions}}}
+    offers = lambdalabs.read_offers(body, NEED_ONE)
+    assert [offer.region for offer in offers] == ["us-east-1", "us-west-1"]
+    west = dataclasses.replace(NEED_ONE, region="US-WEST-1")
+    assert choose(west, offers)[0].region == "us-west-1"
+    assert choose(dataclasses.replace(NEED_ONE, region="eu-central-1"), offers) == (None, None)
+    assert (
+        lambdalabs.create_call(choose(west, offers)[0], west, "n", "img", "k", "pub").body["region_name"] == "us-west-1"
+    )
+
+
 def test_create_calls_are_the_documented_ones_named_by_the_rule():
     need = Need(("A100",), 1, 0, 80, 2.0)
     pub = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk"
