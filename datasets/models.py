@@ -61,5 +61,5 @@ class Dataset(models.Model):
 
     @property
     def staged_dir(self) -> str:
-        """Where it is staged under a box's project root."""
-        return f"cache/data/{self.roster_sha256}"
+        """Where it is staged under a box's project cache (NodeLayout.cache: the fast disk where there is one)."""
+        return f"data/{self.roster_sha256}"

@@ -35,9 +35,10 @@ class StageFailed(NodeError):
     """The stage did not finish; the message says where it stopped (a file, a cut, a refused key)."""
 
 
-def stage(node, dataset, progress=None) -> dict:
-    """Stage one dataset onto node (a RunNode, open): {"target", "moved", "complete"}; StageFailed else."""
-    target = posixpath.join(node.layout.run_root, dataset.staged_dir)
+def stage(node, dataset, progress=None, reserve: int = 0) -> dict:
+    """Stage one dataset onto node (a RunNode, open): {"target", "moved", "complete"}; StageFailed else.
+    reserve: bytes the run itself needs on that disk after it (its storage budget), kept free too."""
+    target = posixpath.join(node.layout.cache, dataset.staged_dir)
     request = {"target": target, "roster_sha256": dataset.roster_sha256, "files": dataset.roster}
     tools = node.layout.tools
     # Staged before: hashed again whole where that is cheap, so a file changed on the box is caught.
@@ -48,8 +49,12 @@ def stage(node, dataset, progress=None) -> dict:
     if check["complete"]:
         return {"target": target, "moved": 0, "complete": True, "damaged": []}
     damaged = [str(path)[:300] for path in check.get("damaged") or []][:50]
+    need = checked_need(check["need"], dataset.roster)
+    refused = space_problem(dataset, need, check, reserve)
+    if refused:
+        raise StageFailed(refused)
     if dataset.source_kind == DatasetSource.CONTROL:
-        answer = _from_control(node, dataset, request, checked_need(check["need"], dataset.roster), progress)
+        answer = _from_control(node, dataset, request, need, progress)
     elif dataset.source_instance_id == node.instance.pk:
         answer = _pulled(node, {**request, "source": {"local_root": _node_path(dataset, node.home)}}, progress)
     else:
@@ -57,6 +62,26 @@ def stage(node, dataset, progress=None) -> dict:
     if not answer["complete"]:
         raise StageFailed(f"dataset {dataset.name}: the stage ended with files still missing")
     return {"target": target, "moved": answer["received"], "complete": True, "damaged": damaged}
+
+
+def space_problem(dataset, need: list[dict], check: dict, reserve: int) -> str | None:
+    """Why the stage may not start for lack of space (nothing moved yet), or None. The box's figure is
+    untrusted: one that is not a whole number of bytes refuses the stage too (fail closed)."""
+    sizes = {item["path"]: item["bytes"] for item in dataset.roster}
+    missing = sum(sizes[item["path"]] - item["offset"] for item in need)
+    free = check.get("free_bytes")
+    if type(free) is not int or free < 0:
+        return f"dataset {dataset.name}: the box did not say how much space its cache disk has free; nothing staged"
+    margin = settings.STORAGE_MARGIN_MIN_BYTES
+    if missing + reserve + margin <= free:
+        return None
+    gib = 1024**3
+    where = str(check.get("measured_at") or "the cache disk")[:300]
+    return (
+        f"dataset {dataset.name} needs {missing / gib:.2f} GiB more on {where}, and the run {reserve / gib:.2f} GiB "
+        f"after it (+ {margin / gib:.2f} GiB margin), but {free / gib:.2f} GiB is free: refused before staging, "
+        "nothing moved. Free space, or use a box with a bigger disk."
+    )
 
 
 def _node_path(dataset, home: str) -> str:

@@ -14,7 +14,7 @@ from delivery.audit import audit
 from fleet.models import Instance
 from fleet.node_client import NodeClient
 from node.transport import TransportError
-from platforms.layout import resolve_home
+from platforms.layout import NodeLayout, resolve_home
 from runs import ckpt_pull
 from runs.models import Run, RunState
 
@@ -63,6 +63,9 @@ def clean(instance_id: int) -> dict:
             paths = [f"{node.home}/{path}" for path in HOME_CACHES] + [
                 f"{root}/{instance.project.slug}/{PROJECT_CACHE}"
             ]
+            if instance.hot_root:  # the project's cache on the fast local disk (NodeLayout.cache)
+                hot = NodeLayout(root, instance.project.slug, "", hot_root=resolve_home(instance.hot_root, node.home))
+                paths.append(hot.cache)
             done = done_checkpoints(instance)
             paths = _sparing_evidence(instance, node.home, paths + _checkpoint_dirs(instance, node.home, done))
             if not paths:

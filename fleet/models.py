@@ -248,6 +248,11 @@ class Instance(models.Model):
         return self.data_root_override or self.profile.data_root
 
     @property
+    def hot_root(self) -> str:
+        """The platform's fast local disk for the project's cache and staged datasets ("" = the data root)."""
+        return self.profile.data["storage"].get("hot_root") or ""
+
+    @property
     def effective_hooks(self) -> dict:
         """The platform's hooks with this box's overrides over them."""
         return effective_hooks(self.profile.hooks, self.hooks or {})

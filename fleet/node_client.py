@@ -144,7 +144,8 @@ class NodeClient:
     def layout_of(self, run) -> NodeLayout:
         node_source = resolve_home(run.node_source, self.home) if run.node_source else ""
         data_root = resolve_home(self.instance.data_root, self.home)
-        return NodeLayout(data_root, run.project.slug, run.run_id, node_source, is_hardware(run))
+        hot_root = resolve_home(self.instance.hot_root, self.home)
+        return NodeLayout(data_root, run.project.slug, run.run_id, node_source, is_hardware(run), hot_root)
 
     def invoke(self, tools: str, subcommand: str, *args: str, request=None, timeout=None, bound=False) -> dict:
         """Run one wrapper subcommand on the node: its answer, checked against the protocol, or NodeError.

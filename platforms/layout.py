@@ -14,6 +14,7 @@ class NodeLayout:
     run_id: str
     node_source: str = ""  # a source directory already on the node, if any
     hardware: bool = False  # a hardware capsule seals apart: export/hardware/, quarantine/hardware/
+    hot_root: str = ""  # the platform's fast local disk for regenerable hot data (Gpushare's /hy-tmp), if any
 
     @property
     def run_root(self) -> str:
@@ -66,7 +67,11 @@ class NodeLayout:
 
     @property
     def cache(self) -> str:
-        """The project's regenerable cache on this node (HF_HOME, pip, staged datasets): never evidence."""
+        """The project's regenerable cache on this node (HF_HOME, pip, staged datasets): never evidence. On
+        the platform's fast local disk where it has one: a data root on a slow per-GB netdisk (Gpushare)
+        would bill every staged byte and feed the GPU from the network."""
+        if self.hot_root:
+            return posixpath.join(self.hot_root, "remotegpu-cache", self.project_slug)
         return posixpath.join(self.run_root, "cache")
 
     @property
@@ -96,7 +101,10 @@ def resolve_home(path: str, home: str) -> str:
 def layout_for(run) -> NodeLayout:
     """The layout as configured (with $HOME unresolved): what the run page shows."""
     node_source = run.source_path if run.source_kind == "node_path" else ""
-    return NodeLayout(run.instance.data_root, run.project.slug, run.run_id, node_source, is_hardware(run))
+    instance = run.instance
+    return NodeLayout(
+        instance.data_root, run.project.slug, run.run_id, node_source, is_hardware(run), instance.hot_root
+    )
 
 
 def is_hardware(run) -> bool:

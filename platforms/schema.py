@@ -34,7 +34,7 @@ class MapOf:
 
 SURVIVES = {"stop": Optional(bool), "release": Optional(bool), "destroy": Optional(bool)}
 # Keys a profile may leave out (every other key is written out, even when null).
-OMITTABLE = {"mount"}
+OMITTABLE = {"mount", "hot_root"}
 VIA = Choice(("api", "ssh", "console", "none"))
 # verb: what a person chooses in the console for this consequence alone (a shutdown's verb never names
 # a release: the composite meter-stop verb once told an operator to "shut down, then release").
@@ -67,6 +67,9 @@ PROFILE_SCHEMA = {
         "durable_root": Optional(str),
         "inode_cap": Optional(int),
         "shared_fs": Optional({"path": str, "region_locked": bool, "note": str}),
+        # hot_root: a fast local disk for regenerable hot data (the cache, staged datasets) where the
+        # data root is a slow or per-GB tier; omitted where the data root is the fast disk.
+        "hot_root": Optional(str),
         # mount: the tier is a disk of its own mounted at its path; a data root there that measures on
         # another mount (a plain directory of the system disk) is not on the tier.
         "tiers": ListOf(

@@ -10,6 +10,7 @@ from datasets.models import Dataset
 from datasets.staging import stage
 from node.protocol import NodeError
 from runs import sources, sweeps
+from runs.budget import required_bytes
 from runs.models import SourceKind
 
 
@@ -85,12 +86,20 @@ def stage_datasets(node, record_progress) -> tuple[list[dict], list[str]]:
             continue
         progress = _throttled(record_progress, name, dataset.total_bytes)
         try:
-            done = stage(node, dataset, progress)
+            done = stage(node, dataset, progress, reserve=_reserve(node))
         except NodeError as exc:
             problems.append(f"Dataset {name}: {exc}")
             continue
         staged.append({"name": name, "roster_sha256": dataset.roster_sha256, **done})
     return staged, problems
+
+
+def _reserve(node) -> int:
+    """What the run needs free on the cache's disk after its datasets: its storage budget's bytes when the
+    cache shares the data root's disk (no fast local disk of its own), else nothing."""
+    if node.instance.hot_root:
+        return 0
+    return required_bytes(node.run)
 
 
 def _throttled(record_progress, name: str, total: int):

@@ -29,6 +29,9 @@ def cmd_preflight(spec):
         in_src = os.path.relpath(expand(config), expand(spec["src"])).replace(os.sep, "/") if config else None
         hashes["code_sha256"] = tree_hash(spec["src"], skip=(in_src,)) if in_src else hashes["source_tree_sha256"]
     report = {"missing": missing, "hashes": hashes, "space": measure(spec["run_root"])}
+    mirror = (spec.get("ckpt_mirror") or {}).get("root")
+    if mirror:  # the checkpoint mirror's disk: the same as the data root's, or its own budget
+        report["space"]["mirror"] = measure(expand(mirror))
     report["tmux"] = shutil.which("tmux") is not None
     report["python"] = sys.version.split()[0]
     report["write_bytes_per_second"] = write_speed(spec["run_root"])

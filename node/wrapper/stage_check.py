@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 
+from .files import measure
 from .staging import StageError, complete, file_sha256, needed
 
 
@@ -40,5 +41,9 @@ def cmd_stage_check(request):
         return 1
     sizes = {item["path"]: item["bytes"] for item in files}
     present = sum(sizes.values()) - sum(sizes[item["path"]] - item["offset"] for item in need)
-    print(json.dumps({"complete": False, "need": need, "present_bytes": present, "damaged": damaged}))
+    # How much the disk that will hold it has free now: the control side refuses a stage that cannot fit
+    # before a byte moves (a disk filled halfway by a dataset fails every run on the box).
+    space = measure(target)
+    answer = {"complete": False, "need": need, "present_bytes": present, "damaged": damaged}
+    print(json.dumps({**answer, "free_bytes": space["free_bytes"], "measured_at": space["measured_at"]}))
     return 0

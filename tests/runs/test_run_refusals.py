@@ -127,3 +127,37 @@ def test_the_closeouts_staging_copy_is_in_the_budget():
     budget = storage_budget(run, space, margin_fraction=0.0, margin_min_bytes=0)
     assert budget.required_bytes == 4 * 1024**3  # two retained + the staged best and last
     assert budget.short_bytes == int(0.5 * 1024**3) and "short by" in budget.problems()[0]
+
+
+def test_the_checkpoint_mirror_is_in_the_budget_where_it_shares_the_disk():
+    """The mirror copies the retained checkpoints and a best to the durable root: on the data root's own
+    disk (a box whose durable root is a directory of it) they are bytes of the same budget; on a disk
+    of their own, that disk must hold them."""
+    from runs.budget import storage_budget
+    from runs.models import Run
+
+    gib = 1024**3
+    run = Run(checkpoint_bytes=gib, checkpoints_retained=2, scratch_bytes=0, expected_files=10)
+    space = {"free_bytes": 8 * gib, "free_inodes": 10**6, "measured_at": "/root", "device_id": 7}
+    shared = storage_budget(run, {**space, "mirror": {"free_bytes": 8 * gib, "device_id": 7}}, 0.0, 0)
+    assert shared.mirror_bytes == 3 * gib and shared.required_bytes == 7 * gib and not shared.problems()
+    short = {"free_bytes": 2 * gib, "device_id": 9, "measured_at": "/lambda/nfs"}
+    apart = storage_budget(run, {**space, "mirror": short}, 0.0, 0)
+    assert apart.mirror_bytes == 0 and apart.required_bytes == 4 * gib
+    assert apart.problems() == [
+        "Not enough space for the checkpoint mirror on /lambda/nfs: needs 3.00 GiB, free 2.00 GiB. "
+        "Free space on the durable tier, or keep fewer checkpoints."
+    ]
+    assert storage_budget(run, space, 0.0, 0).mirror_bytes == 0  # no mirror measured: none on the box
+
+
+def test_hot_data_goes_to_the_fast_local_disk_where_the_profile_has_one():
+    """On Gpushare the data root is the per-GB netdisk: the cache and staged datasets go to /hy-tmp."""
+    from fleet.models import Instance
+    from platforms.layout import NodeLayout
+
+    assert Instance(profile_key="gpushare").hot_root == "/hy-tmp"
+    assert Instance(profile_key="runpod").hot_root == ""
+    layout = NodeLayout("/hy-netdisk", "vision", "r1", hot_root="/hy-tmp")
+    assert layout.cache == "/hy-tmp/remotegpu-cache/vision" and layout.run_root == "/hy-netdisk/vision"
+    assert NodeLayout("/workspace", "vision", "r1").cache == "/workspace/vision/cache"
