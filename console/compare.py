@@ -109,6 +109,9 @@ def variables_of(run, config: dict | None) -> dict[str, str]:
     found["GPU model"] = ", ".join(env.get("gpu_names") or []) or _declared_gpu(run.instance)
     for key, label in (("python", "Python"), ("torch", "torch"), ("cuda", "CUDA")):
         found[label] = str(env.get(key) or "—")
+    # The whole environment: a numpy or a CUDA library that differs is a variable too (its hash, short).
+    found["packages"] = (env.get("packages_sha256") or "—")[:12]
+    found["lock file"] = (env.get("lock_sha256") or "—")[:12]
     record = latest_verified(run)
     for name in FAIRNESS:  # what custody read from its run.json (population.fairness)
         found[name] = str(((record.evidence.get("fairness") or {}) if record else {}).get(name, "unverified"))

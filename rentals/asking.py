@@ -1,6 +1,7 @@
 """What a rent request must be before it is asked: pure checks (no HTTP, no Celery) with a clear reason
 each, so bad input is refused before anything is created or anyone is asked to approve it."""
 
+import re
 from decimal import Decimal
 
 from providers import RENTABLE
@@ -38,6 +39,18 @@ def read_candidates(text: str, granted: dict[str, int]) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError("Each candidate once.")
     return names
+
+
+# An image reference: [registry/]name[:tag][@sha256:<64 hex>] (what docker pulls; nothing a shell reads).
+IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,190}(@sha256:[0-9a-f]{64})?")
+
+
+def read_image(text: str) -> str:
+    """The rent's image, as the create call sends it; ValueError for anything that is not one."""
+    image = text.strip()
+    if not IMAGE.fullmatch(image) or "//" in image or image.count("@") > 1:
+        raise ValueError("An image is [registry/]name[:tag], pinned as name@sha256:<digest> (lowercase).")
+    return image
 
 
 def expected_cost(max_rate: Decimal, minutes: int) -> Decimal:

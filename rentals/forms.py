@@ -6,7 +6,7 @@ from fleet.actions import needs_acknowledgement
 from fleet.forms import USER
 from fleet.models import Credential, CredentialKind, InstanceState
 from providers import RENTABLE
-from rentals.asking import read_candidates, read_models
+from rentals.asking import read_candidates, read_image, read_models
 from rentals.models import Rental
 
 REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
@@ -95,6 +95,12 @@ class RentalForm(forms.ModelForm):
         if region and not REGION.fullmatch(region):
             raise forms.ValidationError("A region is letters, digits, '.', '_' and '-' (e.g. us-east-1).")
         return region
+
+    def clean_image(self):
+        try:
+            return read_image(self.cleaned_data["image"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_gpu_models(self):
         try:

@@ -143,6 +143,11 @@ class Rental(models.Model):
     def get_absolute_url(self):
         return reverse("rental-detail", args=[self.pk])
 
+    @property
+    def image_digest(self) -> str:
+        """The digest the image is pinned by; "" for a tag (its environment may change under the name)."""
+        return self.image.partition("@")[2]
+
 
 class RentalAttempt(models.Model):
     """One candidate asked: sent is written before the create call, so a worker killed after it knows the

@@ -1,5 +1,7 @@
 """Judging the environment a run resolved to on its node (the wrapper's preflight report)."""
 
+import re
+
 ALTERNATIVES_HINT = "create or pick a named environment (conda create -n <name> …, or python -m venv <dir>)"
 
 
@@ -34,9 +36,21 @@ def environment_warnings(report: dict, persistent: bool) -> list[str]:
     return []
 
 
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
 def identity(report: dict) -> dict:
     keys = ("requested", "interpreter", "sys_executable", "python", "torch", "cuda", "conda_base")
     found = {key: report.get(key) for key in keys}
+    # What is installed, as one hash (every distribution and its version), and the run's lock file:
+    # two environments with the same torch but another numpy are not the same environment.
+    for key in ("packages_sha256", "lock_sha256"):
+        value = report.get(key)
+        found[key] = value if isinstance(value, str) and SHA256.match(value) else None
+    count = report.get("packages")
+    found["packages"] = count if isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 10**6 else None
+    lock = report.get("lock_file")
+    found["lock_file"] = lock[:60] if isinstance(lock, str) else None
     # The GPU models torch sees (a comparison lists a different model as a variable), bounded: box input.
     names = report.get("gpu_names")
     if isinstance(names, list):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from .files import expand, read
+from .files import expand, read, sha256_file
 from .hooks import hook_interpreter
 
 
@@ -68,12 +68,33 @@ IDENTITY_SCRIPT = (
     "    cuda = names.get('cuda')\n"
     "    cuda = cuda if isinstance(cuda, str) else None\n"
     "    return {'torch': names['__version__'], 'cuda': cuda, 'cuda_checked': False}\n"
+    "def packages():\n"
+    "    import hashlib, importlib.metadata as md\n"
+    "    names = sorted({(d.metadata['Name'] or '?').lower().replace('_', '-') + '==' + str(d.version)\n"
+    "                    for d in md.distributions()})\n"
+    "    return {'packages_sha256': hashlib.sha256('\\n'.join(names).encode()).hexdigest(), 'packages': len(names)}\n"
     "try:\n"
     "    info.update(imported() if '--cuda' in sys.argv else installed())\n"
     "except Exception as exc:\n"
     "    info.update(torch=None, torch_error=type(exc).__name__)\n"
+    "try:\n"
+    "    info.update(packages())\n"
+    "except Exception as exc:\n"
+    "    info.update(packages_error=type(exc).__name__)\n"
     "print(json.dumps(info))\n"
 )
+# The environment as an identity: every installed distribution and its version, hashed (what `pip
+# freeze` would list), and the run's lock file where its source has one.
+LOCK_FILES = ("uv.lock", "poetry.lock", "pdm.lock", "requirements.lock", "conda-lock.yml", "environment.lock.yml")
+
+
+def lock_file(src):
+    """(name, SHA-256) of the first lock file at the top of the source, or (None, None)."""
+    for name in LOCK_FILES:
+        path = os.path.join(src, name)
+        if os.path.isfile(path):
+            return name, sha256_file(path)
+    return None, None
 
 
 CONDA_ROOTS = ("~/miniconda3", "~/anaconda3", "~/miniforge3", "/opt/conda", "/root/miniconda3")
@@ -164,6 +185,7 @@ def environment_report(spec):
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
         report["error"] = f"the interpreter {interpreter} did not run: {exc}"
     report["torch_pin"] = torch_pin(spec["src"]) if os.path.isdir(spec["src"]) else None
+    report["lock_file"], report["lock_sha256"] = lock_file(spec["src"]) if os.path.isdir(spec["src"]) else (None, None)
     return report
 
 

@@ -18,6 +18,9 @@ from runs.ckpt_pull import CONTROL
 from runs.models import LIVE_STATES, RETRYABLE_STATES, Run, RunState, SpendRequest
 from runs.reach import reach_problem
 
+# What a continuation's box must run the same (or a person confirms the difference): the versions, and
+# every installed distribution as one hash.
+ENVIRONMENT_KEYS = ("python", "torch", "cuda", "packages_sha256")
 # Where a continuation may start from: a closed attempt, or a run whose box a person says is gone.
 MOVABLE_STATES = RETRYABLE_STATES | {RunState.RUNNING, RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE}
 
@@ -204,7 +207,7 @@ def _continue(
             "source_tree_sha256": run.source_tree_sha256,
             "config_sha256": run.config_sha256,
             "data_sha256": run.data_sha256,
-            "environment": {key: run.env_identity.get(key) for key in ("python", "torch", "cuda")},
+            "environment": {key: run.env_identity.get(key) for key in ENVIRONMENT_KEYS},
         },
     }
     run.moves = [*run.moves, move]
@@ -239,9 +242,10 @@ def move_problems(run: Run) -> list[str]:
     for field in ("source_tree_sha256", "config_sha256", "data_sha256"):
         if before.get(field) and getattr(run, field) != before[field]:
             problems.append(f"{field} differs from the run's on {move['from']}: {getattr(run, field)[:12] or 'none'}")
-    now = {key: run.env_identity.get(key) for key in ("python", "torch", "cuda")}
+    # Only what the move recorded (a move made before packages were hashed compares python, torch, CUDA).
+    now = {key: run.env_identity.get(key) for key in ENVIRONMENT_KEYS if key in before["environment"]}
     changed = [
-        f"{key} {before['environment'].get(key)} → {now[key]}"
+        f"{key} {str(before['environment'].get(key))[:12]} → {str(now[key])[:12]}"
         for key in now
         if before["environment"].get(key) != now[key]
     ]

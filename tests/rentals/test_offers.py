@@ -14,7 +14,8 @@ from providers.offers import Need, Offer, choose, fits, known_gpu, model_matches
 from providers.runpod import renting as runpod
 from providers.vastai import renting as vastai
 from providers.vastai.renting import attached
-from rentals.asking import expected_cost, read_candidates, read_models, spend_note
+from rentals.asking import expected_cost, read_candidates, read_image, read_models, spend_note
+from rentals.models import Rental
 
 NEED_ONE = Need(("A100",), 1, 0, 50, 5.0)  # what a search asked for, where the reader needs it
 
@@ -247,3 +248,12 @@ def test_adding_a_provider_is_one_folder(tmp_path, monkeypatch):
     found = discover([str(folder.parent)], "moreproviders")
     assert list(found) == ["acme"] and found["acme"].renting is None
     monkeypatch.delitem(sys.modules, "moreproviders.acme")
+
+
+def test_a_rent_takes_an_image_by_digest_and_says_when_it_is_only_a_tag():
+    pinned = "pytorch/pytorch@sha256:" + "ab" * 32
+    assert read_image(f"  {pinned} ") == pinned and Rental(image=pinned).image_digest == "sha256:" + "ab" * 32
+    assert Rental(image="pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime").image_digest == ""
+    for bad in ("x; rm -rf /", "-oProxyCommand=x", "Pytorch/Torch", "a//b", pinned + "@sha256:" + "0" * 64):
+        with pytest.raises(ValueError, match="An image is"):
+            read_image(bad)
