@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('profiles', '0024_instance_durable_volume_instance_region'),
+        ('profiles', '0024_region_and_durable_volume'),
         ('rentals', '0002_claimed_at'),
     ]
 
