@@ -58,6 +58,7 @@ class RentalSerializer(DocumentedModelSerializer):
             "instance",
             "reason",
             "region",
+            "durable_volume",
             "proving_box",
             "proof",
             "attempts",
@@ -92,6 +93,13 @@ class RentalCreateSerializer(serializers.Serializer):
     )
     acknowledge = serializers.BooleanField(default=False)
     region = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    durable_volume = serializers.CharField(
+        max_length=100,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="RunPod network volume id, Lambda filesystem",
+    )
     proving_box = serializers.CharField(
         max_length=100,
         required=False,
@@ -152,6 +160,7 @@ class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "image": data.get("image") or Rental._meta.get_field("image").default,
             "run": run or "",
             "region": data["region"],
+            "durable_volume": data["durable_volume"],
             "proving_box": _box_pk(project, data["proving_box"]),
             **{f"key_{provider}": _pk(project, name) for provider, name in data["api_keys"].items()},
         }

@@ -96,6 +96,8 @@ class Renting:
                                            KEY_NAMED_AT_LAUNCH: why the account's key list (the
                                            "ssh_keys" call) would not let us in, or None
     attached(body) -> bool                 KEY_ATTACHED_AFTER: the "attach_ssh" answer says it did
+    volumes: str                           what the create call attaches for the durable tier, named by
+                                           the rent ("" = none here: such a rent does not ask it)
     """
 
     search_body: Callable[[Need], dict | None]
@@ -106,6 +108,7 @@ class Renting:
     box_key: str = KEY_IN_CREATE
     key_problem: Callable[[Any, str, str], str | None] | None = None
     attached: Callable[[Any], bool] | None = None
+    volumes: str = ""
 
     @classmethod
     def of(cls, module, **extra) -> "Renting":

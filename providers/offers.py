@@ -65,6 +65,7 @@ class Need:
     disk_gb: int
     max_rate: float  # $/h for the whole box
     region: str = ""  # only offers in this region (blank: any): a durable tier is region-locked
+    volume: str = ""  # the provider volume or filesystem the create attaches for the durable tier
 
 
 @dataclass(frozen=True)

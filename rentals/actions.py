@@ -257,6 +257,7 @@ def _instance_of(rental: Rental, host: str, port: int) -> Instance:
         provider_id=rental.provider_id,
         gpu_description=str(rental.offer.get("describe", ""))[:120],
         region=str(rental.offer.get("region") or "")[:60],
+        durable_volume=rental.durable_volume,
         rate_running=Decimal(str(rental.offer.get("rate", 0))).quantize(Decimal("0.0001")),
         rate_stopped=0,
         state=InstanceState.RUNNING,

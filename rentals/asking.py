@@ -4,7 +4,7 @@ each, so bad input is refused before anything is created or anyone is asked to a
 import re
 from decimal import Decimal
 
-from providers import RENTABLE
+from providers import RENTABLE, renting_of
 from providers.offers import KNOWN_GPUS, Need, known_gpu
 
 CENT = Decimal("0.01")
@@ -53,6 +53,25 @@ def read_image(text: str) -> str:
     return image
 
 
+VOLUME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def read_volume(text: str, candidates: list[str]) -> str:
+    """The volume or filesystem a rent attaches ("" for none); ValueError for a malformed name or a
+    candidate whose create call attaches none here."""
+    volume = text.strip()
+    if not volume:
+        return ""
+    if not VOLUME.fullmatch(volume):
+        raise ValueError("A volume is its id or name: letters, digits, '.', '_' and '-'.")
+    without = [name for name in candidates if not renting_of(name).volumes]
+    if without:
+        raise ValueError(f"{', '.join(without)} cannot attach a volume at create here: drop it from the candidates.")
+    if len(candidates) > 1:
+        raise ValueError("A volume belongs to one provider: name only that provider as the candidate.")
+    return volume
+
+
 def expected_cost(max_rate: Decimal, minutes: int) -> Decimal:
     """The most the run's expected minutes cost at the highest rate the rent accepts."""
     return (max_rate * Decimal(minutes) / 60).quantize(CENT)
@@ -78,4 +97,5 @@ def need_of(rental) -> Need:
         rental.disk_gb,
         float(rental.max_rate),
         rental.region,
+        rental.durable_volume,
     )

@@ -6,7 +6,7 @@ from fleet.actions import needs_acknowledgement
 from fleet.forms import USER
 from fleet.models import Credential, CredentialKind, InstanceState
 from providers import RENTABLE
-from rentals.asking import read_candidates, read_image, read_models
+from rentals.asking import read_candidates, read_image, read_models, read_volume
 from rentals.models import Rental
 
 REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
@@ -51,6 +51,7 @@ class RentalForm(forms.ModelForm):
             "run",
             "proving_box",
             "region",
+            "durable_volume",
         ]
 
     def __init__(self, *args, project, **kwargs):
@@ -126,6 +127,10 @@ class RentalForm(forms.ModelForm):
                 self.add_error("candidates", str(exc))
             else:
                 data["api_credentials"] = {p: granted[p] for p in data["candidates"]}
+                try:
+                    data["durable_volume"] = read_volume(data.get("durable_volume") or "", data["candidates"])
+                except ValueError as exc:
+                    self.add_error("durable_volume", str(exc))
                 first_time = [p for p in data["candidates"] if needs_acknowledgement(self.project, p)]
                 if first_time and not data.get("acknowledge"):
                     self.add_error("acknowledge", f"First box of {', '.join(first_time)} in this project: read first.")

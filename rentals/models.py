@@ -109,6 +109,11 @@ class Rental(models.Model):
     region = models.CharField(
         max_length=40, blank=True, help_text="Only offers in this region (blank: any); the box records its own."
     )
+    durable_volume = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="A provider volume or filesystem attached at create for the durable tier (RunPod, Lambda).",
+    )
     state = models.CharField(max_length=12, choices=RentalState.choices, default=RentalState.REQUESTED)
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="The idempotency key.")
     name = models.CharField(max_length=100, help_text="The provider-side name (and the instance's).")

@@ -7,6 +7,8 @@ ADAPTER = Adapter(
     name="lambda",
     api=api.API,
     bases={"lambda": "https://cloud.lambdalabs.com"},
-    renting=Renting.of(renting, box_key=KEY_NAMED_AT_LAUNCH, key_problem=keys.lambda_key_problem),
+    renting=Renting.of(
+        renting, box_key=KEY_NAMED_AT_LAUNCH, key_problem=keys.lambda_key_problem, volumes="a filesystem (its name)"
+    ),
     rent_rank=1,
 )

@@ -44,6 +44,8 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
         "name": name,
         "quantity": 1,
     }
+    if need.volume:  # a persistent filesystem of the launch's region, mounted at /lambda/nfs/<name>
+        body["file_system_names"] = [need.volume]
     return Create("POST", "/api/v1/instance-operations/launch", body)
 
 

@@ -7,6 +7,6 @@ ADAPTER = Adapter(
     name="runpod",
     api=api.API,
     bases={"runpod": "https://rest.runpod.io", "runpod-graphql": "https://api.runpod.io"},
-    renting=Renting.of(renting, box_key=KEY_IN_CREATE),
+    renting=Renting.of(renting, box_key=KEY_IN_CREATE, volumes="a network volume (its id)"),
     rent_rank=2,
 )

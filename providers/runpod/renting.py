@@ -43,6 +43,8 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
         "supportPublicIp": True,
         "env": {"PUBLIC_KEY": public_key},
     }
+    if need.volume:  # attached at creation only (RP7): the pod lands in the volume's data centre
+        body.update(networkVolumeId=need.volume, volumeMountPath="/workspace")
     return Create("POST", "/v1/pods", body)
 
 

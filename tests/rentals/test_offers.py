@@ -257,3 +257,20 @@ def test_a_rent_takes_an_image_by_digest_and_says_when_it_is_only_a_tag():
     for bad in ("x; rm -rf /", "-oProxyCommand=x", "Pytorch/Torch", "a//b", pinned + "@sha256:" + "0" * 64):
         with pytest.raises(ValueError, match="An image is"):
             read_image(bad)
+
+
+def test_a_volume_is_attached_where_the_create_call_takes_one_and_refused_elsewhere():
+    offer = Offer("runpod", "NVIDIA GeForce RTX 4090", "RTX 4090", 1, 24.0, 0.44)
+    need = dataclasses.replace(NEED_ONE, volume="vol-7x9")
+    body = runpod.create_call(offer, need, "n", "img", "k", "ssh-ed25519 AAAA").body
+    assert (body["networkVolumeId"], body["volumeMountPath"]) == ("vol-7x9", "/workspace")
+    assert "networkVolumeId" not in runpod.create_call(offer, NEED_ONE, "n", "img", "k", "pub").body
+    from rentals.asking import read_volume
+
+    assert read_volume(" vol-7x9 ", ["runpod"]) == "vol-7x9" and read_volume("", ["vastai", "runpod"]) == ""
+    with pytest.raises(ValueError, match="vastai cannot attach a volume"):
+        read_volume("vol-7x9", ["vastai"])
+    with pytest.raises(ValueError, match="one provider"):
+        read_volume("vol-7x9", ["runpod", "lambda"])
+    with pytest.raises(ValueError, match="its id or name"):
+        read_volume("vol 7; rm", ["runpod"])

@@ -462,3 +462,29 @@ def test_a_create_with_no_answer_and_no_box_listed_sends_nothing_more_until_it_i
     assert create(rental.pk) == "created"
     assert len(provider_api.creates()) == 1
     assert rental.attempts.filter(detail__contains="left no box named").count() == 1
+
+
+def test_a_rent_in_a_region_with_a_volume_attaches_it_and_the_box_records_both(
+    project, alice, bob, boxes, provider_api
+):
+    """Lambda took the first region with capacity, and no create attached a volume: the durable tier of a
+    move could be in another region. A rent names its region and its filesystem now; the launch carries
+    both, and the box records them (what a move reads, runs/reach.py)."""
+    _, client_key = boxes
+    provider_api.offers["lambda"] = {
+        "gpu_1x_rtx4090": {
+            "instance_type": {"gpu_description": "RTX 4090 (24 GB)", "price_cents_per_hour": 45, "specs": {"gpus": 1}},
+            "regions_with_capacity_available": [{"name": "us-east-1"}, {"name": "us-west-1"}],
+        }
+    }
+    with pytest.raises(AssertionError, match="vastai cannot attach a volume at create here"):
+        _ask(project, bob, client_key, candidates="lambda, vastai", durable_volume="ckpt-fs")
+    rental = _ask(project, bob, client_key, candidates="lambda", region="us-west-1", durable_volume="ckpt-fs")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "created"
+    (made,) = provider_api.creates()
+    assert made["body"]["region_name"] == "us-west-1" and made["body"]["file_system_names"] == ["ckpt-fs"]
+    poll(rental.pk)
+    assert poll(rental.pk) == "registered"
+    rental.refresh_from_db()
+    assert (rental.instance.region, rental.instance.durable_volume) == ("us-west-1", "ckpt-fs")
