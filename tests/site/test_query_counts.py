@@ -17,7 +17,7 @@ from core.models import AuditEntry
 from custody.models import Artifact
 from fleet.models import Credential, Instance, InstanceEvent
 from rentals.models import Rental, RentalAttempt
-from runs.models import Run, RunEvent, RunState, SpendRequest, Sweep
+from runs.models import GpuSample, Run, RunEvent, RunState, SpendRequest, Sweep
 from tests import factories
 from tests.personas import join
 
@@ -28,7 +28,7 @@ PINNED = {
     "dashboard": 30,  # and the rents in flight, the teardowns that need a person, whether any run exists yet
     "history": 10,
     "project": 14,  # the cost envelope: boxes and their states, resources, orphan drift, every live run, recent ones
-    "run": 8,
+    "run": 9,  # and its GPU samples, the newest day of them (a run never sampled asks nothing)
     "instances": 4,
     "instance": 21,
     # A release-clock platform: what the shutdown would take, for every export; and its waste alarms.
@@ -51,7 +51,7 @@ class World:
         # A platform whose stopped box is released on a clock (AutoDL): its page asks what the shutdown's
         # clock would take, for every sealed export on it.
         self.autodl = self.box("adl", profile_key="autodl")
-        self.first = self.run(RunState.EXPORTED)
+        self.first = self.run(RunState.EXPORTED, gpu_sampled_at=timezone.now())
         self.second = self.run(RunState.EXPORTED)
         self.sweep = Sweep.objects.create(
             project=self.project, name="lr sweep", base_run=self.first, overrides=[{"lr": 0.1}], created_by=bob
@@ -97,6 +97,9 @@ class World:
     def grow(self, n: int) -> None:
         """n more of everything the pages list: runs, sweep cells, boxes, requests, audit rows, events."""
         for _ in range(n):
+            GpuSample.objects.create(
+                run=self.first, at=timezone.now(), gpus=[{"index": 0, "utilization_pct": 50, "memory_used_mib": 9}]
+            )
             self.run(RunState.EXPORTED)
             self.rental = self.rent()
             RentalAttempt.objects.create(rental=self.rental, provider="vastai", outcome="created", provider_id="1")
