@@ -110,3 +110,26 @@ def test_a_proof_whose_worker_was_lost_is_taken_again_then_failed(
     rental.refresh_from_db()
     assert rental.state == RentalState.FAILED and "gave no answer within 120 s" in rental.reason
     assert provider_api.creates() == []
+
+
+def test_the_local_node_proves_by_default_and_a_deployment_without_it_fails_closed(
+    project,
+    bob,
+    boxes,  # noqa: F811
+    provider_api,
+    draft,
+    settings,
+):
+    """In a one-person stack the control host's local node is where a run is proven; a deployment that
+    runs nothing on the control host says so in the rent's reason, and creates nothing."""
+    from tests import factories
+
+    _, client_key = boxes
+    desk = factories.box(project, "local", name=f"{project.slug}-desk-20261205", state="running")
+    assert RentalForm(project=project).fields["proving_box"].initial == desk.pk
+    settings.LOCAL_NODE = False
+    rental = _ask(project, bob, client_key, run=draft().pk)  # no box named: the local node proves it
+    assert rental.proving_box_id == desk.pk
+    assert prove(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert "does not run commands on the control host" in rental.reason and provider_api.creates() == []
