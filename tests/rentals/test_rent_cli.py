@@ -19,7 +19,7 @@ def test_rent_and_read_it_back_from_the_command_line(live_server, project, bob):
         token,
         *("rent", project.slug, "--gpu", "A100", "--gpu", "H100", "--gpu-memory", "40", "--max-rate", "2.50"),
         *("--candidate", f"lambda={key.name}", "--candidate", f"vastai={key.name}", "--ssh-key", ssh.name),
-        *("--minutes", "90", "--acknowledge"),
+        *("--minutes", "90", "--acknowledge", "--region", "us-west-1", "--image", "pytorch/pytorch@sha256:" + "e" * 64),
         timeout=60,
     )
     assert asked.returncode == 0, asked.stdout + asked.stderr
@@ -27,6 +27,18 @@ def test_rent_and_read_it_back_from_the_command_line(live_server, project, bob):
     rental_id = asked.stdout.split("#", 1)[1].split()[0]
     read = cli(live_server, token, "rental", rental_id, timeout=60)
     assert read.returncode == 0 and f"{project.slug}-train-r{rental_id}-" in read.stdout and "requested" in read.stdout
+    from rentals.models import Rental
+
+    rental = Rental.objects.get(pk=rental_id)
+    assert rental.region == "us-west-1" and rental.image_digest == "sha256:" + "e" * 64
+    lost = cli(
+        live_server,
+        token,
+        *("rent", project.slug, "--gpu", "A100", "--max-rate", "1", "--candidate", f"vastai={key.name}"),
+        *("--ssh-key", ssh.name, "--minutes", "10", "--acknowledge", "--prove-on", "no-such-box"),
+        timeout=60,
+    )
+    assert lost.returncode == 2 and "proving_box" in lost.stderr
 
     refused = cli(
         live_server,
