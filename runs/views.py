@@ -297,30 +297,26 @@ def run_preflight(request, run_id):
     return run_action(request, run_id, do_start_preflight, "Preflight queued.")
 
 
+def _approver_override(request, run_id, action, said: str):
+    """An approver's audited override of a failed preflight, with the comment that says why."""
+    comment = request.POST.get("comment", "")[:2000]
+    return run_action(
+        request, run_id, lambda pk, actor: action(pk, comment, actor=actor), said, perm="projects.approve_cost"
+    )
+
+
 @require_POST
 @permission_required("projects.approve_cost", raise_exception=True)
 def run_waive_gpu(request, run_id):
-    comment = request.POST.get("comment", "")[:2000]
-    return run_action(
-        request,
-        run_id,
-        lambda pk, actor: do_waive_gpu_holders(pk, comment, actor=actor),
-        "Override recorded: the next preflight starts beside the other process on the GPU.",
-        perm="projects.approve_cost",
-    )
+    said = "Override recorded: the next preflight starts beside the other process on the GPU."
+    return _approver_override(request, run_id, do_waive_gpu_holders, said)
 
 
 @require_POST
 @permission_required("projects.approve_cost", raise_exception=True)
 def run_accept_gpus(request, run_id):
-    comment = request.POST.get("comment", "")[:2000]
-    return run_action(
-        request,
-        run_id,
-        lambda pk, actor: do_accept_gpu_mismatch(pk, comment, actor=actor),
-        "Accepted: the next preflight takes the box's GPUs as measured.",
-        perm="projects.approve_cost",
-    )
+    said = "Accepted: the next preflight takes the box's GPUs as measured."
+    return _approver_override(request, run_id, do_accept_gpu_mismatch, said)
 
 
 @require_POST

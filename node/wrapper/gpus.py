@@ -84,44 +84,43 @@ def gpu_holders(spec):
     return {"indices": sorted(gpus.values()), "holders": holders}
 
 
-def gpu_utilization():
+def nvidia_smi(args, timeout):
+    """nvidia-smi's output with args, or None (absent, failed to start, too slow)."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=5,
-        )
+        done = subprocess.run(["nvidia-smi", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    rows = [line.split(",") for line in done.stdout.decode().splitlines() if line.count(",") == 2]
-    return [{"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)} for i, u, m in rows]
+    return done.stdout.decode(errors="replace")
+
+
+def gpu_utilization():
+    out = nvidia_smi(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"], 5)
+    if out is None:
+        return None
+    rows = [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.count(",") == 2]
+    return [
+        {"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)}
+        for i, u, m in rows
+        if i.isdigit() and u.isdigit() and m.isdigit()
+    ]
 
 
 def gpu_inventory():
     """What the box has, as nvidia-smi says at preflight: each GPU's model and memory, the driver, and
     the highest CUDA the driver supports (its banner). None without nvidia-smi."""
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        listed = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=20,
-        )
-        banner = subprocess.run(["nvidia-smi"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+    listed = nvidia_smi(["--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader,nounits"], 20)
+    banner = nvidia_smi([], 20) if listed is not None else None
+    if listed is None:
         return None
     gpus, driver = [], ""
-    for line in listed.stdout.decode(errors="replace").splitlines()[:64]:
+    for line in listed.splitlines()[:64]:
         cells = [cell.strip() for cell in line.split(",")]
         if len(cells) == 4 and cells[0].isdigit() and cells[2].isdigit():
             gpus.append({"index": int(cells[0]), "name": cells[1][:100], "memory_mib": int(cells[2])})
             driver = cells[3][:40]
-    found = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", banner.stdout.decode(errors="replace"))
+    found = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", banner or "")
     return {"gpus": gpus, "driver": driver, "cuda": found.group(1) if found else ""}
 
 

@@ -4,7 +4,6 @@ own GPUs (plotted on the run page), and a run whose every GPU stays under its pr
 its window is told once per threshold, with its $/h and a stop suggested. nvidia-smi is a shim on the
 loopback box's PATH whose answer the test changes between ticks, as a stuck data loader would."""
 
-import stat
 from datetime import timedelta
 
 import pytest
@@ -16,7 +15,7 @@ from fleet.node_client import NodeClient, RunNode
 from notifications.models import Event, Notification
 from runs.gpu_use import is_idle, read_sample
 from runs.models import GpuSample, RunState
-from tests.sshd import Sshd
+from tests.gpu_shims import box_with_nvidia_smi
 from watching.watch import tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,11 +38,8 @@ def source(standin_source):
 @pytest.fixture(scope="module")
 def gpu_box(tmp_path_factory):
     directory = tmp_path_factory.mktemp("idle-gpu-box")
-    shims, use = directory / "bin", directory / "use.csv"
-    shims.mkdir()
-    (shims / "nvidia-smi").write_text(SHIM.format(use=use))
-    (shims / "nvidia-smi").chmod(0o755 | stat.S_IXUSR)
-    server = Sshd(directory / "sshd", extra_config=(f"SetEnv PATH={shims}:/usr/local/bin:/usr/bin:/bin",)).start()
+    use = directory / "use.csv"
+    server = box_with_nvidia_smi(directory, SHIM.format(use=use))
     server.use = use
     yield server
     server.stop()

@@ -4,7 +4,6 @@ GPUs; a process outside RemoteGPU fails the run unless an approver overrides it 
 torch is the CPU build ("no CUDA" is real here); the foreign process comes from an nvidia-smi shim on
 the loopback box's PATH, as a rented box with a colleague's notebook would answer."""
 
-import stat
 import sys
 
 import pytest
@@ -15,7 +14,7 @@ from runs.actions.lifecycle import do_waive_gpu_holders
 from runs.gpus import gone_problem, gpu_problems
 from runs.models import RunState
 from runs.tasks import launch_run, preflight_run
-from tests.sshd import Sshd
+from tests.gpu_shims import box_with_nvidia_smi
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,12 +54,7 @@ def test_the_rules_name_the_interpreter_the_missing_index_and_the_holder():
 @pytest.fixture(scope="module")
 def gpu_box(tmp_path_factory):
     """A loopback sshd whose sessions find the nvidia-smi shim first on their PATH."""
-    directory = tmp_path_factory.mktemp("gpu-box")
-    shims = directory / "bin"
-    shims.mkdir()
-    (shims / "nvidia-smi").write_text(SHIM)
-    (shims / "nvidia-smi").chmod(0o755 | stat.S_IXUSR)
-    server = Sshd(directory / "sshd", extra_config=(f"SetEnv PATH={shims}:/usr/local/bin:/usr/bin:/bin",)).start()
+    server = box_with_nvidia_smi(tmp_path_factory.mktemp("gpu-box"), SHIM)
     yield server
     server.stop()
 

@@ -5,7 +5,6 @@ box's page for a box registered by hand; a mismatch fails closed, and an approve
 measurement (audited). When CUDA is unavailable, a driver/toolkit/torch mismatch is named as the cause.
 nvidia-smi is a shim on the loopback box's PATH (this machine's torch is the CPU build)."""
 
-import stat
 import sys
 
 import pytest
@@ -19,7 +18,7 @@ from runs.hardware import Declared, cuda_cause, from_description, hardware_probl
 from runs.models import RunState
 from runs.tasks import preflight_run
 from tests import factories
-from tests.sshd import Sshd
+from tests.gpu_shims import box_with_nvidia_smi
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,12 +42,7 @@ def source(standin_source):
 
 @pytest.fixture(scope="module")
 def rtx3090_box(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("rtx3090-box")
-    shims = directory / "bin"
-    shims.mkdir()
-    (shims / "nvidia-smi").write_text(SHIM)
-    (shims / "nvidia-smi").chmod(0o755 | stat.S_IXUSR)
-    server = Sshd(directory / "sshd", extra_config=(f"SetEnv PATH={shims}:/usr/local/bin:/usr/bin:/bin",)).start()
+    server = box_with_nvidia_smi(tmp_path_factory.mktemp("rtx3090-box"), SHIM)
     yield server
     server.stop()
 
