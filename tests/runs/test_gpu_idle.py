@@ -103,3 +103,17 @@ def test_a_run_at_zero_percent_gpu_raises_the_alarm_once_per_threshold(
     run.refresh_from_db()
     assert run.gpu_idle_since is None
     assert do_raise_waste_alarms(now=since + timedelta(minutes=1500)) == []
+
+
+def test_a_gpu_reading_that_is_not_a_number_is_skipped_not_a_failed_probe(tmp_path, monkeypatch):
+    """A MIG slice or a fallen-off GPU reads "[N/A]": int() of it raised inside the probe, and every run
+    of the box went without a status that tick. Such a row is skipped; the others are read."""
+    import os
+
+    from node.wrapper.gpus import gpu_utilization
+
+    shim = tmp_path / "nvidia-smi"
+    shim.write_text("#!/bin/sh\nprintf '0, [N/A], [N/A]\\n1, 97, 20480\\n'\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert gpu_utilization() == [{"index": 1, "utilization_pct": 97, "memory_used_mib": 20480}]
