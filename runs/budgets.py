@@ -17,7 +17,10 @@ from notifications.models import Event
 from projects.models import Project
 from runs.spend import envelope_of, envelopes_for
 
-FIELDS = ("budget", "budget_period", "run_cost_threshold")
+FIELDS = ("budget", "budget_period", "run_cost_threshold", "gpu_idle_percent", "gpu_idle_minutes")
+# The idle-GPU alarm's settings (delivery/waste.py) change what the project is told, not what it may
+# spend: an operator changes them either way.
+IDLE_LIMITS = {"gpu_idle_percent": (0, 100), "gpu_idle_minutes": (1, 7 * 24 * 60)}
 PERIODS = {"month", "week"}
 
 
@@ -51,7 +54,7 @@ def do_set_envelope(project_id: int, values: dict, *, actor) -> list[str]:
                 " project makes that change. An operator may lower a limit or set one."
             )
         changed = []
-        for field in FIELDS:
+        for field in (field for field in FIELDS if field in values):  # absent: unchanged
             before, after = getattr(project, field), values[field]
             if before != after:
                 setattr(project, field, after)
@@ -80,6 +83,10 @@ def _check(values: dict) -> None:
         value = values.get(field)
         if value is not None and (not isinstance(value, Decimal) or value < 0 or value >= Decimal("1e8")):
             raise ValidationError("A spend limit is zero or more dollars, below $100,000,000.")
+    for field, (low, high) in IDLE_LIMITS.items():
+        value = values.get(field, low)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ValidationError(f"The {field.replace('_', ' ')} is a whole number from {low} to {high}.")
 
 
 def _text(value) -> str:

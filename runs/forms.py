@@ -54,10 +54,18 @@ class EnvelopeForm(EnvelopeRules, forms.ModelForm):
 
     class Meta:
         model = Project
-        fields = ["budget", "budget_period", "run_cost_threshold"]
+        fields = ["budget", "budget_period", "run_cost_threshold", "gpu_idle_percent", "gpu_idle_minutes"]
+
+    IDLE = ("gpu_idle_percent", "gpu_idle_minutes")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for field in self.IDLE:  # left out of a post (a script's, an older page's): unchanged
+            self.fields[field].required = False
 
     def values(self) -> dict:
-        return {field: self.cleaned_data.get(field) for field in self.Meta.fields}
+        values = {field: self.cleaned_data.get(field) for field in self.Meta.fields}
+        return {field: value for field, value in values.items() if field not in self.IDLE or value is not None}
 
 
 MIB = 1024**2

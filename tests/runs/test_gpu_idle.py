@@ -117,3 +117,18 @@ def test_a_gpu_reading_that_is_not_a_number_is_skipped_not_a_failed_probe(tmp_pa
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert gpu_utilization() == [{"index": 1, "utilization_pct": 97, "memory_used_mib": 20480}]
+
+
+def test_the_idle_threshold_and_window_are_the_projects_changed_on_its_page_and_audited(project, bob, client):
+    from core.models import AuditEntry
+
+    client.force_login(bob)  # an operator: these change what the project is told, not what it may spend
+    form = {"budget": "", "budget_period": "month", "run_cost_threshold": "", "gpu_idle_percent": 5}
+    client.post(f"/projects/{project.slug}/envelope/", {**form, "gpu_idle_minutes": 90})
+    project.refresh_from_db()
+    assert (project.gpu_idle_percent, project.gpu_idle_minutes) == (5, 90)
+    assert AuditEntry.objects.filter(project=project, message="gpu idle minutes: 30 → 90").exists()
+    client.post(f"/projects/{project.slug}/envelope/", {**form, "gpu_idle_minutes": 0})  # not a window
+    project.refresh_from_db()
+    assert project.gpu_idle_minutes == 90
+    assert "stays under 5 % for 90 min" in client.get(f"/projects/{project.slug}/").content.decode()
