@@ -10,6 +10,7 @@ run's own attempt. What only the rented box can answer (its data paths, its stag
 is left to the run's preflight there, and the proof says so.
 """
 
+import contextlib
 import copy
 import time
 from decimal import Decimal
@@ -73,15 +74,18 @@ def _outcome(run, box) -> dict:
         return {"passed": False, "why": "the rent names no run or no box to prove it on"}
     if run.source_kind == SourceKind.NODE_PATH:
         return {"passed": False, "why": "its source lives on the rented box, so nothing can prove it before the rent"}
+    proof = stand_in(run, box)
     try:
-        with RunNode(stand_in(run, box)) as node:
+        with RunNode(proof) as node:
             node.prepare()
             shipping.ship_source(node)
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
             checks = _checks(report, box)
             if checks:
+                _set_aside(node, proof)
                 return {"passed": False, "why": "; ".join(checks), "checks": checks}
             smoke = node.call("smoke", node.write_spec("smoke", node.spec(0)), timeout=settings.SMOKE_TIMEOUT + 30)
+            _set_aside(node, proof)
     except (TransportError, NodeError, SourceError, OSError) as exc:
         return {"passed": False, "why": f"{type(exc).__name__}: {exc}"[:1000]}
     code = smoke.get("exit_code") if isinstance(smoke.get("exit_code"), int) else -1
@@ -91,6 +95,14 @@ def _outcome(run, box) -> dict:
         why = "a Traceback in its output" if code == 0 else f"exit code {code}"
         return {**said, "passed": False, "why": f"its CPU smoke failed ({why})"}
     return {**said, "passed": True, "why": ""}
+
+
+def _set_aside(node, proof) -> None:
+    """The proof's files on the proving box go into its quarantine with why they are there (nothing is
+    deleted, and nothing of it is left in active/ for a later run of the same name to find)."""
+    # Failing, the verdict stands: what is left is a proof's source and smoke output, named -proof.
+    with contextlib.suppress(TransportError, NodeError):
+        node.close_active(proof, f"the proof of {proof.run_id.removesuffix('-proof')} before its rent")
 
 
 def _checks(report: dict, box) -> list[str]:

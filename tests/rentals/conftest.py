@@ -8,6 +8,7 @@ import pytest
 from tests.runs.conftest import (  # noqa: F401
     instance,
     make_run,
+    node,
     project,
     standin_checkpoints,
     standin_source,

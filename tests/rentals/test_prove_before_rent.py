@@ -57,6 +57,7 @@ def test_a_proven_run_is_rented_and_the_page_shows_the_proof(
     instance,
     draft,
     client,
+    node,
 ):
     _, client_key = boxes
     run = draft(gpus=[0], data_paths=["~/data/imagenet"])
@@ -67,6 +68,10 @@ def test_a_proven_run_is_rented_and_the_page_shows_the_proof(
     assert rental.state == RentalState.REQUESTED and rental.proof["passed"]
     assert rental.proof["box"] == instance.name and rental.proof["smoke_exit_code"] == 0
     assert rental.proof["left_to_the_box"] == ["data path ~/data/imagenet", "GPU 0 (CUDA, count, model)"]
+    root = node.root  # the proving box is this machine: what the proof left there is set aside, named
+    assert not (root / "active" / f"{run.run_id}-proof").exists()
+    (kept,) = (root / "quarantine").glob(f"{run.run_id}-proof--closed-*")
+    assert "the proof of" in (kept / "reason.txt").read_text()
     client.force_login(alice)
     page = client.get(rental.get_absolute_url()).content.decode()
     assert "Proven before the rent" in page and 'id="proof-verdict">Passed on' in page
