@@ -35,6 +35,16 @@ def is_idle(sample: list[dict], threshold_pct: int) -> bool:
     return threshold_pct > 0 and all(gpu["utilization_pct"] < threshold_pct for gpu in sample)
 
 
+def worth_writing(run, answer, sample_seconds: float, now) -> bool:
+    """Whether this tick's reading changes anything of the run as the tick read it: a sample due, or the
+    idle streak starting or ending. Most ticks change nothing and take no lock (500 runs, a tick each 5 s)."""
+    sample = read_sample(answer, run.gpus)
+    if sample is None:
+        return False
+    due = run.gpu_sampled_at is None or (now - run.gpu_sampled_at).total_seconds() >= sample_seconds
+    return due or is_idle(sample, run.project.gpu_idle_percent) != (run.gpu_idle_since is not None)
+
+
 def plot_rows(samples, started) -> list[dict]:
     """The run page's chart rows: minutes since the first sample, and per GPU its % and GiB."""
     rows = []

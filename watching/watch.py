@@ -24,6 +24,7 @@ from runs.actions.gpu_use import do_record_gpu_use
 from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.actions.peers import do_observe_peers
 from runs.actions.requeues import do_adopt_requeue
+from runs.gpu_use import worth_writing
 from runs.models import Run, RunState
 from watching import leases
 from watching.push import Push
@@ -79,9 +80,10 @@ def tick(node: NodeClient, runs: list[Run], still_mine=lambda: True, push: Push 
         if not still_mine():
             raise LeaseLost
         dead, requeued = _apply(runs, answer, push)
+        now = timezone.now()
         for run in runs:  # what nvidia-smi says of the run's GPUs: a fact kept, an idle streak judged
-            if run.gpus:
-                do_record_gpu_use(run.pk, answer.get("gpus"))
+            if run.gpus and worth_writing(run, answer.get("gpus"), settings.GPU_SAMPLE_SECONDS, now):
+                do_record_gpu_use(run.pk, answer.get("gpus"), now)
     for run in requeued:  # the attempt Slurm runs now: its spec, where the next probe reads it
         try:
             slurm_jobs.write_requeued_spec(node, run, run.attempt)

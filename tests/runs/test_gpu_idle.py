@@ -132,3 +132,24 @@ def test_the_idle_threshold_and_window_are_the_projects_changed_on_its_page_and_
     project.refresh_from_db()
     assert project.gpu_idle_minutes == 90
     assert "stays under 5 % for 90 min" in client.get(f"/projects/{project.slug}/").content.decode()
+
+
+def test_a_tick_that_changes_nothing_takes_no_lock():
+    """500 live GPU runs ticked every 5 s: a write (and a row lock) only when a sample is due or the idle
+    streak starts or ends."""
+    from datetime import UTC, datetime
+
+    from projects.models import Project
+    from runs.gpu_use import worth_writing
+    from runs.models import Run
+
+    now = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+    run = Run(gpus=[0], project=Project(gpu_idle_percent=10), gpu_sampled_at=now - timedelta(seconds=20))
+    idle = [{"index": 0, "utilization_pct": 0, "memory_used_mib": 1}]
+    busy = [{"index": 0, "utilization_pct": 95, "memory_used_mib": 1}]
+    assert not worth_writing(run, busy, 60, now)  # busy, sampled 20 s ago: nothing to write
+    assert worth_writing(run, idle, 60, now)  # a streak starts
+    run.gpu_idle_since = now - timedelta(minutes=5)
+    assert not worth_writing(run, idle, 60, now) and worth_writing(run, busy, 60, now)  # goes on; ends
+    assert worth_writing(run, idle, 60, now + timedelta(seconds=41))  # a sample is due
+    assert not worth_writing(run, None, 0, now)  # nvidia-smi said nothing: nothing measured
