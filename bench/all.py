@@ -6,7 +6,8 @@ Each benchmark runs in its own process and prints its own report as it goes; the
 prints are collected here. Baselines: the same page at 1,000 runs (history), a raw `ssh cat` /
 `ssh tar` stream and `scp` (custody), that raw stream between two boxes (dataset staging),
 tick-bound polling without push (watch), a worker that loads the verifier at start (worker memory),
-a raw `cp` between the same mounts (checkpoint mirror), one process on the same work (two torchrun nodes).
+a raw `cp` between the same mounts (checkpoint mirror), one process on the same work (two torchrun nodes),
+every GPU reading written (GPU use).
 
     .venv/bin/python bench/all.py [--quick]      # --quick: smaller sizes, for a check that it runs
 """
@@ -113,6 +114,17 @@ def multinode_rows(report: dict) -> list[tuple]:
     return [(what, two, f"{one:.3g} (one process, same work)", two / one, "the price of a second node")]
 
 
+def gpu_use_rows(results: list[dict]) -> list[tuple]:
+    base, ours = results
+    where = f"{ours['runs']} live GPU runs, a minute of ticks"
+    return [
+        (f"GPU use writes / tick, {where}", ours["writes_per_tick"], f"{base['writes_per_tick']} (every reading)",
+         ours["writes_per_tick"] / base["writes_per_tick"], "only what changes; samples equal"),
+        (f"GPU use ms / tick, {where}", ours["ms_per_tick"], f"{base['ms_per_tick']} (every reading)",
+         ours["ms_per_tick"] / base["ms_per_tick"], ""),
+    ]  # fmt: skip
+
+
 def memory_rows(report: dict) -> list[tuple]:
     ours, baseline = report["idle_worker_rss_mib"], report["baseline_rss_mib"]
     return [("idle worker RSS MiB", ours, f"{baseline} (verifier loaded at start)", ours / baseline, "≤ 150 MiB")]
@@ -132,6 +144,7 @@ def main() -> None:
     rows += memory_rows(run("worker_memory_bench.py")[0])
     rows += mirror_rows(run("ckpt_mirror_bench.py", *(["--mib", "128"] if args.quick else []))[0])
     rows += multinode_rows(run("multinode_bench.py", *(["--repeat", "1"] if args.quick else []))[0])
+    rows += gpu_use_rows(run("gpu_use_bench.py", *(["--runs", "50", "--ticks", "4"] if args.quick else [])))
     width = max(len(row[0]) for row in rows)
     print(f"\n{'figure'.ljust(width)} | {'measured':>9} | baseline (same run)               | ratio  | goal")
     for figure, measured, baseline, ratio, goal in rows:
