@@ -4,6 +4,7 @@ The bottom app: every other app may import it; it imports none of them.
 """
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
@@ -70,12 +71,14 @@ class Project(models.Model):
         "idle GPU threshold (%)",
         default=10,
         db_default=10,
+        validators=[MaxValueValidator(100)],
         help_text="A live run whose every GPU stays under this utilisation is idle (0: never).",
     )
     gpu_idle_minutes = models.PositiveIntegerField(
         "idle GPU window (minutes)",
         default=30,
         db_default=30,
+        validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 60)],
         help_text="Idle this long raises a waste alarm with the run's $/h, then again at each later waste threshold.",
     )
     # A box that bills for nothing has its shutdown request filed in this person's name (they opted the

@@ -42,6 +42,18 @@ class ProjectForm(EnvelopeRules, forms.ModelForm):
             "gpu_idle_minutes",
         ]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for field in ("gpu_idle_percent", "gpu_idle_minutes"):  # left out: the defaults (10 %, 30 min)
+            self.fields[field].required = False
+
+    def clean(self):
+        cleaned = super().clean()
+        for field in ("gpu_idle_percent", "gpu_idle_minutes"):
+            if cleaned.get(field) is None:
+                cleaned[field] = Project._meta.get_field(field).default
+        return cleaned
+
     def clean_slug(self):
         slug = self.cleaned_data["slug"]
         if slug != slug.lower() or "_" in slug:

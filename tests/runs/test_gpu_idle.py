@@ -129,8 +129,9 @@ def test_the_idle_threshold_and_window_are_the_projects_changed_on_its_page_and_
     assert (project.gpu_idle_percent, project.gpu_idle_minutes) == (5, 90)
     assert AuditEntry.objects.filter(project=project, message="gpu idle minutes: 30 → 90").exists()
     client.post(f"/projects/{project.slug}/envelope/", {**form, "gpu_idle_minutes": 0})  # not a window
+    client.post(f"/projects/{project.slug}/envelope/", {**form, "gpu_idle_percent": 150, "gpu_idle_minutes": 60})
     project.refresh_from_db()
-    assert project.gpu_idle_minutes == 90
+    assert (project.gpu_idle_percent, project.gpu_idle_minutes) == (5, 90)
     assert "stays under 5 % for 90 min" in client.get(f"/projects/{project.slug}/").content.decode()
 
 
