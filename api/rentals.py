@@ -59,6 +59,8 @@ class RentalSerializer(DocumentedModelSerializer):
             "reason",
             "region",
             "durable_volume",
+            "volume_gb",
+            "volume",
             "proving_box",
             "proof",
             "attempts",
@@ -99,6 +101,9 @@ class RentalCreateSerializer(serializers.Serializer):
         default="",
         allow_blank=True,
         help_text="RunPod network volume id, Lambda filesystem",
+    )
+    volume_gb = serializers.IntegerField(
+        required=False, default=0, help_text="With durable_volume: create it this large where none is listed"
     )
     proving_box = serializers.CharField(
         max_length=100,
@@ -161,6 +166,7 @@ class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "run": run or "",
             "region": data["region"],
             "durable_volume": data["durable_volume"],
+            "volume_gb": data["volume_gb"],
             "proving_box": _box_pk(project, data["proving_box"]),
             **{f"key_{provider}": _pk(project, name) for provider, name in data["api_keys"].items()},
         }

@@ -6,7 +6,7 @@ that may have landed is never sent twice blind: the caller looks for the name fi
 
 from dataclasses import dataclass
 
-from fleet.provider_calls import call_verb, key_of, list_boxes
+from fleet.provider_calls import call_verb, key_of, list_boxes, list_other_resources
 from providers import APIS, RENTABLE, renting_of
 from providers.http import ProviderError, ProviderRefused, exchange
 from providers.interface import KEY_ATTACHED_AFTER, KEY_NAMED_AT_LAUNCH
@@ -81,6 +81,34 @@ def create_box(offer: Offer, credential, need: Need, name: str, image: str, key:
     if provider_id is None:
         raise ProviderError(f"{offer.provider} answered {status} to the create, naming no box: {str(body)[:200]}")
     return Created(provider_id, str(body)[:300])
+
+
+def find_volume(profile_key: str, credential, named: str) -> dict | None:
+    """{id, name, kind, rate} of the one listed volume or filesystem whose id or name is `named`, or None;
+    ProviderError when the list cannot be read or two carry the name (a person picks, by its id)."""
+    listed = list_other_resources(profile_key, credential)
+    found = [
+        {"id": ident, "name": name, "kind": kind, "rate": rate}
+        for kind, items in listed.items()
+        for ident, (name, rate) in items.items()
+    ]
+    by_id = [volume for volume in found if volume["id"] == named]
+    by_name = by_id or [volume for volume in found if volume["name"] == named]
+    if len(by_name) > 1:
+        raise ProviderError(f"{profile_key} lists {len(by_name)} volumes named {named}: name one by its id")
+    return by_name[0] if by_name else None
+
+
+def create_volume(profile_key: str, credential, name: str, gb: int, region: str, idem: str) -> str:
+    """The volume's provider id, created by its documented call; ProviderError otherwise (the call may
+    have landed: the caller looks for the name before sending it again)."""
+    api, renting = APIS[profile_key], renting_of(profile_key)
+    call = renting.volume_call(name, gb, region)
+    status, body = exchange(api, profile_key, call.method, call.path, call.body, key_of(credential), idem)
+    ident = renting.read_volume(body) if status in (200, 201, 202) else None
+    if ident is None:
+        raise ProviderError(f"{profile_key} answered {status} to the volume create, naming none: {str(body)[:200]}")
+    return ident
 
 
 def find_by_name(profile_key: str, credential, name: str) -> str | None:

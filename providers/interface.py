@@ -98,6 +98,13 @@ class Renting:
     attached(body) -> bool                 KEY_ATTACHED_AFTER: the "attach_ssh" answer says it did
     volumes: str                           what the create call attaches for the durable tier, named by
                                            the rent ("" = none here: such a rent does not ask it)
+    volume_call(name, gb, region) -> Create
+                                           the documented call that creates such a volume (a rent that asks
+                                           for one of a size, where none of its name is listed)
+    read_volume(body) -> str | None        the new volume's provider id in that call's answer
+    volume_ref: str                        how the box's create names the volume: "id" or "name"
+    volume_root: str                       where the volume is mounted on the box ({name}: its name): the
+                                           box's durable mirror root
     """
 
     search_body: Callable[[Need], dict | None]
@@ -109,6 +116,10 @@ class Renting:
     key_problem: Callable[[Any, str, str], str | None] | None = None
     attached: Callable[[Any], bool] | None = None
     volumes: str = ""
+    volume_call: Callable[[str, int, str], Create] | None = None
+    read_volume: Callable[[Any], str | None] | None = None
+    volume_ref: str = "id"
+    volume_root: str = ""
 
     @classmethod
     def of(cls, module, **extra) -> "Renting":

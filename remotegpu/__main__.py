@@ -121,7 +121,7 @@ def rent_body(args) -> dict:
     body.update(gpu_memory_gb=args.gpu_memory, disk_gb=args.disk, max_rate=args.max_rate, ssh_key=args.ssh_key)
     body.update(candidates=[provider for provider, _, _ in pairs], api_keys={p: key for p, _, key in pairs})
     body.update(expected_minutes=args.minutes, run=args.run, acknowledge=args.acknowledge)
-    body.update(proving_box=args.prove_on, region=args.region, durable_volume=args.volume)
+    body.update(proving_box=args.prove_on, region=args.region, durable_volume=args.volume, volume_gb=args.volume_gb)
     if args.image:
         body["image"] = args.image
     return body
@@ -242,7 +242,8 @@ def _rent_verbs(sub) -> None:
     rent.add_argument("--run", default="", help="a draft run that continues into its preflight on the box")
     rent.add_argument("--prove-on", default="", help="with --run: the box its checks and CPU smoke pass on first")
     rent.add_argument("--region", default="", help="only offers in this region")
-    rent.add_argument("--volume", default="", help="a RunPod network volume id or Lambda filesystem to attach")
+    rent.add_argument("--volume", default="", help="a RunPod network volume or Lambda filesystem to attach")
+    rent.add_argument("--volume-gb", type=int, default=0, help="create --volume this large where none is listed")
     rent.add_argument("--image", default="", help="the image, best pinned as name@sha256:<digest>")
     rent.add_argument("--acknowledge", action="store_true", help="I have read the platforms' danger clocks")
     sub.add_parser("rental", help="a rent's state and each candidate asked").add_argument("rental_id")

@@ -13,13 +13,14 @@ from django.utils import timezone
 from core.audit import record
 from core.enqueue import after_commit
 from core.models import AuditAction
-from fleet.actions import do_confirm_host_key, register_instance
+from fleet.actions import do_confirm_host_key, do_register_resource, register_instance
 from fleet.models import Instance, InstanceProbe, InstanceState, PlatformAcknowledgement, ProviderKeyUse
 from fleet.naming import suggest_name
 from notifications.actions import do_notify
 from notifications.models import Event
 from platforms.catalog import get_profile
 from projects.roles import require, require_second_approver
+from providers import renting_of
 from rentals.asking import expected_cost, spend_note
 from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalState
 from runs import spend
@@ -187,6 +188,22 @@ def do_record_attempt(rental_pk: int, provider: str, outcome: str, offer: dict, 
     return attempt
 
 
+def do_record_volume(rental_pk: int, provider: str, volume: dict, how: str) -> Rental | None:
+    """The rent's volume as its provider lists it (found, or created: from here it bills, and drift lists
+    it under the key if the rent goes no further); audited beside the candidates asked."""
+    with transaction.atomic(durable=True):
+        rental = _lock(rental_pk)
+        if rental.state != RentalState.CREATING:
+            return None
+        rental.volume = {**volume, "how": how}
+        rental.changed_at = rental.claimed_at = timezone.now()  # progress: the claim holds on
+        rental.save(update_fields=["volume", "changed_at", "claimed_at"])
+        ProviderKeyUse.objects.get_or_create(profile_key=provider, credential_id=rental.api_credentials[provider])
+        message = f"rent #{rental.pk} {rental.name}: {provider} volume {volume['name']} ({volume['id']}) {how}"
+        record(AuditAction.RENT_ATTEMPT, message, project=rental.project, rental=rental.pk, provider=provider)
+    return rental
+
+
 def do_mark_created(rental_pk: int, provider: str, provider_id: str, offer: dict) -> Rental | None:
     """The provider made the box: from here it bills; it is polled until it runs (its key is reconciled
     since the create was sent)."""
@@ -257,13 +274,40 @@ def _instance_of(rental: Rental, host: str, port: int) -> Instance:
         provider_id=rental.provider_id,
         gpu_description=str(rental.offer.get("describe", ""))[:120],
         region=str(rental.offer.get("region") or "")[:60],
-        durable_volume=rental.durable_volume,
+        durable_volume=str((rental.volume or {}).get("id") or rental.durable_volume)[:120],
+        mirror_root=volume_root(rental),
         rate_running=Decimal(str(rental.offer.get("rate", 0))).quantize(Decimal("0.0001")),
         rate_stopped=0,
         state=InstanceState.RUNNING,
     )
     instance.full_clean(exclude=["credential", "api_credential", "created_by"])
     return instance
+
+
+def volume_root(rental: Rental) -> str:
+    """Where the rent's volume is mounted on its box: the box's durable mirror root ("": the profile's)."""
+    if not rental.durable_volume:
+        return ""
+    template = renting_of(rental.provider).volume_root
+    return template.format(name=(rental.volume or {}).get("name") or rental.durable_volume)
+
+
+def register_volume(rental: Rental) -> None:
+    """A volume the rent created bills beside its box: registered there, so spend counts it and its
+    deletion is a request of its own once the box is released (one it found is the person's already)."""
+    volume = rental.volume or {}
+    if volume.get("how") != "created" or rental.instance_id is None:
+        return
+    instance = rental.instance
+    tier = instance.profile.tier_of(instance.mirror_root or "")["name"]
+    tier = tier if any(t["name"] == tier for t in instance.profile.tiers) else ""
+    rate = Decimal(str(volume.get("rate") or 0)).quantize(Decimal("0.0001"))
+    try:
+        do_register_resource(
+            instance.pk, volume["kind"], volume["name"], tier, rate, volume["id"], actor=rental.requester
+        )
+    except ValidationError as exc:  # registered already (a redelivered poll): said on the rent's audit
+        record(AuditAction.RENT_ATTEMPT, f"rent #{rental.pk}: volume not registered: {' '.join(exc.messages)}")
 
 
 def do_confirm_rental(rental_pk: int, fingerprint: str, *, actor) -> Rental:

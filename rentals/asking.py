@@ -72,6 +72,19 @@ def read_volume(text: str, candidates: list[str]) -> str:
     return volume
 
 
+def volume_size_problem(volume: str, gb: int, region: str) -> None:
+    """ValueError when a volume to create is not named, too large (RunPod's 4,000 GB), or has no region
+    to be created in (a volume is of one region or data centre: the box lands beside it)."""
+    if not gb:
+        return
+    if not volume:
+        raise ValueError("Name the volume to create.")
+    if gb > 4000:
+        raise ValueError("A volume is created at most 4,000 GB here (RunPod's bound).")
+    if not region:
+        raise ValueError("A volume is created in a region: name the rent's region.")
+
+
 def expected_cost(max_rate: Decimal, minutes: int) -> Decimal:
     """The most the run's expected minutes cost at the highest rate the rent accepts."""
     return (max_rate * Decimal(minutes) / 60).quantize(CENT)
@@ -97,5 +110,14 @@ def need_of(rental) -> Need:
         rental.disk_gb,
         float(rental.max_rate),
         rental.region,
-        rental.durable_volume,
+        volume_of(rental),
     )
+
+
+def volume_of(rental) -> str:
+    """How the box's create names the rent's volume: its provider id (RunPod) or its name (Lambda)."""
+    if not rental.durable_volume:
+        return ""
+    known = rental.volume or {}
+    key = "name" if renting_of(rental.candidates[0]).volume_ref == "name" else "id"
+    return str(known.get(key) or rental.durable_volume)

@@ -18,9 +18,17 @@ from node.transport import CredentialError
 from providers.http import ProviderError
 from providers.interface import GONE, RUNNING
 from providers.offers import Offer, choose
-from rentals.actions import do_claim_rental, do_fail_rental, do_mark_created, do_record_attempt, do_register_rental
+from rentals.actions import (
+    do_claim_rental,
+    do_fail_rental,
+    do_mark_created,
+    do_record_attempt,
+    do_register_rental,
+    register_volume,
+)
 from rentals.asking import need_of
 from rentals.models import Rental, RentalAttempt, RentalState
+from rentals.volumes import ensure_volume
 
 Outcome = RentalAttempt.Outcome
 
@@ -81,6 +89,10 @@ def create(rental_pk: int) -> str:
     except CredentialError as exc:
         do_fail_rental(rental.pk, f"{exc}. Nothing was created: fix the SSH key on this worker and ask again.")
         return "failed"
+    if rental.durable_volume and not rental.volume:
+        rental = _with_volume(rental)
+        if rental is None:
+            return "failed"
     need, cheapest_over = need_of(rental), []
     for provider in rental.candidates:
         result, over = _ask(rental, provider, need, key)
@@ -96,6 +108,18 @@ def create(rental_pk: int) -> str:
         reason += f"; the cheapest fitting was {best.describe()} at {best.provider}"
     do_fail_rental(rental.pk, reason + ". Nothing was created: change the request and ask again.")
     return "failed"
+
+
+def _with_volume(rental: Rental) -> Rental | None:
+    """The rent with its volume's id (found or created before any box), or None: failed, with why."""
+    try:
+        problem = ensure_volume(rental, _credential(rental, rental.candidates[0]))
+    except ProviderError as exc:  # the key is no longer granted
+        problem = str(exc)
+    if problem:
+        do_fail_rental(rental.pk, problem + ". No box was created.")
+        return None
+    return Rental.objects.select_related("project", "ssh_credential").get(pk=rental.pk)
 
 
 def _ask(rental: Rental, provider: str, need, key: BoxKey) -> tuple[str, Offer | None]:
@@ -154,7 +178,7 @@ def poll(rental_pk: int) -> str:
         except (ProviderError, CredentialError) as exc:
             return _boot_deadline(rental, f"the SSH key is not on it yet: {exc}")
         try:
-            do_register_rental(rental.pk, *endpoint)
+            registered = do_register_rental(rental.pk, *endpoint)
         except ValidationError as exc:  # its name or its provider id is another box's now
             said = " ".join(exc.messages)
             reason = (
@@ -163,6 +187,8 @@ def poll(rental_pk: int) -> str:
             )
             do_fail_rental(rental.pk, reason)
             return "failed"
+        if registered is not None:
+            register_volume(registered)
         return "registered"
     if state in (None, GONE):
         return _boot_deadline(rental, f"{rental.provider} no longer lists {rental.provider_id}")

@@ -6,7 +6,7 @@ from fleet.actions import needs_acknowledgement
 from fleet.forms import USER
 from fleet.models import Credential, CredentialKind, InstanceState
 from providers import RENTABLE
-from rentals.asking import read_candidates, read_image, read_models, read_volume
+from rentals.asking import read_candidates, read_image, read_models, read_volume, volume_size_problem
 from rentals.models import Rental
 
 REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
@@ -30,6 +30,13 @@ class RentalForm(forms.ModelForm):
         max_length=100,
     )
     expected_minutes = forms.IntegerField(min_value=1, max_value=60 * 24 * 30, initial=60)
+    volume_gb = forms.IntegerField(
+        label="Create the volume (GB)",
+        min_value=0,
+        max_value=4000,
+        required=False,
+        help_text="With a volume named: create it this large in the region where none of its name is listed.",
+    )
     acknowledge = forms.BooleanField(
         required=False, label="I have read the candidate platforms' conveniences and danger clocks"
     )
@@ -52,6 +59,7 @@ class RentalForm(forms.ModelForm):
             "proving_box",
             "region",
             "durable_volume",
+            "volume_gb",
         ]
 
     def __init__(self, *args, project, **kwargs):
@@ -129,6 +137,8 @@ class RentalForm(forms.ModelForm):
                 data["api_credentials"] = {p: granted[p] for p in data["candidates"]}
                 try:
                     data["durable_volume"] = read_volume(data.get("durable_volume") or "", data["candidates"])
+                    data["volume_gb"] = data.get("volume_gb") or 0
+                    volume_size_problem(data["durable_volume"], data["volume_gb"], data.get("region") or "")
                 except ValueError as exc:
                     self.add_error("durable_volume", str(exc))
                 first_time = [p for p in data["candidates"] if needs_acknowledgement(self.project, p)]

@@ -114,6 +114,17 @@ class Rental(models.Model):
         blank=True,
         help_text="A provider volume or filesystem attached at create for the durable tier (RunPod, Lambda).",
     )
+    volume_gb = models.PositiveIntegerField(
+        "create it (GB)",
+        default=0,
+        help_text="With a volume named: create it this large in the rent's region where none of its name is listed "
+        "(0: attach one that exists).",
+    )
+    volume = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The volume as its provider lists it, found or created before the box: {id, name, kind, rate}.",
+    )
     state = models.CharField(max_length=12, choices=RentalState.choices, default=RentalState.REQUESTED)
     key = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, help_text="The idempotency key.")
     name = models.CharField(max_length=100, help_text="The provider-side name (and the instance's).")

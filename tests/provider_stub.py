@@ -47,6 +47,7 @@ class ProviderStub:
         self.ends: dict[str, object] = {}  # target → the end of its rental its listing names (vast.ai)
         self.balances: dict[str, object] = {}  # provider → the account's credit its user call answers
         self.volumes: dict[str, list] = {}  # provider → the volumes / filesystems it lists, as it answers them
+        self.volume_creates: list[dict] = []  # every volume create call, in order
         self.offers: dict[str, object] = {}  # provider → its offers as it answers them (vast.ai list, Lambda dict)
         self.no_capacity: set[str] = set()  # providers whose create answers their documented "no capacity"
         self.on_create = None  # (provider, name, keys) → (host, port) of the new box's sshd, or None
@@ -139,6 +140,12 @@ class ProviderStub:
             no_body(body)
             with self.lock:
                 return 200, {"id": 4242, "credit": self.balances.get(provider.name, 100.0), "balance": 0.0}
+        if verb == "create_volume":  # a network volume or filesystem, listed from then on
+            with self.lock:
+                item, answer = provider.create_volume(body, len(self.volumes.get(provider.name, [])) + 1)
+                self.volumes.setdefault(provider.name, []).append(item)
+                self.volume_creates.append({"provider": provider.name, "body": body})
+            return 200, answer
         if verb == "volumes":  # volumes, filesystems: each provider wraps its list its own way
             no_body(body)
             with self.lock:
@@ -283,6 +290,7 @@ class ProviderStub:
                 self.offers,
                 self.balances,
                 self.volumes,
+                self.volume_creates,
                 self.account_keys,
                 self.box_keys,
             )

@@ -8,7 +8,14 @@ ADAPTER = Adapter(
     api=api.API,
     bases={"lambda": "https://cloud.lambdalabs.com"},
     renting=Renting.of(
-        renting, box_key=KEY_NAMED_AT_LAUNCH, key_problem=keys.lambda_key_problem, volumes="a filesystem (its name)"
+        renting,
+        box_key=KEY_NAMED_AT_LAUNCH,
+        key_problem=keys.lambda_key_problem,
+        volumes="a filesystem",
+        volume_call=renting.volume_call,
+        read_volume=renting.read_volume,
+        volume_ref="name",
+        volume_root="/lambda/nfs/{name}",
     ),
     rent_rank=1,
 )

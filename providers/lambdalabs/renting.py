@@ -49,6 +49,18 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
     return Create("POST", "/api/v1/instance-operations/launch", body)
 
 
+# POST /api/v1/filesystems (listed at /api/v1/file-systems): a filesystem of a region, growing as it is
+# written (no size asked); attached to a launch by its name.
+def volume_call(name: str, gb: int, region: str) -> Create:
+    return Create("POST", "/api/v1/filesystems", {"name": name, "region": region})
+
+
+def read_volume(body) -> str | None:
+    data = body.get("data") if isinstance(body, dict) else None
+    ident = data.get("id") if isinstance(data, dict) else None
+    return ident if isinstance(ident, str) and 0 < len(ident) <= 100 else None
+
+
 def read_created(body) -> str | None:
     if isinstance(body, dict) and isinstance(body.get("data"), dict):
         ids = body["data"].get("instance_ids")

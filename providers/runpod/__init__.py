@@ -7,6 +7,14 @@ ADAPTER = Adapter(
     name="runpod",
     api=api.API,
     bases={"runpod": "https://rest.runpod.io", "runpod-graphql": "https://api.runpod.io"},
-    renting=Renting.of(renting, box_key=KEY_IN_CREATE, volumes="a network volume (its id)"),
+    renting=Renting.of(
+        renting,
+        box_key=KEY_IN_CREATE,
+        volumes="a network volume",
+        volume_call=renting.volume_call,
+        read_volume=renting.read_volume,
+        volume_ref="id",
+        volume_root="/workspace",
+    ),
     rent_rank=2,
 )

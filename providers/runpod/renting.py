@@ -27,7 +27,8 @@ def read_offers(body, need: Need) -> list[Offer]:
         type_id, name, stock = item.get("id"), item.get("displayName"), lowest.get("stockStatus")
         if isinstance(type_id, str) and isinstance(name, str) and stock and None not in (price, memory) and price > 0:
             count = need.gpu_count
-            offers.append(Offer("runpod", type_id, name, count, memory, round(price * count, 4)))
+            # The catalogue is global: the create pins the data centre a rent names (dataCenterIds).
+            offers.append(Offer("runpod", type_id, name, count, memory, round(price * count, 4), need.region))
     return offers
 
 
@@ -45,7 +46,19 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
     }
     if need.volume:  # attached at creation only (RP7): the pod lands in the volume's data centre
         body.update(networkVolumeId=need.volume, volumeMountPath="/workspace")
+    if need.region:
+        body["dataCenterIds"] = [need.region]
     return Create("POST", "/v1/pods", body)
+
+
+# POST /v1/networkvolumes: a volume of a data centre, 1-4,000 GB; the pod is then created onto it.
+def volume_call(name: str, gb: int, region: str) -> Create:
+    return Create("POST", "/v1/networkvolumes", {"name": name, "size": gb, "dataCenterId": region})
+
+
+def read_volume(body) -> str | None:
+    ident = body.get("id") if isinstance(body, dict) else None
+    return ident if isinstance(ident, str) and 0 < len(ident) <= 100 and ident.isalnum() else None
 
 
 def read_created(body) -> str | None:

@@ -41,6 +41,10 @@ class StubProvider:
     def attach(self, stub, target, body):
         raise Refused(404, {"error": f"{self.name} attaches no key to a box"})
 
+    def create_volume(self, body, number: int) -> tuple[dict, object]:
+        """(the item it lists from now on, the create's answer); Refused where it documents none."""
+        raise Refused(404, {"error": f"{self.name} creates no volume here"})
+
     def check_create(self, target, body) -> str:
         raise Refused(404, {"error": f"{self.name} creates nothing here"})
 

@@ -1,5 +1,7 @@
 """Lambda's API as its documentation says (../shared/reference/profiles/lambda.md), standing in for it in tests."""
 
+import re
+
 from tests.provider_stubs.base import BOOTING, GONE, RUNNING, STOPPED, Refused, StubProvider, no_body
 
 
@@ -10,6 +12,7 @@ class Lambda(StubProvider):
     name, auth = "lambda", "basic"
     routes = [
         ("GET", r"/api/v1/file-systems", "volumes"),
+        ("POST", r"/api/v1/filesystems", "create_volume"),
         ("GET", r"/api/v1/instance-types", "offers"),
         ("POST", r"/api/v1/instance-operations/launch", "create"),
         ("GET", r"/api/v1/ssh-keys", "ssh_keys"),
@@ -52,6 +55,14 @@ class Lambda(StubProvider):
         """GET /instance-types: no body; types with no capacity list no region."""
         no_body(body)
         return 200, {"data": offers or {}}
+
+    def create_volume(self, body, number: int) -> tuple[dict, object]:
+        """POST /api/v1/filesystems {name (a letter first), region}: the filesystem, listed with its usage."""
+        name, region = body.get("name"), body.get("region")
+        if set(body) != {"name", "region"} or not re.fullmatch(r"[a-zA-Z]+[0-9a-zA-Z-]*", name or "") or not region:
+            raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": "name, region"}})
+        item = {"id": f"fs-{number:04d}", "name": name, "region": {"name": region}, "bytes_used": 0}
+        return item, {"data": item}
 
     def check_create(self, target, body) -> str:
         keys = {"region_name", "instance_type_name", "ssh_key_names", "name", "quantity"}

@@ -11,6 +11,7 @@ class RunPod(StubProvider):
     name, auth = "runpod", "bearer"
     routes = [
         ("GET", r"/v1/networkvolumes", "volumes"),
+        ("POST", r"/v1/networkvolumes", "create_volume"),
         ("POST", r"/graphql", "graphql"),
         ("POST", r"/v1/pods", "create"),
         ("GET", r"/v1/pods", "list"),
@@ -51,6 +52,14 @@ class RunPod(StubProvider):
             }
         stub.change(self.name, verb, target, body, STOPPED if verb == "stop" else GONE)
         return (200, {"id": target, "desiredStatus": "EXITED"}) if verb == "stop" else (204, None)
+
+    def create_volume(self, body, number: int) -> tuple[dict, object]:
+        """POST /v1/networkvolumes {name, size (1-4,000 GB), dataCenterId}: the volume as it is listed."""
+        size, centre = body.get("size"), body.get("dataCenterId")
+        if not body.get("name") or not isinstance(size, int) or not 1 <= size <= 4000 or not centre:
+            raise Refused(400, {"error": "name, size (1-4000), dataCenterId are required"})
+        item = {"id": f"nv{number:04d}x", "name": body["name"], "size": size, "dataCenterId": centre}
+        return item, item
 
     def volumes_answer(self, items: list) -> object:
         return items  # network volumes: a bare list

@@ -479,6 +479,9 @@ def test_a_rent_in_a_region_with_a_volume_attaches_it_and_the_box_records_both(
     }
     with pytest.raises(AssertionError, match="vastai cannot attach a volume at create here"):
         _ask(project, bob, client_key, candidates="lambda, vastai", durable_volume="ckpt-fs")
+    provider_api.volumes["lambda"] = [
+        {"id": "fs-77", "name": "ckpt-fs", "region": {"name": "us-west-1"}, "bytes_used": 9}
+    ]
     rental = _ask(project, bob, client_key, candidates="lambda", region="us-west-1", durable_volume="ckpt-fs")
     do_decide_rental(rental.pk, True, "go", actor=alice)
     assert create(rental.pk) == "created"
@@ -487,4 +490,63 @@ def test_a_rent_in_a_region_with_a_volume_attaches_it_and_the_box_records_both(
     poll(rental.pk)
     assert poll(rental.pk) == "registered"
     rental.refresh_from_db()
-    assert (rental.instance.region, rental.instance.durable_volume) == ("us-west-1", "ckpt-fs")
+    assert (rental.instance.region, rental.instance.durable_volume) == ("us-west-1", "fs-77")
+    assert rental.instance.mirror_root == "/lambda/nfs/ckpt-fs"  # where Lambda mounts it: the durable root
+    assert not rental.instance.resources.exists()  # found, not created: the person's volume already
+
+
+@pytest.mark.parametrize("provider", ["runpod", "lambda"])
+def test_a_rent_creates_its_volume_before_the_box_and_attaches_it(project, alice, bob, boxes, provider_api, provider):
+    """A rent that asks for a volume of a size creates it first, in its region, where none of that name
+    is listed (a lost answer is found by its name, never sent twice); the box is created onto it, mounts
+    it as its durable root, and the volume is registered beside the box as what it bills."""
+    _, client_key = boxes
+    provider_api.offers["runpod"] = RUNPOD_TYPES
+    provider_api.offers["lambda"] = {
+        "gpu_1x_rtx4090": {
+            "instance_type": {"gpu_description": "RTX 4090 (24 GB)", "price_cents_per_hour": 45, "specs": {"gpus": 1}},
+            "regions_with_capacity_available": [{"name": "us-west-1"}],
+        }
+    }
+    region = {"runpod": "EU-RO-1", "lambda": "us-west-1"}[provider]
+    with pytest.raises(AssertionError, match="name the rent's region"):
+        _ask(project, bob, client_key, candidates=provider, durable_volume="ckpt", volume_gb=50)
+    rental = _ask(project, bob, client_key, candidates=provider, region=region, durable_volume="ckpt", volume_gb=50)
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "created", list(rental.attempts.values_list("provider", "outcome", "detail"))
+    (made,) = provider_api.volume_creates
+    rental.refresh_from_db()
+    volume = rental.volume
+    assert volume["how"] == "created" and volume["name"] == "ckpt"
+    (box,) = provider_api.creates()
+    if provider == "runpod":
+        assert made["body"] == {"name": "ckpt", "size": 50, "dataCenterId": "EU-RO-1"}
+        assert box["body"]["networkVolumeId"] == volume["id"]
+    else:
+        assert made["body"] == {"name": "ckpt", "region": "us-west-1"}
+        assert box["body"]["file_system_names"] == ["ckpt"]
+    poll(rental.pk)
+    assert poll(rental.pk) == "registered"
+    rental.refresh_from_db()
+    instance = rental.instance
+    assert instance.durable_volume == volume["id"]
+    assert instance.mirror_root == {"runpod": "/workspace", "lambda": "/lambda/nfs/ckpt"}[provider]
+    (registered,) = instance.resources.all()
+    assert (registered.provider_id, registered.name, registered.kind) == (volume["id"], "ckpt", volume["kind"])
+
+
+def test_a_rent_naming_a_volume_that_is_not_there_creates_nothing(project, alice, bob, boxes, provider_api):
+    _, client_key = boxes
+    provider_api.volumes["runpod"] = [{"id": "nv9", "name": "other", "size": 10}]
+    rental = _ask(project, bob, client_key, candidates="runpod", durable_volume="ckpt")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert "runpod lists no volume ckpt under this key" in rental.reason and "No box was created" in rental.reason
+    assert provider_api.creates() == [] and provider_api.volume_creates == []
+    found = _ask(project, bob, client_key, candidates="runpod", durable_volume="other")  # by its name
+    do_decide_rental(found.pk, True, "go", actor=alice)
+    provider_api.offers["runpod"] = RUNPOD_TYPES
+    assert create(found.pk) == "created"
+    (box,) = provider_api.creates()
+    assert box["body"]["networkVolumeId"] == "nv9" and provider_api.volume_creates == []

@@ -1,0 +1,33 @@
+"""A rent's durable volume, the worker's side: before any box is created, the volume it names is found
+under the rent's key (by its id or name), or created in the rent's region when the rent asks for one of
+a size and none of its name is listed. A volume create that may have landed is looked for by its name
+before anything is sent again, as a box's is. Nothing is created for a box whose volume cannot be had.
+"""
+
+from fleet.renting import create_volume, find_volume
+from providers.http import ProviderError
+from rentals.actions import do_record_volume
+
+
+def ensure_volume(rental, credential) -> str | None:
+    """Why the rent cannot have its volume (the rent fails with it), or None once it has its id."""
+    provider = rental.candidates[0]  # a volume belongs to one provider (rentals/asking.read_volume)
+    try:
+        found = find_volume(provider, credential, rental.durable_volume)
+        if found is not None:
+            do_record_volume(rental.pk, provider, found, "found")
+            return None
+        if not rental.volume_gb:
+            return (
+                f"{provider} lists no volume {rental.durable_volume} under this key. Nothing was created: name one "
+                "that exists, or ask for one of a size to be created"
+            )
+        ident = create_volume(
+            provider, credential, rental.durable_volume, rental.volume_gb, rental.region, f"{rental.key}-volume"
+        )
+        # As the provider lists it now: its kind and what it bills (read, not assumed from the request).
+        made = find_volume(provider, credential, ident) or {"id": ident, "name": rental.durable_volume}
+    except ProviderError as exc:
+        return f"the volume {rental.durable_volume} could not be had at {provider}: {exc}"
+    do_record_volume(rental.pk, provider, made, "created")
+    return None
