@@ -72,7 +72,9 @@ def simulate(runs: list, ticks: int, prefilter: bool) -> dict:
     for tick in range(ticks):
         now = start + timedelta(seconds=TICK * tick)
         # What the watcher holds at a tick: the live runs read afresh (watching.watch.live_runs).
-        live = list(Run.objects.select_related("project").filter(pk__in=[run.pk for run in runs]).order_by("pk"))
+        live = list(
+            Run.objects.select_related("project", "instance").filter(pk__in=[run.pk for run in runs]).order_by("pk")
+        )
         connection.queries_log.clear()  # a deque of 9,000 at most: a full one counts nothing new
         began = time.perf_counter()
         with CaptureQueriesContext(connection) as captured:

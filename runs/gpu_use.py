@@ -37,7 +37,11 @@ def is_idle(sample: list[dict], threshold_pct: int) -> bool:
 
 def worth_writing(run, answer, sample_seconds: float, now) -> bool:
     """Whether this tick's reading changes anything of the run as the tick read it: a sample due, or the
-    idle streak starting or ending. Most ticks change nothing and take no lock (500 runs, a tick each 5 s)."""
+    idle streak starting or ending. Most ticks change nothing and take no lock (500 runs, a tick each 5 s).
+    A Slurm run's probe answers from the login node, whose nvidia-smi says nothing of the job's GPUs on
+    a compute node: never read as the run's."""
+    if run.instance.profile.runs_jobs:
+        return False
     sample = read_sample(answer, run.gpus)
     if sample is None:
         return False

@@ -145,7 +145,8 @@ def test_a_tick_that_changes_nothing_takes_no_lock():
     from runs.models import Run
 
     now = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
-    run = Run(gpus=[0], project=Project(gpu_idle_percent=10), gpu_sampled_at=now - timedelta(seconds=20))
+    box = Instance(profile_key="generic-ssh")
+    run = Run(gpus=[0], project=Project(gpu_idle_percent=10), instance=box, gpu_sampled_at=now - timedelta(seconds=20))
     idle = [{"index": 0, "utilization_pct": 0, "memory_used_mib": 1}]
     busy = [{"index": 0, "utilization_pct": 95, "memory_used_mib": 1}]
     assert not worth_writing(run, busy, 60, now)  # busy, sampled 20 s ago: nothing to write
@@ -154,3 +155,5 @@ def test_a_tick_that_changes_nothing_takes_no_lock():
     assert not worth_writing(run, idle, 60, now) and worth_writing(run, busy, 60, now)  # goes on; ends
     assert worth_writing(run, idle, 60, now + timedelta(seconds=41))  # a sample is due
     assert not worth_writing(run, None, 0, now)  # nvidia-smi said nothing: nothing measured
+    run.instance = Instance(profile_key="slurm")  # the login node's nvidia-smi is not the job's GPUs
+    assert not worth_writing(run, idle, 60, now + timedelta(seconds=41))
