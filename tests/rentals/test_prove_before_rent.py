@@ -138,3 +138,16 @@ def test_the_local_node_proves_by_default_and_a_deployment_without_it_fails_clos
     assert prove(rental.pk) == "failed"
     rental.refresh_from_db()
     assert "does not run commands on the control host" in rental.reason and provider_api.creates() == []
+
+
+def test_a_smoke_that_reads_run_secrets_is_left_to_the_rented_box(project, bob, boxes, provider_api, instance, draft):  # noqa: F811
+    """Run secrets go only to the run's own box: a proof checks such a run's inputs and interpreter, and
+    says its smoke is the rented box's, rather than send the secrets to a proving box."""
+    _, client_key = boxes
+    leaky = [sys.executable, "-c", "import sys; sys.exit(9)"]  # would fail, were it run here
+    run = draft(command=leaky, secrets_in_smoke=True)
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
+    assert prove(rental.pk) == "passed"
+    rental.refresh_from_db()
+    assert "smoke_exit_code" not in rental.proof and "reads run secrets" in rental.proof["smoke_left"]
+    assert rental.state == RentalState.REQUESTED
