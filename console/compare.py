@@ -112,6 +112,7 @@ def variables_of(run, config: dict | None) -> dict[str, str]:
     # The whole environment: a numpy or a CUDA library that differs is a variable too (its hash, short).
     found["packages"] = (env.get("packages_sha256") or "—")[:12]
     found["lock file"] = (env.get("lock_sha256") or "—")[:12]
+    found["image"] = run.instance.image or "—"  # a rented box's image as sent (a tag may name two images)
     record = latest_verified(run)
     for name in FAIRNESS:  # what custody read from its run.json (population.fairness)
         found[name] = str(((record.evidence.get("fairness") or {}) if record else {}).get(name, "unverified"))

@@ -75,6 +75,7 @@ class InstanceForm(forms.ModelForm):
             "mirror_tier",
             "region",
             "durable_volume",
+            "image",
             "provider_id",
             "api_credential",
             "shutdown_command",

@@ -156,6 +156,11 @@ class Instance(models.Model):
         blank=True,
         help_text="The provider volume or filesystem at the durable root (its id or name); blank: the box's own.",
     )
+    image = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The image the box was created from (a rent's, as sent: best a digest); blank: not known.",
+    )
     data_tier = models.CharField(
         "tier of the data root",
         max_length=60,

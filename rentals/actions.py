@@ -276,6 +276,7 @@ def _instance_of(rental: Rental, host: str, port: int) -> Instance:
         region=str(rental.offer.get("region") or "")[:60],
         durable_volume=str((rental.volume or {}).get("id") or rental.durable_volume)[:120],
         mirror_root=volume_root(rental),
+        image=rental.image[:200],
         rate_running=Decimal(str(rental.offer.get("rate", 0))).quantize(Decimal("0.0001")),
         rate_stopped=0,
         state=InstanceState.RUNNING,

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('profiles', '0024_region_and_durable_volume'),
+        ('profiles', '0024_region_volume_and_image'),
         ('rentals', '0002_claimed_at'),
     ]
 

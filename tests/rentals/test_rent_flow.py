@@ -529,7 +529,7 @@ def test_a_rent_creates_its_volume_before_the_box_and_attaches_it(project, alice
     assert poll(rental.pk) == "registered"
     rental.refresh_from_db()
     instance = rental.instance
-    assert instance.durable_volume == volume["id"]
+    assert instance.durable_volume == volume["id"] and instance.image == rental.image  # compare's "image"
     assert instance.mirror_root == {"runpod": "/workspace", "lambda": "/lambda/nfs/ckpt"}[provider]
     (registered,) = instance.resources.all()
     assert (registered.provider_id, registered.name, registered.kind) == (volume["id"], "ckpt", volume["kind"])
