@@ -21,7 +21,7 @@ from notifications.models import Event
 from platforms.catalog import get_profile
 from projects.roles import require, require_second_approver
 from providers import renting_of
-from rentals.asking import expected_cost, spend_note
+from rentals.asking import expected_cost, run_signature, spend_note
 from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalState
 from runs import spend
 from runs.actions.lifecycle import do_edit_run, do_start_preflight
@@ -124,17 +124,41 @@ def do_decide_rental(rental_pk: int, approve: bool, comment: str, *, actor) -> R
             raise ValidationError(f"Rent #{rental.pk} is {rental.get_state_display().lower()}.")
         if rental.expires_at <= timezone.now():
             raise ValidationError(f"Rent #{rental.pk} has expired; ask again.")
-        move(rental, RentalState.APPROVED if approve else RentalState.REJECTED)
-        rental.approver, rental.comment = actor, comment.strip()[:2000]
-        rental.save()
-        verdict = "approved" if approve else "rejected"
-        action = AuditAction.RENT_APPROVED if approve else AuditAction.RENT_REJECTED
-        message = f"rent #{rental.pk} {rental.name} (at most ${rental.expected_cost}) {verdict}: {rental.comment}"
-        record(action, message, actor=actor, project=rental.project, rental=rental.pk)
-        _tell(rental, f"{verdict} by {actor.get_username()}")
-        if approve:
-            after_commit("rentals.tasks.create_rental", rental.pk)
+        stale = approve and _proof_is_stale(rental, actor)
+        if not stale:
+            _decide(rental, approve, comment, actor)
+    if stale:
+        raise ValidationError(
+            f"Rent #{rental.pk}'s run changed since its proof: it is being proven again, and waits for an approver "
+            "once it passes. Nothing was approved."
+        )
     return rental
+
+
+def _proof_is_stale(rental: Rental, actor) -> bool:
+    """The draft run was edited since its proof: the rent goes back to proving (nothing approved)."""
+    if rental.run_id is None or rental.proof.get("run_signature") == run_signature(rental.run):
+        return False
+    move(rental, RentalState.PROVING)
+    rental.claimed_at = None  # a new proof, whoever took the last one
+    rental.save()
+    message = f"rent #{rental.pk} {rental.name}: its run changed since its proof; proven again before approval"
+    record(AuditAction.RENT_ATTEMPT, message, actor=actor, project=rental.project, rental=rental.pk)
+    after_commit("rentals.tasks.prove_rental", rental.pk)
+    return True
+
+
+def _decide(rental: Rental, approve: bool, comment: str, actor) -> None:
+    move(rental, RentalState.APPROVED if approve else RentalState.REJECTED)
+    rental.approver, rental.comment = actor, comment.strip()[:2000]
+    rental.save()
+    verdict = "approved" if approve else "rejected"
+    action = AuditAction.RENT_APPROVED if approve else AuditAction.RENT_REJECTED
+    message = f"rent #{rental.pk} {rental.name} (at most ${rental.expected_cost}) {verdict}: {rental.comment}"
+    record(action, message, actor=actor, project=rental.project, rental=rental.pk)
+    _tell(rental, f"{verdict} by {actor.get_username()}")
+    if approve:
+        after_commit("rentals.tasks.create_rental", rental.pk)
 
 
 def do_cancel_rental(rental_pk: int, *, actor) -> Rental:

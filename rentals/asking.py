@@ -1,6 +1,8 @@
 """What a rent request must be before it is asked: pure checks (no HTTP, no Celery) with a clear reason
 each, so bad input is refused before anything is created or anyone is asked to approve it."""
 
+import hashlib
+import json
 import re
 from decimal import Decimal
 
@@ -70,6 +72,29 @@ def read_volume(text: str, candidates: list[str]) -> str:
     if len(candidates) > 1:
         raise ValueError("A volume belongs to one provider: name only that provider as the candidate.")
     return volume
+
+
+# What a run's proof proves: what it runs and from what. A change to any of these after the proof (an
+# edit of the draft) is not proven, and its rent is proven again before it is approved.
+PROVEN_FIELDS = (
+    "source_kind",
+    "source_path",
+    "source_commit",
+    "command",
+    "config_path",
+    "config_overrides",
+    "environment",
+    "data_paths",
+    "datasets",
+    "manifest_path",
+    "secrets_in_smoke",
+)
+
+
+def run_signature(run) -> str:
+    """One hash of what the proof of run proves (PROVEN_FIELDS)."""
+    fields = {name: getattr(run, name) for name in PROVEN_FIELDS}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def volume_size_problem(volume: str, gb: int, region: str) -> None:

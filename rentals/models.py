@@ -34,6 +34,7 @@ RENTAL_TRANSITIONS = Transitions(
     {
         RentalState.PROVING: {RentalState.REQUESTED, RentalState.FAILED, RentalState.CANCELLED},
         RentalState.REQUESTED: {
+            RentalState.PROVING,  # its run changed since its proof: proven again before anyone approves it
             RentalState.APPROVED,
             RentalState.REJECTED,
             RentalState.EXPIRED,

@@ -21,6 +21,7 @@ from fleet.node_client import RunNode
 from node.protocol import NodeError
 from node.transport import TransportError
 from rentals.actions import do_claim_proof, do_finish_proof
+from rentals.asking import run_signature
 from rentals.models import Rental
 from runs import shipping
 from runs.environment import environment_problems
@@ -59,6 +60,7 @@ def prove(rental_pk: int) -> str:
     run, box = rental.run, rental.proving_box
     started = time.monotonic()
     proof = {"box": box.name if box else "no box", "left_to_the_box": left_to_the_box(run) if run else []}
+    proof["run_signature"] = run_signature(run) if run else ""
     proof.update(_outcome(run, box))
     seconds = time.monotonic() - started
     rate = box.rate_running if box is not None else Decimal(0)
@@ -71,7 +73,7 @@ def prove(rental_pk: int) -> str:
 def _outcome(run, box) -> dict:
     """{passed, why, checks, smoke_exit_code, smoke_output, environment}: the proof's verdict."""
     if run is None or box is None:
-        return {"passed": False, "why": "the rent names no run or no box to prove it on"}
+        return {"passed": False, "why": "the rent names no run, or no box to prove it on (ask again, naming one)"}
     if run.source_kind == SourceKind.NODE_PATH:
         return {"passed": False, "why": "its source lives on the rented box, so nothing can prove it before the rent"}
     proof = stand_in(run, box)

@@ -151,3 +151,30 @@ def test_a_smoke_that_reads_run_secrets_is_left_to_the_rented_box(project, bob, 
     rental.refresh_from_db()
     assert "smoke_exit_code" not in rental.proof and "reads run secrets" in rental.proof["smoke_left"]
     assert rental.state == RentalState.REQUESTED
+
+
+def test_a_run_edited_after_its_proof_is_proven_again_before_anyone_approves_it(
+    project,
+    alice,
+    bob,
+    boxes,  # noqa: F811
+    provider_api,
+    instance,
+    draft,
+):
+    """The proof proves the draft as it was: an edit after it (another command) would be rented unproven.
+    The approval finds the run changed, approves nothing, and the rent is proven again."""
+    from runs.actions.lifecycle import do_edit_run
+
+    _, client_key = boxes
+    run = draft(command=[sys.executable, "-c", "print('one batch')"])
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk, candidates="vastai")
+    assert prove(rental.pk) == "passed"
+    do_edit_run(run.pk, {"command": [sys.executable, "-c", "raise SystemExit(4)"]}, actor=bob)
+    with pytest.raises(ValidationError, match="changed since its proof: it is being proven again"):
+        do_decide_rental(rental.pk, True, "go", actor=alice)
+    rental.refresh_from_db()
+    assert rental.state == RentalState.PROVING and rental.approver is None
+    assert prove(rental.pk) == "failed"  # the edited run fails its smoke: nothing is created
+    rental.refresh_from_db()
+    assert "exit code 4" in rental.reason and provider_api.creates() == []
