@@ -296,34 +296,39 @@ def do_save_credential(credential: Credential, projects, *, actor) -> Credential
 def do_register_resource(instance_id: int, kind: str, name: str, tier: str, rate, provider_id: str = "", *, actor):
     """A resource the provider bills beside the box; it counts in spend until it is deleted (an L3
     consequence of its own, requested like any teardown)."""
-    name, provider_id, tier = name.strip(), provider_id.strip(), tier.strip()
     with transaction.atomic(durable=True):
         instance = Instance.objects.select_for_update(no_key=True).get(pk=instance_id)
-        if kind not in dict(kinds_for(instance.profile_key)):
-            offered = ", ".join(label for _, label in kinds_for(instance.profile_key)) or "none"
-            raise ValidationError(f"{instance.profile.name} bills no such resource separately (it bills: {offered}).")
-        if not name:
-            raise ValidationError("Name the resource as the provider's console shows it.")
-        twins = Resource.objects.filter(
-            kind=kind, provider_id=provider_id, deleted_at__isnull=True, instance__profile_key=instance.profile_key
+        return register_resource(instance, kind, name, tier, rate, provider_id, actor=actor)
+
+
+def register_resource(instance, kind: str, name: str, tier: str, rate, provider_id: str = "", *, actor):
+    """The registration itself, in the caller's transaction with the box's row locked or just made (a
+    rent registers the volume it created with the box it created, in one commit)."""
+    name, provider_id, tier = name.strip(), provider_id.strip(), tier.strip()
+    if kind not in dict(kinds_for(instance.profile_key)):
+        offered = ", ".join(label for _, label in kinds_for(instance.profile_key)) or "none"
+        raise ValidationError(f"{instance.profile.name} bills no such resource separately (it bills: {offered}).")
+    if not name:
+        raise ValidationError("Name the resource as the provider's console shows it.")
+    twins = Resource.objects.filter(
+        kind=kind, provider_id=provider_id, deleted_at__isnull=True, instance__profile_key=instance.profile_key
+    )
+    if provider_id and twins.exists():
+        raise ValidationError(
+            f"Another box already holds {instance.profile.name} {kind} {provider_id}: one box per provider resource."
         )
-        if provider_id and twins.exists():
-            raise ValidationError(
-                f"Another box already holds {instance.profile.name} {kind} {provider_id}: "
-                "one box per provider resource."
-            )
-        if tier and not any(t["name"] == tier for t in instance.profile.tiers):
-            raise ValidationError(f"{instance.profile.name} has no storage tier named “{tier}”.")
-        if rate is None or rate < 0:
-            raise ValidationError("The hourly rate is zero or more dollars.")
-        if instance.resources.filter(name=name).exists():
-            raise ValidationError(f"{instance.name} already has a resource named “{name}”.")
-        resource = Resource.objects.create(
-            instance=instance, kind=kind, name=name, provider_id=provider_id, tier=tier, rate=rate, created_by=actor
-        )
-        _event(instance, InstanceEvent.Kind.NOTE, f"Billable {resource} registered at ${rate}/h", actor)
-        message = f"{instance.name}: billable {resource} registered at ${rate}/h"
-        record(AuditAction.RESOURCE_REGISTERED, message, actor=actor, instance=instance)
+    if tier and not any(t["name"] == tier for t in instance.profile.tiers):
+        raise ValidationError(f"{instance.profile.name} has no storage tier named “{tier}”.")
+    if rate is None or rate < 0:
+        raise ValidationError("The hourly rate is zero or more dollars.")
+    if instance.resources.filter(name=name).exists():
+        raise ValidationError(f"{instance.name} already has a resource named “{name}”.")
+    resource = Resource.objects.create(
+        instance=instance, kind=kind, name=name, provider_id=provider_id, tier=tier, rate=rate, created_by=actor
+    )
+    _event(instance, InstanceEvent.Kind.NOTE, f"Billable {resource} registered at ${rate}/h", actor)
+    message = f"{instance.name}: billable {resource} registered at ${rate}/h"
+    record(AuditAction.RESOURCE_REGISTERED, message, actor=actor, instance=instance)
     return resource
 
 

@@ -8,6 +8,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 
+# The idle-GPU alarm's settings, their bounds (delivery/waste.py reads them; runs/budgets.py sets them).
+IDLE_BOUNDS = {"gpu_idle_percent": (0, 100), "gpu_idle_minutes": (1, 7 * 24 * 60)}
+
 
 def member_filter(user, path: str) -> models.Q | None:
     """None: no restriction (an admin sees every project); otherwise membership of the project at path."""
@@ -71,14 +74,17 @@ class Project(models.Model):
         "idle GPU threshold (%)",
         default=10,
         db_default=10,
-        validators=[MaxValueValidator(100)],
+        validators=[MaxValueValidator(IDLE_BOUNDS["gpu_idle_percent"][1])],
         help_text="A live run whose every GPU stays under this utilisation is idle (0: never).",
     )
     gpu_idle_minutes = models.PositiveIntegerField(
         "idle GPU window (minutes)",
         default=30,
         db_default=30,
-        validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 60)],
+        validators=[
+            MinValueValidator(IDLE_BOUNDS["gpu_idle_minutes"][0]),
+            MaxValueValidator(IDLE_BOUNDS["gpu_idle_minutes"][1]),
+        ],
         help_text="Idle this long raises a waste alarm with the run's $/h, then again at each later waste threshold.",
     )
     # A box that bills for nothing has its shutdown request filed in this person's name (they opted the

@@ -13,7 +13,7 @@ from django.utils import timezone
 from core.audit import record
 from core.enqueue import after_commit
 from core.models import AuditAction
-from fleet.actions import do_confirm_host_key, do_register_resource, register_instance
+from fleet.actions import do_confirm_host_key, register_instance, register_resource
 from fleet.models import Instance, InstanceProbe, InstanceState, PlatformAcknowledgement, ProviderKeyUse
 from fleet.naming import suggest_name
 from notifications.actions import do_notify
@@ -276,6 +276,7 @@ def do_register_rental(rental_pk: int, host: str, port: int) -> Rental | None:
             project=rental.project, profile_key=rental.provider, defaults={"user": rental.requester}
         )
         register_instance(instance, f" by rent #{rental.pk}", actor=rental.requester)
+        _register_volume(rental, instance)
         move(rental, RentalState.REGISTERED)
         rental.instance = instance
         rental.save()
@@ -317,22 +318,24 @@ def volume_root(rental: Rental) -> str:
     return template.format(name=(rental.volume or {}).get("name") or rental.durable_volume)
 
 
-def register_volume(rental: Rental) -> None:
-    """A volume the rent created bills beside its box: registered there, so spend counts it and its
-    deletion is a request of its own once the box is released (one it found is the person's already)."""
+def _register_volume(rental: Rental, instance: Instance) -> None:
+    """A volume the rent created bills beside its box: registered there in the box's own commit, so spend
+    counts it and its deletion is a request of its own once the box is released (one it found is the
+    person's already). A registration refused is said on the rent's audit; the box is registered anyway."""
     volume = rental.volume or {}
-    if volume.get("how") != "created" or rental.instance_id is None:
+    if volume.get("how") != "created":
         return
-    instance = rental.instance
     tier = instance.profile.tier_of(instance.mirror_root or "")["name"]
     tier = tier if any(t["name"] == tier for t in instance.profile.tiers) else ""
     rate = Decimal(str(volume.get("rate") or 0)).quantize(Decimal("0.0001"))
     try:
-        do_register_resource(
-            instance.pk, volume["kind"], volume["name"], tier, rate, volume["id"], actor=rental.requester
-        )
-    except ValidationError as exc:  # registered already (a redelivered poll): said on the rent's audit
-        record(AuditAction.RENT_ATTEMPT, f"rent #{rental.pk}: volume not registered: {' '.join(exc.messages)}")
+        with transaction.atomic():  # a savepoint: a refusal undoes only the volume's row
+            register_resource(
+                instance, volume["kind"], volume["name"], tier, rate, volume["id"], actor=rental.requester
+            )
+    except ValidationError as exc:
+        message = f"rent #{rental.pk}: volume not registered: {' '.join(exc.messages)}"
+        record(AuditAction.RENT_ATTEMPT, message, project=rental.project, rental=rental.pk)
 
 
 def do_confirm_rental(rental_pk: int, fingerprint: str, *, actor) -> Rental:

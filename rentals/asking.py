@@ -98,14 +98,12 @@ def run_signature(run) -> str:
 
 
 def volume_size_problem(volume: str, gb: int, region: str) -> None:
-    """ValueError when a volume to create is not named, too large (RunPod's 4,000 GB), or has no region
-    to be created in (a volume is of one region or data centre: the box lands beside it)."""
+    """ValueError when a volume to create is not named or has no region to be created in (a volume is of
+    one region or data centre: the box lands beside it). Its size's bound is the form field's."""
     if not gb:
         return
     if not volume:
         raise ValueError("Name the volume to create.")
-    if gb > 4000:
-        raise ValueError("A volume is created at most 4,000 GB here (RunPod's bound).")
     if not region:
         raise ValueError("A volume is created in a region: name the rent's region.")
 

@@ -18,14 +18,7 @@ from node.transport import CredentialError
 from providers.http import ProviderError
 from providers.interface import GONE, RUNNING
 from providers.offers import Offer, choose
-from rentals.actions import (
-    do_claim_rental,
-    do_fail_rental,
-    do_mark_created,
-    do_record_attempt,
-    do_register_rental,
-    register_volume,
-)
+from rentals.actions import do_claim_rental, do_fail_rental, do_mark_created, do_record_attempt, do_register_rental
 from rentals.asking import need_of
 from rentals.models import Rental, RentalAttempt, RentalState
 from rentals.volumes import ensure_volume
@@ -178,7 +171,7 @@ def poll(rental_pk: int) -> str:
         except (ProviderError, CredentialError) as exc:
             return _boot_deadline(rental, f"the SSH key is not on it yet: {exc}")
         try:
-            registered = do_register_rental(rental.pk, *endpoint)
+            do_register_rental(rental.pk, *endpoint)
         except ValidationError as exc:  # its name or its provider id is another box's now
             said = " ".join(exc.messages)
             reason = (
@@ -187,8 +180,6 @@ def poll(rental_pk: int) -> str:
             )
             do_fail_rental(rental.pk, reason)
             return "failed"
-        if registered is not None:
-            register_volume(registered)
         return "registered"
     if state in (None, GONE):
         return _boot_deadline(rental, f"{rental.provider} no longer lists {rental.provider_id}")

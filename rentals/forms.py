@@ -119,9 +119,9 @@ class RentalForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        if data.get("run") is not None and data.get("proving_box") is None:
-            data["proving_box"] = self.local_box  # the control host's local node, where there is one
-        if data.get("run") is not None and data.get("proving_box") is None:
+        if data.get("run") is not None:
+            data["proving_box"] = data.get("proving_box") or self.local_box  # the local node, where there is one
+        if data.get("run") is not None and data["proving_box"] is None:
             self.add_error(
                 "proving_box",
                 "A rent for a run proves the run first where no GPU bills: name a box of the project (the control "

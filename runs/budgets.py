@@ -14,13 +14,12 @@ from core.audit import record
 from core.models import AuditAction
 from notifications.actions import do_notify
 from notifications.models import Event
-from projects.models import Project
+from projects.models import IDLE_BOUNDS, Project
 from runs.spend import envelope_of, envelopes_for
 
 FIELDS = ("budget", "budget_period", "run_cost_threshold", "gpu_idle_percent", "gpu_idle_minutes")
 # The idle-GPU alarm's settings (delivery/waste.py) change what the project is told, not what it may
-# spend: an operator changes them either way.
-IDLE_LIMITS = {"gpu_idle_percent": (0, 100), "gpu_idle_minutes": (1, 7 * 24 * 60)}
+# spend: an operator changes them either way, within projects.models.IDLE_BOUNDS.
 PERIODS = {"month", "week"}
 
 
@@ -83,7 +82,7 @@ def _check(values: dict) -> None:
         value = values.get(field)
         if value is not None and (not isinstance(value, Decimal) or value < 0 or value >= Decimal("1e8")):
             raise ValidationError("A spend limit is zero or more dollars, below $100,000,000.")
-    for field, (low, high) in IDLE_LIMITS.items():
+    for field, (low, high) in IDLE_BOUNDS.items():
         value = values.get(field, low)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             raise ValidationError(f"The {field.replace('_', ' ')} is a whole number from {low} to {high}.")

@@ -13,13 +13,21 @@ from runs.models import Capsule, Run, SourceKind
 class EnvelopeRules:
     """The cost envelope's fields as the project form and the envelope form both check them."""
 
+    # Left out of a post (a script's, an older page's): the project's own (a new project's: 10 %, 30 min).
+    IDLE = ("gpu_idle_percent", "gpu_idle_minutes")
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["budget_period"].required = False  # only read with a budget; a month by default
+        for field in self.IDLE:
+            self.fields[field].required = False
 
     def clean(self):
         cleaned = super().clean()
         cleaned["budget_period"] = cleaned.get("budget_period") or "month"
+        for field in self.IDLE:
+            if cleaned.get(field) is None:
+                cleaned[field] = getattr(self.instance, field)
         for field in ("budget", "run_cost_threshold"):
             if cleaned.get(field) is not None and cleaned[field] < 0:
                 self.add_error(field, "A spend limit is zero or more dollars.")
@@ -42,18 +50,6 @@ class ProjectForm(EnvelopeRules, forms.ModelForm):
             "gpu_idle_minutes",
         ]
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        for field in ("gpu_idle_percent", "gpu_idle_minutes"):  # left out: the defaults (10 %, 30 min)
-            self.fields[field].required = False
-
-    def clean(self):
-        cleaned = super().clean()
-        for field in ("gpu_idle_percent", "gpu_idle_minutes"):
-            if cleaned.get(field) is None:
-                cleaned[field] = Project._meta.get_field(field).default
-        return cleaned
-
     def clean_slug(self):
         slug = self.cleaned_data["slug"]
         if slug != slug.lower() or "_" in slug:
@@ -68,16 +64,8 @@ class EnvelopeForm(EnvelopeRules, forms.ModelForm):
         model = Project
         fields = ["budget", "budget_period", "run_cost_threshold", "gpu_idle_percent", "gpu_idle_minutes"]
 
-    IDLE = ("gpu_idle_percent", "gpu_idle_minutes")
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        for field in self.IDLE:  # left out of a post (a script's, an older page's): unchanged
-            self.fields[field].required = False
-
     def values(self) -> dict:
-        values = {field: self.cleaned_data.get(field) for field in self.Meta.fields}
-        return {field: value for field, value in values.items() if field not in self.IDLE or value is not None}
+        return {field: self.cleaned_data.get(field) for field in self.Meta.fields}
 
 
 MIB = 1024**2

@@ -35,6 +35,16 @@ def is_idle(sample: list[dict], threshold_pct: int) -> bool:
     return threshold_pct > 0 and all(gpu["utilization_pct"] < threshold_pct for gpu in sample)
 
 
+def sample_due(run, sample_seconds: float, now) -> bool:
+    """A sample is kept at most every sample_seconds."""
+    return run.gpu_sampled_at is None or (now - run.gpu_sampled_at).total_seconds() >= sample_seconds
+
+
+def streak_flips(run, sample: list[dict]) -> bool:
+    """The reading starts an idle streak or ends one."""
+    return is_idle(sample, run.project.gpu_idle_percent) != (run.gpu_idle_since is not None)
+
+
 def worth_writing(run, answer, sample_seconds: float, now) -> bool:
     """Whether this tick's reading changes anything of the run as the tick read it: a sample due, or the
     idle streak starting or ending. Most ticks change nothing and take no lock (500 runs, a tick each 5 s).
@@ -43,10 +53,7 @@ def worth_writing(run, answer, sample_seconds: float, now) -> bool:
     if run.instance.profile.runs_jobs:
         return False
     sample = read_sample(answer, run.gpus)
-    if sample is None:
-        return False
-    due = run.gpu_sampled_at is None or (now - run.gpu_sampled_at).total_seconds() >= sample_seconds
-    return due or is_idle(sample, run.project.gpu_idle_percent) != (run.gpu_idle_since is not None)
+    return sample is not None and (sample_due(run, sample_seconds, now) or streak_flips(run, sample))
 
 
 def plot_rows(samples, started) -> list[dict]:

@@ -111,9 +111,9 @@ def gpu_inventory():
     """What the box has, as nvidia-smi says at preflight: each GPU's model and memory, the driver, and
     the highest CUDA the driver supports (its banner). None without nvidia-smi."""
     listed = nvidia_smi(["--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader,nounits"], 20)
-    banner = nvidia_smi([], 20) if listed is not None else None
     if listed is None:
         return None
+    banner = nvidia_smi([], 20)
     gpus, driver = [], ""
     for line in listed.splitlines()[:64]:
         cells = [cell.strip() for cell in line.split(",")]

@@ -1,14 +1,12 @@
 """Keep what the watcher measured of a run's GPUs: a sample at most every GPU_SAMPLE_SECONDS, and the
 idle streak its waste alarm reads (delivery/waste.py). One short transaction with the run locked."""
 
-from datetime import timedelta
-
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from runs.actions.base import lock_run
-from runs.gpu_use import is_idle, read_sample
+from runs.gpu_use import read_sample, sample_due, streak_flips
 from runs.models import GpuSample, RunState
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)
@@ -22,13 +20,11 @@ def do_record_gpu_use(run_pk: int, answer, now=None) -> bool:
         sample = read_sample(answer, run.gpus) if run.state in WATCHED else None
         if sample is None:
             return False
-        idle = is_idle(sample, run.project.gpu_idle_percent)
         changed = []
-        if idle and run.gpu_idle_since is None:
-            run.gpu_idle_since, changed = now, ["gpu_idle_since"]
-        elif not idle and run.gpu_idle_since is not None:
-            run.gpu_idle_since, changed = None, ["gpu_idle_since"]  # busy again: a new streak is news again
-        due = run.gpu_sampled_at is None or now - run.gpu_sampled_at >= timedelta(seconds=settings.GPU_SAMPLE_SECONDS)
+        if streak_flips(run, sample):  # busy again ends the streak: a new one is news again
+            run.gpu_idle_since = now if run.gpu_idle_since is None else None
+            changed.append("gpu_idle_since")
+        due = sample_due(run, settings.GPU_SAMPLE_SECONDS, now)
         if due:
             GpuSample.objects.create(run=run, at=now, gpus=sample)
             run.gpu_sampled_at = now
