@@ -170,7 +170,7 @@ class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "proving_box": _box_pk(project, data["proving_box"]),
             **{f"key_{provider}": _pk(project, name) for provider, name in data["api_keys"].items()},
         }
-        form = RentalForm(fields, project=project)
+        form = RentalForm(fields, project=project, user=request.user)
         if not form.is_valid():
             raise ValidationError({name: list(errors) for name, errors in form.errors.items()})
         try:

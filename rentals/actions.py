@@ -14,6 +14,7 @@ from core.audit import record
 from core.enqueue import after_commit
 from core.models import AuditAction
 from fleet.actions import do_confirm_host_key, register_instance, register_resource
+from fleet.control_host import runs_here_problem
 from fleet.models import Instance, InstanceProbe, InstanceState, PlatformAcknowledgement, ProviderKeyUse
 from fleet.naming import suggest_name
 from notifications.actions import do_notify
@@ -46,8 +47,13 @@ def _tell(rental: Rental, headline: str, awaits_approval: bool = False) -> None:
 
 
 def do_request_rental(rental: Rental, *, actor) -> Rental:
-    """Save a validated rent (rentals/forms.py) as waiting for an approver: never its requester."""
+    """Save a validated rent (rentals/forms.py) as waiting for an approver: never its requester. Its run's
+    proof runs the run's command on the proving box: on the control host, only an administrator's."""
     require(actor, "projects.operate", rental.project)
+    if rental.proving_box is not None and rental.proving_box.profile.is_local:
+        problem = runs_here_problem(actor)
+        if problem:
+            raise PermissionDenied(problem)
     with transaction.atomic(durable=True):
         project = rental.project
         rental.requester = actor

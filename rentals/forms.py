@@ -5,6 +5,7 @@ from django import forms
 from fleet.actions import needs_acknowledgement
 from fleet.forms import USER
 from fleet.models import Credential, CredentialKind, InstanceState
+from platforms import catalog
 from providers import RENTABLE
 from rentals.asking import read_candidates, read_image, read_models, read_volume, volume_size_problem
 from rentals.models import Rental
@@ -62,9 +63,9 @@ class RentalForm(forms.ModelForm):
             "volume_gb",
         ]
 
-    def __init__(self, *args, project, **kwargs):
+    def __init__(self, *args, project, user=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.project = project
+        self.project, self.user = project, user
         granted = Credential.objects.filter(projects=project)
         self.fields["ssh_credential"].queryset = granted.filter(kind=CredentialKind.SSH_KEY)
         self.fields["ssh_credential"].label = "SSH key"
@@ -84,6 +85,8 @@ class RentalForm(forms.ModelForm):
         """Where the run is proven before the rent: a running box of the project nobody rents GPUs on for
         it (the control host's local node first, then the cheapest)."""
         boxes = project.instances.filter(state=InstanceState.RUNNING).order_by("rate_running", "name")
+        if not (self.user and self.user.is_superuser):  # the control host is an administrator's box to run on
+            boxes = boxes.exclude(profile_key__in=catalog.local_keys())
         field = self.fields["proving_box"]
         field.queryset, field.required = boxes, False
         field.label = "Prove the run first on"

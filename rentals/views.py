@@ -24,7 +24,7 @@ def rental_list(request):
 def rental_create(request):
     project = get_object_or_404(Project.objects.visible_to(request.user), slug=request.GET.get("project", ""))
     require(request.user, "projects.operate", project)
-    form = RentalForm(request.POST or None, project=project)
+    form = RentalForm(request.POST or None, project=project, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
             rental = do_request_rental(form.save(), actor=request.user)

@@ -117,64 +117,37 @@ def test_a_proof_whose_worker_was_lost_is_taken_again_then_failed(
     assert provider_api.creates() == []
 
 
-def test_the_local_node_proves_by_default_and_a_deployment_without_it_fails_closed(
+def test_the_local_node_proves_an_admins_rent_by_default_and_never_an_operators(
     project,
     bob,
+    admin_user,
     boxes,  # noqa: F811
     provider_api,
     draft,
     settings,
 ):
-    """In a one-person stack the control host's local node is where a run is proven; a deployment that
-    runs nothing on the control host says so in the rent's reason, and creates nothing."""
+    """In a one-person stack the control host's local node is where a run is proven, as the admin's; an
+    operator never runs a command there (the form does not offer it, and the action refuses it). A
+    deployment that runs nothing on the control host says so in the rent's reason, and creates nothing."""
+    from django.core.exceptions import PermissionDenied
+
+    from rentals.actions import do_request_rental
+    from rentals.models import Rental
     from tests import factories
 
     _, client_key = boxes
     desk = factories.box(project, "local", name=f"{project.slug}-desk-20261205", state="running")
-    assert RentalForm(project=project).fields["proving_box"].initial == desk.pk
+    assert RentalForm(project=project, user=admin_user).fields["proving_box"].initial == desk.pk
+    operators = RentalForm(project=project, user=bob).fields["proving_box"]
+    assert operators.initial is None and desk not in operators.queryset
+    with pytest.raises(AssertionError, match="proving_box"):
+        _ask(project, bob, client_key, run=draft().pk)  # no box named, and the local node is not bob's
+    rental = _ask(project, admin_user, client_key, run=draft().pk)
+    with pytest.raises(PermissionDenied, match="only an administrator"):  # the rule behind both doors
+        do_request_rental(Rental(project=project, proving_box=desk, purpose="x"), actor=bob)
+    assert not project.rentals.exclude(pk=rental.pk).exists()  # nothing of it was saved
     settings.LOCAL_NODE = False
-    rental = _ask(project, bob, client_key, run=draft().pk)  # no box named: the local node proves it
     assert rental.proving_box_id == desk.pk
     assert prove(rental.pk) == "failed"
     rental.refresh_from_db()
     assert "does not run commands on the control host" in rental.reason and provider_api.creates() == []
-
-
-def test_a_smoke_that_reads_run_secrets_is_left_to_the_rented_box(project, bob, boxes, provider_api, instance, draft):  # noqa: F811
-    """Run secrets go only to the run's own box: a proof checks such a run's inputs and interpreter, and
-    says its smoke is the rented box's, rather than send the secrets to a proving box."""
-    _, client_key = boxes
-    leaky = [sys.executable, "-c", "import sys; sys.exit(9)"]  # would fail, were it run here
-    run = draft(command=leaky, secrets_in_smoke=True)
-    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
-    assert prove(rental.pk) == "passed"
-    rental.refresh_from_db()
-    assert "smoke_exit_code" not in rental.proof and "reads run secrets" in rental.proof["smoke_left"]
-    assert rental.state == RentalState.REQUESTED
-
-
-def test_a_run_edited_after_its_proof_is_proven_again_before_anyone_approves_it(
-    project,
-    alice,
-    bob,
-    boxes,  # noqa: F811
-    provider_api,
-    instance,
-    draft,
-):
-    """The proof proves the draft as it was: an edit after it (another command) would be rented unproven.
-    The approval finds the run changed, approves nothing, and the rent is proven again."""
-    from runs.actions.lifecycle import do_edit_run
-
-    _, client_key = boxes
-    run = draft(command=[sys.executable, "-c", "print('one batch')"])
-    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk, candidates="vastai")
-    assert prove(rental.pk) == "passed"
-    do_edit_run(run.pk, {"command": [sys.executable, "-c", "raise SystemExit(4)"]}, actor=bob)
-    with pytest.raises(ValidationError, match="changed since its proof: it is being proven again"):
-        do_decide_rental(rental.pk, True, "go", actor=alice)
-    rental.refresh_from_db()
-    assert rental.state == RentalState.PROVING and rental.approver is None
-    assert prove(rental.pk) == "failed"  # the edited run fails its smoke: nothing is created
-    rental.refresh_from_db()
-    assert "exit code 4" in rental.reason and provider_api.creates() == []

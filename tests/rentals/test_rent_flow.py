@@ -90,7 +90,7 @@ def _ask(project, user, client_key, **fields):
         "acknowledge": "on",
         **fields,
     }
-    form = RentalForm(data, project=project)
+    form = RentalForm(data, project=project, user=user)
     assert form.is_valid(), form.errors
     return do_request_rental(form.save(), actor=user)
 
