@@ -9,6 +9,7 @@ import sys
 import pytest
 from django.core.exceptions import ValidationError
 
+from core.models import AuditEntry
 from rentals.actions import do_decide_rental
 from rentals.creating import create
 from rentals.forms import RentalForm
@@ -151,3 +152,62 @@ def test_the_local_node_proves_an_admins_rent_by_default_and_never_an_operators(
     assert prove(rental.pk) == "failed"
     rental.refresh_from_db()
     assert "does not run commands on the control host" in rental.reason and provider_api.creates() == []
+
+
+def test_a_proof_delivered_to_two_workers_at_once_runs_once(project, bob, boxes, provider_api, instance, draft):  # noqa: F811
+    """acks_late redelivers a proof whose worker seemed lost: two workers take it at once on PostgreSQL's
+    row lock, one proves, the other does nothing, and the rent moves once."""
+    from django.db import connection
+
+    from tests.racing import at_once
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are what is raced")
+    _, client_key = boxes
+    rental = _ask(project, bob, client_key, run=draft(command=[sys.executable, "-c", "print(1)"]).pk,
+                  proving_box=instance.pk)  # fmt: skip
+    outcomes = at_once(lambda: prove(rental.pk), lambda: prove(rental.pk))
+    assert sorted(outcomes) == ["nothing to do", "passed"], outcomes
+    rental.refresh_from_db()
+    assert rental.state == RentalState.REQUESTED
+    assert AuditEntry.objects.filter(message__contains="passed its checks and CPU smoke").count() == 1
+
+
+def test_a_smoke_that_reads_run_secrets_is_left_to_the_rented_box(project, bob, boxes, provider_api, instance, draft):  # noqa: F811
+    """Run secrets go only to the run's own box: a proof checks such a run's inputs and interpreter, and
+    says its smoke is the rented box's, rather than send the secrets to a proving box."""
+    _, client_key = boxes
+    leaky = [sys.executable, "-c", "import sys; sys.exit(9)"]  # would fail, were it run here
+    run = draft(command=leaky, secrets_in_smoke=True)
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
+    assert prove(rental.pk) == "passed"
+    rental.refresh_from_db()
+    assert "smoke_exit_code" not in rental.proof and "reads run secrets" in rental.proof["smoke_left"]
+    assert rental.state == RentalState.REQUESTED
+
+
+def test_a_run_edited_after_its_proof_is_proven_again_before_anyone_approves_it(
+    project,
+    alice,
+    bob,
+    boxes,  # noqa: F811
+    provider_api,
+    instance,
+    draft,
+):
+    """The proof proves the draft as it was: an edit after it (another command) would be rented unproven.
+    The approval finds the run changed, approves nothing, and the rent is proven again."""
+    from runs.actions.lifecycle import do_edit_run
+
+    _, client_key = boxes
+    run = draft(command=[sys.executable, "-c", "print('one batch')"])
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk, candidates="vastai")
+    assert prove(rental.pk) == "passed"
+    do_edit_run(run.pk, {"command": [sys.executable, "-c", "raise SystemExit(4)"]}, actor=bob)
+    with pytest.raises(ValidationError, match="changed since its proof: it is being proven again"):
+        do_decide_rental(rental.pk, True, "go", actor=alice)
+    rental.refresh_from_db()
+    assert rental.state == RentalState.PROVING and rental.approver is None
+    assert prove(rental.pk) == "failed"  # the edited run fails its smoke: nothing is created
+    rental.refresh_from_db()
+    assert "exit code 4" in rental.reason and provider_api.creates() == []
