@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 
 from api.models import ApiToken
+from node.wrapper.digits import ascii_int
 
 # Redoc styles itself inline and searches in a blob: worker; scripts stay 'self' only, as on every page.
 DOCS_POLICY = (
@@ -22,8 +23,8 @@ def docs(request):
 
 def tokens(request):
     if request.method == "POST":
-        if request.POST.get("revoke", "").isdigit():
-            ApiToken.objects.filter(user=request.user, pk=int(request.POST["revoke"])).update(revoked=True)
+        if (revoke := ascii_int(request.POST.get("revoke", ""))) is not None:
+            ApiToken.objects.filter(user=request.user, pk=revoke).update(revoked=True)
             messages.success(request, "Token revoked.")
             return redirect("api-tokens")
         name = request.POST.get("name", "").strip()[:80] or "token"

@@ -129,7 +129,7 @@ def _box_pk(project, name: str) -> int | str:
 
 
 class RentalViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
+    lookup_value_regex = r"[0-9]+"  # an id: typed as an integer in the schema
     pagination_class = NewestFirst
 
     def get_queryset(self):

@@ -25,6 +25,7 @@ from delivery.actions import do_file_teardown
 from delivery.forms import TeardownRequestForm
 from delivery.models import TeardownRequest
 from fleet.models import Instance
+from node.wrapper.digits import ascii_int
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
 from runs import logs
@@ -60,9 +61,10 @@ def natural(request, name: str, default: int, what: str = "a non-negative intege
     """A non-negative integer query parameter that fits a database column, else a 400 naming it
     (str.isdigit alone admits "²" and 5,000-digit numbers, which int() or the database refuse)."""
     text = request.query_params.get(name, str(default))
-    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+    value = ascii_int(text)
+    if value is None:
         raise ValidationError({name: [what]})
-    return int(text)
+    return value
 
 
 def no_body(request) -> None:
@@ -93,7 +95,7 @@ class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
-    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
+    lookup_value_regex = r"[0-9]+"  # an id: typed as an integer in the schema
     serializer_class = s.InstanceSerializer
 
     def get_queryset(self):
@@ -101,7 +103,7 @@ class InstanceViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class DatasetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
+    lookup_value_regex = r"[0-9]+"  # an id: typed as an integer in the schema
     serializer_class = s.DatasetSerializer
 
     def get_queryset(self):
@@ -264,7 +266,7 @@ class RunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
 
 class CustodyViewSet(viewsets.ReadOnlyModelViewSet):
-    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
+    lookup_value_regex = r"[0-9]+"  # an id: typed as an integer in the schema
     serializer_class = s.CustodySerializer
     pagination_class = NewestFirst
 
@@ -276,7 +278,7 @@ class CustodyViewSet(viewsets.ReadOnlyModelViewSet):
 class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Scripts may *request* a consequence; approving one is a person's act in the approval queue."""
 
-    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
+    lookup_value_regex = r"[0-9]+"  # an id: typed as an integer in the schema
     pagination_class = NewestFirst
 
     def get_queryset(self):
@@ -327,7 +329,7 @@ class TeardownViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 class SweepViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Sweeps of the projects you see: list, one with its cells and their states, and create."""
 
-    lookup_value_regex = r"\d+"  # an id: typed as an integer in the schema
+    lookup_value_regex = r"[0-9]+"  # an id: typed as an integer in the schema
     pagination_class = NewestFirst
 
     def get_queryset(self):

@@ -22,6 +22,7 @@ from delivery.queue import waiting
 from fleet.costs import accrued_cost, danger_clocks, timer_line
 from fleet.forms import StateForm
 from fleet.models import Instance, InstanceProbe, InstanceState, ProviderBalance
+from node.wrapper.digits import ascii_int
 from platforms import catalog
 from platforms.resources import kinds_for
 from projects.models import Project, Role
@@ -188,7 +189,8 @@ def _balance_of(instance):
 
 def _prefill(instance, alarm_pk: str) -> dict | None:
     """The request a waste alarm's link suggests, prefilled in the teardown panel beside its checks."""
-    alarm = instance.waste_alarms.filter(pk=int(alarm_pk)).first() if alarm_pk.isdigit() else None
+    pk = ascii_int(alarm_pk)
+    alarm = instance.waste_alarms.filter(pk=pk).first() if pk is not None else None
     if alarm is None or alarm.kind == "gpu_idle":  # a run's idle GPUs: the run is stopped, not the box
         return None
     return {"kind": alarm.suggested, "reason": alarm.message}
@@ -276,11 +278,11 @@ def audit_log(request):
     # A page of the newest entries, then older ones by id (keyset: the log only grows, and a page never
     # shifts under a reader while entries are added); the exports hold every entry the filters match.
     query = request.GET.copy()
-    before = query.pop("before", [""])[-1]
-    if before.isdigit():
-        entries = entries.filter(id__lt=int(before))
+    before = ascii_int(query.pop("before", [""])[-1])
+    if before is not None:
+        entries = entries.filter(id__lt=before)
     rows = list(entries.order_by("-id")[: AUDIT_PAGE + 1])
-    newest = query.urlencode() if before.isdigit() else None
+    newest = query.urlencode() if before is not None else None
     older = None
     if len(rows) > AUDIT_PAGE:
         rows = rows[:AUDIT_PAGE]

@@ -7,6 +7,7 @@ from django.http import HttpResponse
 
 from core.csvsafe import write_csv
 from core.models import AuditAction, AuditEntry
+from node.wrapper.digits import ascii_int
 
 COLUMNS = ["at", "action", "actor", "project", "instance", "run", "request", "subject", "message"]
 LINKS = ("project", "instance", "run", "request", "credential", "subject")
@@ -51,8 +52,8 @@ def filter_audit(entries, query):
     ):
         if query.get(field):
             entries = entries.filter(**{lookup: query[field]})
-    if query.get("request", "").isdigit():
-        entries = entries.filter(request_id=int(query["request"]))
+    if (request_id := ascii_int(query.get("request", ""))) is not None:
+        entries = entries.filter(request_id=request_id)
     if since := _date(query.get("since", "")):
         entries = entries.filter(at__date__gte=since)
     if until := _date(query.get("until", "")):

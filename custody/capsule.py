@@ -17,7 +17,7 @@ import numpy
 
 from custody.metrics import load_columns
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 WEIGHTS = (".pth", ".pt", ".ckpt", ".safetensors", ".bin", ".h5", ".onnx", ".pkl")
 BINDINGS = ("capture", "decode", "model_run")
 NO_GT = "unavailable_no_machine_readable_gt"

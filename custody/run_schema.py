@@ -7,7 +7,7 @@ types and broken bindings fail closed; a missing recommended field is a warning.
 
 import re
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 INVENTORY_KEYS = ("files", "roster", "file_hashes", "sizes", "inventory")
 RECOMMENDED = ("run_id", "selection")
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 
-SELECTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+SELECTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 LIMIT = 1 << 20  # bytes read of a manifest at most
 K_LIMIT = 100
 

@@ -6,6 +6,7 @@ Pure: knows nothing of Django, Celery or SSH. The probe module runs the script o
 import re
 
 from node.transport import shell_path
+from node.wrapper.digits import ascii_int
 
 GIB = 1024**3
 SECTION = re.compile(r"^@@([a-z_]+)$", re.MULTILINE)
@@ -73,16 +74,18 @@ def _df_row(lines: list[str]) -> list[str] | None:
 
 def parse_df_bytes(lines: list[str]) -> dict | None:
     row = _df_row(lines)
-    if row is None:
-        return None
-    return {"device": row[0], "mount": row[-1], "total": int(row[1]), "used": int(row[2]), "free": int(row[3])}
+    counts = [ascii_int(cell) for cell in row[1:4]] if row else [None]
+    if None in counts:
+        return None  # not df's answer: measured as nothing, never as a number it did not say
+    return {"device": row[0], "mount": row[-1], "total": counts[0], "used": counts[1], "free": counts[2]}
 
 
 def parse_df_inodes(lines: list[str]) -> dict | None:
     row = _df_row(lines)
-    if row is None or not row[1].isdigit():
+    counts = [ascii_int(cell) for cell in row[1:4]] if row else [None]
+    if None in counts:
         return None  # some filesystems report "-" for inodes
-    return {"total": int(row[1]), "used": int(row[2]), "free": int(row[3])}
+    return {"total": counts[0], "used": counts[1], "free": counts[2]}
 
 
 def parse_gpus(lines: list[str]) -> tuple[list[dict], str | None]:
@@ -94,12 +97,12 @@ def parse_gpus(lines: list[str]) -> tuple[list[dict], str | None]:
             cuda = line.split(":", 1)[1].strip() or None
             continue
         parts = [part.strip() for part in line.split(",")]
-        if len(parts) != 6 or not parts[0].isdigit():
+        if len(parts) != 6 or ascii_int(parts[0]) is None:
             continue
         index, name, total, used, util, driver = parts
         gpus.append(
             {
-                "index": int(index),
+                "index": ascii_int(index),
                 "name": name,
                 "memory_total_mib": _int_or_none(total),
                 "memory_used_mib": _int_or_none(used),
@@ -111,14 +114,14 @@ def parse_gpus(lines: list[str]) -> tuple[list[dict], str | None]:
 
 
 def _int_or_none(text: str) -> int | None:
-    return int(text) if text.strip().isdigit() else None
+    return ascii_int(text.strip())
 
 
 def parse_cgroup(lines: list[str]) -> dict:
     if not lines or lines[0] == "none":
         return {"version": None, "memory_max": None}
     version, _, value = lines[0].partition(" ")
-    limit = int(value) if value.isdigit() else None
+    limit = ascii_int(value.strip(), most=2**63)
     # cgroup v1 reports "no limit" as a huge number near 2**63.
     if limit is not None and limit >= 2**60:
         limit = None

@@ -10,7 +10,7 @@ from django.utils import timezone
 from fleet.models import MAY_BE_ON, InstanceEvent, InstanceState
 
 # "15 days after stop", "~10 days after stop", "24 h after stop", "6 hours after stop".
-AFTER_STOP = re.compile(r"(\d+(?:\.\d+)?)\s*(days?|h|hours?)\s+after\s+stop", re.IGNORECASE)
+AFTER_STOP = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(days?|h|hours?)\s+after\s+stop", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ def suggest_name(project_slug: str, purpose: str, today: dt.date) -> str:
 
 def name_problem(name: str, project_slug: str) -> str | None:
     """Why name breaks the rule, or None when it follows it."""
-    match = re.fullmatch(rf"{re.escape(project_slug)}-({PURPOSE})-(\d{{8}})", name)
+    match = re.fullmatch(rf"{re.escape(project_slug)}-({PURPOSE})-([0-9]{{8}})", name)
     if not match:
         return f"Name instances <project>-<purpose>-<yyyymmdd>, starting with the project slug “{project_slug}”."
     try:
@@ -28,4 +28,4 @@ def name_problem(name: str, project_slug: str) -> str | None:
 def purpose_guess(name: str, project_slug: str) -> str:
     """The middle of a mistyped name, to build a suggestion from."""
     rest = name.removeprefix(project_slug).strip("-_ ")
-    return re.sub(r"[-_ ]?\d{6,8}$", "", rest) or "train"
+    return re.sub(r"[-_ ]?[0-9]{6,8}$", "", rest) or "train"

@@ -34,7 +34,7 @@ from node.transport import (
 from node.transport.base import shell_path
 from platforms.layout import NodeLayout, is_hardware, resolve_home
 
-SELECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # a file name in _trust/selections/
+SELECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")  # a file name in _trust/selections/
 
 
 def transport_for(instance) -> Transport:

@@ -60,7 +60,7 @@ def _sbatch(transport, script_path: str) -> str:
 def existing(transport, name: str) -> str | None:
     """The id of a queued job of ours with this name (an array's own id, %F), or None."""
     result = transport.run(["squeue", "-h", "--me", "-n", name, "-o", "%F"], timeout=settings.SSH_COMMAND_TIMEOUT)
-    ids = [line.strip() for line in result.stdout.splitlines() if line.strip().isdigit()]
+    ids = [line.strip() for line in result.stdout.splitlines()[:100] if slurm.JOB.fullmatch(line.strip())]
     return ids[0] if result.exit_code == 0 and ids else None
 
 
@@ -85,7 +85,10 @@ def with_scheduler(transport, runs, statuses: dict) -> dict:
     """Each Slurm run's status merged with its job's state (node/slurm.py: merged); others as they were. A
     requeued job held by its begin time is released here, whatever its attempt's status said."""
     asked = [run for run in runs if run.slurm_job and statuses.get(run.run_id)]
-    found = jobs_of(transport, sorted({run.slurm_job for run in asked})) if asked else {}
+    try:
+        found = jobs_of(transport, sorted({run.slurm_job for run in asked})) if asked else {}
+    except slurm.MalformedAnswer as exc:  # each run's tick notes the refusal; none is read from the answer
+        return {**statuses, **{run.run_id: {"error": f"the login node's answer was refused: {exc}"} for run in asked}}
     merged = dict(statuses)
     for run in asked:
         job, status = found[run.slurm_job], statuses[run.run_id]

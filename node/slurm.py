@@ -14,14 +14,16 @@ import shlex
 from dataclasses import dataclass
 from datetime import datetime
 
-PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-GRES = re.compile(r"^[a-z]{1,16}(:[A-Za-z0-9_.-]{1,32})?(:\d{1,3})?$")  # gpu, gpu:2, gpu:a100:2
-SUBMITTED = re.compile(r"^(\d{1,12})(;[\w.-]{1,64})?$")  # sbatch --parsable: "JOBID" or "JOBID;CLUSTER"
-JOB = re.compile(r"^\d{1,12}(_\d{1,7})?$")  # a job, or one task of an array ("12_3"), as squeue and sacct name it
+from node.wrapper.digits import ascii_int
+
+PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
+GRES = re.compile(r"[a-z]{1,16}(:[A-Za-z0-9_.-]{1,32})?(:[0-9]{1,3})?")  # gpu, gpu:2, gpu:a100:2
+SUBMITTED = re.compile(r"([0-9]{1,12})(;[A-Za-z0-9_.-]{1,64})?")  # sbatch --parsable: "JOBID" or "JOBID;CLUSTER"
+JOB = re.compile(r"[0-9]{1,12}(_[0-9]{1,7})?")  # a job, or one task of an array ("12_3"), as squeue and sacct name it
 MOST_MINUTES = 60 * 24 * 30
-IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # a Linux interface name (IFNAMSIZ 16, with its NUL)
+IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}\Z")  # a Linux interface name (IFNAMSIZ 16, with its NUL)
 DEFAULT_COLLECTIVE_SECONDS = 600
-PYTHON = re.compile(r"^(.*/)?python[0-9.]*$")
+PYTHON = re.compile(r"^(.*/)?python[0-9.]*\Z")
 
 # squeue -O: each field ends with "|" (its suffix); the reason can be long ("ReqNodeNotAvail, May be …").
 SQUEUE_FIELDS = "JobArrayID:24|,State:24|,Reason:120|,RestartCnt:8|,TimeLeft:16|,NodeList:120|,StartTime:20|"
@@ -229,6 +231,7 @@ def submitted_job(stdout: str) -> str | None:
     return found.group(1) if found else None
 
 
+RESTARTS_LIMIT = 10_000  # Slurm's MaxBatchRequeue is 5 by default; a count past this is not a count
 LINES_LIMIT = 5000  # an answer about a login node's jobs is read this far, no further (untrusted)
 
 
@@ -251,6 +254,11 @@ def sacct_argv(jobs: list[str], completion_log: bool) -> list[str]:
 
 def no_accounting(stderr: str) -> bool:
     return "accounting storage is disabled" in stderr.lower()
+
+
+class MalformedAnswer(ValueError):
+    """squeue, sacct or sbatch said something no Slurm says (a count in other digits, a number past any bound):
+    the login node is untrusted, so the answer is refused and named, never read as far as it goes."""
 
 
 @dataclass(frozen=True)
@@ -303,7 +311,9 @@ def read_squeue(job: str, stdout: str) -> Job | None:
             state = fields[1].split()[0] if fields[1] else ""
             if not re.fullmatch(r"[A-Z_]{1,24}", state):
                 return None
-            restarts = int(fields[3]) if fields[3].isdigit() else 0
+            restarts = ascii_int(fields[3] or "0", RESTARTS_LIMIT)
+            if restarts is None:
+                raise MalformedAnswer(f"squeue gave job {job} a restart count that is not one: {fields[3][:40]!r}")
             start = _local_time(fields[6])
             start_in = (start - now).total_seconds() if start and now else None
             return Job(job, state, "squeue", fields[2][:200], restarts, fields[4][:32], fields[5][:200], None, start_in)
@@ -327,7 +337,10 @@ def read_sacct(job: str, stdout: str) -> Job | None:
         state = fields[1].split()[0] if fields[1] else ""  # "CANCELLED by 0"
         code = fields[2].split(":")[0]
         if re.fullmatch(r"[A-Z_]{1,24}", state):
-            found = Job(job, state, "sacct", exit_code=int(code) if code.isdigit() else None)
+            exit_code = ascii_int(code, 255) if code else None
+            if code and exit_code is None:
+                raise MalformedAnswer(f"sacct gave job {job} an exit code that is not one: {code[:40]!r}")
+            found = Job(job, state, "sacct", exit_code=exit_code)
     return found
 
 

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from core.flash import perform
 from core.models import AuditAction, AuditEntry
+from node.wrapper.digits import ascii_int
 from projects import team as team_actions
 from projects.models import Project
 
@@ -60,7 +61,7 @@ def team_set_roles(request, pk):
     user = get_object_or_404(get_user_model(), pk=pk)
 
     # Each of the person's projects the form showed names its roles (none ticked: none held).
-    shown = [int(pk) for pk in post.getlist("projects") if pk.isascii() and pk.isdigit() and len(pk) < 18]
+    shown = [pk for pk in map(ascii_int, post.getlist("projects")) if pk is not None]
     project_roles = {pk: set(post.getlist(f"roles-{pk}")) for pk in shown}
 
     def change():

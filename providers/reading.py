@@ -4,6 +4,7 @@ field sits; these functions dig it out and validate it (an answer is untrusted i
 
 from datetime import datetime
 
+from node.wrapper.digits import ascii_int
 from platforms.hosts import valid_host
 from providers.interface import GONE, HOURS_PER_MONTH, RUNNING, UNKNOWN, ProviderApi, ResourceList
 
@@ -65,8 +66,8 @@ def _endpoint(api: ProviderApi, item: dict) -> tuple[str, int] | None:
     """(host, port) of one listed box, checked (the answer is untrusted input), or None."""
     host = _dig(item, api.item_host)
     port = _dig(item, api.item_port) if api.item_port else 22
-    if isinstance(port, str) and port.isdigit():
-        port = int(port)
+    if isinstance(port, str):
+        port = ascii_int(port, 65535)
     if not valid_host(host) or isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         return None
     return host, port

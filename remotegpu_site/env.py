@@ -7,6 +7,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from node.wrapper.digits import ascii_int
+
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
 DATABASE_SCHEMES = {"sqlite", "postgres", "postgresql", "pgsql"}
@@ -128,7 +130,7 @@ def envints(name: str, default: list[int]) -> list[int]:
     """Comma-separated positive integers, largest first (e.g. "72,24,6")."""
     values = []
     for item in envlist(name, [str(value) for value in default]):
-        if not item.isdigit() or int(item) <= 0:
+        if not ascii_int(item):
             raise ImproperlyConfigured(f"{name}: {item!r} is not a positive whole number")
-        values.append(int(item))
+        values.append(ascii_int(item))
     return sorted(set(values), reverse=True)

@@ -7,8 +7,8 @@ bounded, and whatever does not fit is dropped, never stored or shown.
 
 import re
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-NAME = re.compile(r"^[^/\x00-\x1f]{1,200}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+NAME = re.compile(r"^[^/\x00-\x1f]{1,200}\Z")
 TEXT_LIMIT = 500
 
 

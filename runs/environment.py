@@ -36,7 +36,7 @@ def environment_warnings(report: dict, persistent: bool) -> list[str]:
     return []
 
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 def identity(report: dict) -> dict:

@@ -37,8 +37,8 @@ def from_description(text: str) -> Declared | None:
     model = next((known for known in KNOWN_GPUS if _contains(words, tokens(known))), None)
     if model is None:
         return None
-    count = re.search(r"(\d+)\s*[x×]", text)
-    memory = re.search(r"(\d+)\s*G[Bi]", text)
+    count = re.search(r"([0-9]+)\s*[x×]", text)
+    memory = re.search(r"([0-9]+)\s*G[Bi]", text)
     return Declared(
         model, int(count.group(1)) if count else None, float(memory.group(1)) if memory else None, "the box's page"
     )
@@ -116,4 +116,4 @@ def cuda_cause(environment: dict, inventory) -> str:
 
 
 def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+    return tuple(int(part) for part in re.findall(r"[0-9]+", text)[:3])

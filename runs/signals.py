@@ -137,7 +137,7 @@ def excerpt(log: str, limit: int = 1500) -> str:
     return (clean[start:] if start >= 0 else clean)[-limit:]
 
 
-NODE_FAILED = re.compile(r"; node \S{1,100} \(task \d{1,5}\): ")  # node/wrapper/distributed.py: nodes_said
+NODE_FAILED = re.compile(r"; node \S{1,100} \(task [0-9]{1,5}\): ")  # node/wrapper/distributed.py: nodes_said
 
 
 def node_failure(close_reason: str) -> bool:

@@ -131,7 +131,7 @@ def overrides_text(overrides: dict) -> str:
 
 
 # A top-level `key: value` line, its comment kept apart (a value never holds " #" in the configs we edit).
-SCALAR_LINE = re.compile(r"^(?P<key>[A-Za-z_][\w.-]*)(?P<sep>[ \t]*:[ \t]*)(?P<value>.*?)(?P<rest>[ \t]+#.*)?$")
+SCALAR_LINE = re.compile(r"^(?P<key>[A-Za-z_][\w.-]*)(?P<sep>[ \t]*:[ \t]*)(?P<value>.*?)(?P<rest>[ \t]+#.*)?\Z")
 
 
 def merged_config(base_text: str, overrides: dict) -> str:

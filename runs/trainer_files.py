@@ -25,15 +25,15 @@ KEYS = {
     "metrics": "a CSV or JSON-lines file of the rows the script logs: becomes train.csv",
     "log_pattern": "instead of a metrics file: a regular expression matched against each line the command "
     "prints, with a named group `step` and one per metric, e.g. "
-    r"iter (?P<step>\d+): loss (?P<train_loss>[0-9.]+)",
+    r"iter (?P<step>[0-9]+): loss (?P<train_loss>[0-9.]+)",
     "predictions": "a CSV with sample_id, target, prediction and prob_<class> columns: becomes test/<test_id>/ "
     "(its accuracy and loss recomputed at verification)",
     "test_id": "the name of that test (default val)",
 }
 PATH_KEYS = ("checkpoints", "weights", "metrics", "predictions")
 METRICS_SUFFIXES = (".csv", ".jsonl", ".json")
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}(\.[A-Za-z_][A-Za-z0-9_]{0,39}){0,3}$")
-TEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}(\.[A-Za-z_][A-Za-z0-9_]{0,39}){0,3}\Z")
+TEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 def parse_text(text: str) -> dict:

@@ -62,7 +62,7 @@ def check_data_paths(paths: list[str]) -> list[str]:
     return paths
 
 
-STEP_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
+STEP_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}\Z")
 
 
 def check_step_key(value: str) -> str:

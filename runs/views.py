@@ -13,6 +13,7 @@ from django.views.generic import CreateView
 from core.flash import perform
 from core.models import AuditAction, AuditEntry
 from fleet.models import Instance
+from node.wrapper.digits import ascii_int
 from platforms.layout import layout_for
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
@@ -327,10 +328,10 @@ def run_continue(request, run_id):
     instance = request.POST.get("instance", "")
 
     def go(pk, actor):
-        if not instance.isdigit():
+        if ascii_int(instance) is None:
             raise ValidationError("Choose a box to continue on.")
         flags = {name: request.POST.get(name) == "on" for name in ("box_gone", "confirm_difference")}
-        do_continue_elsewhere(pk, int(instance), actor=actor, **flags)
+        do_continue_elsewhere(pk, ascii_int(instance), actor=actor, **flags)
 
     return run_action(request, run_id, go, "Continuing on the other box: preflight there first.")
 

@@ -36,6 +36,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -334,7 +335,7 @@ def hold(path, epoch):
                 text = handle.read().strip()
         except OSError:  # removed between the two looks
             return
-        if text.isdigit() and epoch < int(text):
+        if re.fullmatch(r"[0-9]{1,9}", text) and epoch < int(text):
             return
         time.sleep(0.05)
 

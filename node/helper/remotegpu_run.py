@@ -323,7 +323,7 @@ def _declared_tests(declared, problems):
     if not raw or not needed <= set(raw[0]):
         problems.append(f"{path} needs the columns sample_id, target, prediction (and prob_<class> for a loss)")
         return None
-    classes = sorted(int(key[5:]) for key in raw[0] if key.startswith("prob_") and key[5:].isdigit())
+    classes = sorted(int(key[5:]) for key in raw[0] if re.fullmatch(r"prob_[0-9]{1,6}", key))
     test = {name: [int(float(row[name])) for row in raw] for name in needed}
     test["probabilities"] = [[float(row[f"prob_{index}"]) for index in classes] for row in raw] if classes else []
     return {declared.get("test_id") or "val": {**test, "metrics": _claims(test)}}

@@ -5,6 +5,7 @@ import os
 import shutil
 
 from .attempts import attempt_dir
+from .digits import ascii_int
 from .export import quarantine
 from .files import alive, read
 from .status import rebooted
@@ -16,8 +17,8 @@ def cmd_abandon(spec, request):
     node, so this node's process table says nothing of them."""
     attempt = attempt_dir(spec)
     said = str(request.get("scheduler") or "")[:300] if isinstance(request, dict) else ""
-    pids = (read(os.path.join(attempt, "pid")) or "").split()
-    if not said and any(alive(int(pid)) for pid in pids if int(pid) > 0):
+    pids = [ascii_int(pid) or 0 for pid in (read(os.path.join(attempt, "pid")) or "").split()]
+    if not said and any(alive(pid) for pid in pids if pid > 0):
         print(json.dumps({"abandoned": False, "reason": "a process is alive"}))
         return 0
     if not os.path.isdir(attempt):

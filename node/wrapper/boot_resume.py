@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from .digits import ascii_int
 from .files import alive, atomic_write, read
 from .gpus import relaunch_problem
 from .specs import load_spec
@@ -23,7 +24,7 @@ from .status import counted, rebooted
 
 COUNTER = "boot-relaunches"
 GPU_GATE = "the GPU gate refused it: "
-SPEC_NAME = re.compile(r"^spec-attempt-(\d+)\.json$")
+SPEC_NAME = re.compile(r"^spec-attempt-([0-9]+)\.json\Z")
 
 
 def newest_attempt_spec(active):
@@ -45,7 +46,7 @@ def why_not(spec, active):
         return "sealed"
     # Pids recorded before a reboot or container restart name nothing of ours now (another process may
     # have any of them): only where the boot is the same do they say the attempt still runs.
-    pids = [int(pid) for pid in (read(os.path.join(attempt, "pid")) or "").split() if pid.isdigit()]
+    pids = [pid for pid in map(ascii_int, (read(os.path.join(attempt, "pid")) or "").split()) if pid is not None]
     if not rebooted(spec, attempt) and any(running(pid) for pid in pids if pid > 0):
         return "running"
     if counted(os.path.join(active, COUNTER)) >= allowed:

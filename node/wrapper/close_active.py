@@ -3,6 +3,7 @@
 import json
 import os
 
+from .digits import ascii_int
 from .files import alive, atomic_write, read
 
 
@@ -17,8 +18,8 @@ def cmd_close_active(request):
         print(json.dumps({"closed": True, "moved": False, "reason": "no active/ directory left"}))
         return 0
     for attempt in sorted(os.listdir(active)):
-        for pid in (read(os.path.join(active, attempt, "pid")) or "").split():
-            if pid.isdigit() and int(pid) > 0 and alive(int(pid)):
+        for pid in map(ascii_int, (read(os.path.join(active, attempt, "pid")) or "").split()):
+            if pid and alive(pid):
                 print(json.dumps({"closed": False, "reason": f"process {pid} of {attempt} is alive"}))
                 return 0
     if os.path.exists(target):

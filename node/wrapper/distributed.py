@@ -20,7 +20,9 @@ import socket
 import subprocess
 import sys
 
-SRUN_ERROR = re.compile(r"^srun: error: (\S{1,100}): tasks? ([\d,-]{1,50}): (.{1,200})$")
+from .digits import ascii_int
+
+SRUN_ERROR = re.compile(r"^srun: error: (\S{1,100}): tasks? ([0-9,-]{1,50}): (.{1,200})\Z")
 LOG_TAIL_BYTES = 64 * 1024
 
 
@@ -110,8 +112,9 @@ def _task_numbers(text):
     numbers = set()
     for part in text.split(","):
         low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            numbers.update(range(int(low), int(high or low) + 1))
+        first, last = ascii_int(low, 100_000), ascii_int(high or low, 100_000)
+        if first is not None and last is not None:
+            numbers.update(range(first, min(last, first + 1000) + 1))
     return sorted(numbers)[:1000]
 
 
@@ -131,7 +134,7 @@ def frozen_nodes(attempt):
     except OSError:
         return ""
     for name in names:
-        if not re.fullmatch(r"\d{1,5}\.json", name):
+        if not re.fullmatch(r"[0-9]{1,5}\.json", name):
             continue
         try:
             with open(os.path.join(nodes, name)) as handle:

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 
+from .digits import ascii_int
 from .files import read
 
 
@@ -37,7 +38,9 @@ def our_pids(spec):
         for run in os.listdir(active) if os.path.isdir(active) else []:
             base = os.path.join(active, run)
             for name in os.listdir(base) if os.path.isdir(base) else []:
-                pids.update(int(p) for p in (read(os.path.join(base, name, "pid")) or "").split() if p.isdigit())
+                pids.update(
+                    p for p in map(ascii_int, (read(os.path.join(base, name, "pid")) or "").split()) if p is not None
+                )
     return pids
 
 
@@ -47,9 +50,9 @@ def descends_from(pid, ancestors):
         if pid in ancestors:
             return True
         fields = (read(f"/proc/{pid}/stat") or ")").rsplit(")", 1)[1].split()
-        if len(fields) < 2 or not fields[1].isdigit() or int(fields[1]) <= 1:
+        pid = ascii_int(fields[1]) if len(fields) >= 2 else None
+        if pid is None or pid <= 1:
             return False
-        pid = int(fields[1])
     return False
 
 
@@ -71,16 +74,20 @@ def gpu_holders(spec):
         ]
 
     try:
-        gpus = {row[1]: int(row[0]) for row in query("gpu=index,uuid") if len(row) == 2 and row[0].isdigit()}
-        apps = [row for row in query("compute-apps=pid,gpu_uuid,used_memory") if len(row) == 3 and row[0].isdigit()]
+        gpus = {
+            row[1]: ascii_int(row[0])
+            for row in query("gpu=index,uuid")
+            if len(row) == 2 and ascii_int(row[0]) is not None
+        }
+        apps = [row for row in query("compute-apps=pid,gpu_uuid,used_memory") if len(row) == 3 and ascii_int(row[0])]
     except (OSError, subprocess.TimeoutExpired):
         return None
     ours = our_pids(spec)
     holders = []
     for pid, uuid, used in apps[:256]:
         index = gpus.get(uuid)
-        if index in spec["gpus"] and not descends_from(int(pid), ours):
-            holders.append({"index": index, "pid": int(pid), "used_mib": int(used) if used.isdigit() else None})
+        if index in spec["gpus"] and not descends_from(ascii_int(pid), ours):
+            holders.append({"index": index, "pid": ascii_int(pid), "used_mib": ascii_int(used)})
     return {"indices": sorted(gpus.values()), "holders": holders}
 
 
@@ -99,12 +106,8 @@ def gpu_utilization():
     out = nvidia_smi(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"], 5)
     if out is None:
         return None
-    rows = [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.count(",") == 2]
-    return [
-        {"index": int(i), "utilization_pct": int(u), "memory_used_mib": int(m)}
-        for i, u, m in rows
-        if i.isdigit() and u.isdigit() and m.isdigit()
-    ]
+    rows = [[ascii_int(cell.strip()) for cell in line.split(",")] for line in out.splitlines() if line.count(",") == 2]
+    return [{"index": i, "utilization_pct": u, "memory_used_mib": m} for i, u, m in rows if None not in (i, u, m)]
 
 
 def gpu_inventory():
@@ -117,8 +120,8 @@ def gpu_inventory():
     gpus, driver = [], ""
     for line in listed.splitlines()[:64]:
         cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) == 4 and cells[0].isdigit() and cells[2].isdigit():
-            gpus.append({"index": int(cells[0]), "name": cells[1][:100], "memory_mib": int(cells[2])})
+        if len(cells) == 4 and ascii_int(cells[0]) is not None and ascii_int(cells[2]) is not None:
+            gpus.append({"index": ascii_int(cells[0]), "name": cells[1][:100], "memory_mib": ascii_int(cells[2])})
             driver = cells[3][:40]
     found = re.search(r"CUDA Version:\s*([0-9]+\.[0-9]+)", banner or "")
     return {"gpus": gpus, "driver": driver, "cuda": found.group(1) if found else ""}

@@ -12,7 +12,7 @@ import json
 import os
 import re
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 TOP = ("run.json", "test")
 WEIGHTS = (".pth", ".pt", ".ckpt", ".safetensors", ".bin", ".h5", ".onnx", ".pkl")
 BINDINGS = ("capture", "decode", "model_run")

@@ -11,8 +11,10 @@ finds a newer one started closes as superseded instead of sealing.
 import os
 
 from .attempts import attempt_dir
+from .digits import ascii_int
 from .files import atomic_write, read
 
+RESTARTS_LIMIT = 10_000  # a job requeued more often than this is not a count Slurm keeps (node/slurm.py)
 CURRENT = "slurm-attempt"  # in active/: the newest attempt that started
 
 
@@ -26,7 +28,7 @@ def placed(spec, environ=None):
     if not under_slurm(spec):
         return spec
     restarts = (environ if environ is not None else os.environ).get("SLURM_RESTART_COUNT", "")
-    spec = dict(spec, attempt=spec["attempt"] + (int(restarts) if restarts.isdigit() else 0))
+    spec = dict(spec, attempt=spec["attempt"] + (ascii_int(restarts, RESTARTS_LIMIT) or 0))
     spec["output"] = os.path.join(attempt_dir(spec), "output")
     return spec
 
@@ -39,7 +41,7 @@ def claim(spec):
 
 def newest(spec):
     found = (read(os.path.join(spec["active"], CURRENT)) or "").strip()
-    return int(found) if found.isdigit() else None
+    return ascii_int(found)
 
 
 def superseded(spec):

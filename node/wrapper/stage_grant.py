@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 
+from .digits import ascii_int
 from .files import expand
 
 
@@ -17,8 +18,8 @@ def expired(line, before):
     marker = line.rsplit(" ", 1)[-1]
     if not marker.startswith("remotegpu-stage-"):
         return False
-    stamp = marker[len("remotegpu-stage-") :].split("-", 1)[0]
-    return stamp.isdigit() and int(stamp) < before
+    stamp = ascii_int(marker[len("remotegpu-stage-") :].split("-", 1)[0])
+    return stamp is not None and stamp < before
 
 
 def cmd_stage_grant(request):

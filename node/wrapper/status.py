@@ -6,6 +6,7 @@ import os
 import time
 
 from .attempts import attempt_dir, quarantine_dir
+from .digits import ascii_int
 from .environment import boot_identity
 from .files import alive, measure, newest_mtime, read, read_from, tail
 
@@ -42,7 +43,7 @@ def run_status(spec, log_offset=0, csv_offset=0):
     # quarantine() moves the attempt's markers one by one (each move atomic): a probe in between reads
     # each where it is now. Read from the attempt dir only, it saw no pid and no exit code while the
     # wrapper was still alive, and called the run dead without an exit code (test_no_edit, once).
-    pids = (moved_or_not(attempt, quarantined, "pid") or "").split()
+    pids = [ascii_int(pid) or 0 for pid in (moved_or_not(attempt, quarantined, "pid") or "").split()]
     exit_code = moved_or_not(attempt, quarantined, "exit_code")
     heartbeat_at = moved_or_not(attempt, quarantined, "heartbeat")
     log_chunk, log_start, log_offset = read_from(os.path.join(base, "log.txt"), log_offset)
@@ -52,10 +53,10 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "attempt": spec["attempt"],
         "now": time.time(),
         "launched": bool(pids) or os.path.isdir(quarantined),
-        "wrapper_alive": bool(pids) and alive(int(pids[0])),
-        "child_alive": len(pids) > 1 and int(pids[1]) > 0 and alive(int(pids[1])),
-        "exit_code": int(exit_code) if exit_code not in (None, "") else None,
-        "heartbeat_at": int(heartbeat_at) if heartbeat_at else None,
+        "wrapper_alive": bool(pids) and pids[0] > 0 and alive(pids[0]),
+        "child_alive": len(pids) > 1 and pids[1] > 0 and alive(pids[1]),
+        "exit_code": ascii_int(exit_code.strip(), signed=True) if exit_code else None,
+        "heartbeat_at": ascii_int(heartbeat_at.strip()) if heartbeat_at else None,
         "exported": os.path.isdir(spec["export"]),
         "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
         "rebooted": rebooted(spec, base),
@@ -93,7 +94,7 @@ def written_at(spec, base):
 
 def counted(path):
     text = read(path) or ""
-    return int(text) if text.isdigit() else 0
+    return ascii_int(text.strip()) or 0
 
 
 def mirror_state(base):

@@ -9,6 +9,7 @@ import threading
 import time
 
 from .attempts import attempt_dir
+from .digits import ascii_int
 from .files import alive, atomic_write, read
 
 STOP_MARKER = "stop.json"
@@ -93,7 +94,8 @@ def preempted_reason(spec, code):
     warned = read(os.path.join(attempt_dir(spec), WALLTIME_MARKER))
     if warned is not None:  # USR1 came first: the scheduler's time limit, not a preemption
         ended = read(os.path.join(attempt_dir(spec), PREEMPTED_MARKER)) or ""
-        before = int(ended) - int(warned) if ended.strip().isdigit() and warned.strip().isdigit() else None
+        stamps = ascii_int(ended.strip()), ascii_int(warned.strip())
+        before = stamps[0] - stamps[1] if None not in stamps else None
         said = f" {before} s" if before is not None else ""
         return (
             f"the job's time limit ran out: SIGUSR1 came{said} before SIGTERM, for the command to save; it ended"
@@ -112,7 +114,7 @@ def cmd_stop(spec, request):
     if request.get("signal") is False:  # the scheduler delivers it (scancel): the marker only, no pid here
         return _mark_only(spec, attempt, request)
     pids = (read(os.path.join(attempt, "pid")) or "").split()
-    wrapper = int(pids[0]) if pids and pids[0].isdigit() else 0
+    wrapper = (ascii_int(pids[0]) or 0) if pids else 0
     if not os.path.isdir(attempt) or not wrapper or not alive(wrapper):
         code = read(os.path.join(attempt, "exit_code")) if os.path.isdir(attempt) else None
         print(json.dumps({"stopped": False, "reason": "not running" + (" (exit code " + code + ")" if code else "")}))

@@ -14,6 +14,7 @@ import os
 import signal
 import time
 
+from .digits import ascii_int
 from .files import atomic_write
 
 TREE_MARK = "REMOTEGPU_ATTEMPT_TREE"
@@ -34,7 +35,7 @@ def marked_pids(mark: str) -> list[int]:
         for count, name in enumerate(os.listdir("/proc")):
             if count >= TREE_SCAN_LIMIT:
                 break
-            if not name.isdigit() or int(name) == os.getpid():
+            if ascii_int(name) in (None, os.getpid()):
                 continue
             try:
                 with open(f"/proc/{name}/environ", "rb") as handle:

@@ -25,7 +25,7 @@ def read_offers(body, need: Need) -> list[Offer]:
         description = kind.get("gpu_description")
         specs = kind.get("specs") if isinstance(kind.get("specs"), dict) else {}
         count, cents = count_in(specs.get("gpus")), number_in(kind.get("price_cents_per_hour"))
-        memory = re.search(r"(\d+)\s*GB", description) if isinstance(description, str) else None
+        memory = re.search(r"([0-9]+)\s*GB", description) if isinstance(description, str) else None
         names = [r["name"] for r in regions if isinstance(r, dict) and isinstance(r.get("name"), str)]
         if None in (count, cents, memory):
             continue  # unreadable: not an offer

@@ -50,6 +50,8 @@ def test_the_text_form_reads_as_the_dict_and_back():
         ({"checkpoints": "x.pt", "metrics": "m.csv", "weights_key": "a b"}, "weights_key: a key"),
         ({"checkpoints": "x.pt", "metrics": "m.csv", "predictions": "p.parquet"}, "predictions: a .csv"),
         ({"checkpoints": "x.pt", "metrics": "m.csv", "test_id": "../up"}, "test_id: letters"),
+        ({"checkpoints": "x.pt", "metrics": "m.csv", "test_id": "val\n"}, "test_id: letters"),  # "$" took it
+        ({"checkpoints": "x.pt", "metrics": "m.csv", "weights_key": "model\n"}, "weights_key: a key"),
         ({"weights": "w.pt", "metrics": "m.csv", "resume_args": "--resume"}, "resume_args needs checkpoints"),
         ({"checkpoints": "x.pt", "metrics": "m.csv", "smoke_args": "--max 'open"}, "smoke_args: No closing"),
         ({"checkpoints": 3, "metrics": "m.csv"}, "checkpoints: a string"),
