@@ -19,7 +19,9 @@ ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]*)")
 CONTROL_PLANE_ENV = re.compile(
     r"(DJANGO_)?SECRET_KEY|DATABASE_URL|REDIS_URL|CHANNEL_REDIS_URL|CELERY_\w*|EMAIL_HOST_PASSWORD|REMOTEGPU_\w*"
 )
-KEY_MATERIAL = re.compile(r"-----BEGIN|PRIVATE KEY|^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-)\s|^[A-Za-z0-9+/=]{60,}$", re.MULTILINE)
+KEY_MATERIAL = re.compile(  # MULTILINE: key material on any line of what was pasted
+    r"-----BEGIN|PRIVATE KEY|^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-)\s|^[A-Za-z0-9+/=]{60,}$", re.MULTILINE
+)
 PUBLIC_KEY_TYPE = re.compile(r"ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)")
 PUBLIC_KEY_DATA = re.compile(r"[A-Za-z0-9+/]{40,16384}={0,2}")
 PASTED_KEY = (
