@@ -2,14 +2,19 @@
 whether a relaunched attempt really resumed. Pure: no database, no clock.
 
 The box is untrusted: its mirror state (`status["ckpt_mirror"]`) is read field by field, typed and
-bounded, and whatever does not fit is dropped, never stored or shown.
+bounded, and whatever does not fit is dropped, never stored or shown. A checkpoint's name is a rented
+box's word on what the next box gets back: only a name the checkpoint rules or the run's own declaration
+allow is kept (node/wrapper/ckpt_names.py, the rule the box applies too); every other is refused and
+named (`refused`), so a copy called `declared-file-torch.py` never becomes `<cwd>/torch.py` elsewhere.
 """
 
 import re
 
+from node.wrapper.ckpt_names import file_problem, name_problem
+
 SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
-NAME = re.compile(r"^[^/\x00-\x1f]{1,200}\Z")
 TEXT_LIMIT = 500
+REFUSED_LIMIT = 10  # names refused in one state, said; the rest are counted
 
 
 def _number(value) -> float | None:
@@ -29,10 +34,25 @@ def _text(value) -> str | None:
     return value[:TEXT_LIMIT] if isinstance(value, str) and value else None
 
 
-def _checkpoint(item, durable: bool) -> dict | None:
+class Names:
+    """The names one mirror state reports, judged against the run's declared checkpoints: each refusal
+    kept with its reason (bounded), for the run's events."""
+
+    def __init__(self, declared_checkpoints: str | None):
+        self.declared, self.refused = declared_checkpoints, {}
+
+    def allowed(self, name, stored=None) -> bool:
+        problem = name_problem(name, self.declared) or (file_problem(stored) if stored is not None else None)
+        if problem and len(self.refused) < REFUSED_LIMIT:
+            shown = repr(name[:120]) if isinstance(name, str) else "a name that is not text"
+            self.refused.setdefault(shown, problem)
+        return problem is None
+
+
+def _checkpoint(item, durable: bool, names: Names) -> dict | None:
     """One checkpoint as the node described it: name, step, bytes, time (and for a durable copy its
     stored file, SHA-256 and sequence number), or None when it is not one."""
-    if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not NAME.match(item["name"]):
+    if not isinstance(item, dict) or not names.allowed(item.get("name")):
         return None
     at, size = _number(item.get("at")), _count(item.get("bytes"))
     if at is None or size is None:
@@ -41,14 +61,14 @@ def _checkpoint(item, durable: bool) -> dict | None:
     if not durable:
         return found
     sha, stored, seq = item.get("sha256"), item.get("file"), _count(item.get("seq"))
-    if not (isinstance(sha, str) and SHA256.match(sha) and isinstance(stored, str) and NAME.match(stored) and seq):
+    if not (isinstance(sha, str) and SHA256.match(sha) and names.allowed(item["name"], stored) and seq):
         return None
     return {**found, "sha256": sha, "file": stored, "seq": seq, "attempt": _int(item.get("attempt"))}
 
 
-def _held(item) -> dict | None:
+def _held(item, names: Names) -> dict | None:
     """The checkpoint the box holds for the control host to pull (no durable tier): with its SHA-256."""
-    found = _checkpoint(item, durable=False)
+    found = _checkpoint(item, durable=False, names=names)
     sha = item.get("sha256") if found else None
     return {**found, "sha256": sha} if isinstance(sha, str) and SHA256.match(sha) else None
 
@@ -56,62 +76,65 @@ def _held(item) -> dict | None:
 HELD_LIMIT = 20  # checkpoint names a box may hold for the control host
 
 
-def _held_all(held) -> dict:
+def _held_all(held, names: Names) -> dict:
     """name → what the box holds of that checkpoint for the control host; what does not fit is dropped."""
     if not isinstance(held, dict):
         return {}
     found = {}
     for name, item in list(held.items())[:HELD_LIMIT]:
-        entry = _held(item)
+        entry = _held(item, names)
         if entry is not None and entry["name"] == name:
             found[name] = entry
     return found
 
 
-def parse_mirror(state) -> dict | None:
-    """The node's checkpoint-mirror state, validated; None when it sent none (or not an object)."""
+def parse_mirror(state, declared_checkpoints: str | None = None) -> dict | None:
+    """The node's checkpoint-mirror state, validated; None when it sent none (or not an object).
+    declared_checkpoints: the run's declared checkpoint glob (trainer files), which a copy's name must match."""
     if not isinstance(state, dict):
         return None
-    return {
+    names = Names(declared_checkpoints)
+    parsed = {
         "durable": state.get("durable") is True,
         "target": _text(state.get("target")),
         "error": _text(state.get("error")),
         "unusable": _text(state.get("unusable")),  # why the box's durable root does not count
         "error_at": _number(state.get("error_at")),
-        "newest": _checkpoint(state.get("newest"), durable=True),
-        "local": _checkpoint(state.get("local"), durable=False),
-        "start": _checkpoint(state.get("start"), durable=False),
-        "first_written": _checkpoint(state.get("first_written"), durable=False),
-        "held": _held_all(state.get("held")),
-        "files": _durable_files(state.get("files")),
-        "restored": _restored(state.get("restored")),
+        "newest": _checkpoint(state.get("newest"), durable=True, names=names),
+        "local": _checkpoint(state.get("local"), durable=False, names=names),
+        "start": _checkpoint(state.get("start"), durable=False, names=names),
+        "first_written": _checkpoint(state.get("first_written"), durable=False, names=names),
+        "held": _held_all(state.get("held"), names),
+        "files": _durable_files(state.get("files"), names),
+        "restored": _restored(state.get("restored"), names),
         "mirrored": _count(state.get("mirrored")) or 0,
         "bytes": _count(state.get("bytes")) or 0,
         "seconds": _number(state.get("seconds")) or 0.0,
     }
+    return {**parsed, "refused": names.refused}
 
 
-def _durable_files(items) -> dict:
+def _durable_files(items, names: Names) -> dict:
     """name → the newest durable copy of that checkpoint the box's manifest keeps; what does not fit is
     dropped."""
     if not isinstance(items, list):
         return {}
     found = {}
     for item in items[:HELD_LIMIT]:
-        entry = _checkpoint(item, durable=True)
+        entry = _checkpoint(item, durable=True, names=names)
         if entry is not None:
             found[entry["name"]] = entry
     return found
 
 
-def _restored(items) -> list[dict]:
+def _restored(items, names: Names) -> list[dict]:
     """The copies a continued attempt started from, as its wrapper restored them: name, file, step."""
     if not isinstance(items, list):
         return []
     found = []
     for item in items[:HELD_LIMIT]:
         texts = isinstance(item, dict) and all(isinstance(item.get(key), str) for key in ("name", "file"))
-        if texts and NAME.match(item["name"]) and NAME.match(item["file"]):
+        if texts and names.allowed(item["name"], item["file"]):
             found.append({"name": item["name"], "file": item["file"], "step": _int(item.get("step"))})
     return found
 

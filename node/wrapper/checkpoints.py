@@ -14,12 +14,10 @@ import pickle
 import stat
 import zipfile
 
+from .ckpt_names import checkpoint_file
+from .digits import ascii_int
 from .idle import open_files
 
-TEMPORARY = (".tmp", ".partial", ".part", ".incomplete", ".swp")
-# What a checkpoint file is called (torch, Lightning, safetensors, pickles, archives): a CSV or log a
-# trainer keeps beside them is not one, and was once shown as the newest copy on the control host.
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".pkl", ".pickle", ".tar", ".npz", ".h5")
 STEP_KEYS = ("step", "global_step", "iter_num", "iteration", "epoch")
 PICKLE_LIMIT = 64 << 20  # data.pkl holds the structure only (tensors are separate members)
 
@@ -33,9 +31,7 @@ def candidates(ckpt):
     except OSError:
         return found
     for name in names:
-        if name.startswith(".") or any(mark in name for mark in TEMPORARY) or name.endswith("~"):
-            continue
-        if not name.lower().endswith(CHECKPOINT_SUFFIXES):
+        if not checkpoint_file(name):
             continue
         try:
             info = os.lstat(os.path.join(ckpt, name))
@@ -49,7 +45,7 @@ def candidates(ckpt):
 def open_for_writing(path):
     """Whether any process this user can see holds path open for writing (idle.open_files)."""
     real = os.path.realpath(path)
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in (name for name in os.listdir("/proc") if ascii_int(name) is not None):
         try:
             if any(target == real and writing for target, writing in open_files(pid)):
                 return True

@@ -132,7 +132,9 @@ class CheckpointMirror:
         self.look()
 
     def look(self):
-        bridge_declared(self.spec, self.bridged)
+        refused = bridge_declared(self.spec, self.bridged)
+        if refused:
+            self.state["error"], self.state["error_at"] = refused, time.time()
         found, now_ns = candidates(self.ckpt), time.time_ns()
         for name, fingerprint in sorted(found.items(), key=lambda item: item[1][2]):
             steady = self.looked.get(name) == fingerprint or now_ns - fingerprint[2] >= self.settle * 1e9

@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -25,6 +26,55 @@ def declared(spec):
     return spec.get("trainer_files") or {}
 
 
+DECLARED_KEYS = ("checkpoints", "weights", "metrics", "predictions")
+WALK_LIMIT = 100_000  # entries of a declared folder looked at; more is not a checkpoint's folder
+
+
+def path_problem(cwd, path):
+    """Why a declared path is not the run's own regular file (or, for a checkpoint, folder of them) inside
+    the working directory, else None. A declared `out/ckpt.pt` that is a link to ~/.ssh/id_ed25519 carried
+    the key into the mirror; a fifo there hung the bridge and the export build: neither is ever opened."""
+    relative = os.path.relpath(path, cwd)
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"{relative}: cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(info.st_mode):
+        return f"{relative} is a link: a declared file is a regular file inside the working directory, never followed"
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        return f"{relative} is not a regular file (a fifo, a socket or a device): never opened"
+    root = os.path.realpath(cwd)
+    if os.path.commonpath([os.path.realpath(path), root]) != root:
+        return f"{relative} lies outside the working directory (a linked folder on its way): never opened"
+    if stat.S_ISDIR(info.st_mode):
+        return _folder_problem(path, relative)
+    return None
+
+
+def _folder_problem(path, relative):
+    seen = 0
+    for directory, dirs, names in os.walk(path):
+        for name in dirs + names:
+            seen += 1
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+            if seen > WALK_LIMIT or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                inner = os.path.relpath(os.path.join(directory, name), os.path.dirname(path))
+                return f"{relative} holds {inner!r}, which is not a regular file or folder: never opened"
+    return None
+
+
+def declared_problems(spec):
+    """Every declared path that is not the run's own file, named (the run contract: docs/contract.md)."""
+    problems = []
+    for key in DECLARED_KEYS:
+        pattern = declared(spec).get(key)
+        for path in sorted(glob.glob(os.path.join(spec["cwd"], pattern)))[:1000] if pattern else []:
+            problem = path_problem(spec["cwd"], path)
+            if problem:
+                problems.append(f"{key}: {problem}")
+    return problems
+
+
 def checkpoints_in_place(spec):
     """The declared checkpoint files in the working directory (a retry on the same box finds them)."""
     pattern = declared(spec).get("checkpoints")
@@ -34,7 +84,7 @@ def checkpoints_in_place(spec):
 def declared_paths(spec):
     """Every path the declared globs match in the working directory now."""
     found = set()
-    for key in ("checkpoints", "weights", "metrics", "predictions"):
+    for key in DECLARED_KEYS:
         pattern = declared(spec).get(key)
         if pattern:
             found.update(glob.glob(os.path.join(spec["cwd"], pattern)))
@@ -85,6 +135,9 @@ def build_export(spec, log_path):
     script wrote its own export (a run.json in output/)."""
     if not declared(spec) or os.path.isfile(os.path.join(spec["output"], "run.json")):
         return []
+    refused = declared_problems(spec)
+    if refused:
+        return refused
     argv0 = argv_in_environment(spec)[0]
     python = argv0 if os.path.basename(argv0).startswith("python") else sys.executable
     env = run_env(spec, False)

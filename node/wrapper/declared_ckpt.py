@@ -14,41 +14,20 @@ import os
 import shutil
 import tarfile
 import time
-import urllib.parse
 
-from .checkpoints import CHECKPOINT_SUFFIXES, incomplete
-from .declared import checkpoints_in_place, declared
-from .mirror import clone_hashing
+from .checkpoints import incomplete
+from .ckpt_names import bridged_name, bridged_source, checkpoint_file, name_problem
+from .declared import checkpoints_in_place, declared, path_problem
+from .mirror import clone_hashing, open_regular_file
 
-FILE_PREFIX = "declared-file-"
-DIR_PREFIX = "declared-dir-"
 # A declared checkpoint must be untouched this long before it is copied (a folder is several writes).
 BRIDGE_SETTLE_SECONDS = 1.0
 
 
-def bridged_name(relative, is_dir):
-    quoted = urllib.parse.quote(relative, safe="")
-    return DIR_PREFIX + quoted + ".tar" if is_dir else FILE_PREFIX + quoted
-
-
-def bridged_source(name):
-    """(path relative to the working directory, is a folder) of a bridged copy's name, or None."""
-    if name.startswith(DIR_PREFIX) and name.endswith(".tar"):
-        relative, is_dir = urllib.parse.unquote(name[len(DIR_PREFIX) : -len(".tar")]), True
-    elif name.startswith(FILE_PREFIX):
-        relative, is_dir = urllib.parse.unquote(name[len(FILE_PREFIX) :]), False
-    else:
-        return None
-    normal = os.path.normpath(relative)
-    if os.path.isabs(normal) or normal == "." or normal.split(os.sep)[0] == "..":
-        return None  # never outside the working directory, whatever a restored copy is called
-    return normal, is_dir
-
-
 def declared_fingerprint(path):
-    """(newest mtime in ns, total bytes) of a declared file or folder."""
-    if not os.path.isdir(path):
-        info = os.stat(path)
+    """(newest mtime in ns, total bytes) of a declared file or folder, never following a link."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        info = os.lstat(path)
         return info.st_mtime_ns, info.st_size
     newest, total = os.stat(path).st_mtime_ns, 0
     for directory, _dirs, names in os.walk(path):
@@ -60,22 +39,27 @@ def declared_fingerprint(path):
 
 def bridge_declared(spec, bridged):
     """Copy the newest declared checkpoint into ckpt/ once it has settled; bridged: {path: fingerprint}
-    of what was copied already (the caller keeps it between looks)."""
+    of what was copied already (the caller keeps it between looks). Returns why the newest declared
+    checkpoint is refused (a link, a fifo, a folder holding either: the run contract), else None."""
     try:
         found = {path.rstrip(os.sep): declared_fingerprint(path) for path in checkpoints_in_place(spec)}
     except OSError:
-        return  # replaced while looked at: the next look
+        return None  # replaced while looked at: the next look
     if not found:
-        return
+        return None
     newest = max(found, key=lambda path: found[path][0])
     fingerprint = found[newest]
     if bridged.get(newest) == fingerprint:
-        return
+        return None
+    refused = path_problem(spec["cwd"], newest)
+    if refused:
+        bridged[newest] = fingerprint  # said once for this state of it
+        return "the run contract refuses the declared checkpoint " + refused
     is_dir = os.path.isdir(newest)
-    if not is_dir and (not newest.lower().endswith(CHECKPOINT_SUFFIXES) or incomplete(newest)):
-        return
+    if not is_dir and (not checkpoint_file(os.path.basename(newest)) or incomplete(newest)):
+        return None
     if time.time_ns() - fingerprint[0] < BRIDGE_SETTLE_SECONDS * 1e9:
-        return
+        return None
     name = bridged_name(os.path.relpath(newest, spec["cwd"]), is_dir)
     staging = os.path.join(spec["ckpt"], ".bridge-" + name)
     try:
@@ -86,26 +70,31 @@ def bridge_declared(spec, bridged):
             clone_hashing(newest, staging)
         if declared_fingerprint(newest) != fingerprint:
             os.remove(staging)  # rewritten while copied: the next look takes the new one
-            return
+            return None
         os.replace(staging, os.path.join(spec["ckpt"], name))
     except OSError:
         with contextlib.suppress(OSError):
             os.remove(staging)
-        return
+        return None
     for other in os.listdir(spec["ckpt"]):
         if other != name and bridged_source(other) is not None:
             with contextlib.suppress(OSError):
                 os.remove(os.path.join(spec["ckpt"], other))
     bridged[newest] = fingerprint
+    return None
 
 
 def restore_declared(spec):
     """A bridged checkpoint in ckpt/ (restored from the durable tier or the control host) put back where
     the script looks for it, unless something is there already (an attempt on the same box keeps its own,
-    newer one). Returns the path it restored, relative to the working directory, or None."""
-    if not declared(spec).get("checkpoints"):
+    newer one). Only a copy whose path the declaration's glob matches is put back (ckpt_names): a copy named
+    anything else, whoever sent it, stays where it is. Returns the path it restored, relative to the
+    working directory, or None."""
+    pattern = declared(spec).get("checkpoints")
+    if not pattern:
         return None
-    copies = [name for name in sorted(os.listdir(spec["ckpt"])) if bridged_source(name) is not None]
+    names = sorted(os.listdir(spec["ckpt"]))
+    copies = [name for name in names if bridged_source(name) is not None and name_problem(name, pattern) is None]
     if not copies:
         return None
     name = max(copies, key=lambda copy: os.stat(os.path.join(spec["ckpt"], copy)).st_mtime_ns)
@@ -118,7 +107,8 @@ def restore_declared(spec):
         with tarfile.open(os.path.join(spec["ckpt"], name)) as archive:
             extract_folder(archive, os.path.dirname(target), os.path.basename(target))
     else:
-        shutil.copyfile(os.path.join(spec["ckpt"], name), target)
+        with open_regular_file(os.path.join(spec["ckpt"], name)) as source, open(target, "xb") as copy:
+            shutil.copyfileobj(source, copy)
     return relative
 
 

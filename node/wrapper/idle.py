@@ -3,6 +3,8 @@
 import json
 import os
 
+from .digits import ascii_int
+
 
 def cmd_idle(root):
     """Processes that work in, or hold a file open for writing under, root (scans /proc)."""
@@ -24,7 +26,7 @@ def busy_under(root, writers_only=True):
     """[{pid, why}] of processes working in root or holding a file under it open (for writing)."""
     root = os.path.realpath(root) + os.sep
     busy = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in (name for name in os.listdir("/proc") if ascii_int(name) is not None):
         try:
             cwd = os.path.realpath("/proc/" + pid + "/cwd")
             if (cwd + os.sep).startswith(root):

@@ -1,18 +1,32 @@
 """`mirror`: copy the sealed export to a durable tier, hashed against the sealed roster."""
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import shutil
+import stat
 
 from .files import measure, mount_of, read, sha256_file
 from .roster import roster_of, sealed_roster_path
 
 
+def open_regular_file(path):
+    """path opened for reading only as the regular file it is: a link is not followed and a fifo never
+    waits for a writer (O_NONBLOCK), so a checkpoint swapped for either between a look and its copy is
+    refused (OSError), never copied."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def copy_hashing(source, target):
     digest = hashlib.sha256()
-    with open(source, "rb") as src, open(target, "wb") as dst:
+    with open_regular_file(source) as src, open(target, "wb") as dst:
         for block in iter(lambda: src.read(1 << 20), b""):
             digest.update(block)
             dst.write(block)
@@ -28,12 +42,14 @@ def clone_hashing(source, target):
     """target as a copy of source that shares no inode with it, hashed: a reflink where the filesystem
     has them (no bytes moved; a later write to either is the writer's own), else a byte copy. Never a hard
     link: a trainer that saves in place would rewrite the copy held for the control host."""
-    try:
-        with open(source, "rb") as src, open(target, "wb") as dst:
+    with open_regular_file(source) as src, open(target, "wb") as dst:  # a link or a fifo: refused, never copied
+        try:
             fcntl.ioctl(dst.fileno(), FICLONE, src.fileno())
-    except OSError:
-        return copy_hashing(source, target)
-    return sha256_file(target)
+        except OSError:
+            cloned = False
+        else:
+            cloned = True
+    return sha256_file(target) if cloned else copy_hashing(source, target)
 
 
 def durable_problem(spec, root, target):

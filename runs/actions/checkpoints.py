@@ -30,9 +30,10 @@ def lag_allowance(run: Run) -> float:
 
 def apply_mirror(run: Run, status: dict) -> None:
     """Called under the run's lock with a probe of its current attempt."""
-    mirror = parse_mirror(status.get("ckpt_mirror"))
+    mirror = parse_mirror(status.get("ckpt_mirror"), (run.trainer_files or {}).get("checkpoints"))
     if mirror is None:
         return
+    _refused(run, mirror, (run.ckpt_mirror or {}).get("refused") or {})
     run.ckpt_mirror = mirror
     newest = mirror["newest"]
     same_tier = mirror["target"] == run.durable_ckpt.get("target")
@@ -52,6 +53,18 @@ def apply_mirror(run: Run, status: dict) -> None:
     _missing(run, mirror)
     _took_newer(run, mirror)
     _resume(run, mirror)
+
+
+def _refused(run: Run, mirror: dict, before: dict) -> None:
+    """Names the box reported that are no checkpoint of this run's: said once each, never kept."""
+    new = {name: why for name, why in mirror["refused"].items() if name not in before}
+    if new:
+        said = "; ".join(f"{name}: {why}" for name, why in new.items())
+        run_event(
+            run,
+            "alert",
+            f"The box named checkpoints that are not this run's, refused (never copied, pulled or restored): {said}",
+        )
 
 
 def _pulled(run: Run) -> dict | None:
