@@ -145,15 +145,58 @@ def pull_batch(transport, remote_root: str, entries, canonical: Path, progress=N
     wanted = {entry.path: entry for entry in entries}
     names = "\0".join(wanted).encode()
     argv = ["tar", "-C", remote_root, "--null", "--no-recursion", "-T", "-", "-cf", "-"]
+    counted = Counted(transport.stream(argv, stdin=names))
     try:
-        moved = _unpack(transport.stream(argv, stdin=names), wanted, canonical, progress)
+        moved = _unpack(counted, wanted, canonical, progress)
     except tarfile.TarError as exc:
+        if counted.hostile():
+            raise HashMismatch(
+                f"the node answered a tar stream with something that is not a tar ({exc}) after"
+                f" {counted.received} bytes: refused, and nothing of it kept"
+            ) from None
         # A session dropped mid-stream ends the tar early (or before its first block): what arrived whole
         # is in custody under its final name, and the next pull asks only for the rest.
         raise StreamError(f"the tar stream of {len(wanted)} small file(s) broke ({exc}); the pull resumes") from None
     if wanted:
         raise HashMismatch(f"{len(wanted)} file(s) never arrived, e.g. {sorted(wanted)[0]}")
     return moved
+
+
+class Counted:
+    """A node's byte stream, counted as tarfile reads it: whether it ended (a dropped session: the pull
+    resumes) or went on with bytes that are no tar (a hostile answer: refused, never retried as a drop)."""
+
+    def __init__(self, stream):
+        self.stream, self.received, self.ended, self.first = stream, 0, False, b""
+
+    def __enter__(self):
+        self.source = self.stream.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.stream.__exit__(*exc)
+
+    def read(self, size=-1) -> bytes:
+        data = self.source.read(size)
+        self.ended = self.ended or not data
+        if len(self.first) < tarfile.BLOCKSIZE:
+            self.first += data[: tarfile.BLOCKSIZE - len(self.first)]
+        self.received += len(data)
+        return data
+
+    def hostile(self) -> bool:
+        """Garbage, not a cut: the stream went on past the break, or its whole first block is no header."""
+        if not self.ended:
+            return True
+        if len(self.first) < tarfile.BLOCKSIZE:
+            return False  # cut before its first block was whole: what a dropped session leaves
+        try:
+            tarfile.TarInfo.frombuf(self.first, tarfile.ENCODING, "surrogateescape")
+        except tarfile.EOFHeaderError:
+            return False
+        except tarfile.HeaderError:
+            return True
+        return False
 
 
 def _unpack(stream, wanted: dict, canonical: Path, progress) -> int:

@@ -68,3 +68,41 @@ def test_a_real_checkpoint_still_loads(tmp_path):
     path = tmp_path / "best.pth"
     torch.save({"w": torch.zeros(512, 512)}, path)
     assert safe_load(path).ok
+
+
+def lying_tar(tmp_path, monkeypatch, script: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tar").write_text(f"#!/bin/sh\n{script}\n")  # the box's tar
+    (bin_dir / "tar").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "head -c 65536 /dev/urandom",  # bytes that go on: no tar at all
+        "printf 'HTTP/1.1 200 OK\\r\\n'; head -c 600 /dev/zero | tr '\\0' 'x'",  # a whole first block, no header
+    ],
+)
+def test_a_stream_that_is_no_tar_is_refused_not_resumed_as_a_dropped_session(tmp_path, monkeypatch, script):
+    """Before: "the tar stream … broke; the pull resumes", and the next pull asked the same box again."""
+    box, custody = tmp_path / "box", tmp_path / "custody"
+    box.mkdir()
+    lying_tar(tmp_path, monkeypatch, script)
+    with pytest.raises(HashMismatch, match="not a tar .* refused, and nothing of it kept"):
+        pull_batch(LocalTransport(), str(box), [entry_for("a.txt", b"abc")], custody)
+    assert not custody.exists() or not any(custody.rglob("*"))
+
+
+def test_a_tar_cut_mid_member_still_resumes(tmp_path, monkeypatch):
+    from node.transport.stream import StreamError
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.bin").write_bytes(os.urandom(200_000))
+    whole = tmp_path / "whole.tar"
+    subprocess.run(["tar", "-C", str(tmp_path / "src"), "-cf", str(whole), "a.bin"], check=True)
+    lying_tar(tmp_path, monkeypatch, f"head -c 100000 {whole}")  # the session dropped mid-file
+    data = (tmp_path / "src" / "a.bin").read_bytes()
+    with pytest.raises(StreamError, match="the pull resumes"):
+        pull_batch(LocalTransport(), str(tmp_path / "box"), [entry_for("a.bin", data)], tmp_path / "custody")
