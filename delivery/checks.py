@@ -37,8 +37,10 @@ def _snapshot(items: list[Item]) -> dict:
 
 
 def _no_live_run(facts: BoxFacts) -> Item:
-    live = facts.live
-    return Item("No live run on the box", not live, ", ".join(live) + " still live" if live else "none live")
+    live, queued = facts.live, facts.queued
+    said = [", ".join(live) + " still live"] if live else []
+    said += [", ".join(queued) + " queued to start here (sweep cells)"] if queued else []
+    return Item("No live run on the box", not said, "; ".join(said) or "none live or queued")
 
 
 def _node_idle(instance) -> Item:

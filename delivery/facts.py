@@ -20,6 +20,7 @@ from runs.models import LIVE_STATES, UNCLOSED_STATES, Run, RunState, WatchLease
 @dataclass
 class BoxFacts:
     live: list[str] = field(default_factory=list)  # run ids
+    queued: list[str] = field(default_factory=list)  # sweep cells waiting to start on the box (run ids)
     unclosed: list[str] = field(default_factory=list)  # run ids whose active/ is not closed
     hold: ReleaseHold | None = None
     watched: bool = False  # a watcher holds an unexpired lease
@@ -46,6 +47,11 @@ def load(instances) -> dict[int, BoxFacts]:
         for box in (own, peer):
             if box in facts and run_id not in facts[box].live:
                 facts[box].live.append(run_id)
+    # A sweep's cell not yet started is a run the box owes: a released box would fail it at its preflight.
+    for instance_id, run_id in states.filter(sweep__isnull=False, state=RunState.DRAFT).values_list(
+        "instance_id", "run_id"
+    ):
+        facts[instance_id].queued.append(run_id)
     unclosed = states.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)
     for instance_id, run_id in unclosed.values_list("instance_id", "run_id"):
         facts[instance_id].unclosed.append(run_id)

@@ -336,3 +336,20 @@ def test_a_shutdown_approved_after_the_release_ran_is_refused(alice, bob, projec
     shutdown.refresh_from_db()
     assert shutdown.status == TeardownStatus.PENDING
     assert [call["verb"] for call in provider_api.calls_for("pod-released")] == ["terminate"]
+
+
+@pytest.mark.parametrize("kind", ["release", "shutdown"])
+def test_a_sweep_cell_queued_on_the_box_blocks_its_release_and_shutdown(bob, pod, kind):
+    """Before: `_no_live_run` read LIVE_STATES only, so a box whose sweep cells were still to start (draft,
+    waiting for a GPU slot) was released under them, and each cell then failed its preflight on no box."""
+    from runs.models import Run, RunState, Sweep
+
+    base = factories.run(pod)
+    sweep = Sweep.objects.create(project=pod.project, name="lr", base_run=base, overrides=[{"lr": 0.1}])
+    cell = factories.run(pod, sweep=sweep, cell=1, state=RunState.DRAFT)
+    with pytest.raises(TeardownRefused, match=f"{cell.run_id} queued to start here"):
+        do_request_teardown(pod.pk, kind, "done with it", actor=bob)
+    assert not TeardownRequest.objects.exists()
+    Run.objects.filter(pk=cell.pk).update(sweep=None)  # a draft nobody will start by itself: no block
+    if kind == "release":  # (a shutdown's idle scan needs the box over SSH, which this row has not)
+        assert do_request_teardown(pod.pk, kind, "done with it", actor=bob).pk
