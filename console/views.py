@@ -27,7 +27,7 @@ from platforms import catalog
 from platforms.resources import kinds_for
 from projects.models import Project, Role
 from rentals.models import Rental, RentalState
-from runs.models import LIVE_STATES, Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
+from runs.models import Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
 from runs.spend import envelopes_for
 
 
@@ -146,7 +146,8 @@ def sweep_grid(sweep) -> list[dict]:
 def instance_detail(request, pk):
     instance = get_object_or_404(Instance.objects.visible_to(request.user).select_related("project"), pk=pk)
     probes = list(instance.probes.all()[:20])
-    has_live_run = instance.runs.filter(state__in=LIVE_STATES).exists()
+    teardown = teardown_panel(instance, all_exports=request.GET.get("exports") == "all")
+    has_live_run = bool(teardown["live"] or teardown["queued"])  # the teardown checks' own reading
     latest_audit = instance.probes.filter(kind=InstanceProbe.Kind.AUDIT, ok=True).first()
     can_operate = request.user.has_perm("projects.operate", instance.project)
     context = {
@@ -159,7 +160,7 @@ def instance_detail(request, pk):
         "can_operate": can_operate,
         # A released box has nothing left to delete evidence from: no selection, no form.
         "may_select_evidence": can_operate and instance.state != "released",
-        "teardown": teardown_panel(instance, all_exports=request.GET.get("exports") == "all"),
+        "teardown": teardown,
         "waste_alarms": list(instance.waste_alarms.all()[:5]),
         "balance": _balance_of(instance),
         "prefill": _prefill(instance, request.GET.get("waste", "")),

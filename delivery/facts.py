@@ -40,18 +40,18 @@ def load(instances) -> dict[int, BoxFacts]:
     facts = {instance.pk: BoxFacts() for instance in instances}
     ids = list(facts)
     states = Run.objects.filter(instance_id__in=ids).order_by("pk")
-    # A live run holds its own box, and every other box running a node of it (a run over several boxes):
-    # one query for both, a row per node.
-    live = Run.objects.filter(Q(instance_id__in=ids) | Q(peers__instance_id__in=ids), state__in=LIVE_STATES)
-    for own, peer, run_id in live.order_by("pk").values_list("instance_id", "peers__instance_id", "run_id"):
-        for box in (own, peer):
-            if box in facts and run_id not in facts[box].live:
-                facts[box].live.append(run_id)
-    # A sweep's cell not yet started is a run the box owes: a released box would fail it at its preflight.
-    for instance_id, run_id in states.filter(sweep__isnull=False, state=RunState.DRAFT).values_list(
-        "instance_id", "run_id"
+    # A live run holds its own box, and every other box running a node of it (a run over several boxes);
+    # a sweep's cell not yet started is a run the box owes (released, it fails at its preflight): one
+    # query for all, a row per node.
+    holding = Q(state__in=LIVE_STATES) | Q(state=RunState.DRAFT, sweep__isnull=False)
+    live = Run.objects.filter(Q(instance_id__in=ids) | Q(peers__instance_id__in=ids), holding)
+    for own, peer, run_id, state in live.order_by("pk").values_list(
+        "instance_id", "peers__instance_id", "run_id", "state"
     ):
-        facts[instance_id].queued.append(run_id)
+        for box in (own, peer):
+            found = (facts[box].queued if state == RunState.DRAFT else facts[box].live) if box in facts else [run_id]
+            if run_id not in found:
+                found.append(run_id)
     unclosed = states.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)
     for instance_id, run_id in unclosed.values_list("instance_id", "run_id"):
         facts[instance_id].unclosed.append(run_id)

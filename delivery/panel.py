@@ -39,6 +39,10 @@ def teardown_panel(instance, all_exports: bool = False) -> dict:
         "kept": sum(1 for export in exports if export["copies"]),
         "unkept": [export for export in exports if not export["copies"]],
         "hold": facts.hold,
+        # What the box runs, measured once for the whole page: its own runs and nodes of others', and
+        # sweep cells still to start (the page once said "Nothing of ours runs on it" beside "still live").
+        "live": facts.live,
+        "queued": facts.queued,
         "open_requests": instance.teardown_requests.filter(status__in=OPEN_TEARDOWN).select_related("requester"),
         "recent_requests": instance.teardown_requests.select_related("requester")[:10],
     }

@@ -30,9 +30,9 @@ PINNED = {
     "project": 14,  # the cost envelope: boxes and their states, resources, orphan drift, every live run, recent ones
     "run": 9,  # and its GPU samples, the newest day of them (a run never sampled asks nothing)
     "instances": 4,
-    "instance": 21,
+    "instance": 20,
     # A release-clock platform: what the shutdown would take, for every export; and its waste alarms.
-    "instance_autodl": 24,
+    "instance_autodl": 23,
     "sweep": 7,
     "approvals": 15,  # and the rents waiting, the teardowns that need a person
     "audit": 3,
