@@ -30,7 +30,12 @@ class ProviderRefused(ProviderError):
         self.code, self.text = code, text[:2000]
 
 
-class ProviderTimeout(ProviderError):
+class ProviderUnreachable(ProviderError):
+    """The provider could not be asked (no connection, 5xx or 429 past the retries, no answer in time): an
+    outage says nothing of the request, so a rent asks again later rather than asking for a change."""
+
+
+class ProviderTimeout(ProviderUnreachable):
     """The provider did not answer in time: the call may or may not have landed."""
 
 
@@ -77,7 +82,7 @@ def exchange(
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
             raise ProviderTimeout(f"{provider} did not answer within {settings.PROVIDER_API_TIMEOUT} s") from None
-        raise ProviderError(f"{provider} API unreachable: {reason}") from None
+        raise ProviderUnreachable(f"{provider} API unreachable: {reason}") from None
 
 
 def _json(provider: str, raw: bytes):
@@ -104,7 +109,8 @@ def with_retries(provider: str, call) -> dict:
             return {"http_status": status, "body": body}
         if attempt < settings.PROVIDER_API_RETRIES:
             time.sleep(_retry_wait(body, attempt))
-    raise ProviderError(f"{provider} answered {status} {settings.PROVIDER_API_RETRIES + 1} times: {body.get('error')}")
+    said = body.get("error") if isinstance(body, dict) else body
+    raise ProviderUnreachable(f"{provider} answered {status} {settings.PROVIDER_API_RETRIES + 1} times: {said}")
 
 
 def _base(provider: str, name: str) -> str:

@@ -15,7 +15,7 @@ from fleet.models import Credential
 from fleet.provider_calls import list_boxes
 from fleet.renting import BoxKey, attach_key, create_box, find_by_name, find_offers, key_problem
 from node.transport import CredentialError
-from providers.http import ProviderError
+from providers.http import ProviderError, ProviderUnreachable
 from providers.interface import GONE, RUNNING
 from providers.offers import Offer, choose
 from rentals.actions import do_claim_rental, do_fail_rental, do_mark_created, do_record_attempt, do_register_rental
@@ -86,20 +86,38 @@ def create(rental_pk: int) -> str:
         rental = _with_volume(rental)
         if rental is None:
             return "failed"
-    need, cheapest_over = need_of(rental), []
+    need, cheapest_over, unreachable = need_of(rental), [], {}
     for provider in rental.candidates:
-        result, over = _ask(rental, provider, need, key)
+        result, over = _ask(rental, provider, need, key, unreachable)
         if result in ("created", "stopped"):
             return result
         if result == "unknown":
             return "retry later"  # a create that may have landed: never another one beside it now
         if over is not None:
             cheapest_over.append(over)
+    if unreachable:
+        return _outage(rental, unreachable)
     reason = "no candidate had a fitting offer with capacity at or under the max rate"
     if cheapest_over:
         best = min(cheapest_over, key=lambda offer: offer.rate)
         reason += f"; the cheapest fitting was {best.describe()} at {best.provider}"
     do_fail_rental(rental.pk, reason + ". Nothing was created: change the request and ask again.")
+    return "failed"
+
+
+def _outage(rental: Rental, unreachable: dict[str, str]) -> str:
+    """A candidate that could not be asked may have had the fitting offer: the rent is asked again by the
+    reconciler (RENT_CREATE_SECONDS, RENT_MAX_REDRIVES times), then failed as an outage, never as the
+    request's fault."""
+    said = "; ".join(unreachable.values())
+    if rental.redrives < settings.RENT_MAX_REDRIVES:
+        return "retry later"
+    asked = rental.redrives + 1
+    do_fail_rental(
+        rental.pk,
+        f"{', '.join(unreachable)} could not be asked {asked} times ({said}), and no candidate that answered had"
+        " a fitting offer. Nothing was created: the request may be fine; ask again when the provider answers.",
+    )
     return "failed"
 
 
@@ -115,15 +133,17 @@ def _with_volume(rental: Rental) -> Rental | None:
     return Rental.objects.select_related("project", "ssh_credential").get(pk=rental.pk)
 
 
-def _ask(rental: Rental, provider: str, need, key: BoxKey) -> tuple[str, Offer | None]:
+def _ask(rental: Rental, provider: str, need, key: BoxKey, unreachable: dict) -> tuple[str, Offer | None]:
     """One candidate: search, then create onto the cheapest fitting offer, where the box it makes would
-    let us in with the rent's key."""
+    let us in with the rent's key. A provider that could not be asked is named in unreachable."""
     try:
         credential = _credential(rental, provider)
         offer, over = choose(need, find_offers(provider, credential, need))
         unreachable = key_problem(provider, credential, key) if offer is not None else None
     except ProviderError as exc:
         do_record_attempt(rental.pk, provider, Outcome.ERROR, {}, "", str(exc)[:500])
+        if isinstance(exc, ProviderUnreachable):
+            unreachable[provider] = str(exc)[:300]
         return "error", None
     if unreachable:
         do_record_attempt(rental.pk, provider, Outcome.ERROR, _offer_data(offer), "", unreachable)

@@ -550,3 +550,29 @@ def test_a_rent_naming_a_volume_that_is_not_there_creates_nothing(project, alice
     assert create(found.pk) == "created"
     (box,) = provider_api.creates()
     assert box["body"]["networkVolumeId"] == "nv9" and provider_api.volume_creates == []
+
+
+def test_a_provider_that_cannot_be_asked_is_an_outage_asked_again_not_the_requests_fault(
+    project, alice, bob, boxes, provider_api, settings
+):
+    """Before: "no candidate had a fitting offer … change the request and ask again" over an attempt that
+    said "vastai API unreachable: Connection refused", at once and for good."""
+    import socket
+
+    _, client_key = boxes
+    with socket.socket() as closed:  # a port nothing listens on once closed: connection refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    settings.RENT_CREATE_SECONDS, settings.RENT_MAX_REDRIVES = 0, 1
+    settings.PROVIDER_API_BASES = {**settings.PROVIDER_API_BASES, "vastai": f"http://127.0.0.1:{port}"}
+    rental = _ask(project, bob, client_key, candidates="vastai")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "retry later"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.CREATING and rental.reason == ""
+    assert do_redrive_stale()["redrive"] == [rental.pk]
+    assert create(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert rental.state == RentalState.FAILED and "vastai could not be asked 2 times" in rental.reason
+    assert "Connection refused" in rental.reason and "change the request" not in rental.reason
+    assert provider_api.creates() == []
