@@ -4,9 +4,11 @@ a size and none of its name is listed. A volume create that may have landed is l
 before anything is sent again, as a box's is. Nothing is created for a box whose volume cannot be had.
 """
 
+from fleet.models import Instance, InstanceState, Resource
 from fleet.renting import create_volume, find_volume
 from providers.http import ProviderError
 from rentals.actions import do_record_volume
+from rentals.models import Rental, RentalState
 
 
 def ensure_volume(rental, credential) -> str | None:
@@ -15,6 +17,13 @@ def ensure_volume(rental, credential) -> str | None:
     try:
         found = find_volume(provider, credential, rental.durable_volume)
         if found is not None:
+            owner = other_owner(rental, provider, found)
+            if owner:
+                return (
+                    f"{provider} volume {found['name']} ({found['id']}) is {owner}'s, not this project's: a team's key "
+                    "lists every project's volumes, and one provider id has one owner. Nothing was created: name a "
+                    "volume of this project's, or ask for one of a size to be created"
+                )
             do_record_volume(rental.pk, provider, found, "found")
             return None
         if not rental.volume_gb:
@@ -31,3 +40,21 @@ def ensure_volume(rental, credential) -> str | None:
         return f"the volume {rental.durable_volume} could not be had at {provider}: {exc}"
     do_record_volume(rental.pk, provider, made, "created")
     return None
+
+
+def other_owner(rental, provider: str, volume: dict) -> str | None:
+    """The project other than the rent's that owns this provider volume here, by name, or None: a resource
+    registered beside one of its boxes, a box of it mounting it as its durable root, or its rent's volume."""
+    ident, name = str(volume.get("id") or ""), str(volume.get("name") or "")
+    ours = rental.project_id
+    if ident:
+        resource = Resource.objects.filter(deleted_at__isnull=True, provider_id=ident).exclude(instance__project=ours)
+        owner = resource.values_list("instance__project__name", flat=True).first()
+        ended = (RentalState.FAILED, RentalState.EXPIRED, RentalState.CANCELLED, RentalState.REJECTED)
+        rents = Rental.objects.filter(volume__id=ident).exclude(state__in=ended).exclude(project=ours)
+        owner = owner or rents.values_list("project__name", flat=True).first()
+        if owner:
+            return owner
+    boxes = Instance.objects.filter(profile_key=provider, durable_volume__in={ident, name} - {""})
+    boxes = boxes.exclude(state=InstanceState.RELEASED).exclude(project=ours)
+    return boxes.values_list("project__name", flat=True).first()

@@ -576,3 +576,25 @@ def test_a_provider_that_cannot_be_asked_is_an_outage_asked_again_not_the_reques
     assert rental.state == RentalState.FAILED and "vastai could not be asked 2 times" in rental.reason
     assert "Connection refused" in rental.reason and "change the request" not in rental.reason
     assert provider_api.creates() == []
+
+
+@pytest.mark.parametrize("owned_by", ["resource", "box"])
+def test_another_projects_volume_is_never_attached_to_a_rent(project, alice, bob, boxes, provider_api, owned_by):
+    """Projects A and B share the team's key; before, A's rent naming B's volume was created onto it and
+    mounted it as A's durable root. One provider id, one owner: refused, nothing created."""
+    _, client_key = boxes
+    provider_api.offers["lambda"] = LAMBDA_TYPES
+    provider_api.volumes["lambda"] = [{"id": "fs-b", "name": "b-ckpt", "region": {"name": "us-west-1"}}]
+    other = factories.project(name="Project B")
+    theirs = factories.box(other, "lambda", state="running")
+    if owned_by == "resource":
+        factories.resource(theirs, "filesystem", name="b-ckpt", provider_id="fs-b")
+    else:
+        theirs.durable_volume = "fs-b"
+        theirs.save()
+    rental = _ask(project, bob, client_key, candidates="lambda", region="us-west-1", durable_volume="b-ckpt")
+    do_decide_rental(rental.pk, True, "go", actor=alice)
+    assert create(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert "b-ckpt (fs-b) is Project B's, not this project's" in rental.reason and "Nothing was created" in rental.reason
+    assert provider_api.creates() == [] and rental.volume == {}
