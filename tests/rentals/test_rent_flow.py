@@ -596,5 +596,6 @@ def test_another_projects_volume_is_never_attached_to_a_rent(project, alice, bob
     do_decide_rental(rental.pk, True, "go", actor=alice)
     assert create(rental.pk) == "failed"
     rental.refresh_from_db()
-    assert "b-ckpt (fs-b) is Project B's, not this project's" in rental.reason and "Nothing was created" in rental.reason
+    assert "b-ckpt (fs-b) is Project B's, not this project's" in rental.reason
+    assert "Nothing was created" in rental.reason
     assert provider_api.creates() == [] and rental.volume == {}
