@@ -259,6 +259,9 @@ def _peer_boxes(data, user) -> list:
     if wrong or data["instance"].profile.runs_jobs:
         said = "each another box of the project, once, not a cluster's login node (a cluster runs nodes itself)"
         raise serializers.ValidationError({"peer_boxes": [f"{', '.join(sorted(set(wrong))) or 'this box'}: {said}"]})
+    refused = [problem for name in names if (problem := validation.box_problem(boxes[name], user))]
+    if refused:
+        raise serializers.ValidationError({"peer_boxes": refused})
     return [boxes[name] for name in names]
 
 

@@ -25,6 +25,7 @@ from providers import renting_of
 from rentals.asking import expected_cost, run_signature, spend_note
 from rentals.models import RENTAL_TRANSITIONS, Rental, RentalAttempt, RentalState
 from runs import spend
+from runs.actions.base import control_host_problem
 from runs.actions.lifecycle import do_edit_run, do_start_preflight
 
 
@@ -51,7 +52,7 @@ def do_request_rental(rental: Rental, *, actor) -> Rental:
     proof runs the run's command on the proving box: on the control host, only an administrator's."""
     require(actor, "projects.operate", rental.project)
     if rental.proving_box is not None and rental.proving_box.profile.is_local:
-        problem = runs_here_problem(actor)
+        problem = control_host_problem(rental.run, actor) if rental.run_id else runs_here_problem(actor)
         if problem:
             raise PermissionDenied(problem)
     with transaction.atomic(durable=True):

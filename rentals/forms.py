@@ -3,12 +3,14 @@ import re
 from django import forms
 
 from fleet.actions import needs_acknowledgement
+from fleet.control_host import local_node_problem
 from fleet.forms import USER
 from fleet.models import Credential, CredentialKind, InstanceState
 from platforms import catalog
 from providers import RENTABLE
 from rentals.asking import read_candidates, read_image, read_models, read_volume, volume_size_problem
 from rentals.models import Rental
+from runs.actions.base import control_host_problem
 
 REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 
@@ -85,12 +87,18 @@ class RentalForm(forms.ModelForm):
         """Where the run is proven before the rent: a running box of the project nobody rents GPUs on for
         it (the control host's local node first, then the cheapest)."""
         boxes = project.instances.filter(state=InstanceState.RUNNING).order_by("rate_running", "name")
-        if not (self.user and self.user.is_superuser):  # the control host is an administrator's box to run on
+        admin = bool(self.user and self.user.is_superuser)
+        # The control host is an administrator's box to run on, and only where this deployment runs commands
+        # there at all: offered only then, and an administrator is told why it is not.
+        absent = local_node_problem() if admin else "only an administrator proves a run there"
+        if absent:
             boxes = boxes.exclude(profile_key__in=catalog.local_keys())
         field = self.fields["proving_box"]
         field.queryset, field.required = boxes, False
         field.label = "Prove the run first on"
         field.help_text = "Its input checks and CPU smoke pass here before anything is rented (needed with a run)."
+        if absent and admin:
+            field.help_text += f" The control host is not offered: {absent}."
         self.local_box = next((box for box in boxes if box.profile.is_local), None)
         field.initial = self.local_box.pk if self.local_box else None
 
@@ -124,7 +132,11 @@ class RentalForm(forms.ModelForm):
         data = super().clean()
         if data.get("run") is not None:
             data["proving_box"] = data.get("proving_box") or self.local_box  # the local node, where there is one
-        if data.get("run") is not None and data["proving_box"] is None:
+        box, run = data.get("proving_box"), data.get("run")
+        refused = control_host_problem(run, self.user) if run is not None and box and box.profile.is_local else None
+        if refused:
+            self.add_error("proving_box", refused)
+        elif run is not None and box is None:
             self.add_error(
                 "proving_box",
                 "A rent for a run proves the run first where no GPU bills: name a box of the project (the control "

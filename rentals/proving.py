@@ -24,6 +24,7 @@ from rentals.actions import do_claim_proof, do_finish_proof
 from rentals.asking import run_signature
 from rentals.models import Rental
 from runs import shipping
+from runs.actions.base import control_host_problem
 from runs.environment import environment_problems
 from runs.models import SourceKind
 from runs.sources import SourceError
@@ -56,12 +57,13 @@ def prove(rental_pk: int) -> str:
     rental = do_claim_proof(rental_pk)
     if rental is None:
         return "nothing to do"
-    rental = Rental.objects.select_related("run", "run__project", "proving_box", "project").get(pk=rental.pk)
+    related = ("run", "run__project", "run__definition_by", "run__created_by", "proving_box", "project", "requester")
+    rental = Rental.objects.select_related(*related).get(pk=rental.pk)
     run, box = rental.run, rental.proving_box
     started = time.monotonic()
     proof = {"box": box.name if box else "no box", "left_to_the_box": left_to_the_box(run) if run else []}
     proof["run_signature"] = run_signature(run) if run else ""
-    proof.update(_outcome(run, box))
+    proof.update(_outcome(run, box, rental.requester))
     seconds = time.monotonic() - started
     rate = box.rate_running if box is not None else Decimal(0)
     cost = (rate * Decimal(seconds) / 3600).quantize(Decimal("0.0001"))
@@ -70,12 +72,16 @@ def prove(rental_pk: int) -> str:
     return "passed" if proof["passed"] else "failed"
 
 
-def _outcome(run, box) -> dict:
+def _outcome(run, box, requester) -> dict:
     """{passed, why, checks, smoke_exit_code, smoke_output, environment}: the proof's verdict."""
     if run is None or box is None:
         return {"passed": False, "why": "the rent names no run, or no box to prove it on (ask again, naming one)"}
     if run.source_kind == SourceKind.NODE_PATH:
         return {"passed": False, "why": "its source lives on the rented box, so nothing can prove it before the rent"}
+    # The run as it is now, and whoever asked: an edit since the request (a re-proof has no actor) is judged
+    # by who wrote it, before anything of it reaches the control host.
+    if box.profile.is_local and (refused := control_host_problem(run, requester)):
+        return {"passed": False, "why": f"it may not be proven on the control host: {refused}"}
     proof = stand_in(run, box)
     try:
         with RunNode(proof) as node:

@@ -243,6 +243,14 @@ class Run(models.Model):
     )
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    definition_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who last wrote what the run runs (made or edited it): on the control host only an administrator's",
+    )
 
     objects = RunQuerySet.as_manager()
 

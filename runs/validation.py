@@ -182,16 +182,27 @@ def candidate_problem(names: list[str], project, instance) -> str | None:
     return None
 
 
+def box_problem(box, user) -> str | None:
+    """Why a run may not be made on box, as its own box or as another box of it (a node of a run over
+    several boxes), or None: one rule for both (a released peer box, or one whose host key nobody
+    confirmed, was once accepted through the API)."""
+    if box.state == "released":
+        return f"{box.name} is released: there is no box left to run on."
+    if box.profile.is_local:
+        return runs_here_problem(user)
+    if box.pinned_host_key is None:
+        return f"Confirm {box.name}'s host key first (test its connection)."
+    return None
+
+
 def relation_problems(data: dict, user) -> dict[str, str]:
     """Field -> problem for rules across fields (user: who makes the run); resolves a git source's commit."""
     problems = {}
     project, instance, kind = data.get("project"), data.get("instance"), data.get("source_kind")
     if project and instance and instance.project_id != project.pk:
         problems["instance"] = f"{instance.name} belongs to another project."
-    elif instance and instance.profile.is_local and (refused := runs_here_problem(user)):
+    elif instance and (refused := box_problem(instance, user)):
         problems["instance"] = refused
-    elif instance and not instance.profile.is_local and instance.pinned_host_key is None:
-        problems["instance"] = "Confirm this instance's host key first (test its connection)."
     if project and data.get("secrets") and (refused := secret_problem(data["secrets"], project)):
         problems["secrets"] = refused
     if project and data.get("datasets") and (refused := dataset_problem(data["datasets"], project)):

@@ -148,12 +148,36 @@ def release_gpus(run: Run) -> None:
 
 
 def may_run_on(run: Run, actor, instance: Instance | None = None) -> None:
-    """A person starts work on the run's box (or the box it is to continue on): on the control host only
-    an administrator does (the forms and the API refuse it first; this is the rule every start goes through)."""
-    if (instance or run.instance).profile.is_local and actor is not None:
-        problem = runs_here_problem(actor)
+    """Work starts on the run's boxes (its own and every box running a node of it) or on the box it is to
+    continue on: on the control host only an administrator's run, started by an administrator or by
+    RemoteGPU itself (the forms and the API refuse it first; this is the rule every start goes through)."""
+    boxes = [instance] if instance is not None else [run.instance, *run_boxes_beside(run)]
+    if any(box.profile.is_local for box in boxes):
+        problem = control_host_problem(run, actor)
         if problem:
             raise PermissionDenied(problem)
+
+
+def run_boxes_beside(run: Run) -> list[Instance]:
+    """The other boxes of a run over several boxes (none before it is saved)."""
+    return [peer.instance for peer in run.peers.select_related("instance")] if run.pk else []
+
+
+def control_host_problem(run: Run, actor) -> str | None:
+    """Why the run may not run on the control host, or None. Whoever starts it (actor; None: RemoteGPU
+    itself, a relaunch or a proof) and whoever last wrote what it runs (its command, source, hooks, config:
+    Run.definition_by, else its maker) must both be administrators: an operator who edits an
+    administrator's draft before its proof or start would otherwise run her command there."""
+    if actor is not None and (problem := runs_here_problem(actor)):
+        return problem
+    author = run.definition_by if run.definition_by_id else run.created_by
+    if author is None or not author.is_superuser:
+        who = author.get_username() if author is not None else "nobody known"
+        return (
+            f"{run.run_id or 'This run'} was last written by {who}, not an administrator: what it runs never runs on "
+            "the control host. An administrator makes it anew (New run like this), or it runs on another box."
+        )
+    return None
 
 
 def arm_watcher(instance_id: int) -> None:

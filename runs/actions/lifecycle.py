@@ -42,11 +42,11 @@ from runs.models import (
 
 def do_create_run(run: Run, *, actor, peers=()) -> Run:
     """peers: the other boxes of a run over several boxes, in node-rank order (the run's box is rank 0)."""
+    run.created_by = run.definition_by = actor
     for box in (run.instance, *peers):
         may_run_on(run, actor, box)
     with transaction.atomic(durable=True):
         run.run_id = new_run_id(run.project.slug)
-        run.created_by = actor
         run.save()
         RunPeer.objects.bulk_create(RunPeer(run=run, instance=box, rank=rank) for rank, box in enumerate(peers, 1))
         rollups.add(run, runs=1)
@@ -70,6 +70,15 @@ BOUND = {
 }
 
 
+def written_by(run: Run, actor):
+    """Who wrote what the run runs after actor's edit: actor, except that an administrator's edit of what
+    someone else wrote keeps that person as its author (an operator's command is never laundered)."""
+    before = run.definition_by if run.definition_by_id else run.created_by
+    if actor is not None and actor.is_superuser and before is not None and not before.is_superuser:
+        return before
+    return actor
+
+
 def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
     """Change a run that has not run on its box yet (draft, failed preflight or smoke); audited.
 
@@ -90,6 +99,7 @@ def do_edit_run(run_pk: int, changes: dict, *, actor) -> list[str]:
         was_on = run.instance_id
         for field in changed:
             setattr(run, field, changes[field])
+        run.definition_by = written_by(run, actor)
         may_run_on(run, actor)
         if run.instance_id != was_on:
             rollups.move(run, was_on, verified=run.custody_records.filter(status="verified").exists())

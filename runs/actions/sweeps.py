@@ -8,10 +8,9 @@ from django.db import transaction
 from core.audit import record
 from core.enqueue import after_commit
 from core.models import AuditAction
-from fleet.control_host import runs_here_problem
 from runs import rollups, sweeps
 from runs.actions import arrays
-from runs.actions.base import move_run, new_run_id, run_event
+from runs.actions.base import control_host_problem, move_run, new_run_id, run_event
 from runs.actions.spending import spend_gate
 from runs.models import (
     LIVE_STATES,
@@ -53,8 +52,11 @@ def do_create_sweep(
     base_run: Run, name: str, cells: list[dict], boxes: list, gpus_per_box: int, independent: bool, *, actor
 ) -> Sweep:
     """One run per cell (validated cells in, nothing launched yet), then start what fits."""
-    if any(box.profile.is_local for box in boxes) and (refused := runs_here_problem(actor)):
+    if any(box.profile.is_local for box in boxes) and (refused := control_host_problem(base_run, actor)):
         raise PermissionDenied(refused)
+    # What each cell runs is the base run's, with the sweep maker's overrides: both people wrote it.
+    base_author = base_run.definition_by if base_run.definition_by_id else base_run.created_by
+    author = actor if base_author is not None and base_author.is_superuser else base_author
     with transaction.atomic(durable=True):
         sweep = Sweep.objects.create(
             project=base_run.project,
@@ -75,7 +77,7 @@ def do_create_sweep(
             # A cell on a Slurm box asks for the base run's job options; its job is its own.
             cell.scheduler = {"options": base_run.slurm_options} if base_run.slurm_options else {}
             cell.title = f"{name} · cell {index}: " + ", ".join(f"{k}={v}" for k, v in overrides.items())
-            cell.run_id, cell.created_by = new_run_id(base_run.project.slug), actor
+            cell.run_id, cell.created_by, cell.definition_by = new_run_id(base_run.project.slug), actor, author
             cell.save()
             rollups.add(cell, runs=1)
             run_event(cell, "created", f"Sweep {name}: cell {index} queued on box {box_pk}", actor, to_state=cell.state)

@@ -27,11 +27,11 @@ def draft(project, instance, source, bob):  # noqa: F811
     from runs.actions.lifecycle import do_create_run
     from runs.models import Run
 
-    def make(**fields) -> Run:
+    def make(actor=bob, **fields) -> Run:
         defaults = {"command": [sys.executable, "train.py", "--config", "config.yaml"], "config_path": "config.yaml"}
         run = Run(project=project, instance=instance, source_path=str(source), expected_minutes=9)
         for key, value in {**defaults, **fields}.items():
             setattr(run, key, value)
-        return do_create_run(run, actor=bob)
+        return do_create_run(run, actor=actor)
 
     return make

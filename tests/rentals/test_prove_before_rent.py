@@ -138,12 +138,21 @@ def test_the_local_node_proves_an_admins_rent_by_default_and_never_an_operators(
 
     _, client_key = boxes
     desk = factories.box(project, "local", name=f"{project.slug}-desk-20261205", state="running")
+    # A team deployment offers the control host only where it can run there (an unprivileged node user):
+    # without one, the form says why it is absent, and a proof there would only have failed.
+    settings.LOCAL_NODE, settings.LOCAL_NODE_USER = True, ""
+    absent = RentalForm(project=project, user=admin_user).fields["proving_box"]
+    assert desk not in absent.queryset and "The control host is not offered: " in absent.help_text
+    assert "REMOTEGPU_LOCAL_NODE_USER" in absent.help_text
+    settings.LOCAL_NODE_USER = "nobody"
     assert RentalForm(project=project, user=admin_user).fields["proving_box"].initial == desk.pk
     operators = RentalForm(project=project, user=bob).fields["proving_box"]
     assert operators.initial is None and desk not in operators.queryset
     with pytest.raises(AssertionError, match="proving_box"):
         _ask(project, bob, client_key, run=draft().pk)  # no box named, and the local node is not bob's
-    rental = _ask(project, admin_user, client_key, run=draft().pk)
+    with pytest.raises(AssertionError, match="last written by bob, not an administrator"):
+        _ask(project, admin_user, client_key, run=draft().pk)  # an operator's run, proven on the control host
+    rental = _ask(project, admin_user, client_key, run=draft(actor=admin_user).pk)
     with pytest.raises(PermissionDenied, match="only an administrator"):  # the rule behind both doors
         do_request_rental(Rental(project=project, proving_box=desk, purpose="x"), actor=bob)
     assert not project.rentals.exclude(pk=rental.pk).exists()  # nothing of it was saved
@@ -152,6 +161,36 @@ def test_the_local_node_proves_an_admins_rent_by_default_and_never_an_operators(
     assert prove(rental.pk) == "failed"
     rental.refresh_from_db()
     assert "does not run commands on the control host" in rental.reason and provider_api.creates() == []
+
+
+def test_an_operators_edit_before_the_proof_never_runs_on_the_control_host(
+    project,
+    bob,
+    admin_user,
+    boxes,  # noqa: F811
+    provider_api,
+    draft,
+    settings,
+    tmp_path,
+):
+    """The door: an administrator's rent of her own draft, proven on the local node; before the proof runs,
+    an operator edits the draft's command (the page, or PATCH /api/runs/<id>/). Before: the proof ran the
+    edited command on the control host as the node user. Now the proof judges who last wrote the run."""
+    from runs.actions.lifecycle import do_edit_run
+    from tests import factories
+
+    _, client_key = boxes
+    settings.LOCAL_NODE, settings.LOCAL_NODE_USER = True, "nobody"
+    factories.box(project, "local", name=f"{project.slug}-desk-20261207", state="running")
+    run = draft(actor=admin_user)
+    rental = _ask(project, admin_user, client_key, run=run.pk)
+    assert rental.proving_box.profile.is_local and rental.state == RentalState.PROVING
+    marker = tmp_path / "ran-on-the-control-host"
+    do_edit_run(run.pk, {"command": [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]}, actor=bob)
+    assert prove(rental.pk) == "failed"
+    rental.refresh_from_db()
+    assert "may not be proven on the control host" in rental.reason and "last written by bob" in rental.reason
+    assert not marker.exists() and provider_api.creates() == []
 
 
 def test_a_proof_delivered_to_two_workers_at_once_runs_once(project, bob, boxes, provider_api, instance, draft):  # noqa: F811
