@@ -49,6 +49,11 @@ class EvidenceBusy(Exception):
     """Another consequence on the same box is executing: this one waits its turn."""
 
 
+class BoxUnconfirmed(EvidenceBusy):
+    """The execution's proofs could not measure the box (it did not answer in time): nothing is known to
+    have changed, so the request waits and is tried again, never failed as "custody changed"."""
+
+
 def _move(request, to: str) -> None:
     if not TEARDOWN_TRANSITIONS.allows(request.status, to):
         current = TeardownStatus(request.status).label
@@ -384,10 +389,16 @@ def do_redrive_approved(now=None) -> list[int]:
     return redriven
 
 
-def do_begin_execution(request_pk) -> TeardownRequest | None:
+def do_begin_execution(request_pk, proofs: dict | None = None) -> TeardownRequest | None:
     """Claim an approved request exactly once and re-check custody; None when there is nothing to run.
 
-    Raises EvidenceBusy while another consequence on the same box executes: the caller retries.
+    proofs: the deep checks (the box's idle scan over SSH, re-hashes where copies live), gathered by the
+    caller outside any transaction, so a slow box never holds the box's row lock (it held it for the 5 s
+    of an SSH timeout, and the approved shutdown then failed as "custody changed"); under the lock only the
+    database's answer is read again. Without them (a direct caller) they are gathered here.
+
+    Raises EvidenceBusy while another consequence on the same box executes, and BoxUnconfirmed while the
+    proofs could not measure the box: the caller retries.
     """
     with transaction.atomic(durable=True):
         request = _locked(request_pk)
@@ -396,7 +407,10 @@ def do_begin_execution(request_pk) -> TeardownRequest | None:
         executing = TeardownRequest.objects.filter(instance_id=request.instance_id, status=TeardownStatus.EXECUTING)
         if executing.exists():
             raise EvidenceBusy(f"request #{executing.first().pk} is executing on {request.instance.name}")
-        request.check_at_execution = checks.checks_for(request)
+        fresh = checks.checks_for(request, deep=proofs is None)
+        request.check_at_execution = checks.combined(proofs, fresh) if proofs is not None else fresh
+        if waiting := checks.unconfirmed_only(request.check_at_execution):
+            raise BoxUnconfirmed(waiting)
         if not request.check_at_execution["ok"]:
             _move(request, TeardownStatus.FAILED)
             why = checks.refusal({**request.check_at_execution, "blocking": _failing(request.check_at_execution)})
@@ -510,6 +524,24 @@ def _mark_gone(run, locations, now) -> None:
         type(record).objects.filter(pk=record.pk).update(copy_deleted_at=now)
     if record and EvidenceLocation.MIRROR in locations:
         type(record).objects.filter(pk=record.pk).update(mirror_deleted_at=now)
+
+
+def do_fail_unconfirmed(request_pk, why: str, tries: int) -> TeardownRequest | None:
+    """An approved request whose box could not be measured, try after try: failed saying so (custody did
+    not change; nothing ran), so a person requests it again once the box answers."""
+    with transaction.atomic(durable=True):
+        request = _locked(request_pk)
+        if request.status != TeardownStatus.APPROVED:
+            return None
+        _move(request, TeardownStatus.FAILED)
+        request.failure = (
+            f"The box could not be measured before executing, {tries} tries: {why}. Nothing was executed and "
+            "custody did not change: request it again once the box answers."
+        )
+        request.finished_at = timezone.now()
+        request.save()
+        audit("failed", f"Request #{request.pk}: {request.failure}", None, request)
+    return request
 
 
 def do_fail_execution(request_pk, error: str) -> TeardownRequest:

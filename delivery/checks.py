@@ -25,6 +25,7 @@ class Item:
     ok: bool
     detail: str
     waivable: bool = False  # an L3 approver may waive it at approval (unclosed active/ dirs)
+    unconfirmed: bool = False  # not measured (the box did not answer in time): says nothing of custody
 
 
 def _snapshot(items: list[Item]) -> dict:
@@ -49,7 +50,8 @@ def _node_idle(instance) -> Item:
         with NodeClient(instance) as node:  # resolves $HOME once, as every node session does
             busy = node.idle(resolve_home(root, node.home))
     except TransportError as exc:
-        return Item("No writer under the run roots", False, f"could not confirm the box is idle: {exc}")
+        detail = f"could not confirm the box is idle: {exc}"
+        return Item("No writer under the run roots", False, detail, unconfirmed=True)
     detail = "; ".join(f"pid {b['pid']} {b['why']}" for b in busy[:5]) or f"nothing writes under {root}"
     return Item("No writer under the run roots", not busy, detail)
 
@@ -166,6 +168,25 @@ def resource_checks(resource, planned: Consequence, deep: bool = True, facts: Bo
     lost = resource_data_lost(resource)
     items.append(Item("What deleting it destroys", True, "; ".join(lost) or "nothing stored"))
     return _snapshot(items)
+
+
+def combined(proofs: dict, fresh: dict) -> dict:
+    """The deep proofs, gathered outside any lock, with the database's answer read again under it: an
+    item fails where either says it does."""
+    by_label = {item["label"]: item for item in proofs["items"]}
+    for item in fresh["items"]:
+        if not item["ok"] or item["label"] not in by_label:
+            by_label[item["label"]] = item
+    return _snapshot([Item(**item) for item in by_label.values()])
+
+
+def unconfirmed_only(snapshot: dict) -> str:
+    """What could not be measured, in words, where that is all that blocks (a retry, not a refusal); ""
+    otherwise."""
+    failing = [item for item in snapshot["items"] if not item["ok"] and not item.get("waivable")]
+    if not failing or not all(item.get("unconfirmed") for item in failing):
+        return ""
+    return "; ".join(f"{item['label']}: {item['detail']}" for item in failing)
 
 
 def refusal(snapshot: dict) -> str:

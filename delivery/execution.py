@@ -8,6 +8,7 @@ import time
 from django.conf import settings
 
 from delivery import actions as teardown
+from delivery import checks
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from delivery.removal import remove_copy
 from fleet.node_client import transport_for
@@ -104,6 +105,12 @@ def _finish_attested(request_id: int) -> bool:
     return True
 
 
+def gathered_proofs(request_id: int) -> dict | None:
+    """The deep checks of an approved request, outside any transaction (None when it is not approved)."""
+    request = TeardownRequest.objects.select_related("instance__project", "run", "resource").get(pk=request_id)
+    return checks.checks_for(request) if request.status == TeardownStatus.APPROVED else None
+
+
 def execute(request_id: int) -> str:
     """What happened: attested, nothing to do, deleted, awaiting attestation, failed or done.
 
@@ -111,7 +118,7 @@ def execute(request_id: int) -> str:
     """
     if _finish_attested(request_id):
         return "attested"
-    request = teardown.do_begin_execution(request_id)
+    request = teardown.do_begin_execution(request_id, gathered_proofs(request_id))
     if request is None:
         return "nothing to do"  # not approved, already claimed, or refused by the re-check
     try:

@@ -23,6 +23,12 @@ from delivery import execution
 def execute_teardown(self, request_id: int) -> str:
     try:
         return execution.execute(request_id)
+    except teardown.BoxUnconfirmed as exc:
+        # A slow or unreachable box says nothing of custody: asked again, a bounded number of times.
+        if self.request.retries >= settings.TEARDOWN_UNCONFIRMED_RETRIES:
+            teardown.do_fail_unconfirmed(request_id, str(exc), self.request.retries + 1)
+            return "failed"
+        raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None
     except teardown.EvidenceBusy:
         # Consequences on one box run one at a time; the request stays approved meanwhile.
         raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None

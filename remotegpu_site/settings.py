@@ -193,6 +193,9 @@ TEARDOWN_RELEASE_RECHECK_SECONDS = env.envint("TEARDOWN_RELEASE_RECHECK_SECONDS"
 TEARDOWN_EXECUTION_TIME_LIMIT = env.envint("TEARDOWN_EXECUTION_TIME_LIMIT", 660)
 TEARDOWN_EXECUTION_LEASE = env.envint("TEARDOWN_EXECUTION_LEASE", TEARDOWN_EXECUTION_TIME_LIMIT + 240)
 TEARDOWN_BUSY_RETRY_SECONDS = env.envint("TEARDOWN_BUSY_RETRY_SECONDS", 10)  # another consequence executes
+# An approved consequence whose box could not be measured before executing (it did not answer) is tried
+# again this many times, TEARDOWN_BUSY_RETRY_SECONDS apart, then failed saying so (custody did not change).
+TEARDOWN_UNCONFIRMED_RETRIES = env.envint("TEARDOWN_UNCONFIRMED_RETRIES", 6)
 # An approved request no worker took (its enqueue failed: a broker outage) is enqueued again this long
 # after its approval or last re-drive, at most TEARDOWN_MAX_REDRIVES times; then it fails, to be retried
 # or cancelled by a person. An approved spend's lost continuation is re-driven the same way.

@@ -191,7 +191,7 @@ def box_problem(box, user) -> str | None:
     if box.profile.is_local:
         return runs_here_problem(user)
     if box.pinned_host_key is None:
-        return f"Confirm {box.name}'s host key first (test its connection)."
+        return f"Confirm this instance's host key first (test its connection): {box.name}."
     return None
 
 

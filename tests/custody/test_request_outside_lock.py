@@ -49,3 +49,54 @@ def test_a_silent_box_never_holds_its_row_while_its_request_is_checked(bob, proj
     assert not asker.is_alive()
     assert "could not confirm the box is idle" in outcome.get("refused", ""), outcome
     assert not TeardownRequest.objects.filter(instance=box).exists()
+
+
+def test_an_approved_shutdowns_proofs_hold_no_row_and_a_silent_box_is_a_retry(bob, alice, project, sshd, settings):
+    """Before: do_begin_execution ran the deep check under the box's row lock: the lock was held for the
+    whole SSH wait, and the approved shutdown then failed "Custody changed since approval … could not
+    confirm the box is idle (timeout)" though custody had not changed."""
+    from django.utils import timezone
+
+    from delivery.actions import BoxUnconfirmed, do_fail_unconfirmed
+    from delivery.execution import execute
+    from delivery.models import TeardownStatus
+
+    settings.SSH_CONNECT_TIMEOUT = 5
+    silent = socket.create_server(("127.0.0.1", 0))
+    silent.settimeout(30)
+    box = factories.box(
+        name=f"{project.slug}-silent-20261207",
+        project=project,
+        **{**sshd.instance_fields(project), "port": silent.getsockname()[1]},
+    )
+    request = factories.teardown_request(
+        box, bob, "shutdown", level="L2", status=TeardownStatus.APPROVED, approver=alice, decided_at=timezone.now()
+    )
+    outcome = {}
+
+    def run():
+        try:
+            outcome["said"] = execute(request.pk)
+        except BoxUnconfirmed as exc:
+            outcome["retry"] = str(exc)
+        finally:
+            connection.close()
+
+    executor = threading.Thread(target=run)
+    executor.start()
+    waiting, _ = silent.accept()  # the execution's idle scan waits on the box now
+    try:
+        with transaction.atomic():
+            assert Instance.objects.select_for_update(nowait=True).get(pk=box.pk) == box  # not locked
+    finally:
+        executor.join(timeout=60)
+        waiting.close()
+        silent.close()
+    assert not executor.is_alive()
+    assert "could not confirm the box is idle" in outcome.get("retry", ""), outcome
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.APPROVED and request.failure == ""  # waiting, not failed
+    do_fail_unconfirmed(request.pk, outcome["retry"], 7)
+    request.refresh_from_db()
+    assert request.status == TeardownStatus.FAILED and "custody did not change" in request.failure
+    assert "Custody changed" not in request.failure
