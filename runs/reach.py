@@ -5,8 +5,9 @@ A continuation restores the newest durable checkpoints, so it is offered only wh
 - otherwise the copy is on the durable tier of the box it was written on. A region-locked tier (a RunPod
   network volume, a Lambda filesystem, an AutoDL or Gpushare netdisk: the profile's `shared_fs`) is read
   only by a box of the same platform, in the same region, with the same volume or filesystem attached.
-  A box whose region or volume is not known is not refused on that count (nothing measured says it
-  differs); one known to differ is, with its reason.
+  Unknown is not "same": a box whose region or volume is not known (on either side) is refused with what
+  is unknown, and a person says it on the box's page (or pulls a copy to the control host) before a move
+  whose new box would boot, preflight and bill only to fail at its restore.
 """
 
 
@@ -27,14 +28,26 @@ def reach_problem(source, target, from_control: bool) -> str | None:
     then = "; pull a copy to the control host first, or continue on a box that shares it"
     if target.profile_key != source.profile_key:
         return f"The run's only checkpoint copy is on {where}, which a {target.profile.name} box cannot read{then}."
-    if source.region and target.region and source.region.lower() != target.region.lower():
+    boxes = (source, target)
+    unknown = [f"{box.name}'s {what}" for what in ("region", "volume") for box in boxes if not _of(box, what)]
+    if unknown:
+        return (
+            f"The run's only checkpoint copy is on {where}, which is region-locked, and {' and '.join(unknown)} "
+            f"{'is' if len(unknown) == 1 else 'are'} not known: unknown is not the same. Say it on the box's page"
+            f" (its region and volume){then}."
+        )
+    if source.region.lower() != target.region.lower():
         return (
             f"The run's only checkpoint copy is on {where}, region-locked to {source.region}; "
             f"{target.name} is in {target.region}{then}."
         )
-    if source.durable_volume and target.durable_volume and source.durable_volume != target.durable_volume:
+    if source.durable_volume != target.durable_volume:
         return (
             f"The run's only checkpoint copy is on {source.durable_volume} ({where}); {target.name} has "
             f"{target.durable_volume} attached{then}."
         )
     return None
+
+
+def _of(box, what: str) -> str:
+    return (box.region if what == "region" else box.durable_volume) or ""

@@ -28,6 +28,8 @@ def _boxes(project):
         "other volume": runpod("EU-RO-1", "vol-b"),
         "lambda": factories.box(project, "lambda", state="running", region="us-east-1"),
         "same": runpod("eu-ro-1"),
+        "unknown region": runpod(""),
+        "unknown volume": runpod("EU-RO-1", ""),
     }
 
 
@@ -47,6 +49,9 @@ def test_a_move_out_of_the_region_of_a_region_locked_tier_is_refused_with_its_re
         "other region": "region-locked to EU-RO-1; {name} is in US-KS-2",
         "other volume": "The run's only checkpoint copy is on vol-a ({source}'s RunPod durable tier); {name} has vol-b",
         "lambda": "{source}'s RunPod durable tier, which a Lambda Cloud box cannot read",
+        # Before: allowed, then failed at the restore after the new box's boot and preflight had billed.
+        "unknown region": "and {name}'s region is not known: unknown is not the same",
+        "unknown volume": "and {name}'s volume is not known: unknown is not the same",
     }
     for key, said in refusals.items():
         with pytest.raises(ValidationError) as refused:
