@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.enqueue import after_commit
-from runs.actions.base import lock_run, run_event
+from runs.actions.base import lock_run, locked_sweep, run_event
 from runs.models import Run, RunState, Sweep
 
 ALONE, WAIT = "alone", "wait"
@@ -37,7 +37,7 @@ def do_ready_array_cell(run_pk: int, attempt: int) -> str:
     gone, or it waited long enough); WAIT: the array takes it (submitted now when it was the last)."""
     with transaction.atomic(durable=True):
         sweep_pk = Run.objects.values_list("sweep_id", flat=True).get(pk=run_pk)
-        sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)  # the sweep first, as do_advance_sweep
+        sweep = locked_sweep(sweep_pk)  # its boxes, its project, the sweep, then the cell: as do_advance_sweep
         run = lock_run(run_pk, run_only=True)
         if run.state != RunState.LAUNCHING or run.attempt != attempt:
             return WAIT  # moved on: nothing to launch

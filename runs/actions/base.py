@@ -21,6 +21,7 @@ from runs.models import (
     Run,
     RunEvent,
     RunState,
+    Sweep,
 )
 
 FAILED_TO_START = {RunState.FAILED_PREFLIGHT, RunState.FAILED_SMOKE, RunState.FAILED_LAUNCH}
@@ -145,6 +146,18 @@ def release_gpus(run: Run) -> None:
     released = GpuLock.objects.filter(run=run).delete()[0]
     if released:
         run_event(run, "gpu", f"Released {released} GPU lock(s)")
+
+
+def locked_sweep(sweep_pk: int):
+    """The sweep locked in the one order every transaction touching a box takes: its cells' boxes (by
+    id), its project, then the sweep; its runs after it (the caller's). The advance once took the sweep
+    and its cells first, while a watcher changing a cell's state held the cell's box and project and
+    waited for the cell: a PostgreSQL deadlock in the sweeps tried (retried, but an ERROR each time)."""
+    project_id = Sweep.objects.values_list("project_id", flat=True).get(pk=sweep_pk)
+    boxes = Run.objects.filter(sweep_id=sweep_pk).values_list("instance_id", flat=True).distinct()
+    list(Instance.objects.select_for_update(no_key=True).filter(pk__in=list(boxes)).order_by("pk"))
+    Project.objects.select_for_update(no_key=True).filter(pk=project_id).first()
+    return Sweep.objects.select_for_update(of=("self",)).select_related("base_run").get(pk=sweep_pk)
 
 
 def may_run_on(run: Run, actor, instance: Instance | None = None) -> None:

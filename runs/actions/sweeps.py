@@ -10,7 +10,7 @@ from core.enqueue import after_commit
 from core.models import AuditAction
 from runs import rollups, sweeps
 from runs.actions import arrays
-from runs.actions.base import control_host_problem, move_run, new_run_id, run_event
+from runs.actions.base import control_host_problem, locked_sweep, move_run, new_run_id, run_event
 from runs.actions.spending import spend_gate
 from runs.models import (
     LIVE_STATES,
@@ -89,7 +89,7 @@ def do_advance_sweep(sweep_pk: int) -> list[str]:
     """Start every queued cell that has a free GPU on its box, in cell order (one sweep lock at a time)."""
 
     with transaction.atomic(durable=True):
-        sweep = Sweep.objects.select_for_update(of=("self",)).select_related("base_run").get(pk=sweep_pk)
+        sweep = locked_sweep(sweep_pk)
         cells = {run.pk: run for run in Run.objects.select_for_update(no_key=True).filter(sweep=sweep).order_by("cell")}
         holding = LIVE_STATES - {RunState.EXITED}
         busy: dict[int, set[int]] = {}
