@@ -389,13 +389,14 @@ def do_redrive_approved(now=None) -> list[int]:
     return redriven
 
 
-def do_begin_execution(request_pk, proofs: dict | None = None) -> TeardownRequest | None:
+def do_begin_execution(request_pk, measured: "checks.Measured | None" = None) -> TeardownRequest | None:
     """Claim an approved request exactly once and re-check custody; None when there is nothing to run.
 
-    proofs: the deep checks (the box's idle scan over SSH, re-hashes where copies live), gathered by the
-    caller outside any transaction, so a slow box never holds the box's row lock (it held it for the 5 s
-    of an SSH timeout, and the approved shutdown then failed as "custody changed"); under the lock only the
-    database's answer is read again. Without them (a direct caller) they are gathered here.
+    measured: the checks' slow measurements (the box's idle scan over SSH, re-hashes where copies live),
+    taken by the caller outside any transaction, so a slow box never holds the box's row lock (it held it
+    for the 5 s of an SSH timeout, and the approved shutdown then failed as "custody changed"); the checks
+    are judged here, under the lock, with them and the database as it is now. Without them (a direct
+    caller) they are taken here.
 
     Raises EvidenceBusy while another consequence on the same box executes, and BoxUnconfirmed while the
     proofs could not measure the box: the caller retries.
@@ -407,8 +408,7 @@ def do_begin_execution(request_pk, proofs: dict | None = None) -> TeardownReques
         executing = TeardownRequest.objects.filter(instance_id=request.instance_id, status=TeardownStatus.EXECUTING)
         if executing.exists():
             raise EvidenceBusy(f"request #{executing.first().pk} is executing on {request.instance.name}")
-        fresh = checks.checks_for(request, deep=proofs is None)
-        request.check_at_execution = checks.combined(proofs, fresh) if proofs is not None else fresh
+        request.check_at_execution = checks.checks_for(request, deep=measured or True)
         if waiting := checks.unconfirmed_only(request.check_at_execution):
             raise BoxUnconfirmed(waiting)
         if not request.check_at_execution["ok"]:

@@ -56,6 +56,37 @@ def _node_idle(instance) -> Item:
     return Item("No writer under the run roots", not busy, detail)
 
 
+class Measured:
+    """The slow measurements of one request's checks (the box's idle scan over SSH, re-hashes where its
+    copies live), taken once outside any lock and kept, so the checks judged again under the lock read
+    them with the database as it is then (who else is in flight): a slow box never holds the row, and
+    two consequences judged at once still see each other. Passed where `deep` is (it is truthy)."""
+
+    def __init__(self):
+        self.idle: Item | None = None
+        self.hashes: dict[int, dict[str, str | None]] = {}
+
+    def idle_of(self, instance) -> Item:
+        if self.idle is None:
+            self.idle = _node_idle(instance)
+        return self.idle
+
+    def rehash(self, run, copies) -> dict[str, str | None]:
+        """rehash's answer, measured once per copy: the first intact copy suffices, as there."""
+        known = self.hashes.setdefault(run.pk, {})
+        cached = {copy.location: known[copy.location] for copy in copies if copy.location in known}
+        if any(problem is None for problem in cached.values()):
+            return cached
+        missing = [copy for copy in copies if copy.location not in known]
+        if missing:
+            known.update(rehash(run, missing))
+        return {copy.location: known[copy.location] for copy in copies if copy.location in known}
+
+
+def _idle_item(instance, deep) -> Item:
+    return deep.idle_of(instance) if isinstance(deep, Measured) else _node_idle(instance)
+
+
 def _no_expecting_watcher(facts: BoxFacts) -> Item:
     expecting = facts.watched and bool(facts.live)
     return Item("No watcher expecting progress", not expecting, "a watcher holds the lease" if expecting else "none")
@@ -71,7 +102,8 @@ def evidence_items(facts: BoxFacts, planned: Consequence, deep: bool, runs: list
         if not lost:
             continue
         consequences = [planned, *in_flight(run, facts.flight, planned.request_id)]
-        verdict = survivors(run, consequences, rehash if deep else None, copies)
+        rehasher = deep.rehash if isinstance(deep, Measured) else rehash
+        verdict = survivors(run, consequences, rehasher if deep else None, copies)
         detail = "loses " + ", ".join(copy.label for copy in lost) + "; " + verdict.detail()
         items.append(Item(f"A verified copy of {run.run_id} survives", verdict.ok, detail))
     return items
@@ -102,9 +134,9 @@ def shutdown_checks(
     facts = _facts_of(instance, facts)
     items = [_not_released(instance), _no_live_run(facts), _no_expecting_watcher(facts)]
     if deep and not instance.profile.is_local and instance.state != InstanceState.RELEASED:
-        items.append(_node_idle(instance))
+        items.append(_idle_item(instance, deep))
     items += evidence_items(facts, planned, deep)
-    if instance.profile.loses(instance.data_tier_info, "shutdown"):
+    if instance.profile.loses(instance.measured_data_tier, "shutdown"):
         items += _unclosed_active(facts, waive_active)
     clock = release_clock(instance.profile)
     if clock:
@@ -168,16 +200,6 @@ def resource_checks(resource, planned: Consequence, deep: bool = True, facts: Bo
     lost = resource_data_lost(resource)
     items.append(Item("What deleting it destroys", True, "; ".join(lost) or "nothing stored"))
     return _snapshot(items)
-
-
-def combined(proofs: dict, fresh: dict) -> dict:
-    """The deep proofs, gathered outside any lock, with the database's answer read again under it: an
-    item fails where either says it does."""
-    by_label = {item["label"]: item for item in proofs["items"]}
-    for item in fresh["items"]:
-        if not item["ok"] or item["label"] not in by_label:
-            by_label[item["label"]] = item
-    return _snapshot([Item(**item) for item in by_label.values()])
 
 
 def unconfirmed_only(snapshot: dict) -> str:

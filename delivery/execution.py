@@ -105,10 +105,15 @@ def _finish_attested(request_id: int) -> bool:
     return True
 
 
-def gathered_proofs(request_id: int) -> dict | None:
-    """The deep checks of an approved request, outside any transaction (None when it is not approved)."""
+def measured(request_id: int) -> "checks.Measured | None":
+    """The slow measurements of an approved request's checks, taken outside any transaction (None when it
+    is not approved: nothing to measure)."""
     request = TeardownRequest.objects.select_related("instance__project", "run", "resource").get(pk=request_id)
-    return checks.checks_for(request) if request.status == TeardownStatus.APPROVED else None
+    if request.status != TeardownStatus.APPROVED:
+        return None
+    taken = checks.Measured()
+    checks.checks_for(request, deep=taken)
+    return taken
 
 
 def execute(request_id: int) -> str:
@@ -118,7 +123,7 @@ def execute(request_id: int) -> str:
     """
     if _finish_attested(request_id):
         return "attested"
-    request = teardown.do_begin_execution(request_id, gathered_proofs(request_id))
+    request = teardown.do_begin_execution(request_id, measured(request_id))
     if request is None:
         return "nothing to do"  # not approved, already claimed, or refused by the re-check
     try:

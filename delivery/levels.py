@@ -65,7 +65,7 @@ def _unknown_disks(instance, consequence: str) -> list[str]:
     """The box's own roots on no tier of its platform: the evidence model counts them lost by every
     consequence, so the card says so too ("Data that dies: none" once sat beside a check that said
     the export on the box dies with the shutdown)."""
-    roots = [("data root", instance.data_root, instance.data_tier_info)]
+    roots = [("data root", instance.data_root, instance.measured_data_tier)]
     if instance.mirror_root:
         roots.append(("durable root", instance.mirror_root, instance.mirror_tier_info))
     return [
@@ -83,7 +83,7 @@ def _holds_evidence(instance) -> bool:
     from runs.models import RunState
 
     unclosed = instance.runs.filter(state__in=UNCLOSED_STATES, active_closed_at__isnull=True)
-    if instance.profile.loses(instance.data_tier_info, "shutdown") and unclosed.exists():
+    if instance.profile.loses(instance.measured_data_tier, "shutdown") and unclosed.exists():
         return True
     planned = Planned(TeardownKind.SHUTDOWN, instance.pk)
     # Their verified records come with them: one query for every export, not one per run.

@@ -167,6 +167,11 @@ class Instance(models.Model):
         blank=True,
         help_text="Which of the platform's storage tiers the data root is on; blank = by its path (worst case).",
     )
+    data_mounts = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The data root's mount (and the declared tier's) as the box's last preflight measured them",
+    )
     mirror_tier = models.CharField(
         "tier of the mirror root",
         max_length=60,
@@ -264,8 +269,15 @@ class Instance(models.Model):
 
     @property
     def data_tier_info(self) -> dict:
-        """The tier a run's export sits on (DOMAIN §6: which consequence it survives)."""
+        """The tier the data root's path (or its declaration) names: where to look, not what survives."""
         return self.profile.tier_of(self.data_root, self.data_tier)
+
+    @property
+    def measured_data_tier(self) -> dict:
+        """The tier the data root is on as the box last measured it (its mount: device, mount point, fs
+        type), which every money and evidence decision reads (DOMAIN §7): a tier that is a disk of its own
+        counts only where it was measured mounted; nothing measured is the least-surviving reading."""
+        return self.profile.measured_tier(self.data_root, self.data_mounts or None, self.data_tier)
 
     @property
     def mirror_tier_info(self) -> dict:

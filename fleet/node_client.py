@@ -20,6 +20,7 @@ from django.conf import settings
 from fleet import slurm_jobs
 from fleet.control_host import local_node_problem
 from fleet.credentials import secret_names, ssh_auth
+from fleet.tier_mount import tier_root_problem
 from node import slurm
 from node.build import wrapper_file, wrapper_name
 from node.protocol import NodeError, check_answer, known_status, parse_answer, status_problem
@@ -314,19 +315,10 @@ class RunNode(NodeClient):
         self.install_wrapper(layout.tools)
 
     def check_tier_root(self) -> None:
-        """A data root on a tier that is a disk of its own needs that disk there: its root is never
-        created (`mkdir -p` made /hy-netdisk a plain directory of the system disk, and a copy there
-        counted as surviving a release)."""
-        tier = self.instance.data_tier_info
-        if not tier.get("mount"):
-            return
-        root = resolve_home(tier["path"], self.home)
-        found = self.transport.stat(root)
-        if found is None or not found.is_dir:
-            raise NodeError(
-                f"The {tier['name']} ({root}) is not on this box, and a tier's root is never created (a copy "
-                "made there would sit on the system disk): mount it, or choose another data root on the box's page."
-            )
+        """The data root's tier, where it is a disk of its own, measured mounted there (fleet/tier_mount.py)."""
+        problem = tier_root_problem(self.transport, self.instance, self.home)
+        if problem:
+            raise NodeError(problem)
 
     def has_source(self) -> bool:
         """The run's src/ is on the node already (shipped by an earlier attempt)."""

@@ -13,6 +13,7 @@ from core.models import AuditAction
 from core.states import IllegalTransition
 from datasets.roster import data_identity
 from fleet.actions import do_observe_running
+from fleet.models import Instance
 from runs import environment, hooks, rollups
 from runs.actions.base import (
     acquire_gpus,
@@ -143,6 +144,25 @@ def do_record_staged(run_pk: int, staged: list[dict]) -> Run:
     return Run.objects.select_related("instance", "project").get(pk=run_pk)
 
 
+MOUNT_FIELDS = ("mountpoint", "device", "fstype", "source")
+
+
+def record_mounts(instance: Instance, mounts) -> None:
+    """The box's data-root mount as this preflight measured it (typed, bounded: the box is untrusted), kept
+    on the box for the tier decisions of its teardown (Instance.measured_data_tier). Under the run's lock,
+    which holds the box's row first."""
+    if not isinstance(mounts, dict):
+        return
+    kept = {}
+    for key in ("data", "declared_tier"):
+        mount = mounts.get(key)
+        if isinstance(mount, dict):
+            kept[key] = {field: str(mount.get(field) or "")[:200] for field in MOUNT_FIELDS}
+    if kept != instance.data_mounts:
+        instance.data_mounts = kept
+        instance.save(update_fields=["data_mounts"])
+
+
 def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
 
     with transaction.atomic(durable=True):
@@ -174,6 +194,7 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
             if holder:
                 problems = [holder]
         run.preflight_report = {**report, "problems": problems}
+        record_mounts(run.instance, report.get("mounts"))
         run.write_bytes_per_second = report.get("write_bytes_per_second") or run.write_bytes_per_second
         if report.get("hooks"):
             run.hooks, run.hooks_sha256 = report["hooks"], hooks.sha256(report["hooks"])

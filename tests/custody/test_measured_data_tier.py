@@ -84,3 +84,57 @@ def test_a_gpushare_box_whose_netdisk_is_mounted_keeps_its_copy_there(alice, bob
             assert node.tier == NETDISK and not GPUSHARE.loses(node.tier, "release")
     finally:
         root.rmdir()
+
+
+ACTIVE = "Every active/ directory closed or waived"
+
+
+@pytest.mark.skipif(Path("/hy-netdisk").exists(), reason="this machine has a /hy-netdisk of its own")
+@pytest.mark.django_db
+def test_a_shutdown_judges_unclosed_active_dirs_by_the_measured_mount_not_the_path(alice, bob):
+    """Before: `shutdown_checks` read the tier from the path: a Gpushare /hy-netdisk that was a plain directory
+    of the system disk read as "netdisk", survived the shutdown, and the "active/ closed" item was skipped:
+    a quarantined run's checkpoints kept for a retry went with the reset."""
+    from delivery.checks import shutdown_checks
+    from delivery.evidence import Consequence as Planned
+    from delivery.models import TeardownKind
+    from runs.actions.lifecycle import record_mounts
+
+    box = factories.box(factories.project(alice, bob), "gpushare", state="running")
+    factories.run(box, state=RunState.QUARANTINED)  # its active/ kept for a retry
+    planned = Planned(TeardownKind.SHUTDOWN, box.pk)
+
+    def items():
+        box.refresh_from_db()
+        return {item["label"]: item for item in shutdown_checks(box, planned, deep=False)["items"]}
+
+    assert ACTIVE in items()  # nothing measured: the least-surviving reading
+    record_mounts(box, {"data": WRAPPER.mount_of("/")})  # the "netdisk" measured on the system disk
+    assert ACTIVE in items() and not items()[ACTIVE]["ok"]
+    try:
+        with tmpfs(Path("/hy-netdisk")):
+            record_mounts(box, {"data": WRAPPER.mount_of("/hy-netdisk/proj")})  # its own disk, at its path
+            assert ACTIVE not in items()  # the netdisk survives a shutdown: nothing there is lost
+    finally:
+        Path("/hy-netdisk").rmdir()
+
+
+@pytest.mark.skipif(Path("/hy-netdisk").exists(), reason="this machine has a /hy-netdisk of its own")
+@pytest.mark.django_db(transaction=True)
+def test_a_declared_mount_that_is_a_plain_directory_refuses_the_box(instance, make_run, no_worker):
+    instance.profile_key, instance.data_root_override = "gpushare", ""
+    instance.save()
+    run = make_run()
+    root = Path("/hy-netdisk")
+    root.mkdir()
+    try:
+        refused = r"netdisk \(/hy-netdisk\) is not a disk mounted there: .* mounted at /,"
+        with pytest.raises(NodeError, match=refused), RunNode(run) as node:
+            node.prepare()
+        assert list(root.iterdir()) == []  # nothing was made on the system disk
+        with tmpfs(root), RunNode(run) as node:
+            node.check_tier_root()  # its own disk there: accepted
+    finally:
+        for path in sorted(root.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        root.rmdir()

@@ -148,8 +148,14 @@ def test_levels_come_from_the_survival_matrix(project):
     assert generic.level == "L2" and not generic.needs_second_person and not generic.clock
     assert generic.stops_billing.endswith("Runs on the box: sudo -n poweroff")
     # AutoDL keeps its disks on stop, but the stop starts the 15-day release clock: shown, L2 while
-    # nothing sealed lives on a tier the clock destroys (the evidence tests cover the L3 case).
-    autodl = consequence_of(TeardownKind.SHUTDOWN, box("autodl"))
+    # nothing sealed lives on a tier the clock destroys (the evidence tests cover the L3 case). Its data
+    # disk counts as one only as measured (a preflight's mount of the data root): unmeasured, the card
+    # takes the least-surviving reading and names it.
+    unmeasured = consequence_of(TeardownKind.SHUTDOWN, box("autodl"))
+    assert unmeasured.level == "L3" and "the data root /root/autodl-tmp (the system disk)" in unmeasured.data_lost
+    data_disk = {"mountpoint": "/root/autodl-tmp", "device": "253:16", "fstype": "ext4", "source": "/dev/vdb"}
+    Instance.objects.filter(profile_key="autodl", project=project).update(data_mounts={"data": data_disk})
+    autodl = consequence_of(TeardownKind.SHUTDOWN, box("autodl"))  # as its box answered a preflight
     assert autodl.level == "L2" and "360 h clock" in autodl.clock
     project.shutdown_needs_approval = True
     project.save()
