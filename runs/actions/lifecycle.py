@@ -196,15 +196,7 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
         run.preflight_report = {**report, "problems": problems}
         record_mounts(run.instance, report.get("mounts"))
         run.write_bytes_per_second = report.get("write_bytes_per_second") or run.write_bytes_per_second
-        if report.get("hooks"):
-            run.hooks, run.hooks_sha256 = report["hooks"], hooks.sha256(report["hooks"])
-            for warning in hooks.warnings(report["hooks"]):
-                run_event(run, "alert", warning)
-        if report.get("environment"):
-            run.env_identity = environment.identity(report["environment"])
-            persistent = run.instance.profile.data["identity"]["persistent"]
-            for warning in environment.environment_warnings(report["environment"], persistent):
-                run_event(run, "alert", warning)
+        _bind_environment(run, report)
         if not problems and (moved := move_problems(run)):  # a continuation binds what it bound on its last box
             problems = moved
             release_gpus(run)
@@ -214,6 +206,20 @@ def do_finish_preflight(run_pk: int, report: dict, problems: list[str]) -> Run:
             move_run(run, RunState.SMOKE, "Preflight passed; identities bound", **hashes)
             after_commit("runs.tasks.smoke_run", run.pk)
     return run
+
+
+def _bind_environment(run: Run, report: dict) -> None:
+    """The hooks applied and the interpreter's environment, as the preflight measured them, with their
+    warnings."""
+    if report.get("hooks"):
+        run.hooks, run.hooks_sha256 = report["hooks"], hooks.sha256(report["hooks"])
+        for warning in hooks.warnings(report["hooks"]):
+            run_event(run, "alert", warning)
+    if report.get("environment"):
+        run.env_identity = environment.identity(report["environment"])
+        persistent = run.instance.profile.data["identity"]["persistent"]
+        for warning in environment.environment_warnings(report["environment"], persistent):
+            run_event(run, "alert", warning)
 
 
 def do_finish_smoke(run_pk: int, exit_code: int, output: str, warnings: list[str] = ()) -> Run:

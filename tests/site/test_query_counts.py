@@ -51,6 +51,9 @@ class World:
         # A platform whose stopped box is released on a clock (AutoDL): its page asks what the shutdown's
         # clock would take, for every sealed export on it.
         self.autodl = self.box("adl", profile_key="autodl")
+        # Its data disk as a preflight measured it: the shutdown's clock is then what decides its level.
+        data_disk = {"mountpoint": "/root/autodl-tmp", "device": "253:16", "fstype": "ext4", "source": "/dev/vdb"}
+        Instance.objects.filter(pk=self.autodl.pk).update(data_mounts={"data": data_disk})
         self.first = self.run(RunState.EXPORTED, gpu_sampled_at=timezone.now())
         self.second = self.run(RunState.EXPORTED)
         self.sweep = Sweep.objects.create(
