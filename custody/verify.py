@@ -113,6 +113,8 @@ def verify(record) -> None:
             # OSError: whatever a roster the checks missed makes the custody store refuse; never left pulling.
             actions.do_finish_verification(record.pk, None, f"{type(exc).__name__}: {exc}"[:2000])
             return
+        if not any(entry.path == "train.csv" for entry in entries):  # paperwork (DOMAIN §4): a gap, recorded
+            warnings.append("train.csv is missing: recorded as a gap; every metric is recomputed from the predictions")
         try:
             extra = extra_metrics(record.run.project)
             hardware = record.run.capsule == Capsule.HARDWARE

@@ -77,11 +77,12 @@ STATUS_OPTIONAL = {
     "csv_from": int,
     "space": dict,
     "regenerable": list,
+    "paperwork": list,  # what a sealed export lacks that cannot make a number wrong (export.PAPERWORK)
 }
 # The longest text each field may be: what the wrapper sends at most (a 64 KiB read decoded with
 # replacements, a 4,000-byte tail), so a longer one is a lying box, refused rather than cut.
 TEXT_LIMITS = {"log_chunk": 65536, "csv_chunk": 65536, "log_tail": 4096, "quarantine_reason": 4096, "run_id": 100}
-NESTED_LIMIT = 16384  # ran, space, regenerable, ckpt_mirror: their JSON at most this long
+NESTED_LIMIT = 16384  # ran, space, regenerable, ckpt_mirror, paperwork: their JSON at most this long
 
 # Answers stored whole on a run (preflight_report, smoke_output): only these fields, and bounded, reach
 # the database and the page; what else a box adds is dropped.
@@ -134,7 +135,7 @@ def status_problem(status) -> str | None:
     if wrong:
         return f"the run's status mistypes {', '.join(wrong)}"
     long = [f for f, limit in TEXT_LIMITS.items() if isinstance(status.get(f), str) and len(status[f]) > limit]
-    nested = ("ran", "space", "regenerable", "ckpt_mirror")
+    nested = ("ran", "space", "regenerable", "ckpt_mirror", "paperwork")
     long += [f for f in nested if status.get(f) and len(json.dumps(status[f])) > NESTED_LIMIT]
     return f"the run's status has over-long {', '.join(long)}" if long else None
 

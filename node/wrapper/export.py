@@ -15,7 +15,12 @@ from .roster import roster_of, sealed_roster_path
 from .run_secrets import remove_secrets
 from .weights import plainly_loads
 
-REQUIRED_EXPORT = ("run.json", "config.yaml", "train.csv", "best.pth")
+REQUIRED_EXPORT = ("run.json", "config.yaml", "best.pth")
+# Paperwork: its absence cannot make a reported number wrong (the metrics are recomputed from the
+# predictions), so it is sealed with the gap recorded (paperwork.json beside the attempt), never
+# quarantined as a contract failure (DOMAIN §4: missing paperwork warns).
+PAPERWORK = ("train.csv",)
+PAPERWORK_FILE = "paperwork.json"
 
 
 FORBIDDEN_EXPORT = ("latest.pth",)
@@ -199,6 +204,9 @@ def seal(spec):
     problem = validate_export(spec, spec["partial"])
     if problem:
         return problem
+    gaps = [f"{name} is missing: sealed without it" for name in PAPERWORK if not _is_file(spec["partial"], name)]
+    os.makedirs(attempt_dir(spec), exist_ok=True)
+    atomic_write(os.path.join(attempt_dir(spec), PAPERWORK_FILE), json.dumps(gaps))
     # The roster as sealed: later custody checks compare the export against it byte for byte.
     atomic_write(sealed_roster_path(spec), json.dumps(roster_of(spec["partial"])))
     os.makedirs(os.path.dirname(spec["export"]), exist_ok=True)  # export/hardware/ for a capsule

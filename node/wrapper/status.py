@@ -58,6 +58,7 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "exit_code": ascii_int(exit_code.strip(), signed=True) if exit_code else None,
         "heartbeat_at": ascii_int(heartbeat_at.strip()) if heartbeat_at else None,
         "exported": os.path.isdir(spec["export"]),
+        "paperwork": json.loads(read(os.path.join(base, "paperwork.json")) or "[]"),  # export.PAPERWORK_FILE
         "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
         "rebooted": rebooted(spec, base),
         "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),

@@ -155,6 +155,9 @@ def _apply_outcome(run: Run, seen: Observation, status: dict) -> None:
     if seen.exported:
         run.close_reason = ""
         move_run(run, RunState.EXPORTED, "Export sealed on the node")
+        gaps = [str(gap)[:200] for gap in status.get("paperwork") or [] if isinstance(gap, str)][:10]
+        if gaps:  # missing paperwork warns (DOMAIN §4): nothing it lacks can make a reported number wrong
+            run_event(run, "alert", "Sealed with paperwork missing (recorded, not a failure): " + "; ".join(gaps))
     elif seen.quarantine_reason:
         run.close_reason = seen.quarantine_reason
         move_run(run, RunState.QUARANTINED, f"Attempt {run.attempt} quarantined: {run.close_reason}")

@@ -89,6 +89,17 @@ def test_a_complete_export_seals(spec):
     assert sorted(os.listdir(spec["export"])) == ["best.pth", "config.yaml", "last.pth", "run.json", "train.csv"]
 
 
+def test_a_missing_train_csv_is_paperwork_sealed_with_the_gap_recorded(spec):
+    """Before: a finished training without train.csv was quarantined as a contract failure, never retried and
+    with no way to re-seal, though nothing it lacks can make a reported number wrong (DOMAIN §4)."""
+    os.remove(os.path.join(spec["output"], "train.csv"))
+    assert WRAPPER.seal(spec) is None
+    assert sorted(os.listdir(spec["export"])) == ["best.pth", "config.yaml", "run.json"]
+    with open(os.path.join(WRAPPER.attempt_dir(spec), WRAPPER.PAPERWORK_FILE)) as handle:
+        gaps = json.load(handle)
+    assert gaps == ["train.csv is missing: sealed without it"]
+
+
 def test_every_problem_of_an_export_is_named_at_once(spec):
     """An unchanged public trainer was refused with only the first of its four missing files; the
     person fixed one, retried, and met the next. The reason lists each problem, and says it is the
