@@ -1,9 +1,11 @@
 """Checkpoint cadence advice: W = √(2·μ·C) (Young's formula) for interruptible capacity.
 
-μ is the profile's mean time between interruptions; C is the time to write one checkpoint: the size of
-the run's first real checkpoint (read back by the checkpoint mirror), or its declared size until one was
-written, at the write speed measured on the node at preflight. Where the run logs how long each step
-(or epoch) takes, W is rounded down to whole steps: a checkpoint lands at a step boundary anyway.
+μ is the profile's mean time between interruptions of one box, divided by the run's node count (an
+N-node run is interrupted N times as often, whichever node is hit: Young/Daly); C is the time to write
+one checkpoint: the size of the run's first real checkpoint (read back by the checkpoint mirror), or its
+declared size until one was written, at the write speed measured on the node at preflight. Where the run
+logs how long each step (or epoch) takes, W is rounded down to whole steps: a checkpoint lands at a step
+boundary anyway.
 """
 
 import math
@@ -24,6 +26,7 @@ class Cadence:
     measured_size: bool  # C from the first checkpoint the run wrote, not its declared size
     step_seconds: float | None = None
     steps: int | None = None  # W in whole steps, where the run logs its step time
+    nodes: int = 1  # the boxes or cluster nodes the run trains on: μ is one box's over this
 
 
 def checkpoint_environment(run) -> dict[str, str]:
@@ -55,6 +58,14 @@ def step_seconds(curve) -> float | None:
     return None
 
 
+def node_count(run) -> int:
+    """How many boxes (or cluster nodes) the run trains on: any of them interrupted stops it."""
+    if run.is_multinode:
+        return 1 + (run.peers.count() if run.pk else 0)
+    nodes = run.slurm_options.get("nodes") if isinstance(run.slurm_options, dict) else None
+    return nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 1 else 1
+
+
 def cadence_for(run) -> Cadence | None:
     spot = run.instance.profile.data["billing"]["spot"]
     mtbi = spot.get("mtbi_hours")
@@ -62,10 +73,10 @@ def cadence_for(run) -> Cadence | None:
     size = first.get("bytes") or run.checkpoint_bytes
     if not (spot["available"] and mtbi and run.write_bytes_per_second and size):
         return None
-    write_seconds = size / run.write_bytes_per_second
-    interval = math.sqrt(2 * mtbi * 3600 * write_seconds)
+    write_seconds, nodes = size / run.write_bytes_per_second, node_count(run)
+    interval = math.sqrt(2 * (mtbi / nodes) * 3600 * write_seconds)
     step, steps = step_seconds(run.curve), None
     if step:
         steps = max(1, int(interval // step))
         interval = steps * step
-    return Cadence(interval / 60, write_seconds, mtbi, size, bool(first.get("bytes")), step, steps)
+    return Cadence(interval / 60, write_seconds, mtbi, size, bool(first.get("bytes")), step, steps, nodes)

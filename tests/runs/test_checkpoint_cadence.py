@@ -31,6 +31,14 @@ def test_an_interruptible_platform_gives_the_run_its_cadence():
     assert checkpoint_environment(run_on("vastai", write_bytes_per_second=None)) == {}  # C not measured yet
 
 
+def test_an_n_node_run_is_interrupted_n_times_as_often():
+    """Before: a 4-node run took one box's μ, checkpointing twice as rarely as Young/Daly says it should."""
+    # μ = 8 h / 4 nodes = 2 h: W = √(2 · 7,200 s · 2 s) = 169.7 s.
+    four = run_on("vastai", scheduler={"options": {"nodes": 4, "tasks_per_node": 1}})
+    assert checkpoint_environment(four) == {"REMOTEGPU_CHECKPOINT_EVERY_S": "169"} and cadence_for(four).nodes == 4
+    assert cadence_for(run_on("vastai", scheduler={"options": {"nodes": True}})).nodes == 1  # not a count
+
+
 def test_the_cadence_takes_the_first_real_checkpoint_and_rounds_down_to_whole_steps():
     # The first checkpoint the run wrote is 128 MiB, not the declared 512: C = 0.5 s, W = √(2 · 28,800 · 0.5) = 169.7 s.
     first = {"first_written": {"name": "latest.pth", "bytes": 128 * 1024**2, "step": 1, "at": 1.0}}
