@@ -6,8 +6,9 @@ nothing (rentals/actions.py: do_finish_proof).
 
 The proof runs a stand-in of the run: the same row, unsaved, with the proving box as its box, no GPUs
 (the smoke is CPU only) and a run id of its own, so nothing it leaves on the box is ever taken for the
-run's own attempt. What only the rented box can answer (its data paths, its staged datasets, its GPUs)
-is left to the run's preflight there, and the proof says so.
+run's own attempt. The run's registered datasets are staged to the proving box first, as its preflight
+stages them on the rented one, so a smoke that reads its data proves it. What only the rented box can
+answer (its data paths, its GPUs) is left to the run's preflight there, and the proof says so.
 """
 
 import contextlib
@@ -44,9 +45,10 @@ def stand_in(run, box):
 
 
 def left_to_the_box(run) -> list[str]:
-    """What the proof cannot check where no GPU bills: the rented box's preflight checks it."""
+    """What the proof cannot check where no GPU bills: the rented box's preflight checks it. The run's
+    registered datasets are staged to the proving box and read by its smoke there; a data path names a
+    directory on the rented box itself."""
     said = [f"data path {path}" for path in run.data_paths]
-    said += [f"dataset {name}" for name in run.datasets or []]
     if run.gpus:
         said.append(f"GPU {', '.join(map(str, run.gpus))} (CUDA, count, model)")
     return said
@@ -87,6 +89,14 @@ def _outcome(run, box, requester) -> dict:
         with RunNode(proof) as node:
             node.prepare()
             shipping.ship_source(node)
+            # The data the run names, staged here as on the rented box (hashed as it lands): a smoke that
+            # reads $REMOTEGPU_DATA_DIR failed every proof while the stand-in dropped them.
+            staged, unstaged = shipping.stage_datasets(node, lambda _progress: None)
+            if unstaged:
+                _set_aside(node, proof)
+                why = "its datasets could not be staged for the proof: " + "; ".join(unstaged)
+                return {"passed": False, "why": why}
+            proof.staging = {"dirs": {item["name"]: item["target"] for item in staged}, "at": time.time()}
             report = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
             checks = _checks(report, box)
             if checks or run.secrets_in_smoke:

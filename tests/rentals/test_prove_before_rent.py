@@ -250,3 +250,30 @@ def test_a_run_edited_after_its_proof_is_proven_again_before_anyone_approves_it(
     assert prove(rental.pk) == "failed"  # the edited run fails its smoke: nothing is created
     rental.refresh_from_db()
     assert "exit code 4" in rental.reason and provider_api.creates() == []
+
+
+def test_a_smoke_that_reads_its_dataset_is_proven_with_that_data(project, bob, boxes, provider_api, instance, draft):  # noqa: F811
+    """Before: the stand-in dropped the run's datasets, $REMOTEGPU_DATA_DIR was unset, and the proof of every
+    run whose smoke reads its data failed ("its CPU smoke failed (exit code 1)"), the product's own datafit
+    among them. Now the registered dataset is staged to the proving box (hashed as it lands) and read there."""
+    import uuid
+    from pathlib import Path
+
+    from django.conf import settings as django_settings
+
+    from datasets.actions import do_register_dataset
+    from datasets.models import DatasetSource
+
+    _, client_key = boxes
+    files = Path(django_settings.VAR_DIR) / "sources" / f"points-{uuid.uuid4().hex[:6]}"
+    files.mkdir(parents=True)
+    (files / "points.csv").write_text("x,y\n1,2\n3,4\n")
+    name = f"pts{uuid.uuid4().hex[:6]}"
+    do_register_dataset(project, name, DatasetSource.CONTROL, str(files), actor=bob)
+    reads = "import os; print(open(os.path.join(os.environ['REMOTEGPU_DATA_DIR'], 'points.csv')).read().count(','))"
+    run = draft(command=[sys.executable, "-c", reads], datasets=[name])
+    rental = _ask(project, bob, client_key, run=run.pk, proving_box=instance.pk)
+    assert prove(rental.pk) == "passed", rental.__class__.objects.get(pk=rental.pk).reason
+    rental.refresh_from_db()
+    assert rental.proof["smoke_exit_code"] == 0 and "3" in rental.proof["smoke_output"]
+    assert rental.proof["left_to_the_box"] == []  # the dataset was proven here, not left to the rented box
