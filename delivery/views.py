@@ -103,11 +103,13 @@ def teardown_select_evidence(request, pk):
 def teardown_decide_batch(request, batch):
     """Approve or reject every pending request of a batch, each on its own (its checks, its audit entry)."""
     requests = TeardownRequest.objects.visible_to(request.user).filter(batch=batch).pending().order_by("pk")
-    if not requests:
-        return HttpResponseBadRequest("no pending request in that batch")
+    if not requests:  # decided meanwhile (another tab, another approver): the queue says what is left
+        messages.info(request, "Nothing of that batch is pending any more: it was decided meanwhile.")
+        return redirect("approval-queue")
     decision = request.POST.get("decision")
     if decision not in DECISIONS:
-        return HttpResponseBadRequest("decision must be approve or reject")
+        messages.error(request, "Choose approve or reject.")
+        return redirect("approval-queue")
     comment = request.POST.get("comment", "")[:2000]
     done, refused = 0, []
     for item in requests:

@@ -1,4 +1,5 @@
 import time
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib import messages
@@ -7,6 +8,7 @@ from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django.views.generic import CreateView
 
@@ -186,8 +188,17 @@ def run_detail(request, run_id):
         "run_states": {"live": sorted(LIVE_STATES)},
         "gpu_use": gpu_use_rows(run),
         "gpu_sample_seconds": f"{settings.GPU_SAMPLE_SECONDS:g}",
+        "idle_cost": idle_cost(run),
     }
     return render(request, "runs/run_detail.html", context)
+
+
+def idle_cost(run) -> str:
+    """What the run's idle streak has billed at its box's rate so far, in dollars ("" when not idle)."""
+    if run.gpu_idle_since is None:
+        return ""
+    hours = Decimal((timezone.now() - run.gpu_idle_since).total_seconds()) / 3600
+    return str((run.instance.rate_running * hours).quantize(Decimal("0.01")))
 
 
 GPU_PLOT_POINTS = 1440  # a day of samples at GPU_SAMPLE_SECONDS = 60: the page does not grow with the run

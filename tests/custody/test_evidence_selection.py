@@ -67,6 +67,9 @@ def test_a_selection_files_one_request_per_export_and_the_batch_is_decided_at_on
     assert set(filed.values_list("approver", flat=True)) == {alice.pk}
     approved = AuditEntry.objects.filter(message__contains="approved", actor=alice)
     assert approved.count() == 2  # each request audited on its own
+    again = client.post(reverse("teardown-decide-batch", args=[batch]), {"decision": "approve"}, follow=True)
+    assert again.status_code == 200 and "decided meanwhile" in again.content.decode()  # a second tab: the queue
+    assert approved.count() == 2
 
 
 def test_a_selection_of_nothing_or_of_another_boxs_export_changes_nothing(client, bob):
@@ -81,4 +84,5 @@ def test_a_selection_of_nothing_or_of_another_boxs_export_changes_nothing(client
         assert response.status_code == 200 and list(response.context["messages"])
     assert not TeardownRequest.objects.exists()
     nobody = reverse("teardown-decide-batch", args=["00000000-0000-0000-0000-000000000000"])
-    assert client.post(nobody, {"decision": "approve"}).status_code == 400
+    answer = client.post(nobody, {"decision": "approve"}, follow=True)  # before: a bare text page (400)
+    assert answer.status_code == 200 and "decided meanwhile" in answer.content.decode()

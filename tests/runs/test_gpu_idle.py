@@ -96,6 +96,7 @@ def test_a_run_at_zero_percent_gpu_raises_the_alarm_once_per_threshold(
     client.force_login(alice)
     page = client.get(run.get_absolute_url()).content.decode()
     assert 'id="gpu-idle"' in page and '"GPU 0 utilisation %": 0' in page
+    assert 'id="gpu-idle-rate">$2.50/h<' in page and 'id="gpu-idle-cost">about $' in page  # its money, said
 
     gpu_box.use.write_text("0, 97, 20480\n1, 88, 30000\n")  # training again: the streak ends
     with NodeClient(box) as node:
