@@ -27,6 +27,7 @@ from platforms import catalog
 from platforms.resources import kinds_for
 from projects.models import Project, Role
 from rentals.models import Rental, RentalState
+from runs.gpu_use import idle_past_window
 from runs.models import Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
 from runs.spend import envelopes_for
 
@@ -39,6 +40,14 @@ def dashboard(request):
         "can_create_project": request.user.has_perm("projects.add_project"),
         "idle_billing": idle_billing(Instance.objects.visible_to(request.user).with_state_events()),
         "clock_alarms": clock_alarms(Instance.objects.visible_to(request.user)),
+        "idle_gpus": idle_past_window(
+            Run.objects.visible_to(request.user)
+            .live()
+            .filter(gpu_idle_since__isnull=False)
+            .select_related("project", "instance")
+            .order_by("gpu_idle_since")[:50],
+            timezone.now(),
+        ),
         "drift": open_drift(request.user),
         "orphan_resources": orphan_resources(Instance.objects.visible_to(request.user)),
         "envelopes": envelopes_for(Project.objects.visible_to(request.user).filter(budget__isnull=False)[:50]),

@@ -7,6 +7,8 @@ eight is a slow run, not an idle one. A tick where nvidia-smi does not answer, o
 run's GPUs, measures nothing and changes nothing: idleness is never concluded from silence.
 """
 
+from datetime import timedelta
+
 MAX_GPUS = 64
 
 
@@ -66,3 +68,12 @@ def plot_rows(samples, started) -> list[dict]:
             row[f"GPU {gpu['index']} memory GiB"] = round(gpu["memory_used_mib"] / 1024, 2)
         rows.append(row)
     return rows
+
+
+def idle_past_window(runs, now) -> list:
+    """The live runs whose every GPU has idled past their project's window at now: what its alarm says."""
+    return [
+        run
+        for run in runs
+        if run.gpu_idle_since and now - run.gpu_idle_since >= timedelta(minutes=run.project.gpu_idle_minutes)
+    ]

@@ -37,7 +37,7 @@ from runs.budgets import do_set_envelope, may_change_envelope
 from runs.cadence import cadence_for
 from runs.ckpt_pull import CONTROL
 from runs.forms import EnvelopeForm, ProjectForm, RunForm, SweepForm
-from runs.gpu_use import plot_rows
+from runs.gpu_use import idle_past_window, plot_rows
 from runs.models import (
     LIVE_STATES,
     RETRYABLE_STATES,
@@ -67,6 +67,7 @@ def project_detail(request, slug):
             project=project, action=AuditAction.ENVELOPE_CHANGED
         ).select_related("actor")[:10],
         "live_runs": live,
+        "idle_gpus": idle_past_window(live, timezone.now()),
         "recent_runs": list(runs.exclude(state__in=LIVE_STATES)[:20]),
         "memberships": project.memberships.select_related("user").order_by("user__username"),
         "membership_events": AuditEntry.objects.filter(project=project, action__in=MEMBERSHIP_ACTIONS).select_related(

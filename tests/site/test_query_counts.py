@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 # page -> queries it may run (signed-in session and user included).
 PINNED = {
-    "dashboard": 30,  # and the rents in flight, the teardowns that need a person, whether any run exists yet
+    "dashboard": 31,  # and idle GPUs past their window, the rents in flight, the teardowns that need a person, …
     "history": 10,
     "project": 14,  # the cost envelope: boxes and their states, resources, orphan drift, every live run, recent ones
     "run": 9,  # and its GPU samples, the newest day of them (a run never sampled asks nothing)
