@@ -38,11 +38,22 @@ class EvidenceSelectionForm(forms.Form):
     run = forms.ModelMultipleChoiceField(
         queryset=Run.objects.none(),
         to_field_name="run_id",
-        error_messages={"required": "Tick the exports whose copy should be deleted."},
+        required=False,
     )
+    # Every sealed export of the box at once (a box with a thousand of them has no thousand ticks to make):
+    # each still filed and checked on its own, so the last verified copy of any is never deleted.
+    every = forms.BooleanField(required=False)
     location = forms.ChoiceField(choices=EvidenceLocation.choices)
     reason = forms.CharField(max_length=2000, error_messages={"required": "Say why: the reason is audited."})
 
     def __init__(self, *args, instance=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["run"].queryset = Run.objects.filter(instance=instance, state=RunState.EXPORTED)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("every"):
+            data["run"] = list(self.fields["run"].queryset.order_by("pk"))
+        if not data.get("run") and "run" not in self.errors:
+            self.add_error("run", "Tick the exports whose copy should be deleted, or every export of the box.")
+        return data

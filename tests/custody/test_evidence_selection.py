@@ -86,3 +86,22 @@ def test_a_selection_of_nothing_or_of_another_boxs_export_changes_nothing(client
     nobody = reverse("teardown-decide-batch", args=["00000000-0000-0000-0000-000000000000"])
     answer = client.post(nobody, {"decision": "approve"}, follow=True)  # before: a bare text page (400)
     assert answer.status_code == 200 and "decided meanwhile" in answer.content.decode()
+
+
+def test_every_export_of_a_box_is_selected_at_once_above_the_list(client, bob):
+    """Before: at 1,000 exports the one "Request deletion" button stood 90,000 px down, with no way to tick
+    them all. The controls come first, and "every export of this box" files one request each."""
+    project = factories.project(bob)
+    box = factories.box(project, host="203.0.113.9", user="root", state="running")
+    kept = factories.runs(box, 3, state=RunState.EXPORTED, launched_at=timezone.now())
+    for run in kept:
+        factories.verified_record(run, uri="/c/x")
+    client.force_login(bob)
+    page = client.get(box.get_absolute_url(), {"exports": "all"}).content.decode()
+    assert page.index('id="button-delete_evidence"') < page.index('name="run" value=')  # above the list
+    chosen = {"every": "1", "location": "node", "reason": "free the disk"}
+    response = client.post(reverse("teardown-select-evidence", args=[box.pk]), chosen, follow=True)
+    assert "3 deletion requests filed" in " ".join(str(message) for message in response.context["messages"])
+    assert {request.run_id for request in TeardownRequest.objects.filter(instance=box)} == {run.pk for run in kept}
+    nothing = client.post(reverse("teardown-select-evidence", args=[box.pk]), {"location": "node", "reason": "x"})
+    assert nothing.status_code == 302 and TeardownRequest.objects.count() == 3
