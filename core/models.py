@@ -41,6 +41,7 @@ class AuditAction(models.TextChoices):
     RUN_CONTINUED = "run.continued", "run continued on another box"
     RUN_START_HOOK = "run.start_hook", "start hook installed on a box (relaunches with no control plane)"
     RUN_GPU_WAIVED = "run.gpu_waived", "GPU held by another process: waived"
+    RUN_RESEALED = "run.resealed", "an attempt quarantined for paperwork alone sealed after all"
     INSTANCE_CREATED = "instance.created", "box registered"
     INSTANCE_EDITED = "instance.edited", "box edited"
     INSTANCE_STATE_RECORDED = "instance.state_recorded", "box state recorded by a person"

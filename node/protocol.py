@@ -26,6 +26,7 @@ ANSWERS = {
     "mirror": {"mirror": str, "verified": bool, "mount": dict},
     "rehash": {"copies": list},
     "close-active": {"closed": bool},
+    "reseal": {"sealed": bool},
     "abandon": {"abandoned": bool},
     "stop": {"stopped": bool},
     "put-secrets": {"written": list},

@@ -37,7 +37,8 @@ RUN_TRANSITIONS = Transitions(
         RunState.RUNNING: {RunState.EXITED},
         RunState.EXITED: {RunState.EXPORTED, RunState.QUARANTINED},
         RunState.EXPORTED: set(),
-        RunState.QUARANTINED: {RunState.LAUNCHING, RunState.PREFLIGHT},
+        # A re-seal: an attempt quarantined for paperwork alone, sealed after all (runs/actions/reseal.py).
+        RunState.QUARANTINED: {RunState.LAUNCHING, RunState.PREFLIGHT, RunState.EXPORTED},
     },
     "A run",
 )

@@ -7,7 +7,7 @@ decided from live facts (process, markers, mtimes) by `runs.observe` and the act
 import re
 from dataclasses import dataclass
 
-from node.wrapper.export import CONTRACT  # the one wording of a seal refused for the export's shape
+from node.wrapper.export import CONTRACT, PAPERWORK  # the one wording of a seal refused for its shape
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
@@ -150,6 +150,19 @@ def node_failure(close_reason: str) -> bool:
 def contract_failure(close_reason: str) -> bool:
     """Whether the wrapper refused the seal for the export's own shape (node/wrapper/export.py)."""
     return close_reason.startswith(CONTRACT)
+
+
+# What an older wrapper refused a seal for that is paperwork now (node/wrapper/export.py: PAPERWORK).
+PAPERWORK_PROBLEMS = {f"required file {name} is missing" for name in PAPERWORK}
+
+
+def paperwork_only(close_reason: str) -> bool:
+    """A seal refused for missing paperwork alone: "export contract not met (N problems): a; b", each a
+    PAPERWORK_PROBLEMS line. Such an attempt may be sealed after all (runs/actions/reseal.py)."""
+    if not contract_failure(close_reason or "") or "): " not in close_reason:
+        return False
+    problems = [problem.strip() for problem in close_reason.split("): ", 1)[1].split("; ")]
+    return bool(problems) and all(problem in PAPERWORK_PROBLEMS for problem in problems)
 
 
 def classify(

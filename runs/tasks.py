@@ -260,6 +260,20 @@ def close_active(run_pk: int, actor_id: int, reason: str) -> str:
     return "closed"
 
 
+@shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
+def reseal_run(run_pk: int, attempt: int, actor_id: int) -> str:
+    """The box seals the quarantined attempt's kept export by today's contract, or says why not."""
+    from fleet.node_client import RunNode
+    from runs.actions.reseal import do_finish_reseal
+
+    run = Run.objects.select_related("project", "instance").get(pk=run_pk)
+    with RunNode(run) as node:
+        node.install_wrapper(node.layout.tools)  # this control host's wrapper: it knows `reseal`
+        answer = node.call("reseal", node.write_spec("reseal", node.spec(attempt)), timeout=90)
+    do_finish_reseal(run.pk, attempt, answer, actor_id)
+    return "sealed" if answer.get("sealed") else "refused"
+
+
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def deliver_stop(run_pk: int, attempt: int) -> str:
     """Tell the box to stop the attempt. Idempotent (the wrapper keeps the first stop's marker); an

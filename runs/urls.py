@@ -23,5 +23,6 @@ urlpatterns = [
     path("runs/<slug:run_id>/continue/", views.run_continue, name="run-continue"),
     path("runs/<slug:run_id>/stop/", views.run_stop, name="run-stop"),
     path("runs/<slug:run_id>/close-active/", views.run_close_active, name="run-close-active"),
+    path("runs/<slug:run_id>/reseal/", views.run_reseal, name="run-reseal"),
     path("runs/<slug:run_id>/refresh/", views.run_refresh, name="run-refresh"),
 ]

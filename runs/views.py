@@ -31,6 +31,7 @@ from runs.actions.lifecycle import (
     do_waive_gpu_holders,
 )
 from runs.actions.moves import MOVABLE_STATES, do_continue_elsewhere
+from runs.actions.reseal import do_reseal_run
 from runs.actions.spending import do_decide_spend
 from runs.actions.stops import do_stop_run
 from runs.budgets import do_set_envelope, may_change_envelope
@@ -47,7 +48,7 @@ from runs.models import (
     SpendRequest,
 )
 from runs.reach import reach_problem
-from runs.signals import FAILURE_CLASSES, strip_ansi
+from runs.signals import FAILURE_CLASSES, paperwork_only, strip_ansi
 from runs.spend import envelope_of
 
 MEMBERSHIP_ACTIONS = [AuditAction.MEMBER_ADDED, AuditAction.MEMBER_REMOVED]
@@ -175,6 +176,7 @@ def run_detail(request, run_id):
         "can_operate": request.user.has_perm("projects.operate", run.project),
         "may_waive": request.user.has_perm("projects.approve_cost", run.project),
         "retryable": run.state in RETRYABLE_STATES,
+        "resealable": run.state == RunState.QUARANTINED and paperwork_only(run.close_reason),
         "is_live": run.state in LIVE_STATES,
         "closable": run.state in UNCLOSED_STATES and run.active_closed_at is None,
         "log_tail": strip_ansi(run.last_status.get("log_tail", "")),
@@ -368,6 +370,12 @@ def run_close_active(request, run_id):
     return run_action(
         request, run_id, lambda pk, actor: do_close_active(pk, reason, actor=actor), "Closing active/ queued."
     )
+
+
+@require_POST
+@permission_required("projects.operate", raise_exception=True)
+def run_reseal(request, run_id):
+    return run_action(request, run_id, do_reseal_run, "Re-seal asked: the box checks the kept export again.")
 
 
 @require_POST

@@ -93,6 +93,11 @@ def export_problems(spec, partial):
     return problems
 
 
+def paperwork_gaps(partial):
+    """What the staged export lacks that cannot make a number wrong: said, sealed without it."""
+    return [f"{name} is missing: sealed without it" for name in PAPERWORK if not _is_file(partial, name)]
+
+
 def _is_file(*parts):
     return os.path.isfile(os.path.join(*parts))
 
@@ -204,7 +209,7 @@ def seal(spec):
     problem = validate_export(spec, spec["partial"])
     if problem:
         return problem
-    gaps = [f"{name} is missing: sealed without it" for name in PAPERWORK if not _is_file(spec["partial"], name)]
+    gaps = paperwork_gaps(spec["partial"])
     os.makedirs(attempt_dir(spec), exist_ok=True)
     atomic_write(os.path.join(attempt_dir(spec), PAPERWORK_FILE), json.dumps(gaps))
     # The roster as sealed: later custody checks compare the export against it byte for byte.

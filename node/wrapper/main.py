@@ -20,6 +20,7 @@ from .put_secrets import cmd_put_secrets
 from .rehash import cmd_rehash
 from .remove_copy import cmd_remove_copy
 from .rendezvous import cmd_rendezvous
+from .reseal import cmd_reseal
 from .roster import cmd_roster
 from .run import cmd_run
 from .smoke import cmd_smoke
@@ -54,6 +55,7 @@ COMMANDS = {
     "probe": (cmd_probe, (STDIN,)),
     "rehash": (cmd_rehash, (STDIN,)),
     "close-active": (cmd_close_active, (STDIN,)),
+    "reseal": (cmd_reseal, (SPEC,)),  # an attempt quarantined for paperwork alone, sealed on a person's word
     "clean-caches": (cmd_clean_caches, (STDIN,)),
     "remove-copy": (cmd_remove_copy, (STDIN,)),
     "rendezvous": (cmd_rendezvous, (STDIN,)),  # a run over several boxes: listen (rank 0) or connect

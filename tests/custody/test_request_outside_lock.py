@@ -16,15 +16,43 @@ from tests import factories
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_silent_box_never_holds_its_row_while_its_request_is_checked(bob, project, sshd, settings, no_worker):
+def silent_box(project, sshd, settings, day: str):
+    """A box whose port accepts and never says a word of SSH (settings: a 5 s connect timeout), and that port."""
     settings.SSH_CONNECT_TIMEOUT = 5
-    silent = socket.create_server(("127.0.0.1", 0))  # accepts, and never says a word of SSH
+    silent = socket.create_server(("127.0.0.1", 0))
     silent.settimeout(30)
     box = factories.box(
-        name=f"{project.slug}-silent-20261201",
+        name=f"{project.slug}-silent-{day}",
         project=project,
         **{**sshd.instance_fields(project), "port": silent.getsockname()[1]},
     )
+    return box, silent
+
+
+def row_free_while_waiting(box, silent, call) -> None:
+    """call in a thread; once its SSH waits on the silent box, the box's row is not locked; then its end."""
+
+    def run():
+        try:
+            call()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    waiting, _ = silent.accept()  # the idle scan waits on the box now
+    try:
+        with transaction.atomic():
+            assert Instance.objects.select_for_update(nowait=True).get(pk=box.pk) == box  # not locked
+    finally:
+        worker.join(timeout=60)
+        waiting.close()
+        silent.close()
+    assert not worker.is_alive()
+
+
+def test_a_silent_box_never_holds_its_row_while_its_request_is_checked(bob, project, sshd, settings, no_worker):
+    box, silent = silent_box(project, sshd, settings, "20261201")
     outcome = {}
 
     def ask():
@@ -33,20 +61,8 @@ def test_a_silent_box_never_holds_its_row_while_its_request_is_checked(bob, proj
             outcome["filed"] = True
         except TeardownRefused as exc:
             outcome["refused"] = str(exc)
-        finally:
-            connection.close()
 
-    asker = threading.Thread(target=ask)
-    asker.start()
-    waiting, _ = silent.accept()  # the idle scan is now waiting on the box
-    try:
-        with transaction.atomic():
-            assert Instance.objects.select_for_update(nowait=True).get(pk=box.pk) == box  # not locked
-    finally:
-        asker.join(timeout=60)
-        waiting.close()
-        silent.close()
-    assert not asker.is_alive()
+    row_free_while_waiting(box, silent, ask)
     assert "could not confirm the box is idle" in outcome.get("refused", ""), outcome
     assert not TeardownRequest.objects.filter(instance=box).exists()
 
@@ -61,14 +77,7 @@ def test_an_approved_shutdowns_proofs_hold_no_row_and_a_silent_box_is_a_retry(bo
     from delivery.execution import execute
     from delivery.models import TeardownStatus
 
-    settings.SSH_CONNECT_TIMEOUT = 5
-    silent = socket.create_server(("127.0.0.1", 0))
-    silent.settimeout(30)
-    box = factories.box(
-        name=f"{project.slug}-silent-20261207",
-        project=project,
-        **{**sshd.instance_fields(project), "port": silent.getsockname()[1]},
-    )
+    box, silent = silent_box(project, sshd, settings, "20261207")
     request = factories.teardown_request(
         box, bob, "shutdown", level="L2", status=TeardownStatus.APPROVED, approver=alice, decided_at=timezone.now()
     )
@@ -79,20 +88,8 @@ def test_an_approved_shutdowns_proofs_hold_no_row_and_a_silent_box_is_a_retry(bo
             outcome["said"] = execute(request.pk)
         except BoxUnconfirmed as exc:
             outcome["retry"] = str(exc)
-        finally:
-            connection.close()
 
-    executor = threading.Thread(target=run)
-    executor.start()
-    waiting, _ = silent.accept()  # the execution's idle scan waits on the box now
-    try:
-        with transaction.atomic():
-            assert Instance.objects.select_for_update(nowait=True).get(pk=box.pk) == box  # not locked
-    finally:
-        executor.join(timeout=60)
-        waiting.close()
-        silent.close()
-    assert not executor.is_alive()
+    row_free_while_waiting(box, silent, run)
     assert "could not confirm the box is idle" in outcome.get("retry", ""), outcome
     request.refresh_from_db()
     assert request.status == TeardownStatus.APPROVED and request.failure == ""  # waiting, not failed

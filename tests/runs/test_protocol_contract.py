@@ -159,6 +159,8 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     request = {"active": spec["active"], "quarantine": target, "reason": "contract"}
     checked["close-active"] = answer_of("close-active", wrapper.cmd_close_active, request)
     assert checked["close-active"]["moved"] is True
+    checked["reseal"] = answer_of("reseal", wrapper.cmd_reseal, spec)
+    assert checked["reseal"]["sealed"] is False  # sealed already: never over an existing export
 
     cache = tmp_path / "home" / ".cache" / "pip"
     cache.mkdir(parents=True)
