@@ -4,6 +4,7 @@ Used by `manage.py runstack` (and so by `make run`). Ctrl-C stops every child it
 """
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -35,7 +36,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def start_private_redis(var_dir: Path) -> tuple[subprocess.Popen, str]:
-    """A redis-server bound to loopback, data under var/redis, on a free port."""
+    """A redis-server bound to loopback, data under var/redis, on a free port, behind a password made
+    for this start: loopback is every local user's, the control host's node user included (core/wall.py)."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError(REDIS_MISSING)
@@ -44,8 +46,12 @@ def start_private_redis(var_dir: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir)]
     args += ["--save", "60 1", "--appendonly", "no", "--protected-mode", "yes"]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
+    password = secrets.token_urlsafe(24)
+    # On stdin, not argv: a command line is every local user's to read in /proc.
+    process = subprocess.Popen([binary, "-", *args[1:]], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    process.stdin.write(f"requirepass {password}\n")
+    process.stdin.close()
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
     deadline = time.monotonic() + 10
     while not redis_reachable(url):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -149,4 +155,6 @@ def supervise(children: dict[str, subprocess.Popen], say, start=None) -> int:
 
 
 def redis_host_of(url: str) -> str:
-    return urlparse(url).hostname or "unix socket"
+    """Where a Redis URL points, never its password."""
+    parsed = urlparse(url)
+    return f"{parsed.hostname}:{parsed.port or 6379}" if parsed.hostname else "unix socket"

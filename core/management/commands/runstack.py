@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connection
 
-from core import stack
+from core import stack, wall
 
 
 class Command(BaseCommand):
@@ -22,9 +22,6 @@ class Command(BaseCommand):
             connection.ensure_connection()
         except OperationalError as exc:
             raise CommandError(f"The database in DATABASE_URL is unreachable: {str(exc).strip()[:200]}") from None
-        call_command("migrate", interactive=False, verbosity=0)
-        call_command("ensure_admin", stdout=self.stdout)
-
         private_redis = None
         redis_url = settings.REDIS_URL
         if stack.redis_reachable(redis_url):
@@ -34,7 +31,16 @@ class Command(BaseCommand):
                 private_redis, redis_url = stack.start_private_redis(settings.VAR_DIR)
             except RuntimeError as exc:
                 raise CommandError(str(exc)) from None
-            self.stdout.write(f"Redis: REDIS_URL not reachable; started a private redis-server ({redis_url})")
+            where = stack.redis_host_of(redis_url)
+            self.stdout.write(f"Redis: REDIS_URL not reachable; started a private redis-server on {where}")
+
+        refusal = wall.startup_problems(redis_url)
+        if refusal:
+            if private_redis is not None:
+                stack.stop_all({"redis": private_redis})
+            raise CommandError(wall.start_refusal(refusal))
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("ensure_admin", stdout=self.stdout)
 
         env = stack.child_env(redis_url, host)
         commands = stack.child_commands(host, port, settings.VAR_DIR)
