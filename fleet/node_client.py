@@ -79,6 +79,22 @@ def _check(result, what: str) -> None:
         raise NodeError(f"{what} failed on the node (exit {result.exit_code}): {result.stderr.strip()[-400:]}")
 
 
+def pinned(shape: dict, measured) -> dict:
+    """The collectives' interface: the one a person named, else the one the preflight measured the
+    rendezvous going through on this node (never a guess: torch's own pick follows the hostname)."""
+    if shape.get("ifname") or not slurm.interface_name(measured):
+        return shape
+    return shape | {"ifname": measured}
+
+
+def cluster_interface(report: dict) -> str | None:
+    """A cluster's nodes' interface, where every node of the preflight reached the rendezvous through one
+    of the same name (the job's nodes are the scheduler's pick: only a cluster-wide name can be pinned)."""
+    answers = ((report.get("slurm") or {}).get("nodes")) or []
+    names = {(answer.get("rendezvous") or {}).get("ifname") for answer in answers if isinstance(answer, dict)}
+    return names.pop() if len(answers) > 1 and len(names) == 1 else None
+
+
 class NodeClient:
     """One connection to an instance: $HOME resolved once, layouts for any of its runs."""
 
@@ -404,17 +420,20 @@ class RunNode(NodeClient):
     def _distributed(self) -> dict | None:
         """A cluster's run: from its job options. A run over several boxes: this box's node of it, the
         rendezvous on rank 0's box at the port its preflight measured there."""
+        report = self.run.preflight_report or {}
         if self.instance.profile.runs_jobs:
-            return slurm.JobOptions.of(self.run.slurm_options).distributed_spec()
+            shape = slurm.JobOptions.of(self.run.slurm_options).distributed_spec()
+            return shape and pinned(shape, cluster_interface(report))
         if "multinode" not in (self.run.scheduler or {}):
             return None
         peers = list(self.run.peers.all())
         if not peers:
             return None
         options = slurm.JobOptions.of({**self.run.multinode, "nodes": len(peers) + 1})
-        meeting = (self.run.preflight_report or {}).get("rendezvous") or {}
+        meeting = report.get("rendezvous") or {}
         rank = self.peer.rank if self.peer is not None else 0
         shape = {**options.distributed_spec(), "node_rank": rank, "role": "peer" if rank else "head"}
+        shape = pinned(shape, (meeting.get("ifnames") or {}).get(str(rank)))
         return shape | {"master_addr": meeting.get("address", ""), "master_port": meeting.get("port", 0)}
 
     def _gpus_at_preflight(self):

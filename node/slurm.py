@@ -13,6 +13,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from node.wrapper.digits import ascii_int
 
@@ -22,6 +23,13 @@ SUBMITTED = re.compile(r"([0-9]{1,12})(;[A-Za-z0-9_.-]{1,64})?")  # sbatch --par
 JOB = re.compile(r"[0-9]{1,12}(_[0-9]{1,7})?")  # a job, or one task of an array ("12_3"), as squeue and sacct name it
 MOST_MINUTES = 60 * 24 * 30
 IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}\Z")  # a Linux interface name (IFNAMSIZ 16, with its NUL)
+
+
+def interface_name(said) -> bool:
+    """Whether a box's word is an interface name we may pin a collective to."""
+    return isinstance(said, str) and IFNAME.fullmatch(said) is not None
+
+
 DEFAULT_COLLECTIVE_SECONDS = 600
 PYTHON = re.compile(r"^(.*/)?python[0-9.]*\Z")
 
@@ -397,6 +405,8 @@ def request_argv(options: JobOptions) -> list[str]:
 # find there. The login node's storage is not the compute node's: the data root must be there too, and
 # never under the job's $TMPDIR (gone with the job). Over several nodes, the rendezvous is measured: the
 # first node listens on the port asked, the others connect to its address as the scheduler gives it.
+# How the probe names the interface its rendezvous went through: the wrapper's own code, sent along.
+INTERFACES = (Path(__file__).parent / "wrapper" / "interfaces.py").read_text()
 COMPUTE_PROBE = """
 import json, os, re, socket, subprocess, sys, time
 root, port = sys.argv[1], int(sys.argv[2])
@@ -426,23 +436,26 @@ if port:
         server.bind(("", port))
         server.listen(64)
         server.settimeout(1)
-        reached = 0
+        reached, ifname = 0, ""
         while reached < world - 1 and time.monotonic() < deadline:
             try:
-                server.accept()[0].close()
-                reached += 1
+                peer = server.accept()[0]
             except OSError:
-                pass
+                continue
+            ifname = ifname or interface_of_socket(peer)
+            peer.close()
+            reached += 1
         found["rendezvous"] = {"endpoint": "%s:%d" % endpoint, "reached_by": reached, "of": world - 1}
     else:
-        reached = False
+        reached, ifname = False, ""
         while not reached and time.monotonic() < deadline:
             try:
-                socket.create_connection(endpoint, timeout=2).close()
-                reached = True
+                with socket.create_connection(endpoint, timeout=2) as connected:
+                    ifname, reached = interface_of_socket(connected), True
             except OSError:
                 time.sleep(0.2)
         found["rendezvous"] = {"endpoint": "%s:%d" % endpoint, "reached": reached}
+    found["rendezvous"]["ifname"] = ifname
 print(json.dumps(found), flush=True)
 """
 
@@ -456,7 +469,7 @@ def compute_argv(options: JobOptions, python: str, root: str, seconds: int, port
     argv.append("--time=2")
     if options.partition:
         argv.append(f"--partition={options.partition}")
-    return [*argv, python, "-c", COMPUTE_PROBE, root, str(int(port) if nodes > 1 else 0)]
+    return [*argv, python, "-c", INTERFACES + COMPUTE_PROBE, root, str(int(port) if nodes > 1 else 0)]
 
 
 def read_compute(stdout: str) -> dict | None:
@@ -493,6 +506,8 @@ def _checked_answer(found: dict) -> dict:
             for key in ("endpoint", "reached", "reached_by", "of")
             if isinstance(meeting.get(key), str | int | bool)
         }
+        if interface_name(meeting.get("ifname")):
+            answer["rendezvous"]["ifname"] = meeting["ifname"]
     return answer
 
 

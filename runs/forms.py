@@ -168,7 +168,10 @@ class RunForm(forms.ModelForm):
         "minutes; here 600 s unless set)",
     )
     slurm_ifname = forms.CharField(
-        label="Network interface", required=False, max_length=15, help_text="For the collectives, e.g. eth0 or ib0"
+        label="Network interface",
+        required=False,
+        max_length=15,
+        help_text="For the collectives, e.g. eth0 or ib0; empty: the one the preflight measures the rendezvous on",
     )
 
     class Meta:

@@ -13,6 +13,7 @@ import threading
 from django.conf import settings
 
 from fleet.node_client import NodeClient, RunNode
+from node import slurm
 from node.protocol import NodeError
 from node.transport import TransportError
 from runs import shipping
@@ -33,7 +34,8 @@ def identity(environment: dict) -> str:
 def preflight_peers(run, head, head_report: dict) -> tuple[dict, list[str]]:
     """Each other box proven as the run's own box is (its source shipped, its inputs and environment read),
     the environments compared with rank 0's (a difference fails closed), and the rendezvous measured: rank
-    0's box listens on the port torchrun will use, every other box must reach it within 20 s."""
+    0's box listens on the port torchrun will use, every other box must reach it within 20 s; the interface
+    each box's connection went through is kept, for its collectives to be pinned to."""
     peers = peers_of(run)
     if not peers:
         return {}, []
@@ -88,8 +90,10 @@ def measure_rendezvous(run, head, peers) -> dict:
     ]
     if heard.get("listening") is False:
         problems.append(f"Rank 0's box cannot listen for the rendezvous: {heard.get('why', '')}")
+    ifnames = {"0": heard.get("ifname")} | {str(peer.rank): reached[peer.rank].get("ifname") for peer in peers}
     return {"address": address, "port": port, "reached_by": heard.get("reached_by", 0), "of": len(peers)} | {
-        "problems": problems
+        "ifnames": {rank: name for rank, name in ifnames.items() if slurm.interface_name(name)},
+        "problems": problems,
     }
 
 

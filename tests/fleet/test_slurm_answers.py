@@ -2,6 +2,8 @@
 before they reach a batch script, sbatch's answer, squeue's and sacct's lines (the completion log's too),
 and one attempt's status merged with its job: a queued job is alive, a job nobody knows is never done."""
 
+import json
+
 import pytest
 
 from node import slurm
@@ -195,3 +197,30 @@ def test_every_nodes_preflight_answer_is_read_and_compared():
     assert problems[1] == "Slurm: node n2 could not reach the rendezvous endpoint 10.0.0.1:29500 within 20 s"
     assert slurm.nodes_problems(answers[:1], options) == ["Slurm: only 1 of 2 nodes answered the preflight"]
     assert slurm.nodes_problems(answers[:1], slurm.JobOptions()) == []
+
+
+@pytest.mark.parametrize("said", ["lo\n", "eth0; reboot", "a" * 16, "", 7, None, "ib0\u202e"])
+def test_a_nodes_interface_that_is_not_a_name_is_never_pinned(said):
+    """The interface a compute node says its rendezvous went through reaches every rank's environment
+    (GLOO_/NCCL_SOCKET_IFNAME): only a Linux interface name is kept, and pinned only where every node of
+    the preflight said the same one (fleet.node_client.cluster_interface)."""
+    from fleet.node_client import cluster_interface, pinned
+
+    line = '{"host": "n%d", "rank": %d, "rendezvous": {"endpoint": "n1:2", "reached": true, "ifname": %s}}'
+    answers = slurm.read_computes("\n".join(line % (rank, rank, json.dumps(said)) for rank in (0, 1)))
+    assert all("ifname" not in answer["rendezvous"] for answer in answers)
+    assert cluster_interface({"slurm": {"nodes": answers}}) is None
+    shape = {"nodes": 2, "ifname": ""}
+    assert pinned(shape, said) == shape
+
+
+def test_the_measured_interface_is_pinned_only_where_every_node_agrees_and_nobody_named_one():
+    from fleet.node_client import cluster_interface, pinned
+
+    line = '{"host": "n%d", "rank": %d, "rendezvous": {"endpoint": "n1:2", "reached": true, "ifname": "%s"}}'
+    same = slurm.read_computes("\n".join(line % (rank, rank, "ib0") for rank in (0, 1)))
+    differ = slurm.read_computes("\n".join(line % (rank, rank, name) for rank, name in ((0, "ib0"), (1, "eth0"))))
+    assert cluster_interface({"slurm": {"nodes": same}}) == "ib0"
+    assert cluster_interface({"slurm": {"nodes": differ}}) is None  # the job's nodes are the scheduler's pick
+    assert pinned({"nodes": 2, "ifname": ""}, "ib0")["ifname"] == "ib0"
+    assert pinned({"nodes": 2, "ifname": "eth1"}, "ib0")["ifname"] == "eth1"  # a person's word stands

@@ -59,8 +59,9 @@ def peer_box(project, server, tmp_path, name):
     return factories.box(name=f"{project.slug}-{name}-{timezone.localdate():%Y%m%d}", project=project, **fields)
 
 
-def two_box_run(make_run, peer, **options):
-    run = make_run(gpus=[], scheduler={"multinode": {"collective_timeout_seconds": TIMEOUT, "ifname": "lo", **options}})
+def two_box_run(make_run, peer, ifname="lo", **options):
+    options = {"collective_timeout_seconds": TIMEOUT, **options} | ({"ifname": ifname} if ifname else {})
+    run = make_run(gpus=[], scheduler={"multinode": options})
     RunPeer.objects.create(run=run, instance=peer, rank=1)
     return run
 
@@ -80,13 +81,16 @@ def test_a_run_over_two_boxes_trains_once_and_its_export_is_verified(
     bob, client, project, make_run, node, tmp_path, second_sshd, celery_worker_process
 ):
     peer = peer_box(project, second_sshd, tmp_path, "box2")
-    run = two_box_run(make_run, peer)
+    run = two_box_run(make_run, peer, ifname=None)  # nobody names the interface: the preflight measures it
     began = time.monotonic()
     run = started(bob, run)
     meeting = run.preflight_report["rendezvous"]
     assert meeting["reached_by"] == meeting["of"] == 1 and meeting["address"] == "127.0.0.1"
+    assert meeting["ifnames"] == {"0": "lo", "1": "lo"}  # the interface each box's connection went through
     assert [node["box"] for node in run.preflight_report["peers"]] == [peer.name]
     wait_until(lambda: len(workers(run)) == 2, 90, 0.2, what="a worker on each box")
+    pinned = [(env.get("GLOO_SOCKET_IFNAME"), env.get("NCCL_SOCKET_IFNAME")) for _, env in of_run(run.run_id)]
+    assert pinned and set(pinned) == {("lo", "lo")}, pinned  # every process of both nodes, pinned to it
     both_after = time.monotonic() - began
     run = wait_state(run, {RunState.EXPORTED, RunState.QUARANTINED}, timeout=180, refresh=True)
     assert run.state == RunState.EXPORTED, run.close_reason

@@ -5,6 +5,7 @@ killed fails the run with the node named and no worker left. (A frozen worker, f
 timeout and named, is tests/runs/test_multinode_boxes.py's; the node part's reading of it, test_node_failures.)"""
 
 import csv
+import json
 import os
 import signal
 import time
@@ -27,7 +28,8 @@ OPTIONS = {"partition": "low", "time_minutes": 10, "nodes": 2, "collective_timeo
 
 
 def two_node_run(make_run, **options):
-    return make_run(gpus=[], scheduler={"options": {**OPTIONS, **options}})
+    options = {key: value for key, value in {**OPTIONS, **options}.items() if value is not None}
+    return make_run(gpus=[], scheduler={"options": options})
 
 
 def test_a_run_over_two_nodes_trains_once_and_its_export_is_verified(
@@ -37,7 +39,7 @@ def test_a_run_over_two_nodes_trains_once_and_its_export_is_verified(
     ("terminate called without an active exception"): rank 0's export is complete, so the run is exported,
     and the node's failure is kept beside the attempt."""
     edit_train(source, "    leave(world)\n", "    leave(world)\n    if rank == 1:\n        os.abort()\n")
-    run = two_node_run(make_run)
+    run = two_node_run(make_run, ifname=None)  # nobody names the interface: the preflight measures it
     began = time.monotonic()
     do_start_preflight(run.pk, actor=bob)
     run = wait_state(run, SETTLED, timeout=120)
@@ -46,6 +48,9 @@ def test_a_run_over_two_nodes_trains_once_and_its_export_is_verified(
     assert [answer["host"] for answer in nodes] == ["n1", "n2"], nodes
     meeting = nodes[0]["rendezvous"]
     assert meeting["reached_by"] == meeting["of"] == 1 and nodes[1]["rendezvous"]["reached"] is True
+    assert [answer["rendezvous"]["ifname"] for answer in nodes] == ["lo", "lo"]  # each node's measured end
+    spec = json.loads((node.active(run) / "spec-attempt-1.json").read_text())
+    assert spec["distributed"]["ifname"] == "lo"  # the collectives pinned to it
     script = (node.active(run) / "launch-1.sbatch").read_text()
     assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
     log = node.active(run) / "attempt-1" / "log.txt"
