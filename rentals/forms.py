@@ -10,6 +10,7 @@ from platforms import catalog
 from providers import RENTABLE
 from rentals.asking import read_candidates, read_image, read_models, read_volume, volume_size_problem
 from rentals.models import Rental
+from rentals.volumes import owner_here, volumes_of
 from runs.actions.base import control_host_problem
 
 REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
@@ -77,6 +78,11 @@ class RentalForm(forms.ModelForm):
         self.fields["run"].required = False
         self.fields["run"].label = "Continue into this draft run's preflight (optional)"
         self._proving_box_field(project)
+        known = volumes_of(project)
+        self.fields["durable_volume"].help_text = (
+            f"{self.fields['durable_volume'].help_text} This project's: {'; '.join(known) if known else 'none yet'}. "
+            "A volume another project holds is refused, whoever's key lists it."
+        )
         keys = granted.filter(kind=CredentialKind.PROVIDER_KEY)
         for provider in RENTABLE:
             self.fields[f"key_{provider}"] = forms.ModelChoiceField(
@@ -154,6 +160,7 @@ class RentalForm(forms.ModelForm):
                     data["durable_volume"] = read_volume(data.get("durable_volume") or "", data["candidates"])
                     data["volume_gb"] = data.get("volume_gb") or 0
                     volume_size_problem(data["durable_volume"], data["volume_gb"], data.get("region") or "")
+                    volume_owner_problem(self.project, data["candidates"][0], data["durable_volume"])
                 except ValueError as exc:
                     self.add_error("durable_volume", str(exc))
                 first_time = [p for p in data["candidates"] if needs_acknowledgement(self.project, p)]
@@ -166,3 +173,14 @@ class RentalForm(forms.ModelForm):
         rental.project = self.project
         rental.api_credentials = self.cleaned_data["api_credentials"]
         return rental
+
+
+def volume_owner_problem(project, provider: str, volume: str) -> None:
+    """A named volume another project holds here is refused at the form, saying whose (the worker checks
+    again against what the provider lists: a team's key lists every project's volumes)."""
+    owner = owner_here(project.pk, provider, volume, volume) if volume else None
+    if owner:
+        raise ValueError(
+            f"{provider} volume {volume} is {owner}'s, not this project's: one provider volume has one owner. "
+            "Name a volume of this project's, or a new name with a size to create one"
+        )

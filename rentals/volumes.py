@@ -4,6 +4,8 @@ a size and none of its name is listed. A volume create that may have landed is l
 before anything is sent again, as a box's is. Nothing is created for a box whose volume cannot be had.
 """
 
+from django.db.models import Q
+
 from fleet.models import Instance, InstanceState, Resource
 from fleet.renting import create_volume, find_volume
 from providers.http import ProviderError
@@ -43,18 +45,39 @@ def ensure_volume(rental, credential) -> str | None:
 
 
 def other_owner(rental, provider: str, volume: dict) -> str | None:
-    """The project other than the rent's that owns this provider volume here, by name, or None: a resource
-    registered beside one of its boxes, a box of it mounting it as its durable root, or its rent's volume."""
-    ident, name = str(volume.get("id") or ""), str(volume.get("name") or "")
-    ours = rental.project_id
-    if ident:
-        resource = Resource.objects.filter(deleted_at__isnull=True, provider_id=ident).exclude(instance__project=ours)
-        owner = resource.values_list("instance__project__name", flat=True).first()
-        ended = (RentalState.FAILED, RentalState.EXPIRED, RentalState.CANCELLED, RentalState.REJECTED)
-        rents = Rental.objects.filter(volume__id=ident).exclude(state__in=ended).exclude(project=ours)
-        owner = owner or rents.values_list("project__name", flat=True).first()
-        if owner:
-            return owner
-    boxes = Instance.objects.filter(profile_key=provider, durable_volume__in={ident, name} - {""})
-    boxes = boxes.exclude(state=InstanceState.RELEASED).exclude(project=ours)
+    """The project other than the rent's that owns this provider volume here, by name, or None."""
+    return owner_here(rental.project_id, provider, str(volume.get("id") or ""), str(volume.get("name") or ""))
+
+
+def owner_here(project_id, provider: str, ident: str, name: str = "") -> str | None:
+    """The project other than project_id that owns a provider volume here, by name, or None: a resource
+    registered beside one of its boxes, a box of it mounting it as its durable root, or its rent's volume
+    (a rent form names one by its id or its name: both are looked for)."""
+    keys = {ident, name} - {""}
+    if not keys:
+        return None
+    resource = Resource.objects.filter(Q(provider_id__in=keys) | Q(name__in=keys, instance__profile_key=provider))
+    resource = resource.filter(deleted_at__isnull=True).exclude(instance__project=project_id)
+    owner = resource.values_list("instance__project__name", flat=True).first()
+    ended = (RentalState.FAILED, RentalState.EXPIRED, RentalState.CANCELLED, RentalState.REJECTED)
+    rents = Rental.objects.filter(volume__id__in=list(keys)).exclude(state__in=ended).exclude(project=project_id)
+    owner = owner or rents.values_list("project__name", flat=True).first()
+    if owner:
+        return owner
+    boxes = Instance.objects.filter(profile_key=provider, durable_volume__in=keys)
+    boxes = boxes.exclude(state=InstanceState.RELEASED).exclude(project=project_id)
     return boxes.values_list("project__name", flat=True).first()
+
+
+def volumes_of(project) -> list[str]:
+    """This project's provider volumes RemoteGPU knows, in words, for the rent form: whose a volume is."""
+    boxes = Instance.objects.filter(project=project).exclude(state=InstanceState.RELEASED).exclude(durable_volume="")
+    said = [
+        f"{volume} ({box}, {platform})"
+        for volume, box, platform in boxes.values_list("durable_volume", "name", "profile_key")[:10]
+    ]
+    rents = project.rentals.exclude(volume={}).values_list("volume", "pk")[:10]
+    said += [
+        f"{volume.get('name') or volume.get('id')} (rent #{pk})" for volume, pk in rents if isinstance(volume, dict)
+    ]
+    return list(dict.fromkeys(said))

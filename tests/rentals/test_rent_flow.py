@@ -588,7 +588,8 @@ def test_another_projects_volume_is_never_attached_to_a_rent(project, alice, bob
     other = factories.project(name="Project B")
     theirs = factories.box(other, "lambda", state="running")
     if owned_by == "resource":
-        factories.resource(theirs, "filesystem", name="b-ckpt", provider_id="fs-b")
+        # Registered under another label: only the provider's listing ties the name b-ckpt to fs-b.
+        factories.resource(theirs, "filesystem", name="team-b-store", provider_id="fs-b")
     else:
         theirs.durable_volume = "fs-b"
         theirs.save()
@@ -599,3 +600,26 @@ def test_another_projects_volume_is_never_attached_to_a_rent(project, alice, bob
     assert "b-ckpt (fs-b) is Project B's, not this project's" in rental.reason
     assert "Nothing was created" in rental.reason
     assert provider_api.creates() == [] and rental.volume == {}
+
+
+def test_the_rent_form_says_whose_a_volume_is_and_refuses_another_projects(project, bob, boxes):
+    """The form, before anything is asked of a provider: this project's known volumes are listed beside the
+    field, and a volume another project holds here, named by its id or its name, is a form error naming
+    whose it is (the worker checks again against what the provider lists)."""
+    from rentals.forms import RentalForm
+
+    ours = factories.box(project, "lambda", state="running", name=f"{project.slug}-ours-20261207")
+    ours.durable_volume = "fs-a"
+    ours.save()
+    other = factories.project(name="Project B")
+    factories.resource(factories.box(other, "lambda", state="running"), "filesystem", name="b-ckpt", provider_id="fs-b")
+    help_text = RentalForm(project=project, user=bob).fields["durable_volume"].help_text
+    assert (
+        f"This project's: fs-a ({ours.name}, lambda)." in help_text and "another project holds is refused" in help_text
+    )
+    _, client_key = boxes
+    for named in ("fs-b", "b-ckpt"):
+        with pytest.raises(AssertionError, match=f"lambda volume {named} is Project B's, not this project's"):
+            _ask(project, bob, client_key, candidates="lambda", region="us-west-1", durable_volume=named)
+    assert not project.rentals.exists()  # nothing of it was saved
+    assert _ask(project, bob, client_key, candidates="lambda", region="us-west-1", durable_volume="fs-a").pk
