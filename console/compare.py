@@ -216,6 +216,7 @@ def compare(runs: list) -> dict:
         notes.append(
             "One seed per configuration: every difference is unknown (run replicates to tell effect from noise)."
         )
+    replicates = replicate_stats(groups)
     return {
         "runs": runs,
         "identities": identities,
@@ -223,7 +224,8 @@ def compare(runs: list) -> dict:
         "metrics": metrics,
         "groups": groups,
         "varying": varying,
-        "stats": replicate_stats(groups),
+        "stats": replicates,
+        "has_pairs": any(row["pairs"] for row in replicates),
         "rule": stats.RULE,
         "seeds": seeds,
         "training": training(runs),

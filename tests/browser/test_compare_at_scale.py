@@ -24,8 +24,12 @@ MEASURE = """
     wide = page.evaluate(
         "[...document.querySelectorAll('section.card')].filter(c => c.scrollWidth > c.clientWidth).map(c => c.id)"
     )
+    verdicts = page.evaluate(
+        "({bottom: document.querySelector('#verdicts').getBoundingClientRect().bottom,"
+        " said: [...document.querySelectorAll('#verdicts li')].map(li => li.textContent.replace(/\\s+/g, ' ').trim())})"
+    )
     page.screenshot(path=SHOT, full_page=True)
-    print(json.dumps({"lines": lines, "legends": page.locator("#compare-plots .u-legend").count(),
+    print(json.dumps({"verdicts": verdicts, "lines": lines, "legends": page.locator("#compare-plots .u-legend").count(),
                       "charts": page.locator("#compare-plots figure.curve").count(), "wide": wide,
                       "line_height": page.evaluate("parseFloat(getComputedStyle(document.body).fontSize)")}))
 """
@@ -58,3 +62,6 @@ def test_a_six_run_sweep_has_one_key_line_per_group_and_no_clipped_card(client, 
     assert all(run.run_id in second["text"] for run in runs[3:]) and first["colour"] != second["colour"]
     assert all(line["height"] < 2 * seen["line_height"] for line in seen["lines"]), seen  # one line each
     assert seen["wide"] == [], seen
+    # The verdicts sit on the first screen at 1,280×800 (before: below six tables), one line per pair.
+    assert seen["verdicts"]["bottom"] <= 800 and len(seen["verdicts"]["said"]) >= 1, seen["verdicts"]
+    assert all(" B − A Δ = " in line for line in seen["verdicts"]["said"]), seen["verdicts"]
