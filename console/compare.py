@@ -187,19 +187,8 @@ def training(runs: list) -> list[dict]:
     return rows
 
 
-def compare(runs: list) -> dict:
-    configs = [resolved_config(run) for run in runs]
-    diff = config_diff(configs)
-    identities = []
-    for field, label in IDENTITY_FIELDS:
-        values = [getattr(run, field) or "—" for run in runs]
-        identities.append({"label": label, "values": values, "differs": len(set(values)) > 1})
-    metric_names = sorted(set().union(*(metrics_of(run) for run in runs)))
-    metrics = [{"name": name, "values": [metrics_of(run).get(name) for run in runs]} for name in metric_names]
-    groups = groups_of(runs, configs)
-    varying = differing(groups)
-    variables = [row["name"].removeprefix("config ") for row in varying]
-    seeds = [seed_of(run, config) for run, config in zip(runs, configs, strict=True)]
+def comparison_notes(runs, configs, variables, seeds, groups) -> list[str]:
+    """What makes the comparison weaker than it looks, said above it."""
     notes = [
         f"The config of {run.run_id} could not be read: its differences are unknown."
         for run, config in zip(runs, configs, strict=True)
@@ -216,6 +205,23 @@ def compare(runs: list) -> dict:
         notes.append(
             "One seed per configuration: every difference is unknown (run replicates to tell effect from noise)."
         )
+    return notes
+
+
+def compare(runs: list) -> dict:
+    configs = [resolved_config(run) for run in runs]
+    diff = config_diff(configs)
+    identities = []
+    for field, label in IDENTITY_FIELDS:
+        values = [getattr(run, field) or "—" for run in runs]
+        identities.append({"label": label, "values": values, "differs": len(set(values)) > 1})
+    metric_names = sorted(set().union(*(metrics_of(run) for run in runs)))
+    metrics = [{"name": name, "values": [metrics_of(run).get(name) for run in runs]} for name in metric_names]
+    groups = groups_of(runs, configs)
+    varying = differing(groups)
+    variables = [row["name"].removeprefix("config ") for row in varying]
+    seeds = [seed_of(run, config) for run, config in zip(runs, configs, strict=True)]
+    notes = comparison_notes(runs, configs, variables, seeds, groups)
     replicates = replicate_stats(groups)
     return {
         "runs": runs,

@@ -41,7 +41,7 @@ ANSWERS = {
     "clean-caches": {"freed": int, "removed": list},
     "remove-copy": {"removed": bool, "bytes": int},
     "gpus": {"gpus": dict},  # {"nvidia_smi": false} where the box has none
-    "rendezvous": {},  # listen: {listening, reached_by, why?}; connect: {reached, why?}: read by runs/multinode.py
+    "rendezvous": {},  # listen: {listening, reached_by, ifname, why?}; connect: {reached, ifname?, why?}
 }
 
 # One run's status (`status`, and each entry of `probe`'s runs): the fields observation reads.

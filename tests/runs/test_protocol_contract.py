@@ -219,11 +219,11 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     listener.stdin.write(json.dumps({"listen": port, "expect": 1, "seconds": 10}))
     listener.stdin.close()
     reached = answer_of("rendezvous", wrapper.cmd_rendezvous, {"connect": ["127.0.0.1", port], "seconds": 10})
-    assert reached == {"reached": True}
+    assert reached == {"reached": True, "ifname": "lo"}  # the interface its connection went through
     checked["rendezvous"] = check_answer(
         "rendezvous", parse_answer("rendezvous", listener.wait(20), listener.stdout.read(), "")
     )
-    assert checked["rendezvous"] == {"listening": True, "reached_by": 1}
+    assert checked["rendezvous"] == {"listening": True, "reached_by": 1, "ifname": "lo"}
 
     assert set(checked) == set(ANSWERS)  # every subcommand of the protocol was exercised
 
