@@ -68,7 +68,7 @@ def create_box(offer: Offer, credential, need: Need, name: str, image: str, key:
     when it says there is no capacity (the next candidate is tried); ProviderError otherwise: the call
     may have landed, so the caller looks for the name before anything else."""
     api, key_value, renting = APIS[offer.provider], key_of(credential), renting_of(offer.provider)
-    call = renting.create_call(offer, need, name, image, key.name, key.public)
+    call = renting.create_call(offer, need, renting.box_name(name), image, key.name, key.public)
     try:
         status, body = exchange(api, offer.provider, call.method, call.path, call.body, key_value, idem)
     except ProviderRefused as exc:
@@ -114,8 +114,8 @@ def create_volume(profile_key: str, credential, name: str, gb: int, region: str,
 def find_by_name(profile_key: str, credential, name: str) -> str | None:
     """The provider id of the one listed box with this name, or None; ProviderError when unreadable or
     when two carry it (a person must look: which one to keep is not ours to guess)."""
-    listing = list_boxes(profile_key, credential)
-    found = [box for box, box_name in listing.names.items() if box_name == name]
+    listing, renting = list_boxes(profile_key, credential), renting_of(profile_key)
+    found = [box for box, box_name in listing.names.items() if box_name in (name, renting.box_name(name))]
     if len(found) > 1:
         raise ProviderError(f"{profile_key} lists {len(found)} boxes named {name}: {', '.join(sorted(found))}")
     return found[0] if found else None

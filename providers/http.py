@@ -8,6 +8,7 @@ import contextlib
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from django.conf import settings
@@ -48,6 +49,8 @@ def send(
     if body is None and endpoint.body is not None:
         body = fill(endpoint.body, provider_id)
     path = fill(endpoint.path, provider_id)
+    if endpoint.method == "GET" and body is not None:  # a GET's search is its query string
+        path, body = f"{path}?{urllib.parse.urlencode(body)}", None
     return exchange(api, provider, endpoint.method, path, body, key, idempotency_key, endpoint.base)
 
 
@@ -75,7 +78,9 @@ def exchange(
             return response.status, _json(provider, response.read(MAX_ANSWER_BYTES))
     except urllib.error.HTTPError as exc:
         text = exc.read(MAX_ANSWER_BYTES).decode(errors="replace")
-        if exc.code in (404, 429) or exc.code >= 500:
+        if exc.code == 404:
+            return exc.code, _said(text)  # its body is the provider's word on what is not found
+        if exc.code == 429 or exc.code >= 500:
             return exc.code, {"error": text[:300], "retry_after": exc.headers.get("Retry-After")}
         raise ProviderRefused(provider, exc.code, text) from None
     except (urllib.error.URLError, OSError) as exc:
@@ -83,6 +88,15 @@ def exchange(
         if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
             raise ProviderTimeout(f"{provider} did not answer within {settings.PROVIDER_API_TIMEOUT} s") from None
         raise ProviderUnreachable(f"{provider} API unreachable: {reason}") from None
+
+
+def _said(text: str):
+    """A 404's body as the provider wrote it (a JSON object), or its text where it is not one."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    return body if isinstance(body, dict) else {"error": text[:300]}
 
 
 def _json(provider: str, raw: bytes):

@@ -15,6 +15,7 @@ A status answer is read from the provider's own field only; a value we do not kn
 never "stopped" (a box whose name contains "stopped" is still running).
 """
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,9 @@ class ProviderApi:
     status_field: tuple[str, ...]  # where the state word sits in the status answer
     states: dict[str, str] = field(default_factory=dict)  # the provider's word → RUNNING/STOPPED/GONE
     empty_means_gone: bool = False  # vast.ai answers {"instances": null} for a destroyed box (VAST15)
+    # The provider's own documented "not found" in a 404's body; a 404 without it (a retired API version,
+    # a wrong base) is not "gone". None: not yet read from the provider's document (any 404 is gone).
+    not_found: Callable[[Any], bool] | None = None
     list_field: tuple[str, ...] = ()  # where the list sits in the "list" answer (every box under the key)
     item_status: tuple[str, ...] = ()  # where one listed box's state word sits
     item_host: tuple[str, ...] = ()  # where one listed box's public SSH address sits
@@ -120,6 +124,14 @@ class Renting:
     read_volume: Callable[[Any], str | None] | None = None
     volume_ref: str = "id"
     volume_root: str = ""
+    name_max: int = 200  # the longest box name the create takes (Lambda: 64)
+
+    def box_name(self, name: str) -> str:
+        """The name the box is created and looked for under: the rent's, or, past the provider's limit, a
+        stable shortening of it (its head and a digest: two rents never share one)."""
+        if len(name) <= self.name_max:
+            return name
+        return f"{name[: self.name_max - 9]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
     @classmethod
     def of(cls, module, **extra) -> "Renting":

@@ -21,9 +21,10 @@ def fill(template, provider_id: str):
 
 
 def read_state(api: ProviderApi, http_status: int, body) -> str:
-    """RUNNING / STOPPED / GONE / UNKNOWN from one status answer; 404 means the box no longer exists."""
+    """RUNNING / STOPPED / GONE / UNKNOWN from one status answer; the provider's documented 404 means the
+    box no longer exists (another 404 is a wrong base or a retired API answering: unknown)."""
     if http_status == 404:
-        return GONE
+        return GONE if api.not_found is None or api.not_found(body) else UNKNOWN
     value = body
     for key in api.status_field:
         if not isinstance(value, dict):

@@ -220,9 +220,9 @@ PROVIDER_API_RETRIES = env.envint("PROVIDER_API_RETRIES", 2)
 PROVIDER_API_RETRY_SECONDS = env.envfloat("PROVIDER_API_RETRY_SECONDS", 1.0)
 PROVIDER_API_RETRY_MAX_SECONDS = env.envfloat("PROVIDER_API_RETRY_MAX_SECONDS", 10.0)
 PROVIDER_API_BASES = {
-    "runpod": os.environ.get("RUNPOD_API_BASE", "https://rest.runpod.io"),
+    "runpod": os.environ.get("RUNPOD_API_BASE", "https://api.runpod.io"),
     "vastai": os.environ.get("VASTAI_API_BASE", "https://console.vast.ai"),
-    "lambda": os.environ.get("LAMBDA_API_BASE", "https://cloud.lambdalabs.com"),
+    "lambda": os.environ.get("LAMBDA_API_BASE", "https://cloud.lambda.ai"),
     "paperspace": os.environ.get("PAPERSPACE_API_BASE", "https://api.paperspace.com"),
     # RunPod's GPU catalogue with prices and stock, and the account's balance, are GraphQL only.
     "runpod-graphql": os.environ.get("RUNPOD_GRAPHQL_BASE", "https://api.runpod.io"),

@@ -259,7 +259,10 @@ def provider_api(provider_stub, settings, monkeypatch):
     monkeypatch.setenv(KEY_ENV, API_KEY)
     provider_stub.reset()
     yield provider_stub
+    # A stand-in that answered outside its provider's published schema is a defect the test must not pass over.
+    violations = list(provider_stub.schema_violations)
     provider_stub.reset()
+    assert violations == [], violations
 
 
 @pytest.fixture(scope="session")

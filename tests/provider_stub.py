@@ -14,6 +14,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
 
 from tests.provider_stubs.base import BOOTING, GONE, RUNNING, Refused, no_body
 from tests.provider_stubs.lambdalabs import Lambda
@@ -38,6 +39,10 @@ class ProviderStub:
         self.hold: dict[str, threading.Event] = {}  # target → a state change's answer waits until set
         self.faults: dict[str, deque] = defaultdict(deque)  # target → the next answers: 429, 503, "timeout"
         self.requests: list[dict] = []  # every request, accepted or not (method, path, provider)
+        self.schema_violations: list[dict] = []  # answers a stand-in gave outside its provider's schema
+        # Providers a test makes answer outside their published schema on purpose (a hostile or broken
+        # answer our reading must refuse): their answers are not held to it.
+        self.off_schema: set[str] = set()
         self.owner: dict[str, str] = {}  # target → the provider that has it (what "list" answers)
         self.lies: set[str] = set()  # targets whose release answers 200 and changes nothing
         self.linger: dict[str, int] = {}  # target → status reads that still show it after its release
@@ -116,6 +121,11 @@ class ProviderStub:
             with self.lock:
                 self.webhooks.append({"path": path, "body": body})
             return 200, {"ok": True}, {}
+        path, _, query = path.partition("?")
+        if query and body is None:  # a GET's search: its query string, read as the body it stands for
+            body = {
+                key: int(value) if value.isascii() and value.isdigit() else value for key, value in parse_qsl(query)
+            }
         provider, verb, target = self._route(method, path, body)
         with self.lock:
             self.requests.append({"method": method, "path": path, "provider": provider.name, "verb": verb})
@@ -129,7 +139,12 @@ class ProviderStub:
             return None, self.timeout_hold, {}
         if fault is not None:
             return fault, {"error": "rate limited" if fault == 429 else "upstream error"}, {"Retry-After": "0"}
-        code, payload = self._act(provider, verb, target, body, headers)
+        try:
+            code, payload = self._act(provider, verb, target, body, headers)
+        except Refused as refused:
+            self._conforms(provider, verb, refused.code, refused.payload)
+            raise
+        self._conforms(provider, verb, code, payload)
         if verb != "status" and target in self.hold:  # done at the provider; the answer waits (a slow API)
             self.hold[target].wait(timeout=60)
         return code, payload, {}
@@ -184,6 +199,15 @@ class ProviderStub:
             for call in self.calls[before:]:
                 call["idempotency_key"] = headers.get("Idempotency-Key")
         return answer
+
+    def _conforms(self, provider, verb, code, payload) -> None:
+        """A stand-in answers only what the provider's published schema allows: anything else is this
+        stand-in's defect, answered as one (599) and kept for the test to see."""
+        found = [] if provider.name in self.off_schema else provider.answer_problems(verb, code, payload)
+        if found:
+            with self.lock:
+                self.schema_violations.append({"provider": provider.name, "verb": verb, "problems": found})
+            raise Refused(599, {"error": f"the {provider.name} stand-in broke its published schema: {found[:3]}"})
 
     def _boot(self, boxes: dict) -> None:
         """With the lock held: a booting box is listed booting for its first reads, then running."""
@@ -274,6 +298,8 @@ class ProviderStub:
             kept_all = (
                 self.calls,
                 self.requests,
+                self.schema_violations,
+                self.off_schema,
                 self.states,
                 self.lagging,
                 self.faults,

@@ -6,7 +6,7 @@ from providers.lambdalabs import api, keys, renting
 ADAPTER = Adapter(
     name="lambda",
     api=api.API,
-    bases={"lambda": "https://cloud.lambdalabs.com"},
+    bases={"lambda": "https://cloud.lambda.ai"},
     renting=Renting.of(
         renting,
         box_key=KEY_NAMED_AT_LAUNCH,
@@ -16,6 +16,7 @@ ADAPTER = Adapter(
         read_volume=renting.read_volume,
         volume_ref="name",
         volume_root="/lambda/nfs/{name}",
+        name_max=renting.NAME_MAX,
     ),
     rent_rank=1,
 )

@@ -2,7 +2,15 @@
 
 from providers.interface import GONE, RUNNING, STOPPED, Endpoint, ProviderApi, ResourceList
 
-# cloud.lambdalabs.com/api/v1, basic auth with the key as user: terminate is the only meter stop.
+
+def not_found(body) -> bool:
+    """Lambda's own "not found" (Lambda Cloud API 1.10.0: error code global/object-does-not-exist)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    return isinstance(error, dict) and error.get("code") == "global/object-does-not-exist"
+
+
+# cloud.lambda.ai/api/v1 (1.10.0: cloud.lambdalabs.com is the "Secondary production server (deprecated)"),
+# basic auth with the key as user: terminate is the only meter stop.
 API = ProviderApi(
     auth="basic",
     endpoints={
@@ -26,5 +34,7 @@ API = ProviderApi(
         "unhealthy": RUNNING,
         "terminating": STOPPED,
         "terminated": GONE,
+        "preempted": STOPPED,  # ended by Lambda: no compute bills; its release is still asked and proven
     },
+    not_found=not_found,
 )

@@ -42,7 +42,6 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
         "instance_type_name": offer.offer_id,
         "ssh_key_names": [ssh_key_name],
         "name": name,
-        "quantity": 1,
     }
     if need.volume:  # a persistent filesystem of the launch's region, mounted at /lambda/nfs/<name>
         body["file_system_names"] = [need.volume]
@@ -53,6 +52,9 @@ def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: s
 # written (no size asked); attached to a launch by its name.
 def volume_call(name: str, gb: int, region: str) -> Create:
     return Create("POST", "/api/v1/filesystems", {"name": name, "region": region})
+
+
+NAME_MAX = 64  # InstanceLaunchRequest.name: maxLength 64
 
 
 def read_volume(body) -> str | None:

@@ -1,4 +1,4 @@
-"""RunPod: GPU types rented by API (REST pods, the GraphQL catalogue); the pod carries the key."""
+"""RunPod: GPU types rented by API (REST v2: the catalogue and the pods); the pod carries the key."""
 
 from providers.interface import KEY_IN_CREATE, Adapter, Renting
 from providers.runpod import api, renting
@@ -6,7 +6,7 @@ from providers.runpod import api, renting
 ADAPTER = Adapter(
     name="runpod",
     api=api.API,
-    bases={"runpod": "https://rest.runpod.io", "runpod-graphql": "https://api.runpod.io"},
+    bases={"runpod": "https://api.runpod.io", "runpod-graphql": "https://api.runpod.io"},
     renting=Renting.of(
         renting,
         box_key=KEY_IN_CREATE,

@@ -39,10 +39,16 @@ def box(project, profile_key: str, provider_id: str) -> Instance:
 @pytest.mark.parametrize(
     ("provider", "http_status", "body", "state"),
     [
-        ("runpod", 200, {"desiredStatus": "RUNNING", "name": "stopped-exited-terminated"}, RUNNING),
-        ("runpod", 200, {"desiredStatus": "EXITED"}, STOPPED),
-        ("runpod", 404, {"error": "pod not found"}, GONE),
-        ("runpod", 200, {"desiredStatus": "PAUSED-ISH"}, UNKNOWN),
+        ("runpod", 200, {"status": "RUNNING", "name": "stopped-exited-terminated"}, RUNNING),
+        ("runpod", 200, {"status": "PROVISIONING"}, RUNNING),  # allocated: it bills
+        ("runpod", 200, {"status": "EXITED"}, STOPPED),
+        ("runpod", 200, {"status": "TERMINATED"}, GONE),
+        ("runpod", 404, {"title": "Not Found", "status": 404, "detail": "pod not found"}, GONE),
+        # A 404 that is not RunPod's own (a retired v1 base, a wrong path) is not a pod gone.
+        ("runpod", 404, {"error": "404 page not found"}, UNKNOWN),
+        ("runpod", 404, {"message": "Pod not found"}, UNKNOWN),  # v1's shape: not v2's word
+        ("runpod", 200, {"status": "ERROR"}, UNKNOWN),
+        ("runpod", 200, {"desiredStatus": "EXITED"}, UNKNOWN),  # v1's field
         ("runpod", 200, ["EXITED"], UNKNOWN),
         ("vastai", 200, {"instances": {"actual_status": "running", "status_msg": "was stopped"}}, RUNNING),
         ("vastai", 200, {"instances": {"actual_status": "exited"}}, STOPPED),
@@ -51,6 +57,8 @@ def box(project, profile_key: str, provider_id: str) -> Instance:
         ("lambda", 200, {"data": {"status": "active", "name": "terminated-run"}}, RUNNING),
         ("lambda", 200, {"data": {"status": "terminating"}}, STOPPED),
         ("lambda", 404, {"error": {"code": "global/object-does-not-exist"}}, GONE),
+        ("lambda", 404, {"error": "not found"}, UNKNOWN),  # not Lambda's documented not-found
+        ("lambda", 200, {"data": {"status": "preempted"}}, STOPPED),
         ("lambda", 200, {"status": "terminated"}, UNKNOWN),  # not where Lambda puts it
         ("paperspace", 200, {"state": "ready"}, RUNNING),
         ("paperspace", 200, {"state": "off"}, STOPPED),
@@ -64,8 +72,8 @@ def test_a_status_answer_is_read_from_the_providers_own_field(provider, http_sta
 @pytest.mark.parametrize(
     ("profile_key", "kind", "method", "path", "body"),
     [
-        ("runpod", "shutdown", "POST", "/v1/pods/{id}/stop", None),
-        ("runpod", "release", "DELETE", "/v1/pods/{id}", None),
+        ("runpod", "shutdown", "POST", "/v2/pods/{id}/action", {"action": "stop"}),
+        ("runpod", "release", "DELETE", "/v2/pods/{id}", None),
         ("vastai", "shutdown", "PUT", "/api/v0/instances/{id}/", {"state": "stopped"}),
         ("vastai", "release", "DELETE", "/api/v0/instances/{id}/", None),
         ("lambda", "release", "POST", "/api/v1/instance-operations/terminate", {"instance_ids": ["{id}"]}),
@@ -107,11 +115,13 @@ def test_the_stubs_refuse_what_the_providers_refuse(provider_api):
     basic = "Basic " + base64.b64encode(f"{API_KEY}:".encode()).decode()
     assert _raw(provider_api, "GET", "/api/v1/instances/i-1") == 401  # Lambda wants basic auth
     assert _raw(provider_api, "GET", "/api/v1/instances/i-1", auth=basic) == 200
-    assert _raw(provider_api, "GET", "/v1/pods/p-1", auth=basic) == 401  # RunPod wants a Bearer key
+    assert _raw(provider_api, "GET", "/v2/pods/p-1", auth=basic) == 401  # RunPod wants a Bearer key
     assert _raw(provider_api, "PUT", "/api/v0/instances/v-1/", {"state": "off"}) == 400
     assert _raw(provider_api, "PUT", "/api/v0/instances/v-1/", {"state": "stopped", "force": 1}) == 400
     assert _raw(provider_api, "POST", "/api/v1/instance-operations/terminate", {"instance_ids": []}, basic) == 400
-    assert _raw(provider_api, "POST", "/v1/pods/p-1/stop", {"reason": "x"}) == 400  # takes no body
+    assert _raw(provider_api, "POST", "/v2/pods/p-1/action", {"action": "stop", "reason": "x"}) == 422  # v2: closed
+    assert _raw(provider_api, "POST", "/v2/pods/p-1/action", {"action": "reset"}) == 422  # not in PodAction
+    assert _raw(provider_api, "POST", "/v1/pods/p-1/stop") == 404  # v1: retired
     assert _raw(provider_api, "POST", "/v1/machines/m-1/stop") == 405  # Paperspace stops with PATCH
     assert _raw(provider_api, "POST", "/v2/pods/p-1/terminate") == 404  # RP14: not an endpoint
     assert provider_api.calls == []

@@ -38,7 +38,7 @@ def test_compare_names_each_kind_of_drift():
 
 @pytest.mark.parametrize(
     ("provider", "body"),
-    [("lambda", {"data": None}), ("runpod", {"pods": []}), ("paperspace", {"items": [{"state": "ready"}]})],
+    [("lambda", {"data": None}), ("runpod", [{"id": "p"}]), ("paperspace", {"items": [{"state": "ready"}]})],
 )
 def test_an_unreadable_inventory_is_an_error_never_an_empty_one(provider, body):
     with pytest.raises(ValueError):
@@ -274,7 +274,9 @@ def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_t
     provider_api.add("runpod", "pod-live")
     factories.box(project, "runpod", api=True, provider_id="pod-live", state="running")
     lambda_box = factories.box(project, "lambda", api=True, provider_id="lam-gone", state="released")
-    provider_api.volumes["runpod"] = [{"id": "nv-1", "name": "datasets", "size": 100, "dataCenterId": "EU-RO-1"}]
+    provider_api.volumes["runpod"] = [
+        {"id": "nv-1", "name": "datasets", "size": 100, "dataCenter": "EU-RO-1", "type": "STANDARD"}
+    ]
     provider_api.volumes["lambda"] = [{"id": "fs-9", "name": "ckpts", "bytes_used": 50 * 10**9, "region": {}}]
     do_reconcile_providers()
     drift = {row.provider_id: row for row in ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE)}
@@ -296,6 +298,7 @@ def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_t
             "provider_id", flat=True
         )
     ) == {"nv-1"}
+    provider_api.off_schema.add("runpod")  # on purpose: a broken answer
     provider_api.volumes["runpod"] = [{"name": "no id"}]  # an answer we cannot read is no inventory
     provider_api.states["pod-live"] = STOPPED
     do_reconcile_providers()

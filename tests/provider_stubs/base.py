@@ -2,6 +2,8 @@
 interface the one stub server (tests/provider_stub.py) calls. Each provider's stand-in is its own module
 here, written from its documentation, not from our adapter (providers/<name>/)."""
 
+from providers import schema
+
 RUNNING, STOPPED, GONE, BOOTING = "running", "stopped", "gone", "booting"
 
 
@@ -22,6 +24,26 @@ class StubProvider:
 
     name = auth = ""
     routes: list[tuple[str, str, str]] = []
+    schemas = None  # the provider's published shapes (providers/<name>/schema.py), where they are written down
+    # A stand-in verb → the schema of its answer there (ANSWERS' keys); errors answer ANSWERS["error"].
+    answer_of = {
+        "status": "status",
+        "list": "list",
+        "action": "shutdown",
+        "create": "create",
+        "volumes": "list_network_volumes",
+        "create_volume": "create_volume",
+        "offers": "offers",
+        "graphql": "balance",
+    }
+
+    def answer_problems(self, verb: str, code: int, payload) -> list[str]:
+        """How an answer of this stand-in departs from the provider's published response schema."""
+        if self.schemas is None or payload is None:
+            return []
+        key = "error" if code >= 400 else self.answer_of.get(verb)
+        wanted = self.schemas.ANSWERS.get(key) if key else None
+        return schema.problems(wanted, payload) if wanted else []
 
     def listing(self, boxes, endpoints=None, ends=None, names=None):
         raise NotImplementedError

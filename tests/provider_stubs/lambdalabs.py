@@ -65,13 +65,14 @@ class Lambda(StubProvider):
         return item, {"data": item}
 
     def check_create(self, target, body) -> str:
-        keys = {"region_name", "instance_type_name", "ssh_key_names", "name", "quantity"}
+        # InstanceLaunchRequest (Lambda Cloud API 1.10.0): no quantity; name at most 64 characters.
+        keys = {"region_name", "instance_type_name", "ssh_key_names", "name"}
         # file_system_names: optional, a list of one filesystem's name (documented at most one)
         named = body.get("file_system_names", [])
         filesystems = isinstance(named, list) and len(named) <= 1 and all(isinstance(n, str) and n for n in named)
         given = set(body) - {"file_system_names"}
-        ok = given == keys and filesystems and body["quantity"] == 1 and isinstance(body["ssh_key_names"], list)
-        if not ok or not body["name"]:
+        ok = given == keys and filesystems and isinstance(body["ssh_key_names"], list)
+        if not ok or not body["name"] or len(body["name"]) > 64:
             raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": ", ".join(sorted(keys))}})
         return body["name"]
 

@@ -132,8 +132,7 @@ def test_create_calls_are_the_documented_ones_named_by_the_rule():
         "instance_type_name": "gpu_1x_a100",
         "ssh_key_names": ["key"],
         "name": "n",
-        "quantity": 1,
-    }
+    }  # InstanceLaunchRequest 1.10.0 has no quantity
     pod = create_call(Offer("runpod", "NVIDIA A100 80GB PCIe", "A100", 1, 80, 1.6), need, "n", "img", "key", pub)
     assert pod.body["env"] == {"PUBLIC_KEY": pub} and pod.body["ports"] == ["22/tcp"]
 
@@ -184,39 +183,42 @@ def test_the_expected_cost_is_the_most_it_can_cost_and_the_spend_rules_are_said(
     assert spend_note(cost, None, None) == "no envelope set"
 
 
-def test_runpod_offers_are_gpu_types_in_stock_priced_for_the_count():
-    assert "gpuCount: 2" in runpod.search_body(Need(("A100",), 2, 0, 50, 5.0))["query"]
+def gpu_type(ident, name, memory, price, availability, **fields):
+    """A GpuType as GET /v2/catalog/gpus?include=AVAILABILITY&product=POD lists one (providers/runpod/schema.py)."""
+    item = {"id": ident, "name": name, "pool": None, "manufacturer": "NVIDIA", "memory": memory, "secure": True}
+    item |= {"community": True, "price": {"secure": price, "community": round(price * 0.7, 2)}}
+    item |= {"maxCount": {"secure": 8, "community": 8}, "availability": availability}
+    return item | fields
+
+
+def test_runpod_offers_are_secure_cloud_gpu_types_in_stock_priced_for_the_count():
+    """Before: `lowestPrice` across both clouds, and `stockStatus: "None"` (a documented value) read as in
+    stock. Now the catalogue is asked in the cloud we create in, and NONE is not now."""
+    assert runpod.search_body(Need(("A100",), 2, 0, 50, 5.0)) == {
+        "include": "AVAILABILITY",
+        "product": "POD",
+        "count": 2,
+        "cloud": "SECURE",
+    }
     body = {
-        "data": {
-            "gpuTypes": [
-                {
-                    "id": "NVIDIA A100 80GB PCIe",
-                    "displayName": "A100 PCIe",
-                    "memoryInGb": 80,
-                    "lowestPrice": {"uninterruptablePrice": 1.19, "stockStatus": "High"},
-                },
-                {
-                    "id": "NVIDIA H100 80GB HBM3",
-                    "displayName": "H100 SXM",
-                    "memoryInGb": 80,
-                    "lowestPrice": {"uninterruptablePrice": 2.99, "stockStatus": None},
-                },  # out of stock
-                {
-                    "id": "NVIDIA RTX 4090",
-                    "displayName": "RTX 4090",
-                    "memoryInGb": 24,
-                    "lowestPrice": {"uninterruptablePrice": "0.69", "stockStatus": "Low"},
-                },  # a string price
-            ]
-        }
+        "gpus": [
+            gpu_type("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, 1.19, "HIGH"),
+            gpu_type("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 2.99, "NONE"),  # out of stock: documented
+            gpu_type("NVIDIA A100-SXM4-80GB", "A100 SXM", 80, 1.49, "LOW", maxCount={"secure": 1, "community": 8}),
+            gpu_type("NVIDIA A100 40GB", "A100 40", 40, 0.99, "MEDIUM", secure=False),  # community only
+        ]
     }
     assert runpod.read_offers(body, Need(("A100",), 2, 0, 50, 5.0)) == [
         Offer("runpod", "NVIDIA A100 80GB PCIe", "A100 PCIe", 2, 80.0, 2.38)
     ]
+    centres = [{"id": "EU-RO-1", "name": "Romania", "availability": "NONE"}]
+    in_region = gpu_type("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, 1.19, "HIGH", dataCenters=centres)
+    assert runpod.read_offers({"gpus": [in_region]}, Need(("A100",), 1, 0, 50, 5.0, region="EU-RO-1")) == []
     with pytest.raises(ValueError):
-        runpod.read_offers({"errors": [{"message": "unauthorized"}]}, NEED_ONE)
-    assert read_created("runpod", {"id": "abc123xyz"}) == "abc123xyz"
+        runpod.read_offers({"title": "Unauthorized", "status": 401, "detail": "bad key"}, NEED_ONE)
+    assert read_created("runpod", {"id": "pod_abc123"}) == "pod_abc123"  # v2's ids
     assert read_created("runpod", {"id": "../etc"}) is None
+    assert read_created("runpod", {"id": "pod\n"}) is None
     assert no_capacity("runpod", 500, "There are no longer any instances available with the requested specs")
 
 
@@ -225,7 +227,7 @@ def test_every_rentable_provider_has_its_adapter_and_nothing_else_does():
     assert set(ADAPTERS) == {"vastai", "lambda", "runpod", "paperspace"}
     for name in RENTABLE:
         renting = ADAPTERS[name].renting
-        assert all(callable(value) for value in dataclasses.astuple(renting) if not isinstance(value, str | None))
+        assert all(callable(value) for value in dataclasses.astuple(renting) if not isinstance(value, str | int | None))
     assert ADAPTERS["vastai"].renting.box_key == KEY_ATTACHED_AFTER and ADAPTERS["vastai"].renting.attached
     assert ADAPTERS["lambda"].renting.box_key == KEY_NAMED_AT_LAUNCH and ADAPTERS["lambda"].renting.key_problem
     with pytest.raises(ValueError, match="cannot be rented here"):
@@ -263,8 +265,8 @@ def test_a_volume_is_attached_where_the_create_call_takes_one_and_refused_elsewh
     offer = Offer("runpod", "NVIDIA GeForce RTX 4090", "RTX 4090", 1, 24.0, 0.44)
     need = dataclasses.replace(NEED_ONE, volume="vol-7x9")
     body = runpod.create_call(offer, need, "n", "img", "k", "ssh-ed25519 AAAA").body
-    assert (body["networkVolumeId"], body["volumeMountPath"]) == ("vol-7x9", "/workspace")
-    assert "networkVolumeId" not in runpod.create_call(offer, NEED_ONE, "n", "img", "k", "pub").body
+    assert body["mounts"] == {"network": [{"volumeId": "vol-7x9", "path": "/workspace"}]}
+    assert "mounts" not in runpod.create_call(offer, NEED_ONE, "n", "img", "k", "pub").body
     from rentals.asking import read_volume
 
     assert read_volume(" vol-7x9 ", ["runpod"]) == "vol-7x9" and read_volume("", ["vastai", "runpod"]) == ""

@@ -22,6 +22,7 @@ from rentals.proving import prove
 from rentals.reconcile import do_redrive_stale
 from tests import factories
 from tests.provider_stub import api_credential
+from tests.rentals.test_offers import gpu_type
 from tests.sshd import BoxMaker
 
 # Creates and polls are called here, one step at a time: no worker may take the tasks they enqueue.
@@ -279,20 +280,14 @@ def test_every_waiting_state_has_a_deadline(project, alice, bob, boxes, provider
     assert ProviderDrift.objects.filter(provider_id=never.provider_id, kind=DriftKind.ORPHAN).exists()
 
 
-RUNPOD_TYPES = [
-    {
-        "id": "NVIDIA GeForce RTX 4090",
-        "displayName": "RTX 4090",
-        "memoryInGb": 24,
-        "lowestPrice": {"uninterruptablePrice": 0.44, "stockStatus": "Medium"},
-    }
-]
+CENTRES = [{"id": "EU-RO-1", "name": "Romania", "availability": "MEDIUM"}]
+RUNPOD_TYPES = [gpu_type("NVIDIA GeForce RTX 4090", "RTX 4090", 24, 0.44, "MEDIUM", dataCenters=CENTRES)]
 
 
-def test_runpod_is_asked_through_its_graphql_catalogue_and_created_by_rest(project, alice, bob, boxes, provider_api):
-    """vast.ai has nothing under the max (and says what the max would have to be); RunPod's catalogue has
-    stock: the pod is created with the rule's name, found running with its public IP and mapped port, and
-    RunPod's balance is read from GraphQL."""
+def test_runpod_is_asked_through_its_v2_catalogue_and_created_by_rest_v2(project, alice, bob, boxes, provider_api):
+    """vast.ai has nothing under the max (and says what the max would have to be); RunPod's v2 catalogue has
+    stock in Secure Cloud: the pod is created there (REST v2's nested body) with the rule's name, found
+    running at its ssh.direct address and port, and RunPod's balance is read from GraphQL (no v2 call)."""
     from fleet.provider_calls import account_balance
 
     started, client_key = boxes
@@ -309,7 +304,8 @@ def test_runpod_is_asked_through_its_graphql_catalogue_and_created_by_rest(proje
         ("runpod", "created"),
     ]
     (made,) = provider_api.creates()
-    assert made["body"]["name"] == rental.name and made["body"]["gpuTypeIds"] == ["NVIDIA GeForce RTX 4090"]
+    assert made["body"]["name"] == rental.name and made["body"]["gpu"] == {"id": "NVIDIA GeForce RTX 4090", "count": 1}
+    assert made["body"]["cloud"] == "SECURE"  # the cloud the offer was priced in
     assert made["body"]["env"]["PUBLIC_KEY"].startswith("ssh-ed25519 ")  # the pod's images authorize it
     assert poll(rental.pk) in ("waiting", "registered")
     wait = poll(rental.pk)
@@ -520,8 +516,8 @@ def test_a_rent_creates_its_volume_before_the_box_and_attaches_it(project, alice
     assert volume["how"] == "created" and volume["name"] == "ckpt"
     (box,) = provider_api.creates()
     if provider == "runpod":
-        assert made["body"] == {"name": "ckpt", "size": 50, "dataCenterId": "EU-RO-1"}
-        assert box["body"]["networkVolumeId"] == volume["id"]
+        assert made["body"] == {"name": "ckpt", "size": 50, "dataCenter": "EU-RO-1"}
+        assert box["body"]["mounts"] == {"network": [{"volumeId": volume["id"], "path": "/workspace"}]}
     else:
         assert made["body"] == {"name": "ckpt", "region": "us-west-1"}
         assert box["body"]["file_system_names"] == ["ckpt"]
@@ -537,7 +533,9 @@ def test_a_rent_creates_its_volume_before_the_box_and_attaches_it(project, alice
 
 def test_a_rent_naming_a_volume_that_is_not_there_creates_nothing(project, alice, bob, boxes, provider_api):
     _, client_key = boxes
-    provider_api.volumes["runpod"] = [{"id": "nv9", "name": "other", "size": 10}]
+    provider_api.volumes["runpod"] = [
+        {"id": "nv9", "name": "other", "size": 10, "dataCenter": "EU-RO-1", "type": "STANDARD"}
+    ]
     rental = _ask(project, bob, client_key, candidates="runpod", durable_volume="ckpt")
     do_decide_rental(rental.pk, True, "go", actor=alice)
     assert create(rental.pk) == "failed"
@@ -549,7 +547,8 @@ def test_a_rent_naming_a_volume_that_is_not_there_creates_nothing(project, alice
     provider_api.offers["runpod"] = RUNPOD_TYPES
     assert create(found.pk) == "created"
     (box,) = provider_api.creates()
-    assert box["body"]["networkVolumeId"] == "nv9" and provider_api.volume_creates == []
+    assert box["body"]["mounts"]["network"] == [{"volumeId": "nv9", "path": "/workspace"}]
+    assert provider_api.volume_creates == []
 
 
 def test_a_provider_that_cannot_be_asked_is_an_outage_asked_again_not_the_requests_fault(

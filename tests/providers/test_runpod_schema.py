@@ -1,0 +1,145 @@
+"""RunPod's adapter against RunPod's published REST v2 document (providers/runpod/schema.py), three ways:
+our schema module agrees with the document's excerpt (tests/provider_specs/runpod.json, its source named
+there); every request the adapter builds conforms to it (v2 refuses a field it does not define); every
+field the adapter reads is one it defines. Before: every call was REST v1's, retired on 2026-11-15."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from providers import ADAPTERS, schema
+from providers.offers import Need, Offer
+from providers.runpod import renting
+from providers.runpod import schema as ours
+
+PUBLISHED = json.loads((Path(__file__).parents[1] / "provider_specs" / "runpod.json").read_text())
+OURS_OF = {
+    "Pod": ours.POD,
+    "ListPodsResponse": ours.LIST_PODS,
+    "CreatePodRequest": ours.CREATE_POD,
+    "PodActionRequest": ours.POD_ACTION_REQUEST,
+    "NetworkVolume": ours.NETWORK_VOLUME,
+    "ListNetworkVolumesResponse": ours.LIST_NETWORK_VOLUMES,
+    "CreateNetworkVolumeRequest": ours.CREATE_NETWORK_VOLUME,
+    "GpuType": ours.GPU_TYPE,
+    "ListGpuTypesResponse": ours.LIST_GPU_TYPES,
+    "ErrorResponse": ours.ERROR,
+}
+
+
+def flat(node: dict) -> dict:
+    """A published schema with its allOf merged and an anyOf of one kind and null read as nullable."""
+    if not isinstance(node, dict):
+        return {}
+    merged = {key: value for key, value in node.items() if key not in ("allOf", "anyOf")}
+    for part in node.get("allOf", []):
+        part = flat(part)
+        merged.setdefault("properties", {}).update(part.get("properties", {}))
+        merged["required"] = sorted({*merged.get("required", []), *part.get("required", [])})
+        for key in ("type", "enum", "items", "minimum", "maximum", "pattern"):
+            if key in part:
+                merged.setdefault(key, part[key])
+    kinds = [flat(part) for part in node.get("anyOf", [])]
+    if kinds and any(kind.get("type") == "null" for kind in kinds):
+        (real,) = [kind for kind in kinds if kind.get("type") != "null"] or [{}]
+        merged |= {**real, "type": [*_types(real), "null"]}
+    return merged
+
+
+def _types(node: dict) -> list[str]:
+    kinds = node.get("type")
+    return [kinds] if isinstance(kinds, str) else list(kinds or [])
+
+
+def disagreements(mine: dict, published: dict, where: str) -> list[str]:
+    """Where our schema says what the document does not: a field it lacks, a required set, an enum, a type."""
+    theirs, found = flat(published), []
+    if set(_types(mine)) - set(_types(theirs)) and _types(theirs):
+        found.append(f"{where}: type {_types(mine)} where the document has {_types(theirs)}")
+    if "enum" in mine and sorted(map(str, mine["enum"])) != sorted(map(str, theirs.get("enum", []))):
+        found.append(f"{where}: enum {mine['enum']} where the document has {theirs.get('enum')}")
+    if "properties" in mine:
+        if sorted(mine.get("required", [])) != sorted(theirs.get("required", [])):
+            found.append(f"{where}: required {sorted(mine.get('required', []))} ≠ {sorted(theirs.get('required', []))}")
+        for key, value in mine["properties"].items():
+            if key not in theirs.get("properties", {}):
+                found.append(f"{where}.{key}: not a field the document defines")
+            else:
+                found += disagreements(value, theirs["properties"][key], f"{where}.{key}")
+    if "items" in mine:
+        found += disagreements(mine["items"], theirs.get("items", {}), f"{where}[]")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(OURS_OF))
+def test_our_schema_module_says_what_runpods_published_document_says(name):
+    assert PUBLISHED["source"] == {
+        "repository": "runpod/docs",
+        "path": "api-reference-v2/openapi.json",
+        "commit": "a900806",
+        "version": "2.0.0",
+        "servers": ["https://api.runpod.io"],
+    }
+    assert disagreements(OURS_OF[name], PUBLISHED["components"][name], name) == []
+
+
+def test_the_checker_finds_a_field_an_enum_and_a_required_set_the_document_does_not_have():
+    """So the comparison above can fail: v1's names and values against v2's document."""
+    v1_pod = schema.open_object({"id": ours.STRING, "desiredStatus": ours.STRING, "costPerHr": ours.NUMBER}, ["id"])
+    said = disagreements(v1_pod, PUBLISHED["components"]["Pod"], "Pod")
+    assert "Pod.desiredStatus: not a field the document defines" in said and "Pod.costPerHr: not a field" in " ".join(
+        said
+    )
+    assert any(line.startswith("Pod: required ['id']") for line in said)
+    stock = {"type": "string", "enum": ["High", "Medium", "Low"]}  # GraphQL's stockStatus, without its None
+    assert disagreements(stock, PUBLISHED["components"]["GpuType"]["properties"]["availability"], "availability")
+
+
+NEED = Need(("RTX 4090",), 2, 24, 80, 1.0, region="EU-RO-1", volume="nv_abc")
+OFFER = Offer("runpod", "NVIDIA GeForce RTX 4090", "RTX 4090", 2, 24, 0.88, "EU-RO-1")
+
+
+def test_every_request_the_adapter_builds_is_one_v2_accepts():
+    api = ADAPTERS["runpod"].api
+    for need in (NEED, Need(("RTX 4090",), 1, 24, 40, 1.0)):
+        create = renting.create_call(OFFER, need, "p-train-r1-20261207", "runpod/pytorch", "k", "ssh-ed25519 AAAA")
+        assert (create.method, create.path) == ("POST", "/v2/pods")
+        assert schema.problems(ours.CREATE_POD, create.body) == []
+        assert schema.problems(ours.CATALOG_QUERY, renting.search_body(need)) == []
+    volume = renting.volume_call("ckpt", 50, "EU-RO-1")
+    assert (volume.path, schema.problems(ours.CREATE_NETWORK_VOLUME, volume.body)) == ("/v2/network-volumes", [])
+    assert schema.problems(ours.POD_ACTION_REQUEST, api.endpoints["shutdown"].body) == []
+    assert all(endpoint.path.startswith(("/v2/", "/graphql")) for endpoint in api.endpoints.values())
+    # What v1 took, v2 refuses: the checker names each field.
+    v1 = {"name": "n", "image": "i", "imageName": "i", "gpuTypeIds": ["x"], "cloudType": "SECURE"}
+    assert schema.problems(ours.CREATE_POD, v1) == [
+        "$: imageName is not a field the provider defines",
+        "$: gpuTypeIds is not a field the provider defines",
+        "$: cloudType is not a field the provider defines",
+    ]
+
+
+def test_every_field_the_adapter_reads_is_one_the_document_defines():
+    api = ADAPTERS["runpod"].api
+    item = [*api.list_field, 0]
+    reads = {
+        "status": [api.status_field],
+        "list": [api.list_field, [*item, "id"], [*item, *api.item_status], [*item, *api.item_host]]
+        + [[*item, *api.item_port], [*item, *api.item_name], [*item, *api.item_rate]],
+        "balance": [api.balance_field],
+        "offers": renting.READS,
+    }
+    for listing in api.resources:
+        where = [*listing.list_field, 0]
+        reads[listing.verb] = [listing.list_field] + [
+            [*where, *field] for field in (listing.size_field, listing.name_field, listing.id_field)
+        ]
+    undefined = [
+        (verb, path) for verb, paths in reads.items() for path in paths if not schema.defines(ours.ANSWERS[verb], path)
+    ]
+    assert undefined == []
+    assert schema.defines(ours.POD, ["desiredStatus"]) is False  # v1's field: the check can fail
+    # Every state word we read is one of PodStatus's; the one we leave unknown is named.
+    assert set(api.states) <= set(ours.POD_STATUS["enum"])
+    assert set(ours.POD_STATUS["enum"]) - set(api.states) == {"ERROR"}
