@@ -50,7 +50,7 @@ CREATE_POD = closed(
                 "id": STRING,
                 "count": {"type": "integer", "minimum": 1},
                 "allowedCudaVersions": {"type": "array", "items": STRING},
-                "minCudaVersion": {"type": "string", "pattern": r"^\d+\.\d+$"},
+                "minCudaVersion": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+\Z"},  # ASCII digits (ours)
             },
             ["id"],
         ),
