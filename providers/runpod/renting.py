@@ -74,17 +74,13 @@ def volume_call(name: str, gb: int, region: str) -> Create:
     return Create("POST", "/v2/network-volumes", {"name": name, "size": gb, "dataCenter": region})
 
 
-def _ident(body) -> str | None:
+def read_created(body) -> str | None:
+    """The new pod's (or network volume's) id: both answers carry it as "id"."""
     ident = body.get("id") if isinstance(body, dict) else None
     return ident if isinstance(ident, str) and IDENT.match(ident) else None
 
 
-def read_volume(body) -> str | None:
-    return _ident(body)
-
-
-def read_created(body) -> str | None:
-    return _ident(body)
+read_volume = read_created
 
 
 # Observed field behaviour, not in the v2 document (its 4xx/5xx are ErrorResponse with free text): RunPod

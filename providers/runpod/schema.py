@@ -14,9 +14,6 @@ retires GraphQL "in early 2027"; when it does, the balance is read from nothing 
 
 from providers.schema import closed, nullable, open_object
 
-SOURCE = "runpod/docs@a900806 api-reference-v2/openapi.json (REST v2 2.0.0), checked 2026-12-07"
-BASE = "https://api.runpod.io"
-
 STRING, INTEGER, NUMBER, BOOLEAN = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
 AVAILABILITY = {"type": "string", "enum": ["NONE", "LOW", "MEDIUM", "HIGH"]}  # AvailabilityLevel
 CLOUD = {"type": "string", "enum": ["SECURE", "COMMUNITY"]}  # Cloud
@@ -154,8 +151,7 @@ BALANCE = open_object(
     {"data": open_object({"myself": open_object({"clientBalance": NUMBER, "currentSpendPerHr": NUMBER})})}
 )
 
-# What each verb the adapter calls sends and gets back (providers/runpod/api.py's endpoints).
-REQUESTS = {"shutdown": POD_ACTION_REQUEST, "create": CREATE_POD, "create_volume": CREATE_NETWORK_VOLUME}
+# What each verb the adapter calls gets back (providers/runpod/api.py's endpoints).
 ANSWERS = {
     "status": POD,
     "list": LIST_PODS,

@@ -25,17 +25,7 @@ class StubProvider:
     name = auth = ""
     routes: list[tuple[str, str, str]] = []
     schemas = None  # the provider's published shapes (providers/<name>/schema.py), where they are written down
-    # A stand-in verb → the schema of its answer there (ANSWERS' keys); errors answer ANSWERS["error"].
-    answer_of = {
-        "status": "status",
-        "list": "list",
-        "action": "shutdown",
-        "create": "create",
-        "volumes": "list_network_volumes",
-        "create_volume": "create_volume",
-        "offers": "offers",
-        "graphql": "balance",
-    }
+    answer_of: dict[str, str] = {}  # a stand-in verb → its answer's schema (ANSWERS' keys); errors: "error"
 
     def answer_problems(self, verb: str, code: int, payload) -> list[str]:
         """How an answer of this stand-in departs from the provider's published response schema."""

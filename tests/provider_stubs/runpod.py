@@ -27,6 +27,16 @@ class RunPod(StubProvider):
     /v2/pods/{id} (RunPod's problem+json 404 once gone), GET /v2/pods ({"pods": [...]}), the catalogue."""
 
     name, auth, schemas = "runpod", "bearer", published
+    answer_of = {
+        "status": "status",
+        "list": "list",
+        "action": "shutdown",
+        "create": "create",
+        "volumes": "list_network_volumes",
+        "create_volume": "create_volume",
+        "offers": "offers",
+        "graphql": "balance",
+    }
     routes = [
         ("GET", r"/v2/network-volumes", "volumes"),
         ("POST", r"/v2/network-volumes", "create_volume"),
