@@ -69,6 +69,7 @@ def jobs_of(transport, jobs: list[str]) -> dict[str, slurm.Job]:
     while a job is queued, else sacct (its accounting, or the completion log where the cluster keeps none),
     else unknown."""
     queued = transport.run_script(slurm.squeue_script(jobs), timeout=settings.SSH_COMMAND_TIMEOUT)
+    slurm.squeue_lists(queued.exit_code, queued.stderr)  # a silent controller is not an empty queue
     found = {job: slurm.read_squeue(job, queued.stdout) if queued.exit_code == 0 else None for job in jobs}
     gone = [job for job, seen in found.items() if seen is None]
     if gone:
@@ -87,8 +88,10 @@ def with_scheduler(transport, runs, statuses: dict) -> dict:
     asked = [run for run in runs if run.slurm_job and statuses.get(run.run_id)]
     try:
         found = jobs_of(transport, sorted({run.slurm_job for run in asked})) if asked else {}
-    except slurm.MalformedAnswer as exc:  # each run's tick notes the refusal; none is read from the answer
-        return {**statuses, **{run.run_id: {"error": f"the login node's answer was refused: {exc}"} for run in asked}}
+    except slurm.MalformedAnswer as exc:  # each run's tick notes the refusal (or the silence); none is read from it
+        silent = isinstance(exc, slurm.SchedulerSilent)
+        said = "the scheduler did not answer" if silent else "the login node's answer was refused"
+        return {**statuses, **{run.run_id: {"error": f"{said}: {exc}"} for run in asked}}
     merged = dict(statuses)
     for run in asked:
         job, status = found[run.slurm_job], statuses[run.run_id]

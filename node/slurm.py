@@ -264,9 +264,24 @@ def no_accounting(stderr: str) -> bool:
     return "accounting storage is disabled" in stderr.lower()
 
 
+def squeue_lists(exit_code: int, stderr: str) -> bool:
+    """Whether squeue's answer lists the jobs asked (exit 0), or says in its own words that none of them is in
+    the queue any more (22.05, one job asked: exit 1, "slurm_load_jobs error: Invalid job id specified"). Any
+    other failure is a controller that did not answer ("Socket timed out on send/recv operation" from a busy
+    or stalled slurmctld): nothing is known of the jobs then, and sacct's final word is not asked, because a
+    job at its time limit has its final state in the completion log while its processes are still ending."""
+    if exit_code == 0 or "invalid job id specified" in stderr.lower():
+        return True
+    raise SchedulerSilent(f"squeue failed (exit {exit_code}): {stderr.strip()[-200:] or 'no message'}")
+
+
 class MalformedAnswer(ValueError):
     """squeue, sacct or sbatch said something no Slurm says (a count in other digits, a number past any bound):
     the login node is untrusted, so the answer is refused and named, never read as far as it goes."""
+
+
+class SchedulerSilent(MalformedAnswer):
+    """The controller did not answer squeue: this tick knows nothing of the jobs (none is read as gone)."""
 
 
 @dataclass(frozen=True)

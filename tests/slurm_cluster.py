@@ -166,6 +166,17 @@ class SlurmCluster:
         finally:
             marker.unlink()
 
+    @contextlib.contextmanager
+    def stalled(self):
+        """slurmctld stopped (SIGSTOP) until the block ends: a controller too busy to answer, as a cluster
+        under load is (squeue: "Socket timed out on send/recv operation" after twice MessageTimeout)."""
+        pid = int((self.dir / "slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
     def run(self, *argv: str, check: bool = True) -> str:
         result = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
         if check and result.returncode != 0:

@@ -10,7 +10,9 @@ import pytest
 
 from custody.actions import do_start_verification
 from custody.models import CustodyStatus
+from fleet import slurm_jobs
 from fleet.node_client import RunNode
+from node.slurm import SchedulerSilent
 from runs.actions import stops
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
@@ -52,6 +54,10 @@ def test_a_run_is_an_sbatch_job_detached_exported_and_verified(bob, make_run, no
     assert (node.export(run) / "best.pth").exists()
     # The scheduler's final word was read, from the completion log once the job left the queue.
     wait_until(lambda: run.refresh_from_db() or "COMPLETED" in str(run.last_status.get("scheduler")), 30, 0.3)
+    # A controller that does not answer is not an empty queue: sacct's final word is not asked then (a job
+    # at its time limit is final there while its processes still end, and would be quarantined alive).
+    with RunNode(run) as client, slurm.stalled(), pytest.raises(SchedulerSilent, match="Socket timed out"):
+        slurm_jobs.jobs_of(client.transport, [job])
     record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.VERIFIED, record.failure
     print(f"\nslurm: submit to running {running_after:.1f} s, to verified {time.monotonic() - began:.1f} s")
