@@ -18,6 +18,9 @@ from providers import APIS
 from providers.http import ProviderError, send, with_retries
 from providers.interface import GONE, RUNNING, STOPPED, UNKNOWN
 from providers.reading import (
+    dig,
+    next_page,
+    put,
     read_balance,
     read_burn,
     read_endpoints,
@@ -26,6 +29,7 @@ from providers.reading import (
     read_names,
     read_resources,
     read_state,
+    strip_strings,
 )
 
 # A consequence a provider carries out: its profile's teardown section has one entry per kind, and the
@@ -59,6 +63,39 @@ def call_verb(profile_key: str, credential, verb: str, provider_id: str = "", bo
     table; 429 and 5xx are retried a bounded number of times."""
     api, key = APIS[profile_key], key_of(credential)
     return with_retries(profile_key, lambda: send(api, profile_key, verb, provider_id, key, "", body))
+
+
+def listed(profile_key: str, credential, verb: str, list_field: tuple[str, ...]) -> dict:
+    """One list call's answer read to its end: every page the provider pages it in, their items together
+    under list_field in the first page's answer. ProviderError on a non-200 page, a page token seen before,
+    or a list that has not ended after the adapter's bound of pages (never a list cut short)."""
+    api = APIS[profile_key]
+    paging = api.paging if api.paging and verb in api.paging.verbs else None
+    query, seen, items, first = dict(paging.first) if paging else None, set(), [], None
+    for _ in range(paging.max_pages if paging else 1):
+        answer = call_verb(profile_key, credential, verb, body=query)
+        if answer["http_status"] != 200:
+            raise ProviderError(f"{profile_key} answered {answer['http_status']} to the {verb} call")
+        body = strip_strings(answer["body"]) if api.strip_strings else answer["body"]
+        first = body if first is None else first
+        page = dig(body, list_field)
+        if not isinstance(page, list):
+            return body  # read_* name the malformed answer
+        items += page
+        try:
+            token = next_page(api, body) if paging else None
+        except ValueError as exc:
+            raise ProviderError(f"{profile_key}: {exc}") from None
+        if token is None:
+            return put(first, list_field, items)
+        if token in seen:
+            raise ProviderError(f"{profile_key} named a page of its {verb} list twice: it does not end")
+        seen.add(token)
+        query = {**paging.first, paging.param: token}
+    raise ProviderError(
+        f"{profile_key}'s {verb} call did not end after {paging.max_pages} pages ({len(items)} items): check the"
+        " console; nothing is read from a list cut short"
+    )
 
 
 def list_resources(profile_key: str, credential) -> dict[str, str]:
@@ -103,10 +140,7 @@ class Listing:
 def list_boxes(profile_key: str, credential) -> Listing:
     """Every box the provider lists under the key, as a Listing; ProviderError when unreadable."""
     api = APIS[profile_key]
-    answer = call_verb(profile_key, credential, "list")
-    if answer["http_status"] != 200:
-        raise ProviderError(f"{profile_key} answered {answer['http_status']} to the list call")
-    body = answer["body"]
+    body = listed(profile_key, credential, "list", api.list_field)
     try:
         inventory = read_inventory(api, body)
     except ValueError as exc:
@@ -122,14 +156,11 @@ def list_other_resources(profile_key: str, credential) -> dict[str, dict[str, tu
     api = APIS[profile_key]
     if not api.resources:
         return {}
-    key = key_of(credential)
     found = {}
     for listing in api.resources:
-        answer = with_retries(profile_key, lambda listing=listing: send(api, profile_key, listing.verb, "", key, ""))
-        if answer["http_status"] != 200:
-            raise ProviderError(f"{profile_key} answered {answer['http_status']} to the {listing.kind} list call")
+        body = listed(profile_key, credential, listing.verb, listing.list_field)
         try:
-            found[listing.kind] = read_resources(listing, answer["body"])
+            found[listing.kind] = read_resources(listing, body)
         except ValueError as exc:
             raise ProviderError(f"{profile_key}: {exc}") from None
     return found

@@ -54,6 +54,20 @@ HOURS_PER_MONTH = 730
 
 
 @dataclass(frozen=True)
+class Paging:
+    """How the provider pages a list: the query parameter that asks for the next page, and where an answer
+    names it (absent, null or "" on the last page). Every page is read, at most max_pages of them: a list
+    that does not end by then is a named failure, never an inventory cut short."""
+
+    verbs: tuple[str, ...]  # the endpoints it pages (their names in ProviderApi.endpoints)
+    param: str  # vast.ai: after_token; Paperspace: after
+    next_field: tuple[str, ...]  # vast.ai: next_token; Paperspace: nextPage
+    more_field: tuple[str, ...] = ()  # where the answer says another page follows (Paperspace: hasMore)
+    first: dict = field(default_factory=dict)  # the first page's query (vast.ai: limit 25, its maximum)
+    max_pages: int = 400
+
+
+@dataclass(frozen=True)
 class ProviderApi:
     auth: str  # "bearer": Authorization: Bearer KEY; "basic": HTTP basic, KEY as user, empty password
     endpoints: dict[str, Endpoint]
@@ -75,6 +89,8 @@ class ProviderApi:
     item_rate: tuple[str, ...] = ()  # where a listed box's price sits ($/h): the burn the provider observes
     balance_field: tuple[str, ...] = ()  # where the account's spendable balance sits in the "balance" answer
     resources: tuple[ResourceList, ...] = ()  # what else bills under the key, listed by its own call
+    paging: Paging | None = None  # None: each list is one answer (RunPod's pods, Lambda's instances)
+    strip_strings: bool = False  # vast.ai's rows carry padded strings (its SDK strips every one)
 
 
 # How a rented box is given the rent's SSH key, as the provider's documented API says.

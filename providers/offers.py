@@ -75,9 +75,10 @@ class Offer:
     gpu_name: str
     gpu_count: int
     gpu_memory_gb: float
-    rate: float  # $/h for the whole box
+    rate: float  # $/h for the whole box as created (its GPUs and the disk the create asks)
     region: str = ""
     extra: dict = field(default_factory=dict, compare=False)
+    rate_stopped: float = 0.0  # $/h it still bills while stopped (its disk), as the provider prices it
 
     def describe(self) -> str:
         where = f" in {self.region}" if self.region else ""

@@ -310,7 +310,8 @@ def _instance_of(rental: Rental, host: str, port: int) -> Instance:
         mirror_root=volume_root(rental),
         image=rental.image[:200],
         rate_running=Decimal(str(rental.offer.get("rate", 0))).quantize(Decimal("0.0001")),
-        rate_stopped=0,
+        # What it bills stopped (vast.ai's disk), priced with the offer: the numbers the rent approved.
+        rate_stopped=Decimal(str(rental.offer.get("rate_stopped") or 0)).quantize(Decimal("0.0001")),
         state=InstanceState.RUNNING,
     )
     instance.full_clean(exclude=["credential", "api_credential", "created_by"])

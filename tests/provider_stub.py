@@ -43,6 +43,7 @@ class ProviderStub:
         # Providers a test makes answer outside their published schema on purpose (a hostile or broken
         # answer our reading must refuse): their answers are not held to it.
         self.off_schema: set[str] = set()
+        self.endless: set[str] = set()  # providers whose list pages name a next page for ever (a broken API)
         self.owner: dict[str, str] = {}  # target → the provider that has it (what "list" answers)
         self.lies: set[str] = set()  # targets whose release answers 200 and changes nothing
         self.linger: dict[str, int] = {}  # target → status reads that still show it after its release
@@ -50,7 +51,7 @@ class ProviderStub:
         self.alert: set[str] = set()  # Lambda targets whose terminate leaves them in "alert"
         self.endpoints: dict[str, tuple] = {}  # target → (host, SSH port) its listing names
         self.ends: dict[str, object] = {}  # target → the end of its rental its listing names (vast.ai)
-        self.balances: dict[str, object] = {}  # provider → the account's credit its user call answers
+        self.balances: dict[str, object] = {}  # provider → the account's balance its user call answers
         self.volumes: dict[str, list] = {}  # provider → the volumes / filesystems it lists, as it answers them
         self.volume_creates: list[dict] = []  # every volume create call, in order
         self.offers: dict[str, object] = {}  # provider → its offers as it answers them (vast.ai list, Lambda dict)
@@ -151,10 +152,14 @@ class ProviderStub:
 
     def _act(self, provider, verb, target, body, headers):
         """The provider's answer; the calls it records carry the request's Idempotency-Key."""
-        if verb == "user":  # the account: its credit (what is left to spend) and more
+        if verb == "user":  # the account (vast.ai's show_user): its balance, what is left to spend
             no_body(body)
             with self.lock:
-                return 200, {"id": 4242, "credit": self.balances.get(provider.name, 100.0), "balance": 0.0}
+                return 200, {
+                    "id": 4242,
+                    "email": "team@example.com",
+                    "balance": self.balances.get(provider.name, 100.0),
+                }
         if verb == "create_volume":  # a network volume or filesystem, listed from then on
             with self.lock:
                 item, answer = provider.create_volume(body, len(self.volumes.get(provider.name, [])) + 1)
@@ -171,13 +176,12 @@ class ProviderStub:
             with self.lock:
                 return 200, {"items": list(self.volumes.get(f"paperspace-{verb}", []))}
         if verb == "list":
-            no_body(body)
             with self.lock:
                 boxes = {i: s for i, s in self.states.items() if self.owner.get(i) == provider.name and s != GONE}
                 self._boot(boxes)
                 # A booting box has no public port mapped yet (vast.ai lists ports once the container runs).
                 endpoints = {i: e for i, e in self.endpoints.items() if self.states.get(i) != BOOTING}
-            return 200, provider.listing(boxes, endpoints, dict(self.ends), dict(self.names))
+            return 200, provider.page(self, provider.listing(boxes, endpoints, dict(self.ends), dict(self.names)), body)
         if verb == "offers":
             with self.lock:
                 offers = self.offers.get(provider.name)
@@ -300,6 +304,7 @@ class ProviderStub:
                 self.requests,
                 self.schema_violations,
                 self.off_schema,
+                self.endless,
                 self.states,
                 self.lagging,
                 self.faults,

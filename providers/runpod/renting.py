@@ -4,9 +4,13 @@ cloud it was priced in. Pure: the calls are sent by fleet/renting.py."""
 
 import re
 
+from providers.interface import HOURS_PER_MONTH
 from providers.offers import Create, Need, Offer, number_in
 
 CLOUD = "SECURE"  # asked, priced and created in one cloud: the price approved is the one billed
+# runpod/docs @ a900806 pods/pricing.mdx: container disk $0.10/GB/month running, "Not charged" stopped
+# ("Temporary; erased when Pod stops"); a volume disk would bill $0.20/GB/month stopped (none is asked).
+CONTAINER_DISK_PER_GB_MONTH = 0.10
 IN_STOCK = {"LOW", "MEDIUM", "HIGH"}  # AvailabilityLevel; NONE is documented: not now
 IDENT = re.compile(r"[A-Za-z0-9_-]{1,100}\Z")  # v2 ids: pod_abc123
 # What read_offers reads of a catalogue answer (each checked to be a field the document defines).
@@ -48,8 +52,9 @@ def _offer(item: dict, need: Need) -> Offer | None:
     readable = isinstance(type_id, str) and isinstance(name, str) and None not in (price, memory) and price > 0
     if not (readable and fits and _in_stock(item, need.region)):
         return None
-    # "the rate for a unit is the figure times gpu.count"
-    return Offer("runpod", type_id, name, need.gpu_count, memory, round(price * need.gpu_count, 4), need.region)
+    # "the rate for a unit is the figure times gpu.count", and the container disk the create asks beside it
+    rate = price * need.gpu_count + need.disk_gb * CONTAINER_DISK_PER_GB_MONTH / HOURS_PER_MONTH
+    return Offer("runpod", type_id, name, need.gpu_count, memory, round(rate, 4), need.region)
 
 
 def create_call(offer: Offer, need: Need, name: str, image: str, ssh_key_name: str, public_key: str) -> Create:

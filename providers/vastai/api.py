@@ -1,6 +1,13 @@
-"""vast.ai's documented HTTP API as data (../shared/reference/profiles/vastai.md). Pure."""
+"""vast.ai's HTTP API as its published OpenAPI files say (providers/vastai/schema.py cites them: vast-ai/docs
+@ c624622, checked 2026-12-07), and ../shared/reference/profiles/vastai.md for what no file says. Pure."""
 
-from providers.interface import GONE, RUNNING, STOPPED, Endpoint, ProviderApi, ResourceList
+from providers.interface import GONE, RUNNING, STOPPED, Endpoint, Paging, ProviderApi, ResourceList
+
+
+def not_found(body) -> bool:
+    """vast.ai's own "no such instance" (manage/destroy 404: {"success": false, "error": "no_such_instance"})."""
+    return isinstance(body, dict) and body.get("error") == "no_such_instance"
+
 
 # console.vast.ai, Bearer: show_instance's actual_status; destroy is eventually consistent (VAST15).
 API = ProviderApi(
@@ -9,7 +16,8 @@ API = ProviderApi(
         "shutdown": Endpoint("PUT", "/api/v0/instances/{id}/", {"state": "stopped"}),
         "release": Endpoint("DELETE", "/api/v0/instances/{id}/"),
         "status": Endpoint("GET", "/api/v0/instances/{id}/"),
-        "list": Endpoint("GET", "/api/v0/instances/"),
+        # v1's list (the SDK's since 2026-06: the v0 list is "deprecated"): keyset pages of at most 25.
+        "list": Endpoint("GET", "/api/v1/instances/"),
         "balance": Endpoint("GET", "/api/v0/users/current/"),
         "offers": Endpoint("POST", "/api/v0/bundles/"),
         "list_volumes": Endpoint("GET", "/api/v0/volumes/"),
@@ -23,9 +31,13 @@ API = ProviderApi(
             "volume", "list_volumes", ("volumes",), ("disk_space",), 1, 0.0, rate_field=("storage_total_cost",)
         ),
     ),
+    paging=Paging(("list",), "after_token", ("next_token",), first={"limit": 25}),
+    strip_strings=True,
+    not_found=not_found,
     status_field=("instances", "actual_status"),
-    # At $0 vast.ai schedules instances, volumes and data for deletion: the credit is a clock.
-    balance_field=("credit",),
+    # At $0 vast.ai schedules instances, volumes and data for deletion: the balance is a clock (show_user's
+    # documented field is `balance`, "The current balance of the user"; `credit` is not one of its fields).
+    balance_field=("balance",),
     item_rate=("dph_total",),
     list_field=("instances",),
     item_status=("actual_status",),

@@ -19,12 +19,13 @@ from tests.browser.test_runs import create_person, new_run, run_to_export
 from tests.built_once import migrated_sqlite
 from tests.conftest import ARTIFACTS, REPO
 from tests.provider_stub import KEY_ENV
+from tests.provider_stubs.vastai import offer as vast_offer
 from tests.sshd import BoxMaker
 from tests.waiting import wait_until
 
 OFFERS = [
-    {"id": 601, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.52},
-    {"id": 602, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.41},
+    vast_offer(601, "RTX_4090", 24564, 0.52),
+    vast_offer(602, "RTX_4090", 24564, 0.41),
 ]
 TYPES = {
     "gpu_1x_rtx4090": {

@@ -85,7 +85,8 @@ def test_a_status_answer_is_read_from_the_providers_own_field(provider, http_sta
 def test_each_consequence_sends_the_documented_request_and_the_status_follows(
     project, provider_api, profile_key, kind, method, path, body
 ):
-    target = box(project, profile_key, f"{profile_key}-{kind}")
+    ident = {"shutdown": "8801", "release": "8802"}[kind] if profile_key == "vastai" else f"{profile_key}-{kind}"
+    target = box(project, profile_key, ident)  # vast.ai's instance ids are integers (its Instance.id)
     assert calls.provider_state(target) == RUNNING
     calls.execute(target, kind, "key-1")
     sent = [r for r in provider_api.requests if r["method"] != "GET"]
@@ -116,8 +117,8 @@ def test_the_stubs_refuse_what_the_providers_refuse(provider_api):
     assert _raw(provider_api, "GET", "/api/v1/instances/i-1") == 401  # Lambda wants basic auth
     assert _raw(provider_api, "GET", "/api/v1/instances/i-1", auth=basic) == 200
     assert _raw(provider_api, "GET", "/v2/pods/p-1", auth=basic) == 401  # RunPod wants a Bearer key
-    assert _raw(provider_api, "PUT", "/api/v0/instances/v-1/", {"state": "off"}) == 400
-    assert _raw(provider_api, "PUT", "/api/v0/instances/v-1/", {"state": "stopped", "force": 1}) == 400
+    assert _raw(provider_api, "PUT", "/api/v0/instances/71/", {"state": "off"}) == 400
+    assert _raw(provider_api, "PUT", "/api/v0/instances/71/", {"state": "stopped", "force": 1}) == 400
     assert _raw(provider_api, "POST", "/api/v1/instance-operations/terminate", {"instance_ids": []}, basic) == 400
     assert _raw(provider_api, "POST", "/v2/pods/p-1/action", {"action": "stop", "reason": "x"}) == 422  # v2: closed
     assert _raw(provider_api, "POST", "/v2/pods/p-1/action", {"action": "reset"}) == 422  # not in PodAction
@@ -139,13 +140,13 @@ def test_a_rate_limit_is_waited_out_and_the_consequence_happens_once(project, pr
 
 @in_database
 def test_a_provider_that_keeps_failing_is_a_clear_failure_and_nothing_happened(project, provider_api, settings):
-    target = box(project, "vastai", "vast-503")
-    provider_api.fail_next("vast-503", *[503] * (settings.PROVIDER_API_RETRIES + 1))
+    target = box(project, "vastai", "8803")
+    provider_api.fail_next("8803", *[503] * (settings.PROVIDER_API_RETRIES + 1))
     with pytest.raises(calls.ProviderError) as failure:
         calls.execute(target, TeardownKind.SHUTDOWN, "key-1")
     assert "vastai answered 503 3 times" in str(failure.value)
     assert "the provider then said running: not done, retry" in str(failure.value)
-    assert provider_api.calls_for("vast-503") == []
+    assert provider_api.calls_for("8803") == []
 
 
 @in_database
@@ -195,7 +196,7 @@ def test_a_failed_execution_is_retried_with_the_same_key_and_happens_once(alice,
     ("provider", "target", "lingering", "outcome"),
     [
         ("runpod", "pod-late", 2, "done"),  # reads as running twice after DELETE, then 404
-        ("vastai", "vast-late", 0, "done"),  # its stub shows the destroyed box once ("exited"), then null
+        ("vastai", "8804", 0, "done"),  # its stub shows the destroyed box once ("exited"), then null
         ("runpod", "pod-stays", 1000, "needs a person"),  # keeps listing the pod after DELETE
         ("lambda", "lam-alert", 0, "needs a person"),  # the terminate left the box in Alert
     ],

@@ -203,17 +203,18 @@ def test_a_vastai_rental_end_is_the_box_timer_read_not_typed_and_it_alarms(proje
     from fleet.alarms import do_raise_clock_alarms
     from fleet.models import ClockAlarm
 
-    provider_api.add("vastai", "c-rental")
-    box = factories.box(project, "vastai", api=True, provider_id="c-rental", state="running")
+    provider_api.add("vastai", "7101")
+    box = factories.box(project, "vastai", api=True, provider_id="7101", state="running")
+    provider_api.off_schema.add("vastai")  # on purpose: ends that are not epoch seconds
     typed = timezone.now() + timedelta(days=30)
     Instance.objects.filter(pk=box.pk).update(stops_at=typed)
     for lie in ("2026-12-03", True, (timezone.now() + timedelta(hours=20)).timestamp() * 1000):
-        provider_api.ends["c-rental"] = lie
+        provider_api.ends["7101"] = lie
         do_reconcile_providers()
         box.refresh_from_db()
         assert box.stops_at == typed, lie
     end = (timezone.now() + timedelta(hours=20)).replace(microsecond=0)
-    provider_api.ends["c-rental"] = end.timestamp()
+    provider_api.ends["7101"] = end.timestamp()
     do_reconcile_providers()
     box.refresh_from_db()
     assert box.stops_at == end
@@ -229,14 +230,14 @@ def test_a_vastai_rental_end_is_the_box_timer_read_not_typed_and_it_alarms(proje
 def test_a_falling_vastai_balance_alarms_at_each_threshold_once_and_again_after_a_top_up(
     client, bob, project, provider_api
 ):
-    """The account's credit under the key, against the burn vast.ai prices what runs under it (the
-    listing's dph_total): hours to zero, told at 72/24/6 h and at zero to every project granted the key,
-    once each; a top-up starts again. A credit that is not a number is not a reading."""
+    """The account's balance under the key (show_user's `balance`), against the burn vast.ai prices what runs
+    under it (the listing's dph_total): hours to zero, told at 72/24/6 h and at zero to every project granted the key,
+    once each; a top-up starts again. A balance that is not a number is not a reading."""
     from fleet.models import ProviderBalance
     from notifications.models import Event, Notification
 
-    provider_api.add("vastai", "c-burning")  # listed running at $0.30/h
-    box = factories.box(project, "vastai", api=True, provider_id="c-burning", state="running")
+    provider_api.add("vastai", "7102")  # listed running at $0.30/h
+    box = factories.box(project, "vastai", api=True, provider_id="7102", state="running")
 
     def told(credit):
         provider_api.balances["vastai"] = credit
@@ -251,6 +252,7 @@ def test_a_falling_vastai_balance_alarms_at_each_threshold_once_and_again_after_
     assert ProviderBalance.objects.get(profile_key="vastai").alarmed == [72, 24, 6, 0]
     last = Notification.objects.filter(event=Event.CLOCK).latest("pk")
     assert "balance $0.00 at $0.30/h" in last.text and "it is gone" in last.text and last.project == project
+    provider_api.off_schema.add("vastai")  # on purpose: a balance that is not a number
     assert told("plenty") == 0  # not a reading: nothing changes
     assert ProviderBalance.objects.get(profile_key="vastai").balance == Decimal("-0.50")
     assert [told(credit) for credit in (50.0, 20.0)] == [0, 1]  # topped up, then falling again: 72 h again
@@ -362,7 +364,8 @@ def test_a_paperspace_auto_shutdown_is_the_box_timer_read_from_its_last_start(pr
 
 @pytestmark_db
 def test_a_vastai_volume_left_after_its_instance_is_drift_at_its_hosts_price(project, provider_api):
-    factories.box(project, "vastai", api=True, provider_id="c-gone", state="released")
+    factories.box(project, "vastai", api=True, provider_id="7103", state="released")
+    provider_api.off_schema.add("vastai")  # on purpose: a price that is not a number
     provider_api.volumes["vastai"] = [
         {"id": 881, "disk_space": 200, "storage_total_cost": 0.0278, "status": "unattached"},
         {"id": 882, "disk_space": 50, "storage_total_cost": "free"},  # a price we cannot read

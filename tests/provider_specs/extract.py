@@ -3,9 +3,11 @@
 Run by hand, from a checkout of the provider's documentation (not in CI: no network there):
 
     python tests/provider_specs/extract.py runpod PATH/TO/runpod-docs/api-reference-v2/openapi.json a900806
+    python tests/provider_specs/extract.py vastai PATH/TO/vast-ai-docs/api-reference/openapi/yaml c624622
 
-The excerpt keeps the named components with every $ref resolved and descriptions dropped, and says where
-it came from (repository, path, commit, the document's version) in its "source".
+The excerpt keeps the named components (RunPod's one document) or each named file's operations (vast.ai
+writes one small document per call: its request body, query parameters and 200 answer) with every $ref
+resolved and descriptions dropped, and says where it came from (repository, path, commit, version).
 """
 
 import json
@@ -30,6 +32,17 @@ COMPONENTS = {
         ],
     },
 }
+VAST_FILES = [
+    "search_offers",
+    "create_instance",
+    "show_instances",
+    "show_instance",
+    "manage_instance",
+    "destroy_instance",
+    "attach_ssh",
+    "show_user",
+    "show_volumes",
+]
 DROPPED = {"description", "example", "examples", "x-mint", "title"}
 
 
@@ -69,5 +82,38 @@ def main(provider: str, path: str, commit: str) -> None:
     print(f"{out}: {out.stat().st_size} bytes")
 
 
+def operations(folder: str, commit: str) -> None:
+    """vast.ai: one YAML document per call; each operation's request, query and 200 answer, by file."""
+    import yaml  # noqa: PLC0415 (only this by-hand path reads YAML)
+
+    found = {}
+    for name in VAST_FILES:
+        document = yaml.safe_load(Path(folder, f"{name}.yaml").read_text())
+        for path, methods in document["paths"].items():
+            for method, operation in methods.items():
+                body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+                answers = {
+                    code: answer.get("content", {}).get("application/json", {})
+                    for code, answer in operation.get("responses", {}).items()
+                    if code in ("200", "404")
+                }
+                query = {
+                    p["name"]: p.get("schema", {}) for p in operation.get("parameters", []) if p.get("in") == "query"
+                }
+                kept = {"file": name, "request": body.get("schema"), "query": query}
+                kept |= {code: answer.get("schema") for code, answer in answers.items()}
+                example = answers.get("200", {}).get("example")
+                if isinstance(example, dict) and isinstance(example.get("offers"), dict):  # an open object's fields
+                    kept["200 example offer fields"] = sorted(example["offers"])
+                found[f"{method.upper()} {path}"] = resolve(document, kept)
+    excerpt = {
+        "source": {"repository": "vast-ai/docs", "path": "api-reference/openapi/yaml", "commit": commit},
+        "operations": found,
+    }
+    out = Path(__file__).with_name("vastai.json")
+    out.write_text(json.dumps(excerpt, indent=1, sort_keys=True) + "\n")
+    print(f"{out}: {out.stat().st_size} bytes")
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    (operations if sys.argv[1] == "vastai" else lambda *rest: main(sys.argv[1], *rest))(*sys.argv[2:4])

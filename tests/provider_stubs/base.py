@@ -38,6 +38,11 @@ class StubProvider:
     def listing(self, boxes, endpoints=None, ends=None, names=None):
         raise NotImplementedError
 
+    def page(self, stub, listing, query):
+        """The page of a listing the query asks for; a provider that does not page takes no query."""
+        no_body(query)
+        return listing
+
     def act(self, stub, verb, target, body):
         raise NotImplementedError
 

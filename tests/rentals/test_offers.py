@@ -56,13 +56,15 @@ def test_the_cheapest_fitting_offer_under_the_max_is_chosen_and_the_cheapest_ove
 
 
 def test_vast_offers_read_only_what_is_there():
+    row = {"disk_space": 500.0, "direct_port_count": 4, "storage_cost": 0.1}
     body = {
         "offers": [
-            {"id": 11, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.41},
-            {"id": "12", "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.4},  # id not int
-            {"id": 13, "gpu_name": "RTX 4090", "num_gpus": True, "gpu_ram": 24564, "dph_total": 0.4},
-            {"id": 14, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": float("nan")},
-            {"id": 15, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": -1},
+            {"id": 11, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.41, **row},
+            {"id": "12", "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.4, **row},  # id
+            {"id": 13, "gpu_name": "RTX 4090", "num_gpus": True, "gpu_ram": 24564, "dph_total": 0.4, **row},
+            {"id": 14, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": float("nan"), **row},
+            {"id": 15, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": -1, **row},
+            {"id": 16, "gpu_name": "RTX 4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.3},  # no disk said
             "not an offer",
         ]
     }
@@ -209,7 +211,7 @@ def test_runpod_offers_are_secure_cloud_gpu_types_in_stock_priced_for_the_count(
         ]
     }
     assert runpod.read_offers(body, Need(("A100",), 2, 0, 50, 5.0)) == [
-        Offer("runpod", "NVIDIA A100 80GB PCIe", "A100 PCIe", 2, 80.0, 2.38)
+        Offer("runpod", "NVIDIA A100 80GB PCIe", "A100 PCIe", 2, 80.0, 2.3868)  # 2 × 1.19 + 50 GB at $0.10/month
     ]
     centres = [{"id": "EU-RO-1", "name": "Romania", "availability": "NONE"}]
     in_region = gpu_type("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, 1.19, "HIGH", dataCenters=centres)

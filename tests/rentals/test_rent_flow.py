@@ -22,6 +22,7 @@ from rentals.proving import prove
 from rentals.reconcile import do_redrive_stale
 from tests import factories
 from tests.provider_stub import api_credential
+from tests.provider_stubs.vastai import offer as vast_offer
 from tests.rentals.test_offers import gpu_type
 from tests.sshd import BoxMaker
 
@@ -29,9 +30,9 @@ from tests.sshd import BoxMaker
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
 
 VAST_OFFERS = [
-    {"id": 501, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.52},
-    {"id": 502, "gpu_name": "RTX_4090", "num_gpus": 1, "gpu_ram": 24564, "dph_total": 0.38},
-    {"id": 503, "gpu_name": "A100_SXM4", "num_gpus": 1, "gpu_ram": 81920, "dph_total": 1.45},
+    vast_offer(501, "RTX_4090", 24564, 0.52),
+    vast_offer(502, "RTX_4090", 24564, 0.38),
+    vast_offer(503, "A100_SXM4", 81920, 1.45),
 ]
 LAMBDA_TYPES = {
     "gpu_1x_a100": {
@@ -142,7 +143,7 @@ def test_only_another_approver_approves_and_a_max_below_every_offer_creates_noth
     assert create(rental.pk) == "failed"
     rental.refresh_from_db()
     assert rental.state == RentalState.FAILED
-    assert "cheapest fitting was 1× RTX 4090 (24 GB) at $0.3800/h" in rental.reason
+    assert "cheapest fitting was 1× RTX 4090 (24 GB) at $0.3866/h" in rental.reason  # with its 40 GB disk
     assert "Nothing was created" in rental.reason and provider_api.creates() == []
     with pytest.raises(ValidationError):
         do_cancel_rental(rental.pk, actor=bob)
@@ -170,7 +171,9 @@ def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_
     assert rental.state == RentalState.BOOTING and rental.provider == "vastai"
     (made,) = provider_api.creates()
     assert made["body"]["label"] == rental.name and made["idempotency_key"] == f"{rental.key}-vastai"
-    assert rental.offer["offer_id"] == "502" and rental.offer["rate"] == 0.38  # the cheaper fitting 4090
+    # The cheaper fitting 4090, priced for the 40 GB disk it is created with (vast prices dph_total for
+    # allocated_storage: at the default 8 GB it read $0.38/h, under the bill); stopped, its disk bills.
+    assert rental.offer["offer_id"] == "502" and rental.offer["rate"] == 0.386575
     assert ("vastai", api_credential(project).pk) in keys_to_reconcile()
 
     assert poll(rental.pk) == "waiting"  # listed loading first
@@ -178,7 +181,8 @@ def test_no_capacity_moves_to_the_next_candidate_and_the_box_waits_for_its_host_
     rental.refresh_from_db()
     box = rental.instance
     assert (box.name, box.provider_id, box.port) == (rental.name, rental.provider_id, started[0].port)
-    assert box.rate_running == Decimal("0.38") and box.pinned_host_key is None
+    assert box.rate_running == Decimal("0.3866") and box.pinned_host_key is None
+    assert box.rate_stopped == Decimal("0.0082")  # 40 GB at $0.15/GB/month
     # vast.ai's account keys reach only boxes made after them: the rent's key was attached to this one.
     (attach,) = provider_api.calls_for(rental.provider_id, "attach_ssh")
     assert attach["body"]["ssh_key"] == boxes_public(client_key)
@@ -297,7 +301,7 @@ def test_runpod_is_asked_through_its_v2_catalogue_and_created_by_rest_v2(project
     do_decide_rental(rental.pk, True, "go", actor=alice)
     assert create(rental.pk) == "created", list(rental.attempts.values_list("provider", "outcome", "detail"))
     rental.refresh_from_db()
-    assert "cheapest fitting 1× RTX 4090 (24 GB) at $0.9000/h" in rental.attempts.first().detail
+    assert "cheapest fitting 1× RTX 4090 (24 GB) at $0.9066/h" in rental.attempts.first().detail
     assert list(rental.attempts.values_list("provider", "outcome")) == [
         ("vastai", "no_offer"),
         ("runpod", "sent"),
@@ -311,7 +315,9 @@ def test_runpod_is_asked_through_its_v2_catalogue_and_created_by_rest_v2(project
     wait = poll(rental.pk)
     rental.refresh_from_db()
     assert rental.state == RentalState.REGISTERED, wait
-    assert rental.instance.port == started[-1].port and rental.instance.rate_running == Decimal("0.44")
+    assert rental.instance.port == started[-1].port and rental.instance.rate_running == Decimal(
+        "0.4455"
+    )  # the GPU and its 40 GB container disk
     assert logs_in(client_key, rental.instance.port)
     provider_api.balances["runpod"] = 12.5
     assert account_balance("runpod", api_credential(project)) == 12.5
