@@ -84,7 +84,7 @@ class ProviderApi:
     item_name: tuple[str, ...] = ()  # where a listed box's provider-side name sits (a rent finds its box by it)
     item_end: tuple[str, ...] = ()  # where a listed box's end sits (epoch seconds): its timer, read not typed
     # Or a timer the box's answer gives as (on?, last started at ISO date-time, hours after): Paperspace's
-    # auto-shutdown (autoShutdownEnabled, dtLastRun, autoShutdownTimeout).
+    # auto-shutdown (autoShutdownEnabled, reservation.dtStarted, autoShutdownTimeout).
     item_timer: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
     item_rate: tuple[str, ...] = ()  # where a listed box's price sits ($/h): the burn the provider observes
     balance_field: tuple[str, ...] = ()  # where the account's spendable balance sits in the "balance" answer

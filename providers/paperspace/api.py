@@ -1,6 +1,8 @@
-"""Paperspace's documented HTTP API as data (../shared/reference/profiles/paperspace.md). Pure."""
+"""Paperspace's documented HTTP API as data (../shared/reference/profiles/paperspace.md), its shapes as the v1
+OpenAPI says: Paperspace/cli `api/openapi.ts`, generated from https://api.paperspace.com/v1/openapi.json
+(operations machines-list, public-ips-list, snapshots-list; checked 2026-12-07). Pure."""
 
-from providers.interface import RUNNING, STOPPED, Endpoint, ProviderApi, ResourceList
+from providers.interface import RUNNING, STOPPED, Endpoint, Paging, ProviderApi, ResourceList
 
 # api.paperspace.com/v1 (the legacy Gradient endpoints are gone since July 2024).
 API = ProviderApi(
@@ -19,12 +21,16 @@ API = ProviderApi(
         ResourceList("static_ip", "list_public_ips", ("items",), (), 1, 0.0, ("ip",), ("ip",), 0.0045),
         ResourceList("snapshot", "list_snapshots", ("items",), ("size",), 10**9, 0.29),
     ),
+    # Every v1 list: {hasMore, nextPage, items}, the next page asked with ?after=nextPage.
+    paging=Paging(("list", "list_public_ips", "list_snapshots"), "after", ("nextPage",), more_field=("hasMore",)),
     status_field=("state",),
     list_field=("items",),
     item_status=("state",),
     item_name=("name",),
     item_host=("publicIp",),  # SSH on port 22; a dynamic IP is new on every start (PS6)
-    item_timer=(("autoShutdownEnabled",), ("dtLastRun",), ("autoShutdownTimeout",)),
+    # The auto-shutdown: on, and its hours (autoShutdownTimeout, "in hours"), from the machine's current run,
+    # its reservation's dtStarted (the spec has no dtLastRun, which this read before: the clock never showed).
+    item_timer=(("autoShutdownEnabled",), ("reservation", "dtStarted"), ("autoShutdownTimeout",)),
     states={
         "provisioning": RUNNING,
         "starting": RUNNING,

@@ -331,7 +331,8 @@ def test_paperspace_static_ips_and_snapshots_left_after_a_destroy_are_drift(proj
 
 @pytestmark_db
 def test_a_paperspace_auto_shutdown_is_the_box_timer_read_from_its_last_start(project, provider_api):
-    """Paperspace stops a machine autoShutdownTimeout hours after it last started (dtLastRun) when
+    """Paperspace stops a machine autoShutdownTimeout hours after its current run started (its reservation's
+    dtStarted; before, the clock was read from dtLastRun, which the v1 spec does not define: it never showed) when
     autoShutdownEnabled: the timer is read from the listing. Off, a time without its zone, hours that are
     not a number: nothing is read, and the typed timer stands."""
     from datetime import UTC, datetime, timedelta
@@ -340,10 +341,26 @@ def test_a_paperspace_auto_shutdown_is_the_box_timer_read_from_its_last_start(pr
     box = factories.box(project, "paperspace", api=True, provider_id="ps-timer", state="running")
     started = (datetime.now(UTC) - timedelta(hours=1)).replace(microsecond=0)
     for lie in (
-        {"autoShutdownEnabled": False, "dtLastRun": started.isoformat(), "autoShutdownTimeout": 6},
-        {"autoShutdownEnabled": True, "dtLastRun": started.strftime("%Y-%m-%dT%H:%M:%S"), "autoShutdownTimeout": 6},
-        {"autoShutdownEnabled": True, "dtLastRun": started.isoformat(), "autoShutdownTimeout": "6"},
-        {"autoShutdownEnabled": "yes", "dtLastRun": started.isoformat(), "autoShutdownTimeout": 6},
+        {
+            "autoShutdownEnabled": False,
+            "reservation": {"dtStarted": started.isoformat(), "isActive": True},
+            "autoShutdownTimeout": 6,
+        },
+        {
+            "autoShutdownEnabled": True,
+            "reservation": {"dtStarted": started.strftime("%Y-%m-%dT%H:%M:%S"), "isActive": True},
+            "autoShutdownTimeout": 6,
+        },
+        {
+            "autoShutdownEnabled": True,
+            "reservation": {"dtStarted": started.isoformat(), "isActive": True},
+            "autoShutdownTimeout": "6",
+        },
+        {
+            "autoShutdownEnabled": "yes",
+            "reservation": {"dtStarted": started.isoformat(), "isActive": True},
+            "autoShutdownTimeout": 6,
+        },
     ):
         provider_api.ends["ps-timer"] = lie
         do_reconcile_providers()
@@ -351,7 +368,7 @@ def test_a_paperspace_auto_shutdown_is_the_box_timer_read_from_its_last_start(pr
         assert box.stops_at is None, lie
     provider_api.ends["ps-timer"] = {
         "autoShutdownEnabled": True,
-        "dtLastRun": started.isoformat().replace("+00:00", "Z"),
+        "reservation": {"dtStarted": started.isoformat().replace("+00:00", "Z"), "isActive": True},
         "autoShutdownTimeout": 6,
     }
     provider_api.endpoints["ps-timer"] = ("198.51.100.20", 22)

@@ -1,6 +1,6 @@
 """Every list read to its end (fleet/provider_calls.listed): vast.ai's v1 instances in keyset pages of at most
-25 (its show_instances file), with a bound and a named failure past it. Before: one page of v0's list, so
-a box past it was invisible to drift and to the create-once look-up by its name."""
+25 (its show_instances file), Paperspace's v1 lists by hasMore/nextPage, with a bound and a named failure
+past it. Before: one page each, so a box past it was invisible to drift and to the create-once look-up."""
 
 import pytest
 
@@ -31,3 +31,11 @@ def test_a_list_that_never_ends_is_a_named_failure_not_an_inventory_cut_short(pr
     provider_api.endless.add("vastai")
     with pytest.raises(ProviderError, match=r"vastai's list call did not end after 400 pages"):
         provider_calls.list_boxes("vastai", api_credential(project))
+
+
+def test_paperspace_machines_are_read_past_their_first_page(project, provider_api):
+    for number in range(45):
+        provider_api.add("paperspace", f"ps{number:03d}")
+    listing = provider_calls.list_boxes("paperspace", api_credential(project))
+    assert sorted(listing.inventory) == [f"ps{number:03d}" for number in range(45)]
+    assert len([r for r in provider_api.requests if r["path"] == "/v1/machines"]) == 3  # 20 + 20 + 5

@@ -1,4 +1,5 @@
-"""Paperspace's API as its documentation says (../shared/reference/profiles/paperspace.md), a stand-in for tests."""
+"""Paperspace's API as its documentation says (../shared/reference/profiles/paperspace.md), a stand-in for tests:
+its lists are v1's ({hasMore, nextPage, items}, ?after=nextPage; Paperspace/cli api/openapi.ts)."""
 
 from tests.provider_stubs.base import GONE, RUNNING, STOPPED, Refused, StubProvider, no_body
 
@@ -30,6 +31,19 @@ class Paperspace(StubProvider):
                 for i, state in boxes.items()
             ]
         }
+
+    page_size = 20  # the stand-in's own page size: the spec says only that a list is paged
+
+    def page(self, stub, listing, query):
+        """One page of machines after the cursor (a machine's id), with hasMore and nextPage as v1 writes them."""
+        query = query or {}
+        if set(query) - {"after", "limit"}:
+            raise Refused(400, {"message": f"unknown query parameters: {sorted(set(query) - {'after', 'limit'})}"})
+        items = sorted(listing["items"], key=lambda item: item["id"])
+        if "after" in query:
+            items = [item for item in items if item["id"] > str(query["after"])]
+        shown, more = items[: self.page_size], len(items) > self.page_size
+        return {"items": shown, "hasMore": more, **({"nextPage": shown[-1]["id"]} if more else {})}
 
     def act(self, stub, verb, target, body):
         no_body(body)
