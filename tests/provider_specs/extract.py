@@ -4,6 +4,7 @@ Run by hand, from a checkout of the provider's documentation (not in CI: no netw
 
     python tests/provider_specs/extract.py runpod PATH/TO/runpod-docs/api-reference-v2/openapi.json a900806
     python tests/provider_specs/extract.py vastai PATH/TO/vast-ai-docs/api-reference/openapi/yaml c624622
+    python tests/provider_specs/extract.py lambda PATH/TO/lambda-labs/openapi/_original/lambda-labs-openapi.json 911506f
 
 The excerpt keeps the named components (RunPod's one document) or each named file's operations (vast.ai
 writes one small document per call: its request body, query parameters and 200 answer) with every $ref
@@ -82,6 +83,50 @@ def main(provider: str, path: str, commit: str) -> None:
     print(f"{out}: {out.stat().st_size} bytes")
 
 
+LAMBDA_OPERATIONS = [
+    ("post", "/api/v1/instance-operations/launch"),
+    ("post", "/api/v1/instance-operations/terminate"),
+    ("get", "/api/v1/instances"),
+    ("get", "/api/v1/instances/{id}"),
+    ("get", "/api/v1/instance-types"),
+    ("get", "/api/v1/file-systems"),
+    ("post", "/api/v1/filesystems"),
+    ("get", "/api/v1/ssh-keys"),
+]
+
+
+def operation_parts(document: dict, operation: dict) -> dict:
+    """An operation's request body, query parameters and 200/404 answers, as written."""
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+    answers = {
+        code: answer.get("content", {}).get("application/json", {})
+        for code, answer in operation.get("responses", {}).items()
+        if code in ("200", "404")
+    }
+    query = {p["name"]: p.get("schema", {}) for p in operation.get("parameters", []) if p.get("in") == "query"}
+    return {"request": body.get("schema"), "query": query} | {code: a.get("schema") for code, a in answers.items()}
+
+
+def lambda_operations(path: str, commit: str) -> None:
+    """Lambda: one OpenAPI document; the operations we call, each resolved."""
+    document = json.loads(Path(path).read_text())
+    found = {}
+    for method, where in LAMBDA_OPERATIONS:
+        operation = document["paths"].get(where, {}).get(method)
+        if operation is not None:
+            found[f"{method.upper()} {where}"] = resolve(document, operation_parts(document, operation))
+    source = {
+        "repository": "api-evangelist/lambda-labs",
+        "path": "openapi/_original/lambda-labs-openapi.json",
+        "commit": commit,
+        "version": document["info"]["version"],
+        "servers": [server["url"] for server in document.get("servers", [])],
+    }
+    out = Path(__file__).with_name("lambda.json")
+    out.write_text(json.dumps({"source": source, "operations": found}, indent=1, sort_keys=True) + "\n")
+    print(f"{out}: {out.stat().st_size} bytes")
+
+
 def operations(folder: str, commit: str) -> None:
     """vast.ai: one YAML document per call; each operation's request, query and 200 answer, by file."""
     import yaml  # noqa: PLC0415 (only this by-hand path reads YAML)
@@ -116,4 +161,5 @@ def operations(folder: str, commit: str) -> None:
 
 
 if __name__ == "__main__":
-    (operations if sys.argv[1] == "vastai" else lambda *rest: main(sys.argv[1], *rest))(*sys.argv[2:4])
+    extractors = {"vastai": operations, "lambda": lambda_operations}
+    extractors.get(sys.argv[1], lambda *rest: main(sys.argv[1], *rest))(*sys.argv[2:4])
