@@ -130,7 +130,8 @@ def test_a_team_walks_run_verify_and_rerun_in_the_browser(page, stack, sshd):
     for step in ["Preflight passed", "CPU smoke passed", "launched detached", "Export sealed"]:
         assert step in timeline
     assert len(operator.inner_text("code.identity >> nth=1")) == 64  # config SHA-256 bound
-    assert "done: best epoch" in operator.inner_text("pre.log-tail")
+    # The log's last lines reach the page on their own push, which may follow the state's: waited for.
+    operator.wait_for_selector("pre.log-tail:has-text('done: best epoch')", timeout=30_000)
     # The buttons follow the state without a reload (§2): the next step is offered, the finished ones
     # are gone, and a closed run shows no health or heartbeat.
     operator.wait_for_selector("button:has-text('Verify custody')", timeout=30_000)
