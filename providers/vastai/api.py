@@ -25,10 +25,10 @@ API = ProviderApi(
         "attach_ssh": Endpoint("POST", "/api/v0/instances/{id}/ssh/"),
     },
     # A volume bills per GB after its instance is destroyed, until deleted; each is priced by its host:
-    # the answer's storage_total_cost ($/h), where it gives one.
+    # the answer's storage_total_cost ($/h), where it gives one. show_volumes' Volume has no name: named by its id.
     resources=(
         ResourceList(
-            "volume", "list_volumes", ("volumes",), ("disk_space",), 1, 0.0, rate_field=("storage_total_cost",)
+            "volume", "list_volumes", ("volumes",), ("disk_space",), 1, 0.0, ("id",), rate_field=("storage_total_cost",)
         ),
     ),
     paging=Paging(("list",), "after_token", ("next_token",), first={"limit": 25}),
