@@ -48,3 +48,21 @@ def disagreements(mine: dict, published: dict, where: str) -> list[str]:
     if isinstance(mine.get("additionalProperties"), dict):
         found += disagreements(mine["additionalProperties"], theirs.get("additionalProperties") or {}, f"{where}{{}}")
     return found
+
+
+def adapter_reads(api) -> dict[str, list[list]]:
+    """The paths an adapter's ProviderApi reads, by verb: the status word, each listed box's fields, the
+    next page's token where it pages, and each resource list's fields (those it names)."""
+    item = [*api.list_field, 0]
+    box_fields = (api.item_status, api.item_host, api.item_port, api.item_name, api.item_rate, api.item_end)
+    reads = {
+        "status": [list(api.status_field)],
+        "list": [list(api.list_field), [*item, "id"]] + [[*item, *field] for field in box_fields if field],
+    }
+    if api.paging:
+        reads["list"].append(list(api.paging.next_field))
+    for listing in api.resources:
+        where = [*listing.list_field, 0]
+        fields = (listing.size_field, listing.name_field, listing.id_field, listing.rate_field)
+        reads[listing.verb] = [list(listing.list_field)] + [[*where, *field] for field in fields if field]
+    return reads

@@ -12,7 +12,7 @@ from providers import ADAPTERS, schema
 from providers.lambdalabs import renting
 from providers.lambdalabs import schema as ours
 from providers.offers import Need, Offer
-from tests.providers.published import disagreements
+from tests.providers.published import adapter_reads, disagreements
 
 PUBLISHED = json.loads((Path(__file__).parents[1] / "provider_specs" / "lambda.json").read_text())
 OPERATIONS = PUBLISHED["operations"]
@@ -55,21 +55,14 @@ def test_every_request_the_adapter_builds_is_one_the_document_defines():
 
 def test_every_field_the_adapter_reads_is_one_the_document_defines():
     api = ADAPTERS["lambda"].api
-    item = [*api.list_field, 0]
     kind = ["data", "gpu_1x_a100"]
-    reads = {
-        "status": [api.status_field],
-        "list": [api.list_field, [*item, "id"], [*item, *api.item_status], [*item, *api.item_host]]
-        + [[*item, *api.item_name]],
+    reads = adapter_reads(api) | {
         "offers": [[*kind, "instance_type", key] for key in ("gpu_description", "price_cents_per_hour")]
         + [[*kind, "instance_type", "specs", "gpus"], [*kind, "regions_with_capacity_available", 0, "name"]],
         "create": [["data", "instance_ids"]],
         "create_volume": [["data", "id"]],
         "ssh_keys": [["data", 0, key] for key in ("id", "name", "public_key")],
     }
-    for listing in api.resources:
-        where = [*listing.list_field, 0]
-        reads[listing.verb] = [listing.list_field, [*where, *listing.size_field], [*where, *listing.name_field]]
     undefined = [
         (verb, path) for verb, paths in reads.items() for path in paths if not schema.defines(ours.ANSWERS[verb], path)
     ]

@@ -12,7 +12,7 @@ from providers import ADAPTERS, schema
 from providers.offers import Need, Offer
 from providers.runpod import renting
 from providers.runpod import schema as ours
-from tests.providers.published import disagreements
+from tests.providers.published import adapter_reads, disagreements
 
 PUBLISHED = json.loads((Path(__file__).parents[1] / "provider_specs" / "runpod.json").read_text())
 OURS_OF = {
@@ -79,19 +79,7 @@ def test_every_request_the_adapter_builds_is_one_v2_accepts():
 
 def test_every_field_the_adapter_reads_is_one_the_document_defines():
     api = ADAPTERS["runpod"].api
-    item = [*api.list_field, 0]
-    reads = {
-        "status": [api.status_field],
-        "list": [api.list_field, [*item, "id"], [*item, *api.item_status], [*item, *api.item_host]]
-        + [[*item, *api.item_port], [*item, *api.item_name], [*item, *api.item_rate]],
-        "balance": [api.balance_field],
-        "offers": renting.READS,
-    }
-    for listing in api.resources:
-        where = [*listing.list_field, 0]
-        reads[listing.verb] = [listing.list_field] + [
-            [*where, *field] for field in (listing.size_field, listing.name_field, listing.id_field)
-        ]
+    reads = adapter_reads(api) | {"balance": [api.balance_field], "offers": renting.READS}
     undefined = [
         (verb, path) for verb, paths in reads.items() for path in paths if not schema.defines(ours.ANSWERS[verb], path)
     ]

@@ -13,7 +13,7 @@ from providers import ADAPTERS, schema
 from providers.offers import Need, Offer
 from providers.vastai import renting
 from providers.vastai import schema as ours
-from tests.providers.published import disagreements
+from tests.providers.published import adapter_reads, disagreements
 
 PUBLISHED = json.loads((Path(__file__).parents[1] / "provider_specs" / "vastai.json").read_text())
 OPERATIONS = PUBLISHED["operations"]
@@ -91,19 +91,11 @@ def test_every_request_the_adapter_builds_is_one_the_files_define():
 
 def test_every_field_the_adapter_reads_is_one_the_files_define():
     api = ADAPTERS["vastai"].api
-    item = [*api.list_field, 0]
-    reads = {
-        "status": [api.status_field],
-        "list": [api.list_field, [*item, "id"], [*item, *api.item_status], [*item, *api.item_host]]
-        + [[*item, *api.item_port], [*item, *api.item_name], [*item, *api.item_rate], [*item, *api.item_end]]
-        + [list(api.paging.next_field)],
+    reads = adapter_reads(api) | {
         "balance": [api.balance_field],
         "offers": renting.READS,
         "create": [["success"], ["new_contract"]],
     }
-    for listing in api.resources:
-        where = [*listing.list_field, 0]
-        reads[listing.verb] = [listing.list_field, [*where, *listing.size_field], [*where, *listing.rate_field]]
     undefined = [
         (verb, path) for verb, paths in reads.items() for path in paths if not schema.defines(ours.ANSWERS[verb], path)
     ]
