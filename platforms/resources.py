@@ -49,6 +49,13 @@ FACTS = {
         "release the static IP (the address is gone for good)",
         "bills until released (about $3 a month), machine destroyed or not",
     ),
+    "shared_drive": ResourceFacts(
+        "shared drive",
+        ("paperspace",),
+        True,
+        "delete the shared drive (its files, for every machine on its network)",
+        "bills its storage until deleted, machine destroyed or not",
+    ),
     "snapshot": ResourceFacts(
         "snapshot",
         ("paperspace", "matpool"),

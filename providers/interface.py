@@ -41,7 +41,7 @@ class ResourceList:
     kind: str
     verb: str  # the endpoint's name in ProviderApi.endpoints
     list_field: tuple[str, ...]
-    size_field: tuple[str, ...]
+    size_field: tuple[str, ...]  # empty: the list gives no size (its $/h is not told, unless flat or priced)
     bytes_per_unit: int  # 1 when the size is in GB already, 10**9 when it is in bytes
     per_gb_month: float  # the provider's documented price
     name_field: tuple[str, ...] = ("name",)

@@ -191,6 +191,8 @@ def _rate(listing: ResourceList, item: dict) -> float | None:
     if listing.rate_field:
         rate = _money(dig(item, listing.rate_field))
         return round(rate, 4) if rate is not None and rate >= 0 else None
+    if not listing.size_field:
+        return None  # the list gives no size to price (Paperspace's snapshots)
     size = dig(item, listing.size_field)
     if not (isinstance(size, int | float) and not isinstance(size, bool) and 0 <= size < 1e18):
         return None  # an unreadable size bills at a rate we cannot tell

@@ -171,10 +171,10 @@ class ProviderStub:
             with self.lock:
                 items = list(self.volumes.get(provider.name, []))
             return 200, provider.volumes_answer(items)
-        if verb in ("ips", "snapshots"):  # Paperspace's static IPs and snapshots ({"items": [...]})
-            no_body(body)
+        if verb in ("ips", "snapshots", "shared_drives"):  # Paperspace's other lists, paged as its machines
             with self.lock:
-                return 200, {"items": list(self.volumes.get(f"paperspace-{verb}", []))}
+                items = list(self.volumes.get(f"paperspace-{verb}", []))
+            return 200, provider.page(self, {"items": items}, body)
         if verb == "list":
             with self.lock:
                 boxes = {i: s for i, s in self.states.items() if self.owner.get(i) == provider.name and s != GONE}

@@ -73,6 +73,10 @@ CREATED_FILESYSTEM = open_object({"data": FILESYSTEM}, ["data"])
 SSH_KEY = open_object({"id": STRING, "name": STRING, "public_key": STRING}, ["id", "name", "public_key"])
 SSH_KEYS = open_object({"data": {"type": "array", "items": SSH_KEY}}, ["data"])
 
+ERROR = closed(  # the 404 of GET /instances/{id}: {"error": {"code": "global/object-does-not-exist", ...}}
+    {"error": open_object({"code": STRING, "message": STRING, "suggestion": STRING}, ["code", "message"])}, ["error"]
+)
+
 # What each verb the adapter calls gets back (providers/lambdalabs/api.py's endpoints).
 ANSWERS = {
     "status": SHOW_INSTANCE,
@@ -83,4 +87,5 @@ ANSWERS = {
     "list_file_systems": FILESYSTEMS,
     "create_volume": CREATED_FILESYSTEM,
     "ssh_keys": SSH_KEYS,
+    "error": ERROR,
 }

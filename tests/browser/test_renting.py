@@ -19,6 +19,7 @@ from tests.browser.test_runs import create_person, new_run, run_to_export
 from tests.built_once import migrated_sqlite
 from tests.conftest import ARTIFACTS, REPO
 from tests.provider_stub import KEY_ENV
+from tests.provider_stubs import lambdalabs
 from tests.provider_stubs.vastai import offer as vast_offer
 from tests.sshd import BoxMaker
 from tests.waiting import wait_until
@@ -27,12 +28,7 @@ OFFERS = [
     vast_offer(601, "RTX_4090", 24564, 0.52),
     vast_offer(602, "RTX_4090", 24564, 0.41),
 ]
-TYPES = {
-    "gpu_1x_rtx4090": {
-        "instance_type": {"gpu_description": "RTX 4090 (24 GB)", "price_cents_per_hour": 39, "specs": {"gpus": 1}},
-        "regions_with_capacity_available": [{"name": "us-west-1"}],
-    }
-}
+TYPES = {"gpu_1x_rtx4090": lambdalabs.instance_type("gpu_1x_rtx4090", "RTX 4090 (24 GB)", 39, ["us-west-1"])}
 
 
 @pytest.fixture(scope="module")

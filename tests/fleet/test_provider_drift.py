@@ -15,8 +15,10 @@ from providers import APIS
 from providers.interface import GONE, RUNNING, STOPPED
 from providers.reading import read_inventory
 from tests import factories
+from tests.fleet.test_credential_registry import CANARY, every_column_as_text
 from tests.personas import join
 from tests.provider_stub import api_credential
+from tests.provider_stubs import lambdalabs, paperspace
 from tests.waiting import deliver_notifications
 
 
@@ -279,7 +281,7 @@ def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_t
     provider_api.volumes["runpod"] = [
         {"id": "nv-1", "name": "datasets", "size": 100, "dataCenter": "EU-RO-1", "type": "STANDARD"}
     ]
-    provider_api.volumes["lambda"] = [{"id": "fs-9", "name": "ckpts", "bytes_used": 50 * 10**9, "region": {}}]
+    provider_api.volumes["lambda"] = [lambdalabs.filesystem("fs-9", "ckpts", "us-east-1", bytes_used=50 * 10**9)]
     do_reconcile_providers()
     drift = {row.provider_id: row for row in ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE)}
     assert set(drift) == {"nv-1", "fs-9"}
@@ -309,21 +311,24 @@ def test_orphan_volumes_and_filesystems_are_drift_with_their_rate_and_count_in_t
 
 
 @pytestmark_db
-def test_paperspace_static_ips_and_snapshots_left_after_a_destroy_are_drift(project, provider_api):
-    """A static IP bills its flat $0.0045/h and a snapshot its $0.29/GB/month after the machine is destroyed;
-    a snapshot whose answer gives no size is drift at a rate the page says it cannot tell (never $0 said)."""
+def test_paperspace_static_ips_snapshots_and_shared_drives_left_after_a_destroy_are_drift(project, provider_api):
+    """A static IP bills its flat $0.0045/h after the machine is destroyed; a snapshot and a shared drive bill
+    too, but v1 lists a snapshot without its size and prices no shared drive: drift at a rate the page says
+    it cannot tell (never $0 said; before, a snapshot's `size`, which v1 does not define, was read). The
+    shared drive's password, in the same answer, is kept nowhere."""
     factories.box(project, "paperspace", api=True, provider_id="ps-gone", state="released")
-    provider_api.volumes["paperspace-ips"] = [{"ip": "198.51.100.7", "assignedMachineId": None, "region": "NY2"}]
-    provider_api.volumes["paperspace-snapshots"] = [
-        {"id": "snap-1", "name": "before-destroy", "size": 200 * 10**9},
-        {"id": "snap-2", "name": "no size"},
-    ]
+    provider_api.volumes["paperspace-ips"] = [paperspace.public_ip("198.51.100.7")]
+    provider_api.volumes["paperspace-snapshots"] = [paperspace.snapshot("snap-1", "before-destroy")]
+    provider_api.volumes["paperspace-shared_drives"] = [paperspace.shared_drive("sd-1", "team-data", CANARY)]
     do_reconcile_providers()
     drift = {row.provider_id: row for row in ProviderDrift.objects.filter(kind=DriftKind.ORPHAN_RESOURCE)}
-    assert set(drift) == {"198.51.100.7", "snap-1", "snap-2"}
+    assert set(drift) == {"198.51.100.7", "snap-1", "sd-1"}
     assert drift["198.51.100.7"].rate == Decimal("0.0045") and "static IP" in drift["198.51.100.7"].detail
-    assert drift["snap-1"].rate == Decimal("0.0795") and "snapshot before-destroy" in drift["snap-1"].detail
-    assert "at a rate its answer does not tell" in drift["snap-2"].detail
+    assert "snapshot before-destroy" in drift["snap-1"].detail and drift["snap-1"].rate == 0
+    assert "shared drive team-data" in drift["sd-1"].detail and drift["sd-1"].rate == 0
+    assert all("at a rate its answer does not tell" in drift[key].detail for key in ("snap-1", "sd-1"))
+    assert CANARY not in every_column_as_text()
+    provider_api.off_schema.add("paperspace")  # on purpose: an address the answer does not give
     provider_api.volumes["paperspace-ips"] = [{"assignedMachineId": None}]  # no address: unreadable, not "none"
     do_reconcile_providers()
     assert ProviderDrift.objects.get(provider_id="198.51.100.7").resolved_at is None
@@ -340,37 +345,25 @@ def test_a_paperspace_auto_shutdown_is_the_box_timer_read_from_its_last_start(pr
     provider_api.add("paperspace", "ps-timer")
     box = factories.box(project, "paperspace", api=True, provider_id="ps-timer", state="running")
     started = (datetime.now(UTC) - timedelta(hours=1)).replace(microsecond=0)
+
+    def clock(enabled, at, hours) -> dict:
+        reservation = {"id": "res-1", "name": "run", "isActive": True, "dtStarted": at, "dtFinished": at}
+        return {"autoShutdownEnabled": enabled, "reservation": reservation, "autoShutdownTimeout": hours}
+
     for lie in (
-        {
-            "autoShutdownEnabled": False,
-            "reservation": {"dtStarted": started.isoformat(), "isActive": True},
-            "autoShutdownTimeout": 6,
-        },
-        {
-            "autoShutdownEnabled": True,
-            "reservation": {"dtStarted": started.strftime("%Y-%m-%dT%H:%M:%S"), "isActive": True},
-            "autoShutdownTimeout": 6,
-        },
-        {
-            "autoShutdownEnabled": True,
-            "reservation": {"dtStarted": started.isoformat(), "isActive": True},
-            "autoShutdownTimeout": "6",
-        },
-        {
-            "autoShutdownEnabled": "yes",
-            "reservation": {"dtStarted": started.isoformat(), "isActive": True},
-            "autoShutdownTimeout": 6,
-        },
+        clock(False, started.isoformat(), 6),
+        clock(True, started.strftime("%Y-%m-%dT%H:%M:%S"), 6),
+        clock(True, started.isoformat(), "6"),  # off its schema, on purpose (below too)
+        clock("yes", started.isoformat(), 6),
     ):
+        if not isinstance(lie["autoShutdownTimeout"], int) or not isinstance(lie["autoShutdownEnabled"], bool):
+            provider_api.off_schema.add("paperspace")
         provider_api.ends["ps-timer"] = lie
         do_reconcile_providers()
         box.refresh_from_db()
         assert box.stops_at is None, lie
-    provider_api.ends["ps-timer"] = {
-        "autoShutdownEnabled": True,
-        "reservation": {"dtStarted": started.isoformat().replace("+00:00", "Z"), "isActive": True},
-        "autoShutdownTimeout": 6,
-    }
+    provider_api.off_schema.discard("paperspace")
+    provider_api.ends["ps-timer"] = clock(True, started.isoformat().replace("+00:00", "Z"), 6)
     provider_api.endpoints["ps-timer"] = ("198.51.100.20", 22)
     do_reconcile_providers()
     box.refresh_from_db()

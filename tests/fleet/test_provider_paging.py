@@ -8,6 +8,7 @@ from fleet import provider_calls
 from providers.http import ProviderError
 from providers.interface import RUNNING
 from tests.provider_stub import api_credential
+from tests.provider_stubs import paperspace
 
 pytestmark = pytest.mark.django_db
 
@@ -39,3 +40,16 @@ def test_paperspace_machines_are_read_past_their_first_page(project, provider_ap
     listing = provider_calls.list_boxes("paperspace", api_credential(project))
     assert sorted(listing.inventory) == [f"ps{number:03d}" for number in range(45)]
     assert len([r for r in provider_api.requests if r["path"] == "/v1/machines"]) == 3  # 20 + 20 + 5
+
+
+def test_paperspace_snapshots_and_shared_drives_are_read_past_their_first_page(project, provider_api):
+    """Every v1 list pages as its machines do: 45 snapshots and 21 shared drives, each read to its end."""
+    provider_api.volumes["paperspace-snapshots"] = [paperspace.snapshot(f"snap-{n:02d}", f"s{n}") for n in range(45)]
+    provider_api.volumes["paperspace-shared_drives"] = [
+        paperspace.shared_drive(f"sd-{n:02d}", f"drive{n}", "pw") for n in range(21)
+    ]
+    found = provider_calls.list_other_resources("paperspace", api_credential(project))
+    assert sorted(found["snapshot"]) == [f"snap-{n:02d}" for n in range(45)]
+    assert sorted(found["shared_drive"]) == [f"sd-{n:02d}" for n in range(21)]
+    assert len([r for r in provider_api.requests if r["path"] == "/v1/snapshots"]) == 3  # 20 + 20 + 5
+    assert len([r for r in provider_api.requests if r["path"] == "/v1/shared-drives"]) == 2

@@ -5,6 +5,7 @@ Run by hand, from a checkout of the provider's documentation (not in CI: no netw
     python tests/provider_specs/extract.py runpod PATH/TO/runpod-docs/api-reference-v2/openapi.json a900806
     python tests/provider_specs/extract.py vastai PATH/TO/vast-ai-docs/api-reference/openapi/yaml c624622
     python tests/provider_specs/extract.py lambda PATH/TO/lambda-labs/openapi/_original/lambda-labs-openapi.json 911506f
+    python tests/provider_specs/extract.py paperspace PATH/TO/Paperspace-cli/api/openapi.ts c7bdd42
 
 The excerpt keeps the named components (RunPod's one document) or each named file's operations (vast.ai
 writes one small document per call: its request body, query parameters and 200 answer) with every $ref
@@ -160,6 +161,51 @@ def operations(folder: str, commit: str) -> None:
     print(f"{out}: {out.stat().st_size} bytes")
 
 
+PAPERSPACE_OPERATIONS = {  # the generated file names each operation by its operationId
+    "machines-list": "GET /machines",
+    "machines-get": "GET /machines/{id}",
+    "machines-stop": "PATCH /machines/{id}/stop",
+    "machines-delete": "DELETE /machines/{id}",
+    "publicIps-list": "GET /public-ips",
+    "snapshots-list": "GET /snapshots",
+    "sharedDrives-list": "GET /shared-drives",
+}
+
+
+def paperspace_operations(path: str, commit: str) -> None:
+    """Paperspace: its CLI's TypeScript, generated from the v1 OpenAPI document, read back into its schemas."""
+    from tests.provider_specs import typescript  # noqa: PLC0415 (only this by-hand path reads TypeScript)
+
+    text = Path(path).read_text()
+    operations_text = typescript.block(text, "export interface operations {")
+    found = {}
+    for operation_id, call in PAPERSPACE_OPERATIONS.items():
+        operation = typescript.read(typescript.block(operations_text, f'"{operation_id}": {{'))["properties"]
+        answers = operation["responses"]["properties"]
+        kept = {"operationId": operation_id}
+        kept["query"] = operation.get("parameters", {}).get("properties", {}).get("query", {}).get("properties", {})
+        kept["request"] = operation.get("requestBody", {}).get("properties", {}).get("content")
+        for code in ("200", "default"):
+            answer = answers.get(code, {})
+            kept[code] = (
+                answer.get("properties", {}).get("content", {}).get("properties", {}).get("application/json", answer)
+            )
+        found[call] = kept
+    responses = typescript.read(typescript.block(text, "export interface components {"))["properties"]["responses"]
+    error = responses["properties"]["error"]["properties"]["content"]["properties"]["application/json"]
+    source = {
+        "repository": "Paperspace/cli",
+        "path": "api/openapi.ts",
+        "commit": commit,
+        "generated_from": "https://api.paperspace.com/v1/openapi.json",
+    }
+    excerpt = {"source": source, "operations": found, "components": {"responses/error": error}}
+    out = Path(__file__).with_name("paperspace.json")
+    out.write_text(json.dumps(excerpt, indent=1, sort_keys=True) + "\n")
+    print(f"{out}: {out.stat().st_size} bytes")
+
+
 if __name__ == "__main__":
-    extractors = {"vastai": operations, "lambda": lambda_operations}
+    sys.path.insert(0, str(Path(__file__).parents[2]))
+    extractors = {"vastai": operations, "lambda": lambda_operations, "paperspace": paperspace_operations}
     extractors.get(sys.argv[1], lambda *rest: main(sys.argv[1], *rest))(*sys.argv[2:4])

@@ -26,9 +26,12 @@ class StubProvider:
     routes: list[tuple[str, str, str]] = []
     schemas = None  # the provider's published shapes (providers/<name>/schema.py), where they are written down
     answer_of: dict[str, str] = {}  # a stand-in verb → its answer's schema (ANSWERS' keys); errors: "error"
+    no_content: tuple[str, ...] = ()  # verbs the document answers with no body (204)
 
     def answer_problems(self, verb: str, code: int, payload) -> list[str]:
         """How an answer of this stand-in departs from the provider's published response schema."""
+        if verb in self.no_content and code < 400:
+            return [] if payload is None and code == 204 else [f"{verb} answers 204 with no body, not {code}"]
         if self.schemas is None or payload is None:
             return []
         key = "error" if code >= 400 else self.answer_of.get(verb)

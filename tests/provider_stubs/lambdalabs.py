@@ -1,15 +1,91 @@
-"""Lambda's API as its documentation says (../shared/reference/profiles/lambda.md), standing in for it in tests."""
+"""Lambda's Cloud API 1.10.0 as its published OpenAPI document says (providers/lambdalabs/schema.py, which
+cites it), standing in for it in tests: every instance, instance type and filesystem carries the fields the
+document requires, every error is {"error": {code, message}}, and every answer is one its response schema
+allows (the stub server checks them: tests/provider_stub.py). One behaviour no API document describes is
+kept and marked: a terminate that leaves the box billing (LAM3, docs.lambda.ai: "Alert"), which the API's
+status enum can only say as `unhealthy`."""
 
 import re
 
+from providers.lambdalabs import schema as published
 from tests.provider_stubs.base import BOOTING, GONE, RUNNING, STOPPED, Refused, StubProvider, no_body
+
+NOT_CHECKED = {"available": True}
+ACTIONS = {verb: NOT_CHECKED for verb in ("migrate", "rebuild", "restart", "cold_reboot", "terminate")}
+
+
+def region(name: str) -> dict:
+    return {"name": name, "description": f"Lambda region {name}"}
+
+
+def kind(name: str, gpu_description: str, cents: int, gpus: int = 1) -> dict:
+    """An InstanceType: its GPU, its price in cents an hour, its specs."""
+    specs = {"gpus": gpus, "vcpus": 30 * gpus, "memory_gib": 200 * gpus, "storage_gib": 512 * gpus}
+    return {
+        "name": name,
+        "description": f"{gpus}x {gpu_description}",
+        "gpu_description": gpu_description,
+        "price_cents_per_hour": cents,
+        "specs": specs,
+    }
+
+
+def instance_type(name: str, gpu_description: str, cents: int, regions=(), gpus: int = 1) -> dict:
+    """An InstanceTypesItem: the type, and the regions where it has capacity now (none: sold out)."""
+    return {
+        "instance_type": kind(name, gpu_description, cents, gpus),
+        "regions_with_capacity_available": [region(name) for name in regions],
+    }
+
+
+def instance(ident: str, status: str, name: str = "", ip: str = "") -> dict:
+    """An Instance as 1.10.0 answers one: every required field; its IP once it has one."""
+    return {
+        "id": ident,
+        "status": status,
+        **({"name": name} if name else {}),
+        **({"ip": ip} if ip else {}),
+        "ssh_key_names": ["rent-key"],
+        "file_system_names": [],
+        "region": region("us-east-1"),
+        "instance_type": kind("gpu_1x_a100", "A100 (40 GB PCIe)", 129),
+        "actions": ACTIONS,
+    }
+
+
+def filesystem(ident: str, name: str, where: str, bytes_used: int = 0) -> dict:
+    """A Filesystem as the file-systems list answers one."""
+    return {
+        "id": ident,
+        "name": name,
+        "region": region(where),
+        "bytes_used": bytes_used,
+        "mount_point": f"/lambda/nfs/{name}",
+        "created": "2026-12-01T09:00:00+00:00",
+        "created_by": {"id": "u-1", "email": "team@example.com", "status": "active"},
+        "is_in_use": False,
+    }
+
+
+def error(code: int, word: str, message: str) -> Refused:
+    return Refused(code, {"error": {"code": word, "message": message}})
 
 
 class Lambda(StubProvider):
-    """cloud.lambdalabs.com/api/v1, basic auth (key as user): POST /instance-operations/terminate
+    """cloud.lambda.ai/api/v1, basic auth (key as user): POST /instance-operations/terminate
     {"instance_ids": [...]}, GET /instances/{id} ({"data": {"status": ...}}); no stop."""
 
-    name, auth = "lambda", "basic"
+    name, auth, schemas = "lambda", "basic", published
+    answer_of = {
+        "volumes": "list_file_systems",
+        "create_volume": "create_volume",
+        "offers": "offers",
+        "create": "create",
+        "ssh_keys": "ssh_keys",
+        "list": "list",
+        "terminate": "release",
+        "status": "status",
+    }
     routes = [
         ("GET", r"/api/v1/file-systems", "volumes"),
         ("POST", r"/api/v1/filesystems", "create_volume"),
@@ -26,12 +102,7 @@ class Lambda(StubProvider):
         endpoints, names = endpoints or {}, names or {}
         return {
             "data": [
-                {
-                    "id": i,
-                    "status": words[state],
-                    **({"ip": endpoints[i][0]} if i in endpoints else {}),
-                    **({"name": names[i]} if i in names else {}),
-                }
+                instance(i, words[state], names.get(i, ""), endpoints[i][0] if i in endpoints else "")
                 for i, state in boxes.items()
             ]
         }
@@ -40,16 +111,16 @@ class Lambda(StubProvider):
         if verb == "terminate":
             ids = body.get("instance_ids") if isinstance(body, dict) and set(body) == {"instance_ids"} else None
             if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i for i in ids):
-                raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": "instance_ids"}})
+                raise error(400, "global/invalid-parameters", "instance_ids")
             for instance_id in ids:
                 stub.change(self.name, verb, instance_id, body, GONE)
-            return 200, {"data": {"terminated_instances": [{"id": i, "status": "terminating"} for i in ids]}}
+            return 200, {"data": {"terminated_instances": [instance(i, "terminating") for i in ids]}}
         no_body(body)
-        if target in stub.alert:  # a terminate that did not finish: Lambda shows the box in Alert
-            return 200, {"data": {"id": target, "name": "stopped-experiment", "status": "alert"}}
+        if target in stub.alert:  # observed field behaviour (LAM3): the terminate did not finish; it bills
+            return 200, {"data": instance(target, "unhealthy", "stopped-experiment")}
         if stub.state_of(target) == GONE:
-            raise Refused(404, {"error": {"code": "global/object-does-not-exist", "message": "Instance not found"}})
-        return 200, {"data": {"id": target, "name": "stopped-experiment", "status": "active"}}
+            raise error(404, "global/object-does-not-exist", "Instance not found")
+        return 200, {"data": instance(target, "active", "stopped-experiment")}
 
     def offers_answer(self, offers, body):
         """GET /instance-types: no body; types with no capacity list no region."""
@@ -58,10 +129,10 @@ class Lambda(StubProvider):
 
     def create_volume(self, body, number: int) -> tuple[dict, object]:
         """POST /api/v1/filesystems {name (a letter first), region}: the filesystem, listed with its usage."""
-        name, region = body.get("name"), body.get("region")
-        if set(body) != {"name", "region"} or not re.fullmatch(r"[a-zA-Z]+[0-9a-zA-Z-]*", name or "") or not region:
-            raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": "name, region"}})
-        item = {"id": f"fs-{number:04d}", "name": name, "region": {"name": region}, "bytes_used": 0}
+        name, where = body.get("name"), body.get("region")
+        if set(body) != {"name", "region"} or not re.fullmatch(r"[a-zA-Z]+[0-9a-zA-Z-]*", name or "") or not where:
+            raise error(400, "global/invalid-parameters", "name, region")
+        item = filesystem(f"fs-{number:04d}", name, where)
         return item, {"data": item}
 
     def check_create(self, target, body) -> str:
@@ -73,12 +144,14 @@ class Lambda(StubProvider):
         given = set(body) - {"file_system_names"}
         ok = given == keys and filesystems and isinstance(body["ssh_key_names"], list)
         if not ok or not body["name"] or len(body["name"]) > 64:
-            raise Refused(400, {"error": {"code": "global/invalid-parameters", "message": ", ".join(sorted(keys))}})
+            raise error(400, "global/invalid-parameters", ", ".join(sorted(keys)))
         return body["name"]
 
     def refuse_no_capacity(self, target):
-        said = {"code": "instance-operations/launch/insufficient-capacity", "message": "Not enough capacity."}
-        raise Refused(400, {"error": said})
+        # The document's ApiErrorInsufficientCapacity, a 400 of the launch.
+        raise error(
+            400, "instance-operations/launch/insufficient-capacity", "Not enough capacity to fulfill launch request."
+        )
 
     def keys_given(self, stub, body) -> list[str]:
         """The account keys the launch names; an unknown name is refused as Lambda does."""
@@ -86,8 +159,7 @@ class Lambda(StubProvider):
             known = {k["name"]: k["public_key"] for k in stub.account_keys.get(self.name, [])}
         missing = [name for name in body["ssh_key_names"] if name not in known]
         if missing:
-            said = {"code": "global/object-does-not-exist", "message": f"SSH key {missing[0]} does not exist"}
-            raise Refused(400, {"error": said})
+            raise error(400, "global/object-does-not-exist", f"SSH key {missing[0]} does not exist")
         return [known[name] for name in body["ssh_key_names"]]
 
     def new_id(self, count: int) -> str:

@@ -37,6 +37,7 @@ class RunPod(StubProvider):
         "offers": "offers",
         "graphql": "balance",
     }
+    no_content = ("terminate",)  # DELETE /v2/pods/{id}
     routes = [
         ("GET", r"/v2/network-volumes", "volumes"),
         ("POST", r"/v2/network-volumes", "create_volume"),

@@ -28,6 +28,7 @@ OURS_OF = {
     "CREATE_FILESYSTEM": (ours.CREATE_FILESYSTEM, "POST /api/v1/filesystems", "request"),
     "CREATED_FILESYSTEM": (ours.CREATED_FILESYSTEM, "POST /api/v1/filesystems", "200"),
     "SSH_KEYS": (ours.SSH_KEYS, "GET /api/v1/ssh-keys", "200"),
+    "ERROR": (ours.ERROR, "GET /api/v1/instances/{id}", "404"),
 }
 
 

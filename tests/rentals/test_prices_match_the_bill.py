@@ -9,6 +9,7 @@ from fleet.renting import find_offers
 from providers.interface import HOURS_PER_MONTH
 from providers.offers import Need
 from tests.provider_stub import api_credential
+from tests.provider_stubs import lambdalabs
 from tests.provider_stubs.vastai import offer as vast_offer
 from tests.rentals.test_offers import gpu_type
 
@@ -40,14 +41,7 @@ def test_runpod_rate_is_the_gpus_and_the_container_disk(project, provider_api):
 def test_lambda_rate_is_the_instance_types_price(project, provider_api):
     """Lambda: price_cents_per_hour is the instance's, its local disk included; it cannot be stopped."""
     provider_api.offers["lambda"] = {
-        "gpu_1x_a100": {
-            "instance_type": {
-                "gpu_description": "A100 (40 GB PCIe)",
-                "price_cents_per_hour": 129,
-                "specs": {"gpus": 1},
-            },
-            "regions_with_capacity_available": [{"name": "us-east-1"}],
-        }
+        "gpu_1x_a100": lambdalabs.instance_type("gpu_1x_a100", "A100 (40 GB PCIe)", 129, ["us-east-1"])
     }
     (offer,) = find_offers("lambda", api_credential(project), Need(("A100",), 1, 40, DISK, 5.0))
     assert (offer.rate, offer.rate_stopped) == (1.29, 0.0)

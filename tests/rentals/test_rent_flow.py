@@ -22,6 +22,7 @@ from rentals.proving import prove
 from rentals.reconcile import do_redrive_stale
 from tests import factories
 from tests.provider_stub import api_credential
+from tests.provider_stubs import lambdalabs
 from tests.provider_stubs.vastai import offer as vast_offer
 from tests.rentals.test_offers import gpu_type
 from tests.sshd import BoxMaker
@@ -35,14 +36,8 @@ VAST_OFFERS = [
     vast_offer(503, "A100_SXM4", 81920, 1.45),
 ]
 LAMBDA_TYPES = {
-    "gpu_1x_a100": {
-        "instance_type": {"gpu_description": "A100 (40 GB PCIe)", "price_cents_per_hour": 129, "specs": {"gpus": 1}},
-        "regions_with_capacity_available": [{"name": "us-east-1"}],
-    },
-    "gpu_1x_rtx4090": {
-        "instance_type": {"gpu_description": "RTX 4090 (24 GB)", "price_cents_per_hour": 45, "specs": {"gpus": 1}},
-        "regions_with_capacity_available": [{"name": "us-west-1"}],
-    },
+    "gpu_1x_a100": lambdalabs.instance_type("gpu_1x_a100", "A100 (40 GB PCIe)", 129, ["us-east-1"]),
+    "gpu_1x_rtx4090": lambdalabs.instance_type("gpu_1x_rtx4090", "RTX 4090 (24 GB)", 45, ["us-west-1"]),
 }
 
 
@@ -474,16 +469,11 @@ def test_a_rent_in_a_region_with_a_volume_attaches_it_and_the_box_records_both(
     both, and the box records them (what a move reads, runs/reach.py)."""
     _, client_key = boxes
     provider_api.offers["lambda"] = {
-        "gpu_1x_rtx4090": {
-            "instance_type": {"gpu_description": "RTX 4090 (24 GB)", "price_cents_per_hour": 45, "specs": {"gpus": 1}},
-            "regions_with_capacity_available": [{"name": "us-east-1"}, {"name": "us-west-1"}],
-        }
+        "gpu_1x_rtx4090": lambdalabs.instance_type("gpu_1x_rtx4090", "RTX 4090 (24 GB)", 45, ["us-east-1", "us-west-1"])
     }
     with pytest.raises(AssertionError, match="vastai cannot attach a volume at create here"):
         _ask(project, bob, client_key, candidates="lambda, vastai", durable_volume="ckpt-fs")
-    provider_api.volumes["lambda"] = [
-        {"id": "fs-77", "name": "ckpt-fs", "region": {"name": "us-west-1"}, "bytes_used": 9}
-    ]
+    provider_api.volumes["lambda"] = [lambdalabs.filesystem("fs-77", "ckpt-fs", "us-west-1", bytes_used=9)]
     rental = _ask(project, bob, client_key, candidates="lambda", region="us-west-1", durable_volume="ckpt-fs")
     do_decide_rental(rental.pk, True, "go", actor=alice)
     assert create(rental.pk) == "created"
@@ -505,10 +495,7 @@ def test_a_rent_creates_its_volume_before_the_box_and_attaches_it(project, alice
     _, client_key = boxes
     provider_api.offers["runpod"] = RUNPOD_TYPES
     provider_api.offers["lambda"] = {
-        "gpu_1x_rtx4090": {
-            "instance_type": {"gpu_description": "RTX 4090 (24 GB)", "price_cents_per_hour": 45, "specs": {"gpus": 1}},
-            "regions_with_capacity_available": [{"name": "us-west-1"}],
-        }
+        "gpu_1x_rtx4090": lambdalabs.instance_type("gpu_1x_rtx4090", "RTX 4090 (24 GB)", 45, ["us-west-1"])
     }
     region = {"runpod": "EU-RO-1", "lambda": "us-west-1"}[provider]
     with pytest.raises(AssertionError, match="name the rent's region"):
@@ -589,7 +576,7 @@ def test_another_projects_volume_is_never_attached_to_a_rent(project, alice, bob
     mounted it as A's durable root. One provider id, one owner: refused, nothing created."""
     _, client_key = boxes
     provider_api.offers["lambda"] = LAMBDA_TYPES
-    provider_api.volumes["lambda"] = [{"id": "fs-b", "name": "b-ckpt", "region": {"name": "us-west-1"}}]
+    provider_api.volumes["lambda"] = [lambdalabs.filesystem("fs-b", "b-ckpt", "us-west-1")]
     other = factories.project(name="Project B")
     theirs = factories.box(other, "lambda", state="running")
     if owned_by == "resource":
