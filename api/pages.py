@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 
 from api.models import ApiToken
-from node.wrapper.digits import ascii_int
+from wrapper.digits import ascii_int
 
 # Redoc styles itself inline and searches in a blob: worker; scripts stay 'self' only, as on every page.
 DOCS_POLICY = (

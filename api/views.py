@@ -21,11 +21,10 @@ from custody.actions import do_start_verification
 from custody.models import CustodyRecord
 from datasets.actions import do_register_dataset
 from datasets.models import Dataset
-from delivery.actions import do_file_teardown
+from delivery.actions.requests import do_file_teardown
 from delivery.forms import TeardownRequestForm
 from delivery.models import TeardownRequest
 from fleet.models import Instance
-from node.wrapper.digits import ascii_int
 from projects.models import Project
 from projects.roles import ROLE_OF_PERMISSION
 from runs import logs
@@ -33,6 +32,7 @@ from runs.actions.lifecycle import do_create_run, do_edit_run, do_retry_run, do_
 from runs.actions.stops import do_stop_run
 from runs.forms import SweepForm
 from runs.models import Run, RunState, Sweep
+from wrapper.digits import ascii_int
 
 OPERATE = "projects.operate"
 

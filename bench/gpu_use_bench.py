@@ -62,9 +62,9 @@ def simulate(runs: list, ticks: int, prefilter: bool) -> dict:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from runs.actions.gpu_use import do_record_gpu_use
     from runs.gpu_use import worth_writing
     from runs.models import GpuSample, Run
+    from watching.gpu_samples import do_record_gpu_use
 
     Run.objects.filter(pk__in=[run.pk for run in runs]).update(gpu_idle_since=None, gpu_sampled_at=None)
     GpuSample.objects.all().delete()

@@ -22,7 +22,6 @@ from delivery.queue import waiting
 from fleet.costs import accrued_cost, danger_clocks, timer_line
 from fleet.forms import StateForm
 from fleet.models import Instance, InstanceProbe, InstanceState, ProviderBalance
-from node.wrapper.digits import ascii_int
 from platforms import catalog
 from platforms.resources import kinds_for
 from projects.models import Project, Role
@@ -30,6 +29,7 @@ from rentals.models import Rental, RentalState
 from runs.gpu_use import idle_past_window
 from runs.models import Run, RunState, SpendRequest, SpendStatus, Sweep, WatchLease
 from runs.spend import envelopes_for
+from wrapper.digits import ascii_int
 
 
 def dashboard(request):

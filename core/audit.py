@@ -7,7 +7,7 @@ from django.http import HttpResponse
 
 from core.csvsafe import write_csv
 from core.models import AuditAction, AuditEntry
-from node.wrapper.digits import ascii_int
+from wrapper.digits import ascii_int
 
 COLUMNS = ["at", "action", "actor", "project", "instance", "run", "request", "subject", "message"]
 LINKS = ("project", "instance", "run", "request", "credential", "subject")

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path, PurePosixPath
 
-from node.wrapper.staging import StageError, roster_of_dir
+from wrapper.staging import StageError, roster_of_dir
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_FILES = 200_000

@@ -7,8 +7,9 @@ import time
 
 from django.conf import settings
 
-from delivery import actions as teardown
 from delivery import checks
+from delivery.actions.attention import do_need_person, do_reopen_release
+from delivery.actions.execution import do_await_attestation, do_begin_execution, do_fail_execution, do_finish_execution
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from delivery.removal import remove_copy
 from fleet.node_client import transport_for
@@ -82,7 +83,7 @@ def recheck_release(request_id: int) -> str:
     state = provider_state(request.instance)
     if state in (GONE, UNKNOWN):
         return "gone" if state == GONE else "unknown"  # unknown: the provider reconciliation reads it again
-    teardown.do_reopen_release(request.pk, state)
+    do_reopen_release(request.pk, state)
     return "still billing"
 
 
@@ -99,9 +100,9 @@ def _finish_attested(request_id: int) -> bool:
     if request.kind == TeardownKind.RELEASE and offline is False:
         # Released means gone: a box that still answers is not released, whatever the attestation says.
         why = f"{request.attested_by.get_username()} attested the release, but the box still answers SSH"
-        teardown.do_need_person(request.pk, answer, f"{why}: it is not released and may still bill. Check the console.")
+        do_need_person(request.pk, answer, f"{why}: it is not released and may still bill. Check the console.")
         return True
-    teardown.do_finish_execution(request.pk, answer, offline)
+    do_finish_execution(request.pk, answer, offline)
     return True
 
 
@@ -119,25 +120,25 @@ def measured(request_id: int) -> "checks.Measured | None":
 def execute(request_id: int) -> str:
     """What happened: attested, nothing to do, deleted, awaiting attestation, failed or done.
 
-    Raises teardown.EvidenceBusy while another consequence executes on the same box.
+    Raises EvidenceBusy while another consequence executes on the same box.
     """
     if _finish_attested(request_id):
         return "attested"
-    request = teardown.do_begin_execution(request_id, measured(request_id))
+    request = do_begin_execution(request_id, measured(request_id))
     if request is None:
         return "nothing to do"  # not approved, already claimed, or refused by the re-check
     try:
         if request.kind == TeardownKind.DELETE_EVIDENCE:
-            teardown.do_finish_execution(request.pk, remove_copy(request.run, request.location))
+            do_finish_execution(request.pk, remove_copy(request.run, request.location))
             return "deleted"
         if request.kind == TeardownKind.DELETE_RESOURCE:
             raise NeedsAttestation(resource_console_steps(request.resource))
         answer = provider_execute(request.instance, request.kind, str(request.idempotency_key))
     except NeedsAttestation as steps:
-        teardown.do_await_attestation(request.pk, steps.steps)
+        do_await_attestation(request.pk, steps.steps)
         return "awaiting attestation"
     except (ProviderError, TransportError, OSError) as exc:
-        teardown.do_fail_execution(request.pk, str(exc))
+        do_fail_execution(request.pk, str(exc))
         return "failed"
     state = (
         _still_listed(request.instance)
@@ -146,8 +147,8 @@ def execute(request_id: int) -> str:
     )
     if state is not None:
         why = f"{request.instance.profile.name} accepted the release but still reports the box ({state}) after "
-        teardown.do_need_person(request.pk, answer, why + f"{settings.TEARDOWN_OFFLINE_WAIT} s: check the console.")
+        do_need_person(request.pk, answer, why + f"{settings.TEARDOWN_OFFLINE_WAIT} s: check the console.")
         return "needs a person"
     offline = _offline(request.instance) if request.kind == TeardownKind.SHUTDOWN else None
-    teardown.do_finish_execution(request.pk, answer, offline)
+    do_finish_execution(request.pk, answer, offline)
     return "done"

@@ -9,8 +9,12 @@ from django.conf import settings
 from django.db import DatabaseError
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from delivery import actions as teardown
 from delivery import execution
+from delivery.actions.attention import do_flag_stuck_executions
+from delivery.actions.base import BoxUnconfirmed, EvidenceBusy
+from delivery.actions.decisions import do_expire_requests
+from delivery.actions.execution import do_fail_unconfirmed, do_record_provider_status, do_redrive_approved
+from delivery.actions.proofs import do_redrive_checking, do_settle_teardown_proofs, do_start_proofs
 
 
 @shared_task(
@@ -23,13 +27,13 @@ from delivery import execution
 def execute_teardown(self, request_id: int) -> str:
     try:
         return execution.execute(request_id)
-    except teardown.BoxUnconfirmed as exc:
+    except BoxUnconfirmed as exc:
         # A slow or unreachable box says nothing of custody: asked again, a bounded number of times.
         if self.request.retries >= settings.TEARDOWN_UNCONFIRMED_RETRIES:
-            teardown.do_fail_unconfirmed(request_id, str(exc), self.request.retries + 1)
+            do_fail_unconfirmed(request_id, str(exc), self.request.retries + 1)
             return "failed"
         raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None
-    except teardown.EvidenceBusy:
+    except EvidenceBusy:
         # Consequences on one box run one at a time; the request stays approved meanwhile.
         raise self.retry(countdown=settings.TEARDOWN_BUSY_RETRY_SECONDS) from None
 
@@ -57,12 +61,12 @@ def prove_teardown(request_id: int) -> str:
     from delivery import checks
     from delivery.models import TeardownRequest
 
-    if not teardown.do_start_proofs(request_id):
+    if not do_start_proofs(request_id):
         return "nothing to do"  # settled already (a redelivery), or cancelled
     request = TeardownRequest.objects.select_related("instance__project", "run", "resource").get(pk=request_id)
     began = time.monotonic()
     proofs = checks.checks_for(request)
-    return teardown.do_settle_teardown_proofs(request.pk, proofs, time.monotonic() - began).status
+    return do_settle_teardown_proofs(request.pk, proofs, time.monotonic() - began).status
 
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150, **TRANSIENT)
@@ -72,7 +76,7 @@ def recheck_release(request_id: int) -> str:
 
 @shared_task(acks_late=True, soft_time_limit=60, time_limit=90)
 def expire_teardown_requests() -> int:
-    return teardown.do_expire_requests()
+    return do_expire_requests()
 
 
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
@@ -83,11 +87,11 @@ def flag_stuck_teardowns() -> list[int]:
     from delivery.models import TeardownRequest
     from fleet.provider_calls import provider_status
 
-    teardown.do_redrive_checking()
-    teardown.do_redrive_approved()
-    flagged = teardown.do_flag_stuck_executions()
+    do_redrive_checking()
+    do_redrive_approved()
+    flagged = do_flag_stuck_executions()
     for request in TeardownRequest.objects.filter(pk__in=flagged).select_related("instance"):
-        teardown.do_record_provider_status(request.pk, provider_status(request.instance))
+        do_record_provider_status(request.pk, provider_status(request.instance))
     return flagged
 
 

@@ -13,7 +13,12 @@ from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
 from core.flash import perform
-from delivery import actions as teardown
+from delivery.actions.attention import do_resolve_attention
+from delivery.actions.base import TeardownRefused
+from delivery.actions.decisions import do_approve_teardown, do_cancel_teardown, do_reject_teardown
+from delivery.actions.execution import do_attest_teardown, do_retry_execution
+from delivery.actions.holds import do_place_hold
+from delivery.actions.requests import do_file_teardown
 from delivery.caches import do_request_cache_cleanup
 from delivery.forms import EvidenceSelectionForm, TeardownRequestForm
 from delivery.levels import consequence_of
@@ -38,8 +43,8 @@ def _refused(request, form, pk) -> HttpResponse:
 def _decide(pk, decision: str, comment: str, actor, waive_active: bool = False):
     """One request approved or rejected by its action (its own checks, its own audit entry)."""
     if decision == "approve":
-        return teardown.do_approve_teardown(pk, comment, waive_active, actor=actor)
-    return teardown.do_reject_teardown(pk, comment, actor=actor)
+        return do_approve_teardown(pk, comment, waive_active, actor=actor)
+    return do_reject_teardown(pk, comment, actor=actor)
 
 
 DECISIONS = {"approve": "Approved.", "reject": "Rejected."}
@@ -58,7 +63,7 @@ def teardown_create(request, pk):
 
     def action():
         created.append(
-            teardown.do_file_teardown(
+            do_file_teardown(
                 instance.pk,
                 data["kind"],
                 data["reason"],
@@ -89,8 +94,8 @@ def teardown_select_evidence(request, pk):
     kind, reason, location = TeardownKind.DELETE_EVIDENCE, data["reason"], data["location"]
     for run in data["run"]:
         try:
-            filed.append(teardown.do_file_teardown(pk, kind, reason, run, location, batch=batch, actor=request.user))
-        except teardown.TeardownRefused as exc:
+            filed.append(do_file_teardown(pk, kind, reason, run, location, batch=batch, actor=request.user))
+        except TeardownRefused as exc:
             refused.append(f"{run.run_id}: {' '.join(exc.messages)}")
     if filed:
         messages.success(request, f"{len(filed)} deletion request{pluralize(len(filed))} filed: checking the box.")
@@ -160,18 +165,18 @@ def teardown_decide(request, pk):
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def teardown_attest(request, pk):
-    return _on_request(request, pk, teardown.do_attest_teardown, "Attested; verifying offline.", "projects.operate")
+    return _on_request(request, pk, do_attest_teardown, "Attested; verifying offline.", "projects.operate")
 
 
 @require_POST
 @permission_required("projects.operate", raise_exception=True)
 def teardown_retry(request, pk):
-    return _on_request(request, pk, teardown.do_retry_execution, "Execution queued again.", "projects.operate")
+    return _on_request(request, pk, do_retry_execution, "Execution queued again.", "projects.operate")
 
 
 @require_POST
 def teardown_cancel(request, pk):
-    return _on_request(request, pk, teardown.do_cancel_teardown, "Request cancelled.")
+    return _on_request(request, pk, do_cancel_teardown, "Request cancelled.")
 
 
 @require_POST
@@ -181,7 +186,7 @@ def teardown_settle(request, pk):
     happened = request.POST.get("outcome") == "happened"
     comment = request.POST.get("comment", "")[:2000]
     message = "Recorded as done." if happened else "Execution queued again with the same idempotency key."
-    perform(request, lambda: teardown.do_resolve_attention(pk, happened, comment, actor=request.user), message)
+    perform(request, lambda: do_resolve_attention(pk, happened, comment, actor=request.user), message)
     return redirect("teardown-detail", pk=pk)
 
 
@@ -200,9 +205,7 @@ def _on_request(request, pk, action, success, perm=None):
 def instance_hold(request, pk):
     instance = operated_instance(request, pk)
     reason = request.POST.get("reason", "")[:2000]
-    perform(
-        request, lambda: teardown.do_place_hold(instance.pk, reason, actor=request.user), "“Never release” hold placed."
-    )
+    perform(request, lambda: do_place_hold(instance.pk, reason, actor=request.user), "“Never release” hold placed.")
     return _back_to_instance(pk)
 
 

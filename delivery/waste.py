@@ -51,7 +51,7 @@ STOP_RUN = "stop_run"  # an idle GPU's suggestion: the run is stopped on its pag
 def gpu_idle_of(instance, runs: list) -> Waste | None:
     """A live run whose every GPU has been under its project's threshold for the project's window: it
     bills the GPU rate for nothing (a data loader stuck, a deadlock, a sleep). Told from the window on,
-    then at each later waste threshold, with a stop of the run suggested (runs/actions/gpu_use.py)."""
+    then at each later waste threshold, with a stop of the run suggested (watching/gpu_samples.py)."""
     window = instance.project.gpu_idle_minutes
     idle = [run for run in runs if run.state in LIVE_STATES and run.gpu_idle_since is not None]
     if not idle or instance.project.gpu_idle_percent == 0:
@@ -219,7 +219,8 @@ def _raise(instance, waste: Waste, threshold: int, now) -> WasteAlarm | None:
 def _file_shutdown(instance, alarm: WasteAlarm) -> None:
     """The project's opt-in: the shutdown request filed in the name of whoever opted it in (a release
     stays a person's request). A refusal (one already open, a check that fails) is said on the box."""
-    from delivery.actions import TeardownRefused, do_file_teardown
+    from delivery.actions.base import TeardownRefused
+    from delivery.actions.requests import do_file_teardown
 
     person = instance.project.waste_shutdown_by
     if person is None or alarm.kind in (WasteKind.STOPPED, WasteKind.GPU_IDLE) or instance.state not in MAY_BE_ON:

@@ -6,7 +6,7 @@ Pure: knows nothing of Django, Celery or SSH. The probe module runs the script o
 import re
 
 from node.transport import shell_path
-from node.wrapper.digits import ascii_int
+from wrapper.digits import ascii_int
 
 GIB = 1024**3
 SECTION = re.compile(r"^@@([a-z_]+)$", re.MULTILINE)

@@ -30,7 +30,7 @@ INSTANCE_TRANSITIONS = Transitions(
         InstanceState.UNKNOWN: {InstanceState.RUNNING, InstanceState.STOPPED, InstanceState.RELEASED},
         InstanceState.RUNNING: {InstanceState.STOPPED, InstanceState.RELEASED, InstanceState.UNKNOWN},
         InstanceState.STOPPED: {InstanceState.RUNNING, InstanceState.RELEASED, InstanceState.UNKNOWN},
-        # Released here, listed again by its provider soon after (delivery.actions.do_reopen_release).
+        # Released here, listed again by its provider soon after (delivery.actions.attention.do_reopen_release).
         InstanceState.RELEASED: {InstanceState.UNKNOWN},
     },
     "An instance",

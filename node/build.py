@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PACKAGE = Path(__file__).parent / "wrapper"
-HELPER = Path(__file__).parent / "helper" / "remotegpu_run.py"  # embedded: the wrapper writes it on the box
+PACKAGE = Path(__file__).parents[1] / "wrapper"  # the box-side program, a room of its own
+HELPER = PACKAGE / "run_helper" / "remotegpu_run.py"  # embedded: the wrapper writes it on the box
 
 
 class BuildError(Exception):

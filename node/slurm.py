@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from node.wrapper.digits import ascii_int
+from wrapper.digits import ascii_int
 
 PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 GRES = re.compile(r"[a-z]{1,16}(:[A-Za-z0-9_.-]{1,32})?(:[0-9]{1,3})?")  # gpu, gpu:2, gpu:a100:2
@@ -421,7 +421,7 @@ def request_argv(options: JobOptions) -> list[str]:
 # never under the job's $TMPDIR (gone with the job). Over several nodes, the rendezvous is measured: the
 # first node listens on the port asked, the others connect to its address as the scheduler gives it.
 # How the probe names the interface its rendezvous went through: the wrapper's own code, sent along.
-INTERFACES = (Path(__file__).parent / "wrapper" / "interfaces.py").read_text()
+INTERFACES = (Path(__file__).parents[1] / "wrapper" / "interfaces.py").read_text()
 COMPUTE_PROBE = """
 import json, os, re, socket, subprocess, sys, time
 root, port = sys.argv[1], int(sys.argv[2])

@@ -8,9 +8,9 @@ from django.views.decorators.http import require_POST
 
 from core.flash import perform
 from core.models import AuditAction, AuditEntry
-from node.wrapper.digits import ascii_int
 from projects import team as team_actions
 from projects.models import Project
+from wrapper.digits import ascii_int
 
 ROLE_ACTIONS = [AuditAction.ROLE_GRANTED, AuditAction.ROLE_REVOKED]
 

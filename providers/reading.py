@@ -4,9 +4,9 @@ field sits; these functions dig it out and validate it (an answer is untrusted i
 
 from datetime import datetime
 
-from node.wrapper.digits import ascii_int
 from platforms.hosts import valid_host
 from providers.interface import GONE, HOURS_PER_MONTH, RUNNING, UNKNOWN, ProviderApi, ResourceList
+from wrapper.digits import ascii_int
 
 
 def fill(template, provider_id: str):

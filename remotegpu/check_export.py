@@ -15,8 +15,8 @@ def check(directory: Path, tolerance: float = 1e-6) -> dict:
     """{"seal": [...], "failures": [...], "warnings": [...], "metrics": [...]} for the directory."""
     from custody.readback import read_back
     from custody.roster import RosterEntry
-    from node.wrapper.export import export_problems
-    from node.wrapper.roster import roster_of
+    from wrapper.export import export_problems
+    from wrapper.roster import roster_of
 
     seal = export_problems({"argv": [sys.executable]}, str(directory))
     try:

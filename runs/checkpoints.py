@@ -4,13 +4,13 @@ whether a relaunched attempt really resumed. Pure: no database, no clock.
 The box is untrusted: its mirror state (`status["ckpt_mirror"]`) is read field by field, typed and
 bounded, and whatever does not fit is dropped, never stored or shown. A checkpoint's name is a rented
 box's word on what the next box gets back: only a name the checkpoint rules or the run's own declaration
-allow is kept (node/wrapper/ckpt_names.py, the rule the box applies too); every other is refused and
+allow is kept (wrapper/ckpt_names.py, the rule the box applies too); every other is refused and
 named (`refused`), so a copy called `declared-file-torch.py` never becomes `<cwd>/torch.py` elsewhere.
 """
 
 import re
 
-from node.wrapper.ckpt_names import file_problem, name_problem
+from wrapper.ckpt_names import file_problem, name_problem
 
 SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 TEXT_LIMIT = 500

@@ -1,6 +1,6 @@
 """A run's GPU use as a fact: what nvidia-smi says of the run's own GPUs at a watcher tick, read as
 untrusted box input (bounded, typed), and whether the run is idle by its project's threshold. Pure: no
-database, no clock (runs/actions/gpu_use.py keeps the samples and the idle streak).
+database, no clock (watching/gpu_samples.py keeps the samples and the idle streak).
 
 A run is idle when every GPU it asked for is under the threshold: a data loader starving one GPU of
 eight is a slow run, not an idle one. A tick where nvidia-smi does not answer, or lists none of the

@@ -4,8 +4,8 @@ A GPU is not there because the form says so: the run's own interpreter must see 
 and no process outside RemoteGPU may hold memory on one of them (an approver may waive that). Whether they
 are still there at a (re)launch is the wrapper's rule (`gone_problem`), the same on the box's own relaunch."""
 
-from node.wrapper.gpus import gone_problem  # noqa: F401 (the one rule, used by the launch task)
 from runs.hardware import cuda_cause
+from wrapper.gpus import gone_problem  # noqa: F401 (the one rule, used by the launch task)
 
 
 def gpu_problems(

@@ -1,13 +1,13 @@
 """Material signals from what a node reports, and the failure classes with their remediation.
 
 Pure: no Django, no SSH. A log line proves only that something happened once; states are
-decided from live facts (process, markers, mtimes) by `runs.observe` and the actions.
+decided from live facts (process, markers, mtimes) by `watching.observe` and the actions.
 """
 
 import re
 from dataclasses import dataclass
 
-from node.wrapper.export import CONTRACT, PAPERWORK  # the one wording of a seal refused for its shape
+from wrapper.export import CONTRACT, PAPERWORK  # the one wording of a seal refused for its shape
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
@@ -137,7 +137,7 @@ def excerpt(log: str, limit: int = 1500) -> str:
     return (clean[start:] if start >= 0 else clean)[-limit:]
 
 
-NODE_FAILED = re.compile(r"; node \S{1,100} \(task [0-9]{1,5}\): ")  # node/wrapper/distributed.py: nodes_said
+NODE_FAILED = re.compile(r"; node \S{1,100} \(task [0-9]{1,5}\): ")  # wrapper/distributed.py: nodes_said
 
 
 def node_failure(close_reason: str) -> bool:
@@ -148,11 +148,11 @@ def node_failure(close_reason: str) -> bool:
 
 
 def contract_failure(close_reason: str) -> bool:
-    """Whether the wrapper refused the seal for the export's own shape (node/wrapper/export.py)."""
+    """Whether the wrapper refused the seal for the export's own shape (wrapper/export.py)."""
     return close_reason.startswith(CONTRACT)
 
 
-# What an older wrapper refused a seal for that is paperwork now (node/wrapper/export.py: PAPERWORK).
+# What an older wrapper refused a seal for that is paperwork now (wrapper/export.py: PAPERWORK).
 PAPERWORK_PROBLEMS = {f"required file {name} is missing" for name in PAPERWORK}
 
 

@@ -15,7 +15,6 @@ from django.views.generic import CreateView
 from core.flash import perform
 from core.models import AuditAction, AuditEntry
 from fleet.models import Instance
-from node.wrapper.digits import ascii_int
 from platforms.layout import layout_for
 from projects.membership import do_add_member, do_remove_member
 from projects.models import Project
@@ -50,6 +49,7 @@ from runs.models import (
 from runs.reach import reach_problem
 from runs.signals import FAILURE_CLASSES, paperwork_only, strip_ansi
 from runs.spend import envelope_of
+from wrapper.digits import ascii_int
 
 MEMBERSHIP_ACTIONS = [AuditAction.MEMBER_ADDED, AuditAction.MEMBER_REMOVED]
 

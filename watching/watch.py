@@ -20,13 +20,13 @@ from fleet.node_client import NodeClient
 from node.protocol import NodeError
 from node.transport import TransportError
 from runs import multinode
-from runs.actions.gpu_use import do_record_gpu_use
-from runs.actions.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from runs.actions.peers import do_observe_peers
 from runs.actions.requeues import do_adopt_requeue
 from runs.gpu_use import worth_writing
 from runs.models import Run, RunState
 from watching import leases
+from watching.gpu_samples import do_record_gpu_use
+from watching.observation import do_mark_unreachable, do_note_node_error, do_observe_run
 from watching.push import Push
 
 WATCHED = (RunState.RUNNING, RunState.EXITED)

@@ -76,7 +76,7 @@ def test_operator_requests_and_a_second_person_approves(page, stack):
 TWO_PROJECTS = """
 from django.contrib.auth.models import User
 from django.utils import timezone
-from delivery.actions import do_request_teardown
+from delivery.actions.requests import do_request_teardown
 from fleet.models import Instance
 from projects.models import Membership, Project
 root = User.objects.create_superuser("root1", password="root1-pass-1234")

@@ -5,7 +5,8 @@ while the evidence check counted what a stop keeps. Each consequence now has its
 
 import pytest
 
-from delivery.actions import TeardownRefused, do_file_teardown
+from delivery.actions.base import TeardownRefused
+from delivery.actions.requests import do_file_teardown
 from delivery.levels import consequence_of
 from fleet.provider_calls import console_steps
 from platforms.catalog import all_profiles

@@ -7,7 +7,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from delivery.actions import do_approve_teardown, do_request_teardown
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownKind, TeardownStatus
 from fleet.costs import accrued_cost, danger_clocks
 from fleet.models import Instance, InstanceEvent
@@ -113,7 +114,7 @@ def test_an_attested_release_of_a_box_that_still_answers_is_not_released(
 ):
     """A console-attested release of a box that still answered SSH ended "Done — Offline:
     still answering", the box shown Released and its burn $0/h. It needs a person and stays in spend."""
-    from delivery.actions import do_attest_teardown
+    from delivery.actions.execution import do_attest_teardown
     from delivery.execution import execute
 
     settings.TEARDOWN_OFFLINE_WAIT = 1

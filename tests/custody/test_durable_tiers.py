@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from delivery.actions import TeardownRefused, do_request_teardown
+from delivery.actions.base import TeardownRefused
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownKind
 from delivery.tasks import execute_teardown
 from fleet.node_client import RunNode

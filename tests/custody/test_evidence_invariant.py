@@ -15,7 +15,9 @@ from console.dashboard import tiles_for
 from core.states import IllegalTransition
 from custody.models import EvidenceLocation
 from custody.store import custody_dir
-from delivery.actions import TeardownRefused, _move, do_approve_teardown, do_cancel_teardown, do_request_teardown
+from delivery.actions.base import TeardownRefused, move
+from delivery.actions.decisions import do_approve_teardown, do_cancel_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TEARDOWN_TRANSITIONS, TeardownKind, TeardownRequest, TeardownStatus
 from delivery.tasks import execute_teardown
 from tests.custody import sealed
@@ -266,16 +268,16 @@ def test_every_teardown_transition_outside_the_table_raises(bob, instance):
         for target in TeardownStatus:
             request.status = start
             if target in TEARDOWN_TRANSITIONS[start]:
-                _move(request, target)
+                move(request, target)
                 assert request.status == target
             else:
                 with pytest.raises(IllegalTransition):
-                    _move(request, target)
+                    move(request, target)
     assert set(TEARDOWN_TRANSITIONS) == set(TeardownStatus)
 
 
 def test_finishing_a_request_that_is_not_executing_is_refused(bob, instance):
-    from delivery.actions import do_finish_execution
+    from delivery.actions.execution import do_finish_execution
 
     no_auto_execution(instance)
     request = do_request_teardown(instance.pk, TeardownKind.SHUTDOWN, "pause", actor=bob)

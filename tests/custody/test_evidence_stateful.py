@@ -39,16 +39,11 @@ from core.models import AuditEntry
 from custody.copies import present_copies
 from custody.models import CustodyRecord, EvidenceLocation
 from custody.verify import custody_dir
-from delivery.actions import (
-    EvidenceBusy,
-    TeardownRefused,
-    do_approve_teardown,
-    do_begin_execution,
-    do_finish_execution,
-    do_flag_stuck_executions,
-    do_resolve_attention,
-)
-from delivery.actions import do_request_teardown as request_teardown
+from delivery.actions.attention import do_flag_stuck_executions, do_resolve_attention
+from delivery.actions.base import EvidenceBusy, TeardownRefused
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.execution import do_begin_execution, do_finish_execution
+from delivery.actions.requests import do_request_teardown as request_teardown
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from delivery.removal import remove_copy
 from platforms.catalog import all_profiles

@@ -17,16 +17,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEntry
-from delivery.actions import (
-    TeardownRefused,
-    do_cancel_teardown,
-    do_file_teardown,
-    do_place_hold,
-    do_redrive_checking,
-    do_settle_teardown_proofs,
-    do_start_proofs,
-    proof_budget,
-)
+from delivery.actions.base import TeardownRefused
+from delivery.actions.decisions import do_cancel_teardown
+from delivery.actions.holds import do_place_hold
+from delivery.actions.proofs import do_redrive_checking, do_settle_teardown_proofs, do_start_proofs, proof_budget
+from delivery.actions.requests import do_file_teardown
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from delivery.tasks import prove_teardown
 from tests import factories
@@ -139,7 +134,7 @@ def test_a_filing_whose_enqueue_failed_is_driven_again_within_a_minute_not_an_ho
     request's first deadline is for a task to start (TEARDOWN_PROOF_START_SECONDS, 60 s), not for the
     proofs to finish (TEARDOWN_PROOF_SECONDS, 3,900 s by default: 'checking' 120 s after Redis was back)."""
     filing = with_the_broker_down(
-        "from delivery.actions import do_file_teardown\n"
+        "from delivery.actions.requests import do_file_teardown\n"
         f"do_file_teardown({pod.pk}, 'release', 'done', actor=get_user_model().objects.get(username='bob'))\n",
         TEARDOWN_PROOF_START_SECONDS="0",  # the minute, passed at once: no test waits for it
     )

@@ -12,12 +12,12 @@ from django.db import connection
 
 from custody.actions import do_start_verification
 from custody.models import EvidenceLocation
-from delivery.actions import do_request_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownKind, TeardownRequest
-from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from tests.custody import sealed
 from tests.runs.test_protocol_garbage import valid_status
+from watching.observation import do_observe_run
 from watching.watch import thresholds
 
 pytestmark = pytest.mark.django_db(transaction=True)

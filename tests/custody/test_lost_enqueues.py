@@ -10,7 +10,9 @@ from decimal import Decimal
 import pytest
 
 from core.models import AuditEntry
-from delivery.actions import do_cancel_teardown, do_redrive_approved, do_request_teardown
+from delivery.actions.decisions import do_cancel_teardown
+from delivery.actions.execution import do_redrive_approved
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownRequest, TeardownStatus
 from runs.models import RunState, SpendRequest, SpendStatus
 from runs.tasks import reconcile_runs
@@ -47,7 +49,7 @@ def test_an_approval_whose_enqueue_failed_is_driven_again_then_failed_and_cancel
     request = do_request_teardown(instance.pk, "shutdown", "finished with it", actor=bob)
     assert request.status == TeardownStatus.PENDING
     approving = with_the_broker_down(
-        "from delivery.actions import do_approve_teardown\n"
+        "from delivery.actions.decisions import do_approve_teardown\n"
         f"do_approve_teardown({request.pk}, 'ok', actor=get_user_model().objects.get(username='alice'))\n"
     )
     assert approving.returncode != 0, approving.stdout  # the enqueue after commit failed
@@ -69,7 +71,7 @@ def test_an_approval_whose_enqueue_failed_is_driven_again_then_failed_and_cancel
 def test_an_approved_request_can_be_cancelled_before_a_worker_takes_it(alice, bob, carol, instance, no_worker):
     from django.core.exceptions import PermissionDenied
 
-    from delivery.actions import do_approve_teardown
+    from delivery.actions.decisions import do_approve_teardown
 
     instance.project.shutdown_needs_approval = True
     instance.project.save()

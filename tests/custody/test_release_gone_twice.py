@@ -7,7 +7,8 @@ answering 404 once (`flicker`)."""
 from django.core import mail
 
 from delivery import execution
-from delivery.actions import do_approve_teardown, do_request_teardown
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownKind, TeardownStatus
 from delivery.tasks import recheck_release
 from tests.fleet.test_provider_apis import box, in_database

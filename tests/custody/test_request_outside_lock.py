@@ -8,7 +8,8 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from delivery.actions import TeardownRefused, do_request_teardown
+from delivery.actions.base import TeardownRefused
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownRequest
 from fleet.models import Instance
 from tests import factories
@@ -73,7 +74,8 @@ def test_an_approved_shutdowns_proofs_hold_no_row_and_a_silent_box_is_a_retry(bo
     confirm the box is idle (timeout)" though custody had not changed."""
     from django.utils import timezone
 
-    from delivery.actions import BoxUnconfirmed, do_fail_unconfirmed
+    from delivery.actions.base import BoxUnconfirmed
+    from delivery.actions.execution import do_fail_unconfirmed
     from delivery.execution import execute
     from delivery.models import TeardownStatus
 

@@ -10,7 +10,10 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from custody.models import EvidenceLocation
-from delivery.actions import TeardownRefused, do_approve_teardown, do_attest_teardown, do_request_teardown
+from delivery.actions.base import TeardownRefused
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.execution import do_attest_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.execution import execute
 from delivery.models import TeardownKind, TeardownStatus
 from delivery.tasks import prove_teardown

@@ -14,7 +14,8 @@ from channels.testing import WebsocketCommunicator
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
-from delivery.actions import do_approve_teardown, do_request_teardown
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownRequest, TeardownStatus
 from fleet.live import instance_changed
 from fleet.models import Instance

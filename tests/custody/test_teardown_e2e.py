@@ -6,7 +6,9 @@ from django.core.exceptions import PermissionDenied
 from core.models import AuditEntry
 from custody.actions import do_start_verification
 from custody.store import custody_dir
-from delivery.actions import TeardownRefused, do_approve_teardown, do_request_teardown
+from delivery.actions.base import TeardownRefused
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from delivery.tasks import execute_teardown
 from fleet.models import InstanceState

@@ -10,13 +10,10 @@ from django.db import connection
 from django.urls import reverse
 
 from core.models import AuditEntry
-from delivery.actions import (
-    TeardownRefused,
-    do_approve_teardown,
-    do_place_hold,
-    do_reject_teardown,
-    do_request_teardown,
-)
+from delivery.actions.base import TeardownRefused
+from delivery.actions.decisions import do_approve_teardown, do_reject_teardown
+from delivery.actions.holds import do_place_hold
+from delivery.actions.requests import do_request_teardown
 from delivery.levels import consequence_of
 from delivery.models import ReleaseHold, TeardownKind, TeardownRequest, TeardownStatus
 from delivery.tasks import execute_teardown, prove_teardown
@@ -316,7 +313,7 @@ def test_the_expiry_sweep_expires_only_pending_requests_past_their_deadline(alic
 
 
 def test_attesting_a_request_that_awaits_no_attestation_is_refused(client, alice, bob, pod):
-    from delivery.actions import do_attest_teardown
+    from delivery.actions.execution import do_attest_teardown
 
     request = do_request_teardown(pod.pk, TeardownKind.RELEASE, "done", actor=bob)
     with pytest.raises(TeardownRefused, match="is not waiting for an attestation"):

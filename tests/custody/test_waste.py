@@ -208,7 +208,7 @@ def test_a_worker_killed_between_the_alarm_and_its_filing_files_at_the_next_tick
 
 
 def test_a_refused_automatic_filing_is_said_once_per_threshold(project, alice, bob, instance, no_worker):
-    from delivery.actions import do_file_teardown
+    from delivery.actions.requests import do_file_teardown
 
     instance.rate_running = Decimal("1.0")
     instance.save()

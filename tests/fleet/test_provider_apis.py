@@ -9,7 +9,9 @@ import urllib.request
 import pytest
 
 from delivery import execution
-from delivery.actions import do_approve_teardown, do_request_teardown, do_retry_execution
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.execution import do_retry_execution
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownKind, TeardownStatus
 from fleet import provider_calls as calls
 from fleet.models import Instance

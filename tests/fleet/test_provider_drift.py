@@ -6,7 +6,9 @@ from decimal import Decimal
 import pytest
 from django.core import mail
 
-from delivery.actions import do_approve_teardown, do_request_teardown, do_resolve_attention
+from delivery.actions.attention import do_resolve_attention
+from delivery.actions.decisions import do_approve_teardown
+from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownStatus
 from delivery.tasks import execute_teardown
 from fleet.drift import compare, do_reconcile_providers

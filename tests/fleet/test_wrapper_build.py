@@ -11,7 +11,7 @@ import pytest
 
 from node import build
 from node.protocol import ANSWERS
-from node.wrapper.main import COMMANDS
+from wrapper.main import COMMANDS
 
 
 def test_the_shipped_file_is_one_stdlib_file_a_box_runs():
@@ -32,7 +32,7 @@ def test_the_shipped_file_is_one_stdlib_file_a_box_runs():
 def test_every_answer_the_protocol_reads_has_a_subcommand_and_each_lives_in_its_own_module():
     assert set(COMMANDS) == set(ANSWERS) | {"run", "follow", "node"}  # node: started by srun, not the protocol
     for name, (function, _) in COMMANDS.items():
-        assert function.__module__ == f"node.wrapper.{name.replace('-', '_')}", name
+        assert function.__module__ == f"wrapper.{name.replace('-', '_')}", name
 
 
 def test_a_wrong_argument_count_is_the_usage_not_a_traceback(tmp_path):

@@ -7,10 +7,10 @@ import time
 import pytest
 from django.utils import timezone
 
-from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from runs.signals import SIGNAL_ADVICE, SIGNAL_MESSAGES, alert_message
 from tests.runs.test_observe import THRESHOLDS, status
+from watching.observation import do_observe_run
 
 
 def test_every_alert_kind_says_what_to_do():

@@ -1,4 +1,4 @@
-"""The no-edit path's checkpoints made durable (node/wrapper/declared_ckpt.py), on the wrapper itself with
+"""The no-edit path's checkpoints made durable (wrapper/declared_ckpt.py), on the wrapper itself with
 real files: the newest checkpoint an unchanged script saves in its own folder (nanoGPT's `out/ckpt.pt`, a
 Trainer's `checkpoint-<step>/` folder) is copied into ckpt/ where the mirror takes it (its step read as
 for any checkpoint), and a fresh attempt on another box gets it back in place, a folder as one unit,
@@ -114,7 +114,7 @@ def test_the_export_takes_the_model_file_inside_a_folder_checkpoint_or_names_wha
     pytorch_model.bin (an export run without `weights` failed with IsADirectoryError and a traceback)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("rg_helper", REPO / "node" / "helper" / "remotegpu_run.py")
+    spec = importlib.util.spec_from_file_location("rg_helper", REPO / "wrapper" / "run_helper" / "remotegpu_run.py")
     helper = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(helper)
     monkeypatch.chdir(tmp_path)

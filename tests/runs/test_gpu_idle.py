@@ -111,7 +111,7 @@ def test_a_gpu_reading_that_is_not_a_number_is_skipped_not_a_failed_probe(tmp_pa
     of the box went without a status that tick. Such a row is skipped; the others are read."""
     import os
 
-    from node.wrapper.gpus import gpu_utilization
+    from wrapper.gpus import gpu_utilization
 
     shim = tmp_path / "nvidia-smi"
     shim.write_text("#!/bin/sh\nprintf '0, [N/A], [N/A]\\n1, 97, 20480\\n'\n")

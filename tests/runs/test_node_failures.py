@@ -1,4 +1,4 @@
-"""How a multi-node attempt's failure is told (the built wrapper's node/wrapper/distributed.py and run.py):
+"""How a multi-node attempt's failure is told (the built wrapper's wrapper/distributed.py and run.py):
 srun's lines name the nodes that failed, in the order it saw them; a node's part that found a stopped
 process names the frozen peer; a node failure is its own failure class, not this box's memory."""
 

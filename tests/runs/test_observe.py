@@ -1,8 +1,8 @@
-"""Observation is pure: every predicate of runs.observe.observe, from made-up node statuses."""
+"""Observation is pure: every predicate of watching.observe.observe, from made-up node statuses."""
 
 import pytest
 
-from runs.observe import Snapshot, observe
+from watching.observe import Snapshot, observe
 
 THRESHOLDS = {"stale_heartbeat": 60, "min_free_bytes": 1 << 30, "min_free_fraction": 0.03}
 NOW = 1_800_000_000.0

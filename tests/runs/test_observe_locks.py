@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from fleet.models import Instance
 from projects.models import Project
-from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from tests.runs.test_kept_log import probe
 from tests.runs.test_observe import THRESHOLDS
+from watching.observation import do_observe_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
 

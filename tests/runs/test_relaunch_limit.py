@@ -5,9 +5,9 @@ import time
 import pytest
 from django.utils import timezone
 
-from runs.actions.observation import do_observe_run
 from runs.models import RunState
 from tests.runs.test_observe import THRESHOLDS, status
+from watching.observation import do_observe_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
 

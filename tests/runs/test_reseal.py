@@ -1,5 +1,5 @@
 """A paperwork rule failed closed: a finished training without train.csv was quarantined as a contract failure,
-never retried, with no way to re-seal. Missing paperwork warns now (node/wrapper/export.py: PAPERWORK), and an
+never retried, with no way to re-seal. Missing paperwork warns now (wrapper/export.py: PAPERWORK), and an
 attempt an older wrapper quarantined for paperwork alone is sealed after all on a person's word: the box
 checks the staged export it kept by today's contract (the loopback box, its real files), audited."""
 

@@ -28,11 +28,11 @@ from custody.actions import do_finish_verification
 from custody.models import CustodyStatus
 from runs import rollups
 from runs.actions.lifecycle import do_create_run, do_edit_run
-from runs.actions.observation import do_observe_run
 from runs.actions.sweeps import do_create_sweep
 from runs.models import InstanceTotals, ProjectTotals, Run, RunState
 from tests import factories
 from tests.runs.test_observe import THRESHOLDS, status
+from watching.observation import do_observe_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_worker")]
 PEOPLE = {}

@@ -83,5 +83,5 @@ def test_the_helper_sits_beside_the_wrapper_once_and_is_on_the_commands_path(tmp
     env = WRAPPER.run_env({"run_id": "r", "attempt": 1, "active": "/a", "ckpt": "/c", "output": "/o"}, False, hooks={})
     helper = env["PYTHONPATH"].split(":")[0]
     assert (WRAPPER.helper_dir() == helper) and helper.startswith(str(WRAPPER.os.path.dirname(WRAPPER.__file__)))
-    written = (REPO / "node" / "helper" / "remotegpu_run.py").read_text()
+    written = (REPO / "wrapper" / "run_helper" / "remotegpu_run.py").read_text()
     assert Path(helper, "remotegpu_run.py").read_text() == written

@@ -33,8 +33,8 @@ def test_classification_maps_to_one_remediation():
 
 
 def test_a_contract_failure_is_known_by_the_wrappers_own_words_and_never_offers_a_retry():
-    from node.wrapper.export import CONTRACT
     from runs.signals import FAILURE_CLASSES, contract_failure
+    from wrapper.export import CONTRACT
 
     assert contract_failure(f"{CONTRACT} (1 problem): required file run.json is missing")
     assert not contract_failure("command exited with code 1")

@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 
 from core.audit import record
 from core.models import AuditEntry
-from delivery.actions import do_place_hold
+from delivery.actions.holds import do_place_hold
 from fleet.actions import do_create_instance, do_edit_instance, do_save_credential
 from fleet.models import Credential, CredentialKind, Instance
 from projects.membership import do_add_member

@@ -13,7 +13,7 @@ from tests.runs.conftest import load_wrapper
 WRAPPER = load_wrapper()
 PAGE = (REPO / "docs" / "contract.md").read_text()
 # Where the command's environment is made: the wrapper (run_env), the cadence and the staged datasets.
-SOURCES = ("node/wrapper/attempts.py", "runs/cadence.py", "fleet/node_client.py")
+SOURCES = ("wrapper/attempts.py", "runs/cadence.py", "fleet/node_client.py")
 
 
 def unnamed(names, page: str = PAGE) -> set[str]:
@@ -53,7 +53,7 @@ def test_every_run_json_key_the_readback_judges_and_every_recomputed_metric_is_o
 
 
 def test_the_helpers_calls_are_on_the_page():
-    from node.helper import remotegpu_run
+    from wrapper.run_helper import remotegpu_run
 
     calls = {name for name, value in vars(remotegpu_run).items() if callable(value) and not name.startswith("_")}
     calls -= {"log"}  # `rg.log(` is checked below with its arguments

@@ -1,4 +1,4 @@
-"""A number read from text nobody here wrote is ASCII digits, bounded (node/wrapper/digits.py): "²".isdigit() is
+"""A number read from text nobody here wrote is ASCII digits, bounded (wrapper/digits.py): "²".isdigit() is
 true and int("²") raises (a 500 on a page, a crashed watcher tick), int("٤٢") is 42 (a job id stored from a
 hostile sbatch), and a 40-digit restart count was attempt 10^40. The walk below finds any other reading."""
 
@@ -8,9 +8,9 @@ import re
 import pytest
 
 from node import slurm
-from node.wrapper.digits import ascii_int
 from tests import factories
 from tests.conftest import REPO
+from wrapper.digits import ascii_int
 
 pytestmark = pytest.mark.django_db
 

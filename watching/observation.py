@@ -16,7 +16,7 @@ from runs.models import (
     RunState,
     SpendRequest,
 )
-from runs.observe import CURVE_LIMIT, Observation, Snapshot, continued, observe
+from watching.observe import CURVE_LIMIT, Observation, Snapshot, continued, observe
 
 
 def _exit(run: Run, exit_code: int | None, message: str) -> None:
@@ -85,7 +85,7 @@ def _set_health(run: Run, health: str, since) -> None:
 
 
 def do_observe_run(run_pk: int, status: dict, thresholds: dict, pushed_until: int | None = None) -> tuple[Run, bool]:
-    """Apply one probe of a run (what it means is `runs.observe.observe`); returns (run, looks_dead).
+    """Apply one probe of a run (what it means is `watching.observe.observe`); returns (run, looks_dead).
 
     pushed_until: how far the watcher's push stream already sent this attempt's log to the pages
     (only the rest of the probe's chunk is sent again)."""

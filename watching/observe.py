@@ -1,5 +1,5 @@
 """What one probe of a run means: a pure function of the run as we knew it, the node's status and
-the thresholds. No database, no clock, no channel: `runs.actions.observation.do_observe_run` applies the result.
+the thresholds. No database, no clock, no channel: `watching.observation.do_observe_run` applies the result.
 
 Truth predicates (DOMAIN §3): finished = no process AND an exit marker (or a quarantine);
 dead = no process AND no marker (and launched, and not exported); stalled = alive BUT nothing

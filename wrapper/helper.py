@@ -10,12 +10,12 @@ HELPER_MODULE = "remotegpu_run"
 
 def helper_source():
     """The helper's text: embedded by the build in the one file a box runs (RUN_HELPER_SOURCE), read from
-    node/helper/ when this package is imported on the control host."""
+    wrapper/run_helper/ when this package is imported on the control host."""
     embedded = globals().get("RUN_HELPER_SOURCE")
     if embedded is not None:
         return embedded
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, os.pardir, "helper", HELPER_MODULE + ".py")) as handle:
+    with open(os.path.join(here, "run_helper", HELPER_MODULE + ".py")) as handle:
         return handle.read()
 
 
