@@ -71,13 +71,15 @@ def setup_django():
 
 
 def make_node_files(layout, spec, sleeper_pid):
+    from wrapper.contract import spec_of
+
     attempt = Path(layout.active) / "attempt-1"
     attempt.mkdir(parents=True, exist_ok=True)
     (attempt / "pid").write_text(f"{sleeper_pid} {sleeper_pid}\n")
     (attempt / "heartbeat").write_text(f"{int(time.time())}\n")
     (attempt / "log.txt").write_text("started\n")
     Path(layout.ckpt).mkdir(parents=True, exist_ok=True)
-    Path(layout.spec("attempt-1")).write_text(json.dumps(spec))
+    Path(layout.spec("attempt-1")).write_text(spec_of(spec).to_json())  # the wrapper's strict reader first
 
 
 def create_runs(n, sshds, sleeper_pid):
@@ -88,6 +90,7 @@ def create_runs(n, sshds, sleeper_pid):
     from platforms.layout import NodeLayout
     from projects.models import Project
     from runs.models import Run, RunState
+    from tests.box_specs import spec_data
 
     slug = f"bench{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name=slug, slug=slug)
@@ -114,7 +117,7 @@ def create_runs(n, sshds, sleeper_pid):
                 expected_minutes=600,
             )
             layout = NodeLayout(f"{home}/proj", slug, run_id, str(VAR))
-            spec = {**layout.as_dict(), "run_id": run_id, "attempt": 1, "argv": ["true"], "cwd": str(VAR)}
+            spec = spec_data(layout, run_id=run_id, attempt=1, argv=["true"], cwd=str(VAR))
             make_node_files(layout, spec, sleeper_pid)
             runs.append((run, layout))
     tools = Path(home) / "proj" / slug / ".remotegpu"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from fleet import slurm_jobs
+from fleet import box_spec, slurm_jobs
 from fleet.control_host import local_node_problem
-from fleet.credentials import secret_names, ssh_auth
+from fleet.credentials import ssh_auth
 from fleet.tier_mount import tier_root_problem
 from node import slurm
 from node.build import wrapper_file, wrapper_name
@@ -34,6 +34,7 @@ from node.transport import (
 )
 from node.transport.base import shell_path
 from platforms.layout import NodeLayout, is_hardware, resolve_home
+from wrapper.contract import Spec
 
 SELECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")  # a file name in _trust/selections/
 
@@ -77,22 +78,6 @@ def wrapper_argv(
 def _check(result, what: str) -> None:
     if result.exit_code != 0:
         raise NodeError(f"{what} failed on the node (exit {result.exit_code}): {result.stderr.strip()[-400:]}")
-
-
-def pinned(shape: dict, measured) -> dict:
-    """The collectives' interface: the one a person named, else the one the preflight measured the
-    rendezvous going through on this node (never a guess: torch's own pick follows the hostname)."""
-    if shape.get("ifname") or not slurm.interface_name(measured):
-        return shape
-    return shape | {"ifname": measured}
-
-
-def cluster_interface(report: dict) -> str | None:
-    """A cluster's nodes' interface, where every node of the preflight reached the rendezvous through one
-    of the same name (the job's nodes are the scheduler's pick: only a cluster-wide name can be pinned)."""
-    answers = ((report.get("slurm") or {}).get("nodes")) or []
-    names = {(answer.get("rendezvous") or {}).get("ifname") for answer in answers if isinstance(answer, dict)}
-    return names.pop() if len(answers) > 1 and len(names) == 1 else None
 
 
 class NodeClient:
@@ -283,14 +268,6 @@ class NodeClient:
         return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"), request=request)
 
 
-def data_environment(staged: dict[str, str]) -> dict[str, str]:
-    """Where the command finds its staged datasets: $REMOTEGPU_DATA_DIR (the first) and one variable each."""
-    env = {f"REMOTEGPU_DATASET_{re.sub(r'[^A-Z0-9]', '_', name.upper())}": path for name, path in staged.items()}
-    if staged:
-        env["REMOTEGPU_DATA_DIR"] = next(iter(staged.values()))
-    return env
-
-
 def appended_once(script: str, line: str) -> str:
     """A shell command that makes script executable and appends line to it unless it is there."""
     quoted_script, quoted_line = shlex.quote(script), shlex.quote(line)
@@ -345,96 +322,9 @@ class RunNode(NodeClient):
         self.upload_bytes(tarball, f"{self.layout.active}/src.tar")
         self.call("extract", self.write_spec("extract", self.spec(0)))
 
-    def _inputs(self, staged: dict, manifest: str | None, restore: dict) -> list[list[str]]:
-        """What the command refuses to start without, each checked on the node before the launch."""
-        run, layout = self.run, self.layout
-        inputs = [["config", layout.under_src(run.config_path)]]
-        inputs += [["data", resolve_home(path, self.home)] for path in run.data_paths]
-        inputs += [[f"dataset {name}", path] for name, path in staged.items()]
-        if manifest:
-            inputs.append(["manifest", manifest])
-        for item in restore["files"]:
-            inputs.append([f"durable checkpoint {item['name']}", f"{restore['from']}/{item['file']}"])
-        return inputs
-
-    def _ckpt_mirror(self) -> dict:
-        """Checkpoints copied to the durable tier as they land (none where the box has no durable root)."""
-        return {
-            "root": self.durable_root(),
-            "target": self.ckpt_target(),
-            "keep": self.run.checkpoints_retained,
-            "poll_seconds": settings.CKPT_MIRROR_POLL_SECONDS,
-            "hold_seconds": settings.CKPT_HOLD_SECONDS,
-            "step_key": self.run.step_key or None,  # read first, before the usual keys
-        }
-
-    def spec(self, attempt: int) -> dict:
-        run, layout = self.run, self.layout
-        staged = (run.staging or {}).get("dirs") or {}
-        manifest = resolve_home(run.manifest_path, self.home) if run.manifest_path else None
-        restore = self.restore_for(attempt)
-        return {
-            **layout.as_dict(),
-            "run_id": run.run_id,
-            "attempt": attempt,
-            # A Slurm box: the job's requeues count as attempts, each with its own output (wrapper/scheduler.py).
-            "scheduler": "slurm" if self.instance.profile.runs_jobs else None,
-            # Over several nodes or processes: the wrapper starts torchrun on every node (wrapper/distributed.py).
-            "distributed": self._distributed(),
-            "argv": run.command,
-            "cwd": layout.src,
-            "env": {**data_environment(staged), **self.env},
-            # The names the command gets its run secrets under (the values travel only on put-secrets'
-            # stdin); the smoke gets them only when the run asks.
-            "secrets": secret_names(run) if attempt or run.secrets_in_smoke else [],
-            "hooks": self.hooks,
-            "gpus": run.gpus,
-            # Whether nvidia-smi answered at preflight: the box's own relaunch holds itself to the same gate.
-            "gpus_at_preflight": {"nvidia_smi": True}
-            if isinstance(run.preflight_report.get("gpu_holders"), dict)
-            else None,
-            "environment": resolve_home(run.environment, self.home) if run.environment else "",
-            "inputs": self._inputs(staged, manifest, restore),
-            "config": layout.under_src(run.config_path),
-            "manifest": manifest,
-            "heartbeat_seconds": settings.RUN_HEARTBEAT_SECONDS,
-            "stop_grace_seconds": settings.RUN_STOP_GRACE_SECONDS,
-            # Rewritten by the platform's start hook, so a container restart is seen as one.
-            "boot_marker": self.boot_marker(),
-            "smoke_timeout": settings.SMOKE_TIMEOUT,
-            # A declared tier is measured: preflight reports the mount of its path beside the data root's.
-            "data_tier_path": self._declared_tier_path(),
-            "ckpt_mirror": self._ckpt_mirror(),
-            "restore": restore if restore["files"] else None,
-            "dataset_files": self.dataset_files,
-            # The no-edit path: where the unchanged script leaves its files (the box builds the export).
-            "trainer_files": self.run.trainer_files or None,
-            "capsule": self.run.capsule,  # a hardware capsule is checked by its own contract at sealing
-            # The box's start hook may start this attempt again after a restart, with no control plane
-            # (boot-resume): only where the run opted in to relaunches, and never with secrets (read once).
-            "boot_relaunch": {"max": self.run.max_relaunches - self.run.relaunches}
-            if self.run.auto_relaunch and not self.run.secrets and attempt
-            else None,
-        }
-
-    def _distributed(self) -> dict | None:
-        """A cluster's run: from its job options. A run over several boxes: this box's node of it, the
-        rendezvous on rank 0's box at the port its preflight measured there."""
-        report = self.run.preflight_report or {}
-        if self.instance.profile.runs_jobs:
-            shape = slurm.JobOptions.of(self.run.slurm_options).distributed_spec()
-            return shape and pinned(shape, cluster_interface(report))
-        if "multinode" not in (self.run.scheduler or {}):
-            return None
-        peers = list(self.run.peers.all())
-        if not peers:
-            return None
-        options = slurm.JobOptions.of({**self.run.multinode, "nodes": len(peers) + 1})
-        meeting = report.get("rendezvous") or {}
-        rank = self.peer.rank if self.peer is not None else 0
-        shape = {**options.distributed_spec(), "node_rank": rank, "role": "peer" if rank else "head"}
-        shape = pinned(shape, (meeting.get("ifnames") or {}).get(str(rank)))
-        return shape | {"master_addr": meeting.get("address", ""), "master_port": meeting.get("port", 0)}
+    def spec(self, attempt: int) -> Spec:
+        """What this attempt is told (fleet/box_spec.py builds it)."""
+        return box_spec.spec_for(self, attempt)
 
     def _gpus_at_preflight(self):
         return (self.run.preflight_report or {}).get("gpu_holders")
@@ -445,13 +335,7 @@ class RunNode(NodeClient):
         return posixpath.join(root, "remotegpu-ckpt", self.run.project.slug, self.run.run_id, "ckpt") if root else None
 
     def restore_for(self, attempt: int) -> dict:
-        """The durable checkpoints an attempt continued on this box starts from: {"from", "files"}: the
-        box's durable tier, or the inbox the control host uploads its own copies to (consumed there)."""
-        restore = (self.run.durable_ckpt or {}).get("restore") or {}
-        files = restore.get("files") if restore.get("attempt") == attempt and attempt else None
-        if restore.get("from_control"):
-            return {"from": self.layout.ckpt_inbox, "files": files or [], "consume": True}
-        return {"from": self.ckpt_target() or "", "files": files or []}
+        return box_spec.restore_for(self, attempt)
 
     def upload_restore(self, attempt: int, local_dir: Path) -> int:
         """The control host's checkpoint copies an attempt restores, uploaded into the box's inbox (the
@@ -473,13 +357,9 @@ class RunNode(NodeClient):
         if values:
             self.invoke(self.layout.tools, "put-secrets", spec_path, request={"values": values})
 
-    def _declared_tier_path(self) -> str | None:
-        tier = self.instance.profile.tier_named(self.instance.data_tier) if self.instance.data_tier else None
-        return resolve_home(tier["path"], self.home) if tier else None
-
-    def write_spec(self, name: str, spec: dict) -> str:
+    def write_spec(self, name: str, spec: Spec) -> str:
         path = self.layout.spec(name)
-        self.upload_bytes(json.dumps(spec).encode(), path)
+        self.upload_bytes(spec.to_json().encode(), path)
         return path
 
     def call(self, subcommand: str, spec_path: str, timeout: float | None = None) -> dict:

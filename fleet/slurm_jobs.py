@@ -1,7 +1,6 @@
 """A run's Slurm job through the box's transport (a cluster's login node): submitted once, asked about,
 cancelled. What the commands are and how their answers read is node/slurm.py's (pure)."""
 
-import json
 import random
 import shlex
 
@@ -9,6 +8,7 @@ from django.conf import settings
 
 from node import slurm
 from node.protocol import NodeError
+from wrapper.contract import SpecError, spec_of
 
 
 def submit(node, attempt: int, wrapper_argv: list[str]) -> tuple[str, str, str]:
@@ -112,10 +112,13 @@ def write_requeued_spec(node, run, attempt: int) -> None:
     target = layout.spec(f"attempt-{attempt}")
     if node.transport.stat(target) is not None:
         return
-    spec = node.read_json(layout.spec(f"attempt-{base}"), SPEC_LIMIT)
-    if not isinstance(spec, dict) or spec.get("attempt") != base or spec.get("scheduler") != "slurm":
+    try:
+        spec = spec_of(node.read_json(layout.spec(f"attempt-{base}"), SPEC_LIMIT))
+    except SpecError as exc:
+        raise NodeError(f"the launched attempt's spec on the node is not one a launch wrote: {exc}") from None
+    if spec.attempt != base or spec.scheduler != "slurm":
         raise NodeError(f"the launched attempt's spec on the node is not one a launch wrote: attempt-{base}")
-    node.upload_bytes(json.dumps({**spec, "attempt": attempt}).encode(), target)
+    node.upload_bytes(spec.but(attempt=attempt).to_json().encode(), target)
 
 
 def release_hold(transport, job: str) -> None:

@@ -26,11 +26,11 @@ def cmd_abandon(spec, request):
         return 0
     code = read(os.path.join(attempt, "exit_code"))
     if code is not None:
-        if os.path.isdir(spec["export"]):
+        if os.path.isdir(spec.export):
             print(json.dumps({"abandoned": False, "reason": "sealed"}))
             return 0
         # The command exited but the wrapper died before sealing or quarantining (a full disk?).
-        shutil.rmtree(spec["partial"], ignore_errors=True)
+        shutil.rmtree(spec.partial, ignore_errors=True)
         quarantine(spec, f"closeout never finished after exit code {code.strip()}: the wrapper died while sealing")
         print(json.dumps({"abandoned": True, "closeout": True}))
         return 0

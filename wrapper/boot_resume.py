@@ -34,15 +34,15 @@ def newest_attempt_spec(active):
 
 def why_not(spec, active):
     """Why the attempt of spec is not to be relaunched now, or None."""
-    allowed = (spec.get("boot_relaunch") or {}).get("max") or 0
-    attempt = os.path.join(active, f"attempt-{spec['attempt']}")
+    allowed = spec.boot_relaunch.max if spec.boot_relaunch else 0
+    attempt = os.path.join(active, f"attempt-{spec.attempt}")
     if not allowed:
         return "not opted in"
-    if spec.get("secrets"):
+    if spec.secrets:
         return "it has run secrets, read once at its start: relaunch it from the dashboard"
     if not os.path.isdir(attempt) or read(os.path.join(attempt, "exit_code")) is not None:
         return "closed"
-    if os.path.isdir(spec["export"]):
+    if os.path.isdir(spec.export):
         return "sealed"
     # Pids recorded before a reboot or container restart name nothing of ours now (another process may
     # have any of them): only where the boot is the same do they say the attempt still runs.
@@ -79,13 +79,13 @@ def cmd_boot_resume(root):
         if reason:
             skipped.append({"run_id": run_id, "why": reason})
             if reason.startswith(GPU_GATE):  # said where its run's page reads: the attempt's own log
-                with open(os.path.join(active, f"attempt-{spec['attempt']}", "log.txt"), "a") as log:
+                with open(os.path.join(active, f"attempt-{spec.attempt}", "log.txt"), "a") as log:
                     log.write(f"remotegpu: not relaunched on the box by its start hook: {reason}\n")
             continue
         used = counted(os.path.join(active, COUNTER)) + 1
         atomic_write(os.path.join(active, COUNTER), f"{used}\n")
-        attempt = os.path.join(active, f"attempt-{spec['attempt']}")
-        allowed = spec["boot_relaunch"]["max"]
+        attempt = os.path.join(active, f"attempt-{spec.attempt}")
+        allowed = spec.boot_relaunch.max
         with open(os.path.join(attempt, "log.txt"), "a") as log:
             log.write(f"remotegpu: relaunched on the box by its start hook after a restart ({used} of {allowed})\n")
         with open(os.path.join(active, "boot-resume.log"), "ab") as out:
@@ -97,6 +97,6 @@ def cmd_boot_resume(root):
                 cwd="/",
                 start_new_session=True,
             )
-        relaunched.append({"run_id": run_id, "attempt": spec["attempt"], "count": used, "at": time.time()})
+        relaunched.append({"run_id": run_id, "attempt": spec.attempt, "count": used, "at": time.time()})
     print(json.dumps({"relaunched": relaunched, "skipped": skipped}))
     return 0

@@ -65,13 +65,13 @@ def newest_by_name(entries):
 
 class CheckpointMirror:
     def __init__(self, spec, attempt_path):
-        config = spec.get("ckpt_mirror") or {}
-        self.spec, self.ckpt = spec, spec["ckpt"]
+        config = spec.ckpt_mirror
+        self.spec, self.ckpt = spec, spec.ckpt
         self.state_path = os.path.join(attempt_path, STATE)
-        self.root, self.target = config.get("root"), config.get("target")
-        self.keep = int(config.get("keep") or 2)
-        self.step_key = config.get("step_key") if isinstance(config.get("step_key"), str) else None
-        self.poll = float(config.get("poll_seconds") or 5)
+        self.root, self.target = config.root, config.target
+        self.keep = int(config.keep or 2)
+        self.step_key = config.step_key if isinstance(config.step_key, str) else None
+        self.poll = float(config.poll_seconds or 5)
         # A checkpoint must hold still: unchanged since the previous look, or untouched for `settle`
         # seconds. The second is what lets a trainer that saves more often than the poll be mirrored
         # at all (unchanged between two looks it never is while it trains); a writer still at it holds
@@ -79,7 +79,7 @@ class CheckpointMirror:
         self.settle = min(SETTLE_SECONDS, self.poll / 2)
         # Without a durable tier a held copy stays at least this long before a newer one replaces it, so
         # the control side's pull of the copy it was told of finds it (a cat under way reads on anyway).
-        self.hold_every = float(config.get("hold_seconds") or 60)
+        self.hold_every = float(config.hold_seconds or 60)
         self.held_at = {}  # name -> time.monotonic() of its last hold
         self.final = False  # the command ended: its last checkpoint is held whatever the pace
         self.looked = {}  # name -> fingerprint at the previous look
@@ -94,7 +94,7 @@ class CheckpointMirror:
         start = self._newest_local(self.at_start)
         self.state["start"] = start
         if self.target:
-            problem = durable_problem(self.spec, self.root, self.target)
+            problem = durable_problem(self.spec.run_root, self.root, self.target)
             if problem:
                 self.state["unusable"], self.target = problem, None
             else:
@@ -169,7 +169,7 @@ class CheckpointMirror:
         restores both) waits in the outbox for the control side's pull as a copy of its own (a reflink where
         the filesystem has them, else bytes; never a hard link, which a trainer saving in place rewrites),
         hashed as it is taken so the pull is checked against what the box wrote."""
-        outbox = os.path.join(self.spec["active"], OUTBOX)
+        outbox = os.path.join(self.spec.active, OUTBOX)
         staging = os.path.join(outbox, ".hold-" + name)
         try:
             os.makedirs(outbox, exist_ok=True)
@@ -216,7 +216,7 @@ class CheckpointMirror:
             os.rename(staging, os.path.join(self.target, stored))
             entry = {"file": stored, "name": name, "sha256": sha, "bytes": fingerprint[1], "seq": seq}
             entry.update(step=checkpoint_step(os.path.join(self.target, stored), self.step_key), at=time.time())
-            entry["attempt"] = self.spec["attempt"]
+            entry["attempt"] = self.spec.attempt
             manifest["seq"], manifest["entries"] = seq, kept(manifest["entries"] + [entry], self.keep)
             atomic_write(os.path.join(self.target, MANIFEST), json.dumps(manifest))
             self._prune(manifest["entries"])
@@ -251,19 +251,19 @@ def restore_checkpoints(spec):
     when it was mirrored: (the problem or None, what was restored). Nothing mismatched is ever put in
     place. A durable copy the control side named but the mirror has since replaced by a newer one of the
     same name (its last look at the box came before the box was lost) is taken from the manifest."""
-    wanted = spec.get("restore") or {}
-    source = wanted.get("from")
+    wanted = spec.restore
+    source = wanted.source if wanted else ""
     restored = []
-    for item in wanted.get("files") or []:
+    for item in wanted.files if wanted else []:
         name = os.path.basename(str(item.get("name", "")))
         if not name:
             return "a restore names no checkpoint", restored
-        if not wanted.get("consume"):
+        if not wanted.consume:
             item = newer_copy(source, item)
         stored = os.path.join(source, os.path.basename(str(item.get("file", ""))))
         if not os.path.isfile(stored):
             return "the durable checkpoint {} is not at {} on this box".format(item.get("file"), source), restored
-        staging = os.path.join(spec["ckpt"], ".restore-" + name)
+        staging = os.path.join(spec.ckpt, ".restore-" + name)
         try:
             sha = copy_hashing(stored, staging)
         except OSError as exc:
@@ -271,9 +271,9 @@ def restore_checkpoints(spec):
         if sha != item.get("sha256"):
             os.remove(staging)
             return "the durable checkpoint {} does not match its recorded SHA-256".format(item.get("file")), restored
-        os.replace(staging, os.path.join(spec["ckpt"], name))
+        os.replace(staging, os.path.join(spec.ckpt, name))
         restored.append({key: item.get(key) for key in ("name", "file", "sha256", "step")})
-        if wanted.get("consume"):  # an upload from the control host: its copy here has served
+        if wanted.consume:  # an upload from the control host: its copy here has served
             with contextlib.suppress(OSError):
                 os.remove(stored)
     return None, restored

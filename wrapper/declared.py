@@ -23,7 +23,7 @@ MAX_ANSWER = 64 * 1024
 
 
 def declared(spec):
-    return spec.get("trainer_files") or {}
+    return spec.trainer_files or {}
 
 
 DECLARED_KEYS = ("checkpoints", "weights", "metrics", "predictions")
@@ -68,8 +68,8 @@ def declared_problems(spec):
     problems = []
     for key in DECLARED_KEYS:
         pattern = declared(spec).get(key)
-        for path in sorted(glob.glob(os.path.join(spec["cwd"], pattern)))[:1000] if pattern else []:
-            problem = path_problem(spec["cwd"], path)
+        for path in sorted(glob.glob(os.path.join(spec.cwd, pattern)))[:1000] if pattern else []:
+            problem = path_problem(spec.cwd, path)
             if problem:
                 problems.append(f"{key}: {problem}")
     return problems
@@ -78,7 +78,7 @@ def declared_problems(spec):
 def checkpoints_in_place(spec):
     """The declared checkpoint files in the working directory (a retry on the same box finds them)."""
     pattern = declared(spec).get("checkpoints")
-    return sorted(glob.glob(os.path.join(spec["cwd"], pattern))) if pattern else []
+    return sorted(glob.glob(os.path.join(spec.cwd, pattern))) if pattern else []
 
 
 def declared_paths(spec):
@@ -87,7 +87,7 @@ def declared_paths(spec):
     for key in DECLARED_KEYS:
         pattern = declared(spec).get(key)
         if pattern:
-            found.update(glob.glob(os.path.join(spec["cwd"], pattern)))
+            found.update(glob.glob(os.path.join(spec.cwd, pattern)))
     return found
 
 
@@ -102,7 +102,7 @@ def remove_smoke_files(spec, before):
         else:
             with contextlib.suppress(OSError):
                 os.remove(path)
-        removed.append(os.path.relpath(path, spec["cwd"]))
+        removed.append(os.path.relpath(path, spec.cwd))
     return removed
 
 
@@ -112,9 +112,9 @@ def attempt_argv(spec):
     extra = declared(spec).get("resume_args")
     if extra and checkpoints_in_place(spec):
         argv += shlex.split(extra)
-    if spec.get("distributed") and spec.get("scheduler") == "slurm":  # torchrun on every node of the job
+    if spec.distributed and spec.scheduler == "slurm":  # torchrun on every node of the job
         argv = torchrun_argv(spec, argv)
-    elif spec.get("distributed"):  # this box's node of a run over several boxes
+    elif spec.distributed:  # this box's node of a run over several boxes
         argv = box_torchrun_argv(spec, argv)
     return argv
 
@@ -126,14 +126,14 @@ def smoke_argv(spec):
 
 def earlier_logs(spec):
     """The logs of this run's earlier attempts on this box (quarantined), oldest first."""
-    pattern = os.path.join(spec["quarantine_base"], glob.escape(spec["run_id"]) + "--*", "log.txt")
+    pattern = os.path.join(spec.quarantine_base, glob.escape(spec.run_id) + "--*", "log.txt")
     return sorted(glob.glob(pattern), key=lambda path: int(path.rsplit("--", 1)[1].split(os.sep)[0]))
 
 
 def build_export(spec, log_path):
     """Build output/ from the declared files; the problems found (every one), [] when built or when the
     script wrote its own export (a run.json in output/)."""
-    if not declared(spec) or os.path.isfile(os.path.join(spec["output"], "run.json")):
+    if not declared(spec) or os.path.isfile(os.path.join(spec.output, "run.json")):
         return []
     refused = declared_problems(spec)
     if refused:
@@ -142,12 +142,12 @@ def build_export(spec, log_path):
     python = argv0 if os.path.basename(argv0).startswith("python") else sys.executable
     env = run_env(spec, False)
     env["REMOTEGPU_TRAINER_FILES"] = json.dumps(declared(spec))
-    env["REMOTEGPU_CONFIG"] = spec.get("config") or ""
+    env["REMOTEGPU_CONFIG"] = spec.config or ""
     env["REMOTEGPU_LOGS"] = json.dumps([*earlier_logs(spec), log_path])
     try:
         done = subprocess.run(
             [python, "-c", BUILD],
-            cwd=spec["cwd"],
+            cwd=spec.cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -51,7 +51,7 @@ def bridge_declared(spec, bridged):
     fingerprint = found[newest]
     if bridged.get(newest) == fingerprint:
         return None
-    refused = path_problem(spec["cwd"], newest)
+    refused = path_problem(spec.cwd, newest)
     if refused:
         bridged[newest] = fingerprint  # said once for this state of it
         return "the run contract refuses the declared checkpoint " + refused
@@ -60,8 +60,8 @@ def bridge_declared(spec, bridged):
         return None
     if time.time_ns() - fingerprint[0] < BRIDGE_SETTLE_SECONDS * 1e9:
         return None
-    name = bridged_name(os.path.relpath(newest, spec["cwd"]), is_dir)
-    staging = os.path.join(spec["ckpt"], ".bridge-" + name)
+    name = bridged_name(os.path.relpath(newest, spec.cwd), is_dir)
+    staging = os.path.join(spec.ckpt, ".bridge-" + name)
     try:
         if is_dir:
             with tarfile.open(staging, "w") as archive:
@@ -71,15 +71,15 @@ def bridge_declared(spec, bridged):
         if declared_fingerprint(newest) != fingerprint:
             os.remove(staging)  # rewritten while copied: the next look takes the new one
             return None
-        os.replace(staging, os.path.join(spec["ckpt"], name))
+        os.replace(staging, os.path.join(spec.ckpt, name))
     except OSError:
         with contextlib.suppress(OSError):
             os.remove(staging)
         return None
-    for other in os.listdir(spec["ckpt"]):
+    for other in os.listdir(spec.ckpt):
         if other != name and bridged_source(other) is not None:
             with contextlib.suppress(OSError):
-                os.remove(os.path.join(spec["ckpt"], other))
+                os.remove(os.path.join(spec.ckpt, other))
     bridged[newest] = fingerprint
     return None
 
@@ -93,21 +93,21 @@ def restore_declared(spec):
     pattern = declared(spec).get("checkpoints")
     if not pattern:
         return None
-    names = sorted(os.listdir(spec["ckpt"]))
+    names = sorted(os.listdir(spec.ckpt))
     copies = [name for name in names if bridged_source(name) is not None and name_problem(name, pattern) is None]
     if not copies:
         return None
-    name = max(copies, key=lambda copy: os.stat(os.path.join(spec["ckpt"], copy)).st_mtime_ns)
+    name = max(copies, key=lambda copy: os.stat(os.path.join(spec.ckpt, copy)).st_mtime_ns)
     relative, is_dir = bridged_source(name)
-    target = os.path.join(spec["cwd"], relative)
+    target = os.path.join(spec.cwd, relative)
     if os.path.lexists(target):
         return None
     os.makedirs(os.path.dirname(target), exist_ok=True)
     if is_dir:
-        with tarfile.open(os.path.join(spec["ckpt"], name)) as archive:
+        with tarfile.open(os.path.join(spec.ckpt, name)) as archive:
             extract_folder(archive, os.path.dirname(target), os.path.basename(target))
     else:
-        with open_regular_file(os.path.join(spec["ckpt"], name)) as source, open(target, "xb") as copy:
+        with open_regular_file(os.path.join(spec.ckpt, name)) as source, open(target, "xb") as copy:
             shutil.copyfileobj(source, copy)
     return relative
 

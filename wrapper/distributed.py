@@ -49,8 +49,8 @@ def free_port():
 def torchrun_argv(spec, argv, environ=None):
     """The command started on every node of the job: srun of this wrapper's `node` part on each node (it
     owns that node's tree), which starts torchrun of the run's script there."""
-    shape = spec["distributed"]
-    nodes, per_node = int(shape["nodes"]), int(shape["tasks_per_node"])
+    shape = spec.distributed
+    nodes, per_node = int(shape.nodes), int(shape.tasks_per_node)
     endpoint = f"{head_address(environ if environ is not None else os.environ)}:{free_port()}"
     address, port = endpoint.rsplit(":", 1)
     # Static rendezvous, each node's rank its Slurm node id (the node part adds --node-rank): rank 0 is on
@@ -58,9 +58,9 @@ def torchrun_argv(spec, argv, environ=None):
     # dynamic rendezvous gave rank 0 to whichever node came first.)
     torchrun = [argv[0], "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={per_node}"]
     torchrun += [f"--master-addr={address}", f"--master-port={port}", "--max-restarts=0", *argv[1:]]
-    attempt = os.path.join(spec["active"], f"attempt-{spec['attempt']}")
-    request = {"argv": torchrun, "cwd": spec["cwd"], "nodes": os.path.join(attempt, "nodes"), "node_rank_at": 3}
-    request["grace"] = int(spec.get("stop_grace_seconds", 30))
+    attempt = os.path.join(spec.active, f"attempt-{spec.attempt}")
+    request = {"argv": torchrun, "cwd": spec.cwd, "nodes": os.path.join(attempt, "nodes"), "node_rank_at": 3}
+    request["grace"] = int(spec.stop_grace_seconds)
     path = os.path.join(attempt, "node-request.json")
     os.makedirs(attempt, exist_ok=True)
     with open(path + ".tmp", "w") as handle:
@@ -73,21 +73,21 @@ def torchrun_argv(spec, argv, environ=None):
 def box_torchrun_argv(spec, argv):
     """One SSH box's node of a run over several boxes: torchrun of the run's script, its node rank and the
     rendezvous (rank 0's box, at the port its preflight measured there) given by the control side."""
-    shape = spec["distributed"]
-    torchrun = [argv[0], "-m", "torch.distributed.run", f"--node-rank={int(shape['node_rank'])}"]
-    torchrun += [f"--nnodes={int(shape['nodes'])}", f"--nproc-per-node={int(shape['tasks_per_node'])}"]
-    torchrun += [f"--master-addr={shape['master_addr']}", f"--master-port={int(shape['master_port'])}"]
+    shape = spec.distributed
+    torchrun = [argv[0], "-m", "torch.distributed.run", f"--node-rank={int(shape.node_rank)}"]
+    torchrun += [f"--nnodes={int(shape.nodes)}", f"--nproc-per-node={int(shape.tasks_per_node)}"]
+    torchrun += [f"--master-addr={shape.master_addr}", f"--master-port={int(shape.master_port)}"]
     return [*torchrun, "--max-restarts=0", *argv[1:]]
 
 
 def distributed_env(spec):
     """The collectives' bound and interface, for every rank (torch reads the interface names itself)."""
-    shape = spec.get("distributed") or {}
+    shape = spec.distributed
     if not shape:
         return {}
-    env = {"REMOTEGPU_COLLECTIVE_TIMEOUT_S": str(int(shape["timeout"])), "OMP_NUM_THREADS": "1"}
-    if shape.get("ifname"):
-        env.update(GLOO_SOCKET_IFNAME=shape["ifname"], NCCL_SOCKET_IFNAME=shape["ifname"])
+    env = {"REMOTEGPU_COLLECTIVE_TIMEOUT_S": str(int(shape.timeout)), "OMP_NUM_THREADS": "1"}
+    if shape.ifname:
+        env.update(GLOO_SOCKET_IFNAME=shape.ifname, NCCL_SOCKET_IFNAME=shape.ifname)
     return env
 
 

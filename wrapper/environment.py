@@ -16,7 +16,7 @@ def boot_identity(spec):
     time of PID 1, and a marker the platform's start hook rewrites (vast.ai `onstart`)."""
     fields = (read("/proc/1/stat") or ")").rsplit(")", 1)[1].split()
     pid1_start = fields[19] if len(fields) > 19 else ""  # starttime, the 22nd field of /proc/<pid>/stat
-    marker = (read(spec["boot_marker"]) or "") if spec.get("boot_marker") else ""
+    marker = (read(spec.boot_marker) or "") if spec.boot_marker else ""
     return "|".join([read("/proc/sys/kernel/random/boot_id") or "", pid1_start, marker])
 
 
@@ -129,7 +129,7 @@ def conda_envs():
 
 def known_venvs(spec):
     found = []
-    for base in [*(expand(d) for d in VENV_DIRS), os.path.dirname(spec["run_root"])]:
+    for base in [*(expand(d) for d in VENV_DIRS), os.path.dirname(spec.run_root)]:
         for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
             if os.path.isfile(os.path.join(base, name, "pyvenv.cfg")):
                 found.append(os.path.join(base, name))
@@ -139,9 +139,9 @@ def known_venvs(spec):
 def interpreter_for(spec):
     """The python a run uses: its named environment (interpreter, venv dir or conda env), else the
     platform's interpreter (its hooks, when this box has it), else the image's."""
-    wanted = (spec.get("environment") or "").strip()
+    wanted = (spec.environment or "").strip()
     if not wanted:
-        argv0 = (spec.get("argv") or [""])[0]
+        argv0 = (spec.argv or [""])[0]
         if "/" in argv0 and os.path.basename(argv0).startswith("python"):
             return argv0  # the command names its interpreter outright
         return hook_interpreter(spec) or shutil.which("python3") or sys.executable
@@ -172,26 +172,26 @@ def torch_pin(src):
 
 def environment_report(spec):
     interpreter = interpreter_for(spec)
-    report = {"requested": spec.get("environment") or "", "interpreter": interpreter}
+    report = {"requested": spec.environment or "", "interpreter": interpreter}
     report["available"] = {"conda": sorted(conda_envs()), "venvs": known_venvs(spec)}
     if not interpreter or not os.path.isfile(interpreter):
-        report["error"] = "no interpreter for environment " + repr(spec.get("environment"))
+        report["error"] = "no interpreter for environment " + repr(spec.environment)
         return report
     report["conda_base"] = is_conda_base(interpreter)
     try:
-        command = [interpreter, "-c", IDENTITY_SCRIPT, *(["--cuda"] if spec.get("gpus") else [])]
+        command = [interpreter, "-c", IDENTITY_SCRIPT, *(["--cuda"] if spec.gpus else [])]
         done = subprocess.run(command, stdout=subprocess.PIPE, timeout=120)
         report.update(json.loads(done.stdout.decode().strip().splitlines()[-1]))
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
         report["error"] = f"the interpreter {interpreter} did not run: {exc}"
-    report["torch_pin"] = torch_pin(spec["src"]) if os.path.isdir(spec["src"]) else None
-    report["lock_file"], report["lock_sha256"] = lock_file(spec["src"]) if os.path.isdir(spec["src"]) else (None, None)
+    report["torch_pin"] = torch_pin(spec.src) if os.path.isdir(spec.src) else None
+    report["lock_file"], report["lock_sha256"] = lock_file(spec.src) if os.path.isdir(spec.src) else (None, None)
     return report
 
 
 def argv_in_environment(spec):
     """A bare `python`/`python3` in the command means the run's environment's interpreter."""
-    argv = list(spec["argv"])
+    argv = list(spec.argv)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = interpreter_for(spec) or argv[0]
     return argv

@@ -66,7 +66,7 @@ def contract_reason(problems):
 
 def export_problems(spec, partial):
     """Every rule of the export contract the staged export breaks (docs/contract.md)."""
-    if spec.get("capsule") == "hardware":
+    if spec.capsule == "hardware":
         return [p for p in (hardware_problem(partial), dataset_bytes_problem(spec, partial)) if p]
     best = os.path.join(partial, "best.pth")
     problems = [f"required file {name} is missing" for name in REQUIRED_EXPORT if not _is_file(partial, name)]
@@ -104,7 +104,7 @@ def _is_file(*parts):
 
 def frozen_problem(spec):
     """A last.pth that is a link to another file (ckpt/'s latest, say) may still change after sealing."""
-    last = os.path.join(spec["output"], "last.pth")
+    last = os.path.join(spec.output, "last.pth")
     if os.path.islink(last):
         return "last.pth is a symbolic link: an export holds a frozen copy, never a link"
     if os.path.isfile(last) and os.stat(last).st_nlink > 1:
@@ -114,7 +114,7 @@ def frozen_problem(spec):
 
 def dataset_bytes_problem(spec, partial):
     """An export file with the bytes of one of the run's dataset files (its size, then its SHA-256)."""
-    wanted = spec.get("dataset_files") or {}
+    wanted = spec.dataset_files or {}
     sizes = set(wanted.values())
     if not sizes:
         return None
@@ -150,7 +150,7 @@ def stage_export(spec, partial):
     """Copy output/ into the staging directory file by file, so a full disk raises its own errno."""
     if os.path.exists(partial):
         shutil.rmtree(partial)
-    source = spec["output"]
+    source = spec.output
     for directory, _dirs, names in os.walk(source):
         target = os.path.join(partial, os.path.relpath(directory, source))
         os.makedirs(target, exist_ok=True)
@@ -169,8 +169,8 @@ def quarantine(spec, reason):
         if exc.errno not in DISK_FULL or not os.path.isdir(os.path.join(reserve, "quarantine")):
             raise
         os.rename(os.path.join(reserve, "quarantine"), target)  # no new inode: the reserved directory
-    if os.path.exists(spec["partial"]):
-        os.replace(spec["partial"], os.path.join(target, "export-partial"))
+    if os.path.exists(spec.partial):
+        os.replace(spec.partial, os.path.join(target, "export-partial"))
     # The attempt (log, markers) moves; checkpoints stay in active/ so an identical retry resumes.
     for name in sorted(os.listdir(source)):
         if name != RESERVE:
@@ -185,35 +185,35 @@ def closeout(spec):
     try:
         return seal(spec)
     except OSError as exc:
-        shutil.rmtree(spec["partial"], ignore_errors=True)  # our own staging: give the space back
+        shutil.rmtree(spec.partial, ignore_errors=True)  # our own staging: give the space back
         if exc.errno in DISK_FULL:
             return "disk_full: {} while sealing the export ({})".format(os.strerror(exc.errno), exc.filename or "")
         return f"closeout failed: {exc}"
     except ValueError as exc:  # e.g. a symlink in the output: never sealed
-        shutil.rmtree(spec["partial"], ignore_errors=True)
+        shutil.rmtree(spec.partial, ignore_errors=True)
         return f"closeout failed: {exc}"
 
 
 def seal(spec):
-    if os.path.exists(spec["export"]):
-        return "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"])
+    if os.path.exists(spec.export):
+        return f"export/{spec.run_id} is already sealed; changed bytes need a new run id"
     problems = build_export(spec, os.path.join(attempt_dir(spec), "log.txt"))  # the no-edit path, if declared
     if problems:
         return contract_reason(problems)
-    if not os.path.isdir(spec["output"]):
-        return contract_reason(["the command wrote nothing to $REMOTEGPU_OUTPUT_DIR ({})".format(spec["output"])])
+    if not os.path.isdir(spec.output):
+        return contract_reason([f"the command wrote nothing to $REMOTEGPU_OUTPUT_DIR ({spec.output})"])
     problem = frozen_problem(spec)
     if problem:
         return contract_reason([problem])
-    stage_export(spec, spec["partial"])
-    problem = validate_export(spec, spec["partial"])
+    stage_export(spec, spec.partial)
+    problem = validate_export(spec, spec.partial)
     if problem:
         return problem
-    gaps = paperwork_gaps(spec["partial"])
+    gaps = paperwork_gaps(spec.partial)
     os.makedirs(attempt_dir(spec), exist_ok=True)
     atomic_write(os.path.join(attempt_dir(spec), PAPERWORK_FILE), json.dumps(gaps))
     # The roster as sealed: later custody checks compare the export against it byte for byte.
-    atomic_write(sealed_roster_path(spec), json.dumps(roster_of(spec["partial"])))
-    os.makedirs(os.path.dirname(spec["export"]), exist_ok=True)  # export/hardware/ for a capsule
-    os.rename(spec["partial"], spec["export"])  # atomic on one filesystem; never over an existing export
+    atomic_write(sealed_roster_path(spec), json.dumps(roster_of(spec.partial)))
+    os.makedirs(os.path.dirname(spec.export), exist_ok=True)  # export/hardware/ for a capsule
+    os.rename(spec.partial, spec.export)  # atomic on one filesystem; never over an existing export
     return None

@@ -54,12 +54,12 @@ def cmd_follow(request, requests):
             base = attempt_dir(spec) if os.path.isdir(attempt_dir(spec)) else quarantine_dir(spec)
             text, start, end = read_from(os.path.join(base, "log.txt"), offset)
             if text:
-                event = {"type": "log", "run_id": spec["run_id"], "attempt": spec["attempt"]}
+                event = {"type": "log", "run_id": spec.run_id, "attempt": spec.attempt}
                 if not emit({**event, "start": start, "end": end, "text": text}):
                     return 0
                 entry[1] = end
             elif done:
-                if not emit({"type": "exit", "run_id": spec["run_id"], "attempt": spec["attempt"]}):
+                if not emit({"type": "exit", "run_id": spec.run_id, "attempt": spec.attempt}):
                     return 0
                 followed.remove(entry)
         if time.time() - last_beat >= beat:

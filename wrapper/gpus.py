@@ -24,15 +24,15 @@ def gpus_now(spec):
 
 def relaunch_problem(spec):
     """Why the attempt of spec may not start again on this box now (gone_problem), or None."""
-    if not spec.get("gpus"):
+    if not spec.gpus:
         return None
-    return gone_problem(spec["gpus"], gpus_now(spec), spec.get("gpus_at_preflight"))
+    return gone_problem(spec.gpus, gpus_now(spec), spec.gpus_at_preflight)
 
 
 def our_pids(spec):
     """The pids of every RemoteGPU attempt on this box (wrapper and child), from their pid files."""
     pids = set()
-    root = os.path.dirname(spec["run_root"].rstrip("/"))
+    root = os.path.dirname(spec.run_root.rstrip("/"))
     for project in os.listdir(root) if os.path.isdir(root) else []:
         active = os.path.join(root, project, "active")
         for run in os.listdir(active) if os.path.isdir(active) else []:
@@ -86,7 +86,7 @@ def gpu_holders(spec):
     holders = []
     for pid, uuid, used in apps[:256]:
         index = gpus.get(uuid)
-        if index in spec["gpus"] and not descends_from(ascii_int(pid), ours):
+        if index in spec.gpus and not descends_from(ascii_int(pid), ours):
             holders.append({"index": index, "pid": ascii_int(pid), "used_mib": ascii_int(used)})
     return {"indices": sorted(gpus.values()), "holders": holders}
 

@@ -20,7 +20,7 @@ SHELL_OWN = {"_", "SHLVL", "PWD", "OLDPWD", "PS1", "PS2", "PS4", "IFS", "OPTIND"
 def hook_value(value, spec):
     """$CACHE (the project's cache/ on this node) and $HOME are the only names a hook value may use."""
     if value == "$CACHE" or value.startswith("$CACHE/"):
-        return os.path.join(spec["cache"], value[len("$CACHE/") :]) if value != "$CACHE" else spec["cache"]
+        return os.path.join(spec.cache, value[len("$CACHE/") :]) if value != "$CACHE" else spec.cache
     if value == "$HOME" or value.startswith(("$HOME/", "~/")):
         return expand(value)
     return value
@@ -49,7 +49,7 @@ def _environment(data):
 
 def hook_env(spec, base_env):
     """(what the child's environment gains, the report of what ran) for the spec's hooks on this box."""
-    hooks = spec.get("hooks") or {}
+    hooks = spec.hooks or {}
     interpreter = hooks.get("interpreter")
     report = {"proxy": None, "env": {}, "interpreter": interpreter}
     if interpreter:
@@ -74,23 +74,23 @@ def hook_env(spec, base_env):
 
 def drop_proxy_from_wrapper(spec):
     """The proxy's variables are the child's: the wrapper and what it runs after the child go without them."""
-    proxy = (spec.get("hooks") or {}).get("proxy") or {}
+    proxy = (spec.hooks or {}).get("proxy") or {}
     for name in proxy.get("unset") or []:
         os.environ.pop(name, None)
 
 
 def hook_interpreter(spec):
     """The platform's (or instance's) interpreter when this box has it, else None."""
-    path = (spec.get("hooks") or {}).get("interpreter")
+    path = (spec.hooks or {}).get("interpreter")
     return expand(path) if path and os.path.isfile(expand(path)) else None
 
 
 def make_cache(spec):
     """The project's cache/ and the directories the hooks point into it (HF_HOME, PIP_CACHE_DIR, …)."""
-    if not spec.get("cache"):
+    if not spec.cache:
         return
-    os.makedirs(spec["cache"], exist_ok=True)
-    for value in ((spec.get("hooks") or {}).get("env") or {}).values():
+    os.makedirs(spec.cache, exist_ok=True)
+    for value in ((spec.hooks or {}).get("env") or {}).values():
         path = hook_value(value, spec)
-        if path.startswith(spec["cache"] + os.sep):
+        if path.startswith(spec.cache + os.sep):
             os.makedirs(path, exist_ok=True)

@@ -52,7 +52,7 @@ def clone_hashing(source, target):
     return sha256_file(target) if cloned else copy_hashing(source, target)
 
 
-def durable_problem(spec, root, target):
+def durable_problem(run_root, root, target):
     """Why root cannot hold a durable mirror, measured: it must exist (it is never created: a missing
     mount would put the copy on the system disk), hold target, and be a disk other than the data root's."""
     if not os.path.isdir(root) or os.path.islink(root):
@@ -60,7 +60,7 @@ def durable_problem(spec, root, target):
     real_root = os.path.realpath(root)
     if not (os.path.realpath(os.path.dirname(target)) + "/").startswith(real_root.rstrip("/") + "/"):
         return "refusing a mirror outside the durable root " + root
-    durable, data = mount_of(root), mount_of(spec["run_root"])
+    durable, data = mount_of(root), mount_of(run_root)
     if durable is None or data is None:
         return "the mounts of " + root + " cannot be read (/proc/self/mountinfo)"
     if durable["device"] == data["device"]:
@@ -93,14 +93,14 @@ def cmd_mirror(spec, target, root):
     copied and compared with the roster recorded at sealing; the copy is staged under <target>.partial
     and renamed into place only when every file matches. The answer carries the measured mount.
     """
-    problem = durable_problem(spec, root, target)
+    problem = durable_problem(spec.run_root, root, target)
     if problem:
         print(json.dumps({"error": problem, "mount": mount_of(root) if os.path.isdir(root) else None}))
         return 1
     mount = mount_of(root)
     sealed = read(sealed_roster_path(spec))
     if not sealed:
-        print(json.dumps({"error": "no sealed roster for " + spec["export"]}))
+        print(json.dumps({"error": "no sealed roster for " + spec.export}))
         return 1
     files = json.loads(sealed)
     if os.path.isdir(target):
@@ -116,7 +116,7 @@ def cmd_mirror(spec, target, root):
     for item in files:
         destination = os.path.join(staging, item["path"])
         os.makedirs(os.path.dirname(destination), exist_ok=True)
-        if copy_hashing(os.path.join(spec["export"], item["path"]), destination) != item["sha256"]:
+        if copy_hashing(os.path.join(spec.export, item["path"]), destination) != item["sha256"]:
             shutil.rmtree(staging, ignore_errors=True)
             print(json.dumps({"error": "hash mismatch while mirroring " + item["path"]}))
             return 1

@@ -14,7 +14,7 @@ def probe_answer(request):
     for item in request["runs"]:
         try:
             spec = load_spec(item["spec"])
-            answers[spec["run_id"]] = run_status(spec, item.get("log_offset", 0), item.get("csv_offset", 0))
+            answers[spec.run_id] = run_status(spec, item.get("log_offset", 0), item.get("csv_offset", 0))
         except (OSError, ValueError) as exc:
             answers[item.get("run_id", item["spec"])] = {"error": str(exc)}
     return {"now": time.time(), "gpus": gpu_utilization(), "runs": answers}

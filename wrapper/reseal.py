@@ -19,8 +19,8 @@ from .roster import roster_of, sealed_roster_path
 def cmd_reseal(spec):
     quarantined = quarantine_dir(spec)
     staged = os.path.join(quarantined, "export-partial")
-    if os.path.lexists(spec["export"]):
-        return _said(False, "export/{} is already sealed; changed bytes need a new run id".format(spec["run_id"]))
+    if os.path.lexists(spec.export):
+        return _said(False, f"export/{spec.run_id} is already sealed; changed bytes need a new run id")
     if not os.path.isdir(staged) or os.path.islink(staged):
         return _said(False, "no staged export was kept with the quarantined attempt: run it again instead")
     problems = export_problems(spec, staged)
@@ -28,10 +28,10 @@ def cmd_reseal(spec):
         return _said(False, contract_reason(problems))
     gaps = paperwork_gaps(staged)
     atomic_write(os.path.join(quarantined, PAPERWORK_FILE), json.dumps(gaps))
-    os.makedirs(spec["active"], exist_ok=True)
+    os.makedirs(spec.active, exist_ok=True)
     atomic_write(sealed_roster_path(spec), json.dumps(roster_of(staged)))
-    os.makedirs(os.path.dirname(spec["export"]), exist_ok=True)
-    os.rename(staged, spec["export"])  # atomic on one filesystem; never over an existing export
+    os.makedirs(os.path.dirname(spec.export), exist_ok=True)
+    os.rename(staged, spec.export)  # atomic on one filesystem; never over an existing export
     print(json.dumps({"sealed": True, "paperwork": gaps}))
     return 0
 

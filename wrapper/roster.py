@@ -21,7 +21,7 @@ def roster_of(root):
 
 
 def sealed_roster_path(spec):
-    return os.path.join(spec["active"], "sealed-roster.json")
+    return os.path.join(spec.active, "sealed-roster.json")
 
 
 def cmd_roster(spec):
@@ -30,7 +30,7 @@ def cmd_roster(spec):
     Only export/<run-id> (or a capsule's export/hardware/<run-id>) is ever rostered: active/, cache/ and
     .partial/ are mutable or unsealed.
     """
-    root = spec["export"]
+    root = spec.export
     parent = os.path.dirname(root)
     if os.path.basename(parent) == "hardware":
         parent = os.path.dirname(parent)

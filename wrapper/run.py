@@ -41,11 +41,11 @@ def start_child(spec, argv, log, secrets, hooks):
     env = run_env(spec, False, secrets, hooks)
     # A node of a run over several boxes: torchrun in a session of its own, so a killed launcher group
     # leaves this wrapper to report it (and to end the workers it left).
-    apart = bool(spec.get("distributed")) and spec.get("scheduler") != "slurm"
+    apart = bool(spec.distributed) and spec.scheduler != "slurm"
     if not secrets:
-        return subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdout=log, stderr=log, start_new_session=apart), None
+        return subprocess.Popen(argv, cwd=spec.cwd, env=env, stdout=log, stderr=log, start_new_session=apart), None
     child = subprocess.Popen(
-        argv, cwd=spec["cwd"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=apart
+        argv, cwd=spec.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=apart
     )
     pump = threading.Thread(target=pump_masked, args=(child.stdout, log, list(secrets.values())), daemon=True)
     pump.start()
@@ -56,7 +56,7 @@ def _prepare(spec) -> tuple[str, str, bool]:
     """The attempt's directories and markers: (attempt dir, reserve dir, started again in place)."""
     attempt = attempt_dir(spec)
     os.makedirs(attempt, exist_ok=True)
-    for directory in (spec["ckpt"], spec["output"], os.path.dirname(spec["partial"]), spec["quarantine_base"]):
+    for directory in (spec.ckpt, spec.output, os.path.dirname(spec.partial), spec.quarantine_base):
         os.makedirs(directory, exist_ok=True)
     reserve = reserve_markers(attempt)
     in_place = os.path.exists(os.path.join(attempt, "started_at"))  # the start hook's relaunch after a restart
@@ -87,7 +87,7 @@ def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
     stopped = stop_reason(spec, code) or preempted_reason(spec, code)
     failed = code != 0 and (disk.full_reason(code) or f"command exited with code {code}")
     failed, peers = _failure_said(spec, attempt, failed, stragglers)
-    if not (stopped or failed) and (spec.get("distributed") or {}).get("role") == "peer":
+    if not (stopped or failed) and spec.distributed and spec.distributed.role == "peer":
         # Another box's node: rank 0's box seals the export; this one ends with its exit marker only.
         with contextlib.suppress(OSError):
             atomic_write(os.path.join(attempt, "node-done"), f"{int(time.time())}\n")
@@ -100,7 +100,7 @@ def _close(spec, attempt, reserve, code, disk, stragglers) -> int:
         quarantine(spec, problem)
         return 1
     with contextlib.suppress(OSError):  # a convenience marker: the export itself is what counts
-        atomic_write(os.path.join(spec["active"], "sealed"), f"attempt {spec['attempt']}\n")
+        atomic_write(os.path.join(spec.active, "sealed"), f"attempt {spec.attempt}\n")
     shutil.rmtree(reserve, ignore_errors=True)
     return 0
 
@@ -109,7 +109,7 @@ def _failure_said(spec, attempt, failed, stragglers):
     """(the failure with the stragglers stopped, or "" where srun named failed nodes; what those nodes'
     failures were). A node's failure after rank 0 exported in full (an abort at exit, another node's) does
     not fail a finished training: rank 0's export, checked at closeout as any, decides."""
-    tasks = failed_tasks(os.path.join(attempt, "log.txt")) if failed and spec.get("distributed") else {}
+    tasks = failed_tasks(os.path.join(attempt, "log.txt")) if failed and spec.distributed else {}
     said = [nodes_said(tasks)] if tasks else []
     said += [frozen] if tasks and (frozen := frozen_nodes(attempt)) else []
     said += [stragglers_said(stragglers)] if failed and stragglers else []
@@ -139,13 +139,13 @@ def _restored(spec, in_place):
 
 def _watch_frozen(spec, attempt, stop):
     """A box's node of a run over several boxes: a stopped process of it is recorded for its status."""
-    if spec.get("distributed") and spec.get("scheduler") != "slurm":
+    if spec.distributed and spec.scheduler != "slurm":
         record = os.path.join(attempt, "stopped.json")
-        threading.Thread(target=watch_stopped, args=(spec["tree_mark"], stop, {}, 1.0, record), daemon=True).start()
+        threading.Thread(target=watch_stopped, args=(spec.tree_mark, stop, {}, 1.0, record), daemon=True).start()
 
 
 def cmd_run(spec):
-    spec = dict(spec, tree_mark=new_tree_mark(spec))  # the attempt's processes, whatever their session
+    spec = spec.but(tree_mark=new_tree_mark(spec))  # the attempt's processes, whatever their session
     secrets = take_secrets(spec)  # read once, the file gone before anything else happens
     drop_proxy_from_wrapper(spec)
     make_cache(spec)
@@ -164,8 +164,8 @@ def cmd_run(spec):
     mirror.start()
     beat = os.path.join(attempt, "heartbeat")
     atomic_write(beat, f"{int(time.time())}\n")
-    threading.Thread(target=heartbeat, args=(beat, spec.get("heartbeat_seconds", 10), stop), daemon=True).start()
-    disk = DiskWatch(spec["active"])
+    threading.Thread(target=heartbeat, args=(beat, spec.heartbeat_seconds, stop), daemon=True).start()
+    disk = DiskWatch(spec.active)
     disk.start(stop)
     with open(log_path, "ab") as log:
         child, pump = _start_recorded(spec, attempt, log, secrets)
@@ -180,7 +180,7 @@ def cmd_run(spec):
         signal.signal(signal.SIGUSR1, lambda signum, frame: on_usr1(spec, child))
         code = child.wait() if child else 127
         # A launcher's workers in sessions of their own outlive it (torchrun's): none trains on unwatched.
-        stragglers = end_stragglers(spec["tree_mark"], attempt, grace_of(spec) if code else 10)
+        stragglers = end_stragglers(spec.tree_mark, attempt, grace_of(spec) if code else 10)
         disk.exited()  # before anything of ours is removed or copied
         if pump is not None:
             pump.join(timeout=30)  # the rest of the child's output, masked, before the exit marker

@@ -69,7 +69,7 @@ def write_private(path, text):
 
 def secrets_path(spec):
     """The attempt's secrets file: named by project root, run and attempt, so each call finds it."""
-    name = f"{os.path.basename(spec['run_root'])}--{spec['run_id']}--{spec['attempt']}.json"
+    name = f"{os.path.basename(spec.run_root)}--{spec.run_id}--{spec.attempt}.json"
     directory = secrets_dir()
     return os.path.join(directory, name) if directory else None
 
@@ -86,7 +86,7 @@ def take_secrets(spec):
         values = {}
     finally:
         remove_secrets(spec)
-    wanted = spec.get("secrets") or []
+    wanted = spec.secrets or []
     return {name: value for name, value in (values or {}).items() if name in wanted and isinstance(value, str)}
 
 

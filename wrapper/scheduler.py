@@ -1,4 +1,4 @@
-"""A run under Slurm (spec["scheduler"] == "slurm"): which attempt this is, where it writes, and the fence
+"""A run under Slurm (spec.scheduler == "slurm"): which attempt this is, where it writes, and the fence
 that keeps an older attempt from sealing the export.
 
 Slurm requeues a job in place (preemption, a node failure, a requeue by the product): the same batch
@@ -19,7 +19,7 @@ CURRENT = "slurm-attempt"  # in active/: the newest attempt that started
 
 
 def under_slurm(spec):
-    return spec.get("scheduler") == "slurm"
+    return spec.scheduler == "slurm"
 
 
 def placed(spec, environ=None):
@@ -28,19 +28,18 @@ def placed(spec, environ=None):
     if not under_slurm(spec):
         return spec
     restarts = (environ if environ is not None else os.environ).get("SLURM_RESTART_COUNT", "")
-    spec = dict(spec, attempt=spec["attempt"] + (ascii_int(restarts, RESTARTS_LIMIT) or 0))
-    spec["output"] = os.path.join(attempt_dir(spec), "output")
-    return spec
+    spec = spec.but(attempt=spec.attempt + (ascii_int(restarts, RESTARTS_LIMIT) or 0))
+    return spec.but(output=os.path.join(attempt_dir(spec), "output"))
 
 
 def claim(spec):
     """This attempt is the newest that started (a requeued one claims over the one it replaces)."""
-    if under_slurm(spec) and spec["attempt"] > (newest(spec) or 0):
-        atomic_write(os.path.join(spec["active"], CURRENT), f"{spec['attempt']}\n")
+    if under_slurm(spec) and spec.attempt > (newest(spec) or 0):
+        atomic_write(os.path.join(spec.active, CURRENT), f"{spec.attempt}\n")
 
 
 def newest(spec):
-    found = (read(os.path.join(spec["active"], CURRENT)) or "").strip()
+    found = (read(os.path.join(spec.active, CURRENT)) or "").strip()
     return ascii_int(found)
 
 
@@ -48,7 +47,7 @@ def superseded(spec):
     """Why this attempt must not seal (a newer attempt of the job started), or None."""
     if not under_slurm(spec):
         return None
-    current = newest(spec) or spec["attempt"]
-    if current > spec["attempt"]:
+    current = newest(spec) or spec.attempt
+    if current > spec.attempt:
         return f"superseded: Slurm requeued the job and attempt {current} runs now; this copy does not seal"
     return None

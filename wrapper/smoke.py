@@ -19,11 +19,11 @@ def cmd_smoke(spec):
     secrets = take_secrets(spec)  # only when the run asked for them in its smoke (the spec names them)
     drop_proxy_from_wrapper(spec)
     make_cache(spec)
-    smoke_dir = os.path.join(spec["active"], "smoke")
+    smoke_dir = os.path.join(spec.active, "smoke")
     shutil.rmtree(smoke_dir, ignore_errors=True)
     os.makedirs(os.path.join(smoke_dir, "output"))
     started = time.time()
-    bound = spec.get("smoke_timeout", 600)
+    bound = spec.smoke_timeout
     before = declared_paths(spec)
     try:
         code, output = run_bounded(spec, secrets, bound)
@@ -68,7 +68,7 @@ def run_bounded(spec, secrets, bound):
     is killed (a data loader's workers too) and the output says why."""
     child = subprocess.Popen(
         smoke_argv(spec),
-        cwd=spec["cwd"],
+        cwd=spec.cwd,
         env=run_env(spec, smoke=True, secrets=secrets),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

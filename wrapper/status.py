@@ -47,27 +47,27 @@ def run_status(spec, log_offset=0, csv_offset=0):
     exit_code = moved_or_not(attempt, quarantined, "exit_code")
     heartbeat_at = moved_or_not(attempt, quarantined, "heartbeat")
     log_chunk, log_start, log_offset = read_from(os.path.join(base, "log.txt"), log_offset)
-    csv_chunk, _, csv_offset = read_from(os.path.join(spec["output"], "train.csv"), csv_offset)
+    csv_chunk, _, csv_offset = read_from(os.path.join(spec.output, "train.csv"), csv_offset)
     status = {
-        "run_id": spec["run_id"],
-        "attempt": spec["attempt"],
+        "run_id": spec.run_id,
+        "attempt": spec.attempt,
         "now": time.time(),
         "launched": bool(pids) or os.path.isdir(quarantined),
         "wrapper_alive": bool(pids) and pids[0] > 0 and alive(pids[0]),
         "child_alive": len(pids) > 1 and pids[1] > 0 and alive(pids[1]),
         "exit_code": ascii_int(exit_code.strip(), signed=True) if exit_code else None,
         "heartbeat_at": ascii_int(heartbeat_at.strip()) if heartbeat_at else None,
-        "exported": os.path.isdir(spec["export"]),
+        "exported": os.path.isdir(spec.export),
         "paperwork": json.loads(read(os.path.join(base, "paperwork.json")) or "[]"),  # export.PAPERWORK_FILE
         "quarantine_reason": read(os.path.join(quarantined, "reason.txt")),
         "rebooted": rebooted(spec, base),
         "ran": json.loads(read(os.path.join(base, "ran.json")) or "null"),
         "ckpt_mirror": mirror_state(base),
-        "boot_relaunches": counted(os.path.join(spec["active"], "boot-relaunches")),  # boot_resume.COUNTER
+        "boot_relaunches": counted(os.path.join(spec.active, "boot-relaunches")),  # boot_resume.COUNTER
         # A node of a run over several boxes: processes of it seen stopped (SIGSTOP), a frozen peer.
         "stopped_processes": len(json.loads(read(os.path.join(base, "stopped.json")) or "[]") or []),
         "log_mtime": written_at(spec, base),
-        "ckpt_mtime": newest_mtime(spec["ckpt"]) if os.path.isdir(spec["ckpt"]) else None,
+        "ckpt_mtime": newest_mtime(spec.ckpt) if os.path.isdir(spec.ckpt) else None,
         "log_from": requested_log,
         "log_chunk": log_chunk,
         "log_start": log_start,
@@ -76,18 +76,18 @@ def run_status(spec, log_offset=0, csv_offset=0):
         "csv_chunk": csv_chunk,
         "csv_offset": csv_offset,
         "log_tail": tail(os.path.join(base, "log.txt")),
-        "space": measure(spec["run_root"]),
+        "space": measure(spec.run_root),
     }
     if status["exit_code"] not in (None, 0):
-        cache = os.path.join(spec["run_root"], "cache")
-        status["regenerable"] = largest_items([cache, os.path.join(spec["active"], "smoke")])
+        cache = os.path.join(spec.run_root, "cache")
+        status["regenerable"] = largest_items([cache, os.path.join(spec.active, "smoke")])
     return status
 
 
 def written_at(spec, base):
     """When the command last wrote: its log or its output, never the wrapper's own markers (the
     heartbeat, the checkpoint mirror's state), which would keep a silent run from ever reading stalled."""
-    times = [newest_mtime(spec["output"]) if os.path.isdir(spec["output"]) else None]
+    times = [newest_mtime(spec.output) if os.path.isdir(spec.output) else None]
     with contextlib.suppress(OSError):
         times.append(os.stat(os.path.join(base, "log.txt")).st_mtime)
     return max(filter(None, times), default=None)

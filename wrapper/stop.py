@@ -28,7 +28,7 @@ def stop_request(spec):
 
 def grace_of(spec):
     asked = stop_request(spec) or {}
-    seconds = asked.get("grace_seconds", spec.get("stop_grace_seconds", 30))
+    seconds = asked.get("grace_seconds", spec.stop_grace_seconds)
     return max(0, min(int(seconds), 3600)) if isinstance(seconds, int) else 30
 
 

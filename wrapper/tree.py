@@ -23,7 +23,7 @@ TREE_SCAN_LIMIT = 100_000  # /proc entries read at most (a box is untrusted; so 
 
 
 def new_tree_mark(spec) -> str:
-    return f"{spec['run_id']}.{spec['attempt']}.{os.urandom(8).hex()}"
+    return f"{spec.run_id}.{spec.attempt}.{os.urandom(8).hex()}"
 
 
 def marked_pids(mark: str) -> list[int]:

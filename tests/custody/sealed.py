@@ -74,8 +74,7 @@ def verify(run, mirror: bool = False) -> CustodyRecord:
         from tests.runs.conftest import load_wrapper
 
         wrapper, root = load_wrapper(), str(durable_root(run))
-        spec = {"run_root": str(node_path(run.instance.data_root))}
-        if wrapper.durable_problem(spec, root, str(mirror_dir(run))) is None:
+        if wrapper.durable_problem(str(node_path(run.instance.data_root)), root, str(mirror_dir(run))) is None:
             write_tree(mirror_dir(run), files)
             record.mirror_uri, record.mirror_verified = str(mirror_dir(run)), True
             record.mirror_tier = run.instance.mirror_tier_info["name"]

@@ -21,6 +21,7 @@ from custody.models import Artifact
 from custody.readback import read_back
 from runs.models import Capsule
 from tests import factories
+from tests.box_specs import spec_with
 from tests.custody.test_population import roster
 from tests.custody.test_verification_parts import REPO, tinyfit_output  # noqa: F401
 from tests.runs.conftest import load_wrapper
@@ -58,7 +59,7 @@ def capsule(made_capsule, tmp_path):
 
 
 def sealing_problem(partial):
-    return WRAPPER.validate_export({"capsule": "hardware"}, str(partial))
+    return WRAPPER.validate_export(spec_with(WRAPPER, **{"capsule": "hardware"}), str(partial))
 
 
 def test_a_real_capsule_seals_and_reads_back_with_its_metrics_not_applicable(capsule, tinyfit_output):  # noqa: F811

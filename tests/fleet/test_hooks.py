@@ -8,6 +8,8 @@ import pytest
 
 from platforms import catalog
 from platforms.hooks import HookError, effective, identity, parse_overrides
+from platforms.layout import NodeLayout
+from tests.box_specs import spec_data
 from tests.runs.conftest import load_wrapper
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "profiles"
@@ -131,17 +133,20 @@ def wrapper():
 def test_sourcing_a_hook_gives_what_it_exported_and_nothing_the_shell_sets(wrapper, tmp_path):
     hook = tmp_path / "turbo"
     hook.write_text('export http_proxy=http://10.0.0.1:8080\nexport PATH="/opt/turbo/bin:$PATH"\ncd /\necho noisy\n')
-    spec = {"cache": str(tmp_path / "cache"), "hooks": {"proxy": {"source": str(hook), "exports": {}, "unset": []}}}
+    layout = NodeLayout(str(tmp_path), "p", "r1", "")
+    hooks = {"proxy": {"source": str(hook), "exports": {}, "unset": []}}
+    spec = wrapper.spec_of(spec_data(layout, cache=str(tmp_path / "cache"), hooks=hooks))
     added, report = wrapper.hook_env(spec, {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert added == {"http_proxy": "http://10.0.0.1:8080", "PATH": "/opt/turbo/bin:/usr/bin:/bin"}
     assert report["proxy"] == {"source": str(hook), "found": True, "exported": ["PATH", "http_proxy"]}
-    spec["hooks"]["proxy"]["source"] = str(tmp_path / "missing")
+    spec = spec.but(hooks={"proxy": {"source": str(tmp_path / "missing"), "exports": {}, "unset": []}})
     added, report = wrapper.hook_env(spec, {"PATH": "/usr/bin"})
     assert added == {} and report["proxy"]["found"] is False
 
 
 def test_cache_names_expand_under_the_project_cache(wrapper, tmp_path):
-    spec = {"cache": "/data/p/cache", "hooks": {"env": {"HF_HOME": "$CACHE/huggingface", "X": "$CACHEX"}}}
+    hooks = {"env": {"HF_HOME": "$CACHE/huggingface", "X": "$CACHEX"}}
+    spec = wrapper.spec_of(spec_data(NodeLayout(str(tmp_path), "p", "r1", ""), cache="/data/p/cache", hooks=hooks))
     added, _ = wrapper.hook_env(spec, {})
     assert added == {"HF_HOME": "/data/p/cache/huggingface", "X": "$CACHEX"}
 

@@ -11,6 +11,7 @@ import zipfile
 import pytest
 import torch
 
+from tests.box_specs import spec_with
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
@@ -60,7 +61,9 @@ def recording_python(tmp_path):
 def test_a_training_scripts_checkpoint_is_accepted_without_torch(tmp_path, recording_python):
     path = checkpoint(tmp_path / "best.pth")
     assert WRAPPER.plainly_loads(str(path))
-    assert WRAPPER.check_best_loads({"argv": [str(recording_python), "train.py"]}, str(path)) is None
+    assert (
+        WRAPPER.check_best_loads(spec_with(WRAPPER, **{"argv": [str(recording_python), "train.py"]}), str(path)) is None
+    )
     assert not (tmp_path / "ran").exists()  # no interpreter started: no torch import on the box
     torch.load(path, map_location="cpu", weights_only=True)  # and torch agrees
 
@@ -68,10 +71,10 @@ def test_a_training_scripts_checkpoint_is_accepted_without_torch(tmp_path, recor
 def test_a_pickle_calling_anything_goes_to_torch_which_refuses_it(tmp_path, recording_python):
     path = checkpoint(tmp_path / "best.pth", hook=Hostile())
     assert not WRAPPER.plainly_loads(str(path))
-    problem = WRAPPER.check_best_loads({"argv": [sys.executable, "train.py"]}, str(path))
+    problem = WRAPPER.check_best_loads(spec_with(WRAPPER, **{"argv": [sys.executable, "train.py"]}), str(path))
     assert problem.startswith("best.pth does not load with weights_only=True") and "system" in problem
     assert not os.path.exists("/tmp/never")
-    assert WRAPPER.check_best_loads({"argv": [str(recording_python), "train.py"]}, str(path))
+    assert WRAPPER.check_best_loads(spec_with(WRAPPER, **{"argv": [str(recording_python), "train.py"]}), str(path))
     assert (tmp_path / "ran").exists()  # undecided here: the run's interpreter was asked
 
 

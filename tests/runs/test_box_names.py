@@ -50,18 +50,18 @@ def hostile_copy(ckpt, name, mtime):
 @pytest.mark.parametrize("name", [*HOSTILE[:6], "declared-dir-numpy.tar", "declared-dir-out.tar"])
 def test_the_next_box_puts_back_only_what_the_declaration_matches(tmp_path, name):
     fresh = box(tmp_path, "out/ckpt.pt")
-    good = os.path.join(fresh["ckpt"], "declared-file-out%2Fckpt.pt")
+    good = os.path.join(fresh.ckpt, "declared-file-out%2Fckpt.pt")
     torch.save({"iter_num": 3}, good)
     os.utime(good, (10**9, 10**9))
-    hostile_copy(fresh["ckpt"], name, 2 * 10**9)  # newer: the restore took the newest bridged copy
+    hostile_copy(fresh.ckpt, name, 2 * 10**9)  # newer: the restore took the newest bridged copy
     assert WRAPPER.restore_declared(fresh) == "out/ckpt.pt"
-    assert sorted(os.listdir(fresh["cwd"])) == ["out"] and os.listdir(os.path.join(fresh["cwd"], "out")) == ["ckpt.pt"]
+    assert sorted(os.listdir(fresh.cwd)) == ["out"] and os.listdir(os.path.join(fresh.cwd, "out")) == ["ckpt.pt"]
 
 
 def test_a_hostile_copy_alone_is_never_put_back(tmp_path):
     fresh = box(tmp_path, "out/ckpt.pt")
-    hostile_copy(fresh["ckpt"], "declared-file-torch.py", 2 * 10**9)
-    assert WRAPPER.restore_declared(fresh) is None and os.listdir(fresh["cwd"]) == []
+    hostile_copy(fresh.ckpt, "declared-file-torch.py", 2 * 10**9)
+    assert WRAPPER.restore_declared(fresh) is None and os.listdir(fresh.cwd) == []
 
 
 def checkpoint(name, **extra):
@@ -103,14 +103,14 @@ def test_a_declared_checkpoint_that_is_a_link_carries_nothing_into_the_mirror(tm
     key = tmp_path / "home" / ".ssh" / "id_ed25519"
     key.parent.mkdir(parents=True)
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
-    os.makedirs(os.path.join(spec["cwd"], "out"))
-    os.symlink(key, os.path.join(spec["cwd"], "out", "ckpt.pt"))
-    os.utime(os.path.join(spec["cwd"], "out", "ckpt.pt"), (10**9, 10**9), follow_symlinks=False)
+    os.makedirs(os.path.join(spec.cwd, "out"))
+    os.symlink(key, os.path.join(spec.cwd, "out", "ckpt.pt"))
+    os.utime(os.path.join(spec.cwd, "out", "ckpt.pt"), (10**9, 10**9), follow_symlinks=False)
     state = looked(spec)
-    assert os.listdir(spec["ckpt"]) == []
+    assert os.listdir(spec.ckpt) == []
     assert "refuses the declared checkpoint out/ckpt.pt is a link" in state["error"]
     assert WRAPPER.declared_problems(spec) == [
-        "checkpoints: " + WRAPPER.path_problem(spec["cwd"], spec["cwd"] + "/out/ckpt.pt")
+        "checkpoints: " + WRAPPER.path_problem(spec.cwd, spec.cwd + "/out/ckpt.pt")
     ]
 
 
@@ -120,15 +120,15 @@ def test_a_linked_folder_on_the_way_is_outside_the_working_directory(tmp_path):
     elsewhere.mkdir()
     torch.save({"iter_num": 1}, elsewhere / "ckpt.pt")
     settled(str(elsewhere / "ckpt.pt"))
-    os.symlink(elsewhere, os.path.join(spec["cwd"], "out"))
+    os.symlink(elsewhere, os.path.join(spec.cwd, "out"))
     state = looked(spec)
-    assert os.listdir(spec["ckpt"]) == [] and "outside the working directory" in state["error"]
+    assert os.listdir(spec.ckpt) == [] and "outside the working directory" in state["error"]
 
 
 def test_a_fifo_where_a_file_is_declared_never_hangs_the_wrapper(tmp_path):
     spec = box(tmp_path, "out/ckpt.pt")
-    os.makedirs(os.path.join(spec["cwd"], "out"))
-    fifo = os.path.join(spec["cwd"], "out", "ckpt.pt")
+    os.makedirs(os.path.join(spec.cwd, "out"))
+    fifo = os.path.join(spec.cwd, "out", "ckpt.pt")
     os.mkfifo(fifo)
     os.utime(fifo, (10**9, 10**9))
     seen = {}
@@ -137,8 +137,8 @@ def test_a_fifo_where_a_file_is_declared_never_hangs_the_wrapper(tmp_path):
     looking.join(30)  # the bridge blocked on open() forever before
     assert not looking.is_alive() and "is not a regular file" in seen["error"]
 
-    spec["trainer_files"] = {"weights": "out/ckpt.pt", "metrics": "out/m.csv"}
-    spec["output"] = str(tmp_path / "output")
+    spec = spec.but(trainer_files={"weights": "out/ckpt.pt", "metrics": "out/m.csv"})
+    spec = spec.but(output=str(tmp_path / "output"))
     building = threading.Thread(target=lambda: seen.update(built=WRAPPER.build_export(spec, str(tmp_path / "log"))))
     building.start()
     building.join(30)  # the export build waited out its 900 s bound before

@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from tests.box_specs import spec_with
 from tests.mounts import tmpfs
 from tests.runs.conftest import load_wrapper
 
@@ -28,18 +29,21 @@ def cut_off(tmp_path):
     attempt = active / "attempt-1"
     attempt.mkdir(parents=True)
     (attempt / "log.txt").write_text("")
-    spec = {
-        "attempt": 1,
-        "run_id": "r1",
-        "run_root": str(tmp_path / "proj"),
-        "active": str(active),
-        "export": str(tmp_path / "proj" / "export" / "r1"),
-        **{key: str(active / key) for key in ("src", "cwd", "ckpt", "output", "partial", "quarantine_base")},
-        "boot_relaunch": {"max": 2},
-        "gpus": [0],
-        "gpus_at_preflight": {"nvidia_smi": True},
-    }
-    (active / "spec-attempt-1.json").write_text(json.dumps(spec))
+    spec = spec_with(
+        WRAPPER,
+        **{
+            "attempt": 1,
+            "run_id": "r1",
+            "run_root": str(tmp_path / "proj"),
+            "active": str(active),
+            "export": str(tmp_path / "proj" / "export" / "r1"),
+            **{key: str(active / key) for key in ("src", "cwd", "ckpt", "output", "partial", "quarantine_base")},
+            "boot_relaunch": {"max": 2},
+            "gpus": [0],
+            "gpus_at_preflight": {"nvidia_smi": True},
+        },
+    )
+    (active / "spec-attempt-1.json").write_text(spec.to_json())
     return spec, active
 
 
@@ -65,7 +69,7 @@ def test_a_box_whose_nvidia_smi_is_gone_since_preflight_relaunches_nothing(cut_o
     shim(tmp_path, monkeypatch, None)
     assert "nvidia-smi answered at preflight and not now" in WRAPPER.why_not(spec, str(active))
     # A box that never had nvidia-smi (a CPU run's box) is not held to it, as at the launch task.
-    assert WRAPPER.why_not({**spec, "gpus": []}, str(active)) is None
+    assert WRAPPER.why_not(spec.but(gpus=[]), str(active)) is None
 
 
 def test_the_start_hook_says_why_in_the_attempts_log_and_starts_nothing(cut_off, tmp_path, monkeypatch):
@@ -84,7 +88,9 @@ def test_secrets_are_refused_where_no_directory_is_memory_backed(tmp_path, monke
     plain = tmp_path / "shm-on-disk"  # a /dev/shm that is a plain directory of the system disk
     plain.mkdir()
     monkeypatch.setattr(WRAPPER, "SECRET_DIRS", (str(plain),))
-    spec = {"run_root": str(tmp_path / "proj"), "run_id": "r1", "attempt": 1, "secrets": ["TOKEN"]}
+    spec = spec_with(
+        WRAPPER, **{"run_root": str(tmp_path / "proj"), "run_id": "r1", "attempt": 1, "secrets": ["TOKEN"]}
+    )
     with pytest.raises(WRAPPER.NotPrivate, match="never written to a disk"):
         WRAPPER.private_dir()
     assert WRAPPER.take_secrets(spec) == {}
@@ -94,7 +100,9 @@ def test_secrets_are_refused_where_no_directory_is_memory_backed(tmp_path, monke
 def test_secrets_land_in_a_directory_measured_as_tmpfs(tmp_path, monkeypatch):
     with tmpfs(tmp_path / "shm", "1m") as memory:
         monkeypatch.setattr(WRAPPER, "SECRET_DIRS", (str(tmp_path / "missing"), str(memory)))
-        spec = {"run_root": str(tmp_path / "proj"), "run_id": "r1", "attempt": 1, "secrets": ["TOKEN"]}
+        spec = spec_with(
+            WRAPPER, **{"run_root": str(tmp_path / "proj"), "run_id": "r1", "attempt": 1, "secrets": ["TOKEN"]}
+        )
         directory = WRAPPER.private_dir()
         assert directory.startswith(str(memory))
         WRAPPER.write_private(WRAPPER.secrets_path(spec), json.dumps({"TOKEN": "s3cr3t"}))

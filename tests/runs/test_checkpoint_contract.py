@@ -14,6 +14,7 @@ from runs.actions.checkpoints import apply_mirror, lag_allowance
 from runs.checkpoints import missing_problem, parse_mirror
 from runs.models import RunState
 from tests import factories
+from tests.box_specs import spec_with
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
@@ -31,7 +32,9 @@ def raw_mirror_of(tmp_path, files: dict[str, bytes]) -> dict:
     ckpt = active / "ckpt"
     (active / "attempt-1").mkdir(parents=True)
     ckpt.mkdir()
-    mirror = WRAPPER.CheckpointMirror({"ckpt": str(ckpt), "active": str(active)}, str(active / "attempt-1"))
+    mirror = WRAPPER.CheckpointMirror(
+        spec_with(WRAPPER, **{"ckpt": str(ckpt), "active": str(active)}), str(active / "attempt-1")
+    )
     mirror.begin()
     for name, data in files.items():
         (ckpt / name).write_bytes(data)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from runs.checkpoints import lag_problem, parse_mirror, resume_floor, resume_problem
+from tests.box_specs import spec_with
 from tests.runs.conftest import load_wrapper
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
@@ -36,13 +37,20 @@ def disks(tmp_path):
         active = data / "proj" / "active" / "r1"
         (active / "ckpt").mkdir(parents=True, exist_ok=True)
         (active / "attempt-1").mkdir(exist_ok=True)
-        spec = {
-            "run_root": str(data / "proj"),
-            "active": str(active),
-            "ckpt": str(active / "ckpt"),
-            "attempt": 1,
-            "ckpt_mirror": {"root": str(durable), "target": str(durable / "remotegpu-ckpt/proj/r1/ckpt"), "keep": 2},
-        }
+        spec = spec_with(
+            WRAPPER,
+            **{
+                "run_root": str(data / "proj"),
+                "active": str(active),
+                "ckpt": str(active / "ckpt"),
+                "attempt": 1,
+                "ckpt_mirror": {
+                    "root": str(durable),
+                    "target": str(durable / "remotegpu-ckpt/proj/r1/ckpt"),
+                    "keep": 2,
+                },
+            },
+        )
         return spec, active / "attempt-1"
 
     yield make
@@ -67,7 +75,7 @@ def looked_twice(mirror) -> dict:
 
 def test_each_complete_checkpoint_is_mirrored_hashed_with_its_step_keeping_the_newest_and_the_best(disks):
     spec, attempt = disks()
-    ckpt = Path(spec["ckpt"])
+    ckpt = Path(spec.ckpt)
     mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
     mirror.begin()
     for epoch in range(1, 5):
@@ -77,10 +85,10 @@ def test_each_complete_checkpoint_is_mirrored_hashed_with_its_step_keeping_the_n
         state = looked_twice(mirror)
     assert state["durable"] and state["error"] is None
     assert state["newest"]["step"] == 4 and state["newest"]["sha256"] == hashlib.sha256(latest).hexdigest()
-    manifest = json.loads((Path(spec["ckpt_mirror"]["target"]) / "manifest.json").read_text())
+    manifest = json.loads((Path(spec.ckpt_mirror.target) / "manifest.json").read_text())
     kept = [(entry["name"], entry["step"]) for entry in manifest["entries"]]
     assert kept == [("best.pth", 2), ("latest.pth", 3), ("latest.pth", 4)]  # K = 2 plus the best
-    target = Path(spec["ckpt_mirror"]["target"])
+    target = Path(spec.ckpt_mirror.target)
     assert sorted(p.name for p in target.iterdir()) == sorted(
         [*(e["file"] for e in manifest["entries"]), "manifest.json"]
     )
@@ -95,7 +103,7 @@ def test_a_restore_named_from_an_older_look_takes_the_newer_copy_the_mirror_kept
     """CI: a box lost just after its mirror replaced best.pth's copy: the control side, which last looked
     before, named the pruned copy and the continuation was quarantined ("not at ... on this box")."""
     spec, attempt = disks()
-    ckpt = Path(spec["ckpt"])
+    ckpt = Path(spec.ckpt)
     mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
     mirror.begin()
     save(ckpt / "best.pth", 1)
@@ -108,12 +116,12 @@ def test_a_restore_named_from_an_older_look_takes_the_newer_copy_the_mirror_kept
         best = save(ckpt / "best.pth", epoch)
         latest_bytes = (ckpt / "latest.pth").read_bytes()
         now = looked_twice(mirror)
-    target = Path(spec["ckpt_mirror"]["target"])
+    target = Path(spec.ckpt_mirror.target)
     assert not (target / next(e["file"] for e in named if e["name"] == "best.pth")).exists()  # pruned
 
     fresh = tmp_path / "box2-ckpt"
     fresh.mkdir()
-    box2 = {**spec, "ckpt": str(fresh), "restore": {"from": str(target), "files": named}}
+    box2 = spec.but(ckpt=str(fresh), restore=WRAPPER.Restore(files=named, source=str(target)))
     problem, restored = WRAPPER.restore_checkpoints(box2)
     assert problem is None
     assert (fresh / "best.pth").read_bytes() == best and (fresh / "latest.pth").read_bytes() == latest_bytes
@@ -138,7 +146,7 @@ def test_a_restore_named_from_an_older_look_takes_the_newer_copy_the_mirror_kept
 
 def test_a_checkpoint_written_in_place_or_still_open_is_never_mirrored(disks):
     spec, attempt = disks()
-    ckpt = Path(spec["ckpt"])
+    ckpt = Path(spec.ckpt)
     mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
     mirror.begin()
     whole = save(ckpt / "whole.pth", 1)
@@ -152,11 +160,11 @@ def test_a_checkpoint_written_in_place_or_still_open_is_never_mirrored(disks):
             state = looked_twice(mirror)
     finally:
         writer.close()
-    manifest = json.loads((Path(spec["ckpt_mirror"]["target"]) / "manifest.json").read_text())
+    manifest = json.loads((Path(spec.ckpt_mirror.target) / "manifest.json").read_text())
     assert [entry["name"] for entry in manifest["entries"]] == ["whole.pth"]
     assert state["newest"]["name"] == "whole.pth"
     looked_twice(mirror)  # closed now: it is whole, and taken
-    manifest = json.loads((Path(spec["ckpt_mirror"]["target"]) / "manifest.json").read_text())
+    manifest = json.loads((Path(spec.ckpt_mirror.target) / "manifest.json").read_text())
     assert sorted(entry["name"] for entry in manifest["entries"]) == ["open.pth", "whole.pth"]
 
 
@@ -170,7 +178,7 @@ def test_a_trainer_that_saves_more_often_than_the_mirror_looks_is_still_mirrored
     spec, attempt = disks()
     mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
     mirror.begin()
-    latest = Path(spec["ckpt"]) / "latest.pth"
+    latest = Path(spec.ckpt) / "latest.pth"
     mirrored = []
     for epoch in range(1, 13):
         save(latest, epoch)
@@ -179,7 +187,7 @@ def test_a_trainer_that_saves_more_often_than_the_mirror_looks_is_still_mirrored
         mirror.look()
         mirrored.append((mirror.state.get("newest") or {}).get("step"))
     assert mirrored == list(range(1, 13))
-    manifest = json.loads((Path(spec["ckpt_mirror"]["target"]) / "manifest.json").read_text())
+    manifest = json.loads((Path(spec.ckpt_mirror.target) / "manifest.json").read_text())
     assert [entry["step"] for entry in manifest["entries"]][-2:] == [11, 12]  # keep: 2
 
 
@@ -190,7 +198,7 @@ def test_a_checkpoint_untouched_longer_than_the_settle_is_mirrored_at_its_first_
     spec, attempt = disks()
     mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
     mirror.begin()
-    latest = Path(spec["ckpt"]) / "latest.pth"
+    latest = Path(spec.ckpt) / "latest.pth"
     save(latest, 1)
     written = time.time() - 2 * mirror.settle - 1
     os.utime(latest, (written, written))
@@ -200,7 +208,7 @@ def test_a_checkpoint_untouched_longer_than_the_settle_is_mirrored_at_its_first_
 
 def test_a_mirror_disk_that_fills_up_raises_the_lag_and_never_breaks_the_run(disks):
     spec, attempt = disks(durable_kib=512)
-    ckpt = Path(spec["ckpt"])
+    ckpt = Path(spec.ckpt)
     mirror = WRAPPER.CheckpointMirror(spec, str(attempt))
     stop = threading.Event()
     looking = threading.Thread(target=mirror.loop, args=(stop,))
@@ -223,7 +231,7 @@ def test_a_mirror_disk_that_fills_up_raises_the_lag_and_never_breaks_the_run(dis
     state = parse_mirror(mirror.state)
     assert "No space left on device" in state["error"]
     assert state["newest"]["step"] == 1 and state["local"]["step"] == 2
-    target = Path(spec["ckpt_mirror"]["target"])
+    target = Path(spec.ckpt_mirror.target)
     assert not [p for p in target.iterdir() if p.name.startswith(".partial")]  # nothing half-copied left
     assert lag_problem(state, time.time(), allowance=3600).startswith(
         "the checkpoint mirror failed: copy of latest.pth"
@@ -234,17 +242,20 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     data = tmp_path / "data" / "proj"
     (data / "active" / "r1" / "ckpt").mkdir(parents=True)
     (data / "plain").mkdir()
-    spec = {
-        "run_root": str(data),
-        "active": str(data / "active" / "r1"),
-        "ckpt": str(data / "active" / "r1" / "ckpt"),
-        "attempt": 1,
-        "ckpt_mirror": {"root": str(data / "plain"), "target": str(data / "plain" / "x" / "ckpt"), "keep": 2},
-    }
-    spec["ckpt_mirror"]["hold_seconds"] = 1.0
+    spec = spec_with(
+        WRAPPER,
+        **{
+            "run_root": str(data),
+            "active": str(data / "active" / "r1"),
+            "ckpt": str(data / "active" / "r1" / "ckpt"),
+            "attempt": 1,
+            "ckpt_mirror": {"root": str(data / "plain"), "target": str(data / "plain" / "x" / "ckpt"), "keep": 2},
+        },
+    )
+    spec = spec.but(ckpt_mirror=WRAPPER.dataclasses.replace(spec.ckpt_mirror, hold_seconds=1.0))
     mirror = WRAPPER.CheckpointMirror(spec, str(tmp_path))
     mirror.begin()
-    save(Path(spec["ckpt"]) / "latest.pth", 3)
+    save(Path(spec.ckpt) / "latest.pth", 3)
     state = looked_twice(mirror)
     assert not state["durable"] and "on the data root's disk" in state["unusable"] and state["error"] is None
     assert not (data / "plain" / "x").exists()
@@ -252,14 +263,14 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     # No durable tier: the newest checkpoint is held (a copy of its own, hashed) for the control host's pull,
     # and lags once the control host has not taken it within the allowance.
     first = state["held"]["latest.pth"]["sha256"]
-    held = Path(spec["active"]) / "ckpt-outbox" / WRAPPER.held_name(first, "latest.pth")
+    held = Path(spec.active) / "ckpt-outbox" / WRAPPER.held_name(first, "latest.pth")
     assert first == hashlib.sha256(held.read_bytes()).hexdigest()
-    assert held.stat().st_ino != (Path(spec["ckpt"]) / "latest.pth").stat().st_ino
+    assert held.stat().st_ino != (Path(spec.ckpt) / "latest.pth").stat().st_ino
     assert lag_problem(state, time.time(), 60) is None
     assert "is not on the control host (nothing is copied yet" in lag_problem(state, time.time() + 120, 60)
     hashed = held.read_bytes()
-    save(Path(spec["ckpt"]) / "latest.pth", 4)  # saved by rename: the held copy keeps the bytes it was hashed with
-    assert held.read_bytes() == hashed != (Path(spec["ckpt"]) / "latest.pth").read_bytes()
+    save(Path(spec.ckpt) / "latest.pth", 4)  # saved by rename: the held copy keeps the bytes it was hashed with
+    assert held.read_bytes() == hashed != (Path(spec.ckpt) / "latest.pth").read_bytes()
     # The held copy stays its time (hold_seconds) before a newer one replaces it: a pull asked for it finds it.
     assert looked_twice(mirror)["held"]["latest.pth"]["sha256"] == first
     time.sleep(1.1)
@@ -268,7 +279,7 @@ def test_a_durable_root_on_the_data_disk_mirrors_nothing_and_says_why(tmp_path):
     assert state["held"]["latest.pth"]["step"] == 4 and second != first
     # The copy a pull may be reading stays beside the newer one; the one before it goes at the next.
     assert sorted(os.listdir(held.parent)) == sorted(WRAPPER.held_name(sha, "latest.pth") for sha in (first, second))
-    save(Path(spec["ckpt"]) / "latest.pth", 5)
+    save(Path(spec.ckpt) / "latest.pth", 5)
     time.sleep(1.1)
     third = looked_twice(mirror)["held"]["latest.pth"]["sha256"]
     assert sorted(os.listdir(held.parent)) == sorted(WRAPPER.held_name(sha, "latest.pth") for sha in (second, third))
@@ -330,7 +341,7 @@ def test_the_wrapper_s_own_markers_never_count_as_the_command_writing(tmp_path):
     os.utime(attempt / "log.txt", (1000, 1000))
     for marker in ("heartbeat", "ckpt-mirror.json", "pid"):
         (attempt / marker).write_text("fresh")
-    spec = {"output": str(output)}
+    spec = spec_with(WRAPPER, **{"output": str(output)})
     assert WRAPPER.written_at(spec, str(attempt)) == 1000
     (output / "train.csv").write_text("epoch\n1\n")
     assert WRAPPER.written_at(spec, str(attempt)) > time.time() - 60
@@ -366,8 +377,10 @@ def test_a_held_copy_keeps_its_bytes_when_the_trainer_saves_in_place(tmp_path):
     data = tmp_path / "data" / "proj"
     ckpt = data / "active" / "r1" / "ckpt"
     ckpt.mkdir(parents=True)
-    spec = {"run_root": str(data), "active": str(ckpt.parent), "ckpt": str(ckpt), "attempt": 1}
-    spec["ckpt_mirror"] = {"root": None, "target": None, "keep": 2, "hold_seconds": 60}
+    spec = spec_with(WRAPPER, **{"run_root": str(data), "active": str(ckpt.parent), "ckpt": str(ckpt), "attempt": 1})
+    spec = spec.but(
+        ckpt_mirror=WRAPPER.dataclasses.replace(spec.ckpt_mirror, root=None, target=None, keep=2, hold_seconds=60)
+    )
     mirror = WRAPPER.CheckpointMirror(spec, str(tmp_path))
     mirror.begin()
     live = ckpt / "ckpt.pt"

@@ -11,6 +11,7 @@ import tarfile
 import pytest
 import torch
 
+from tests.box_specs import spec_with
 from tests.conftest import REPO
 from tests.runs.conftest import load_wrapper
 
@@ -22,13 +23,16 @@ def box(tmp_path, checkpoints: str, name: str = "a") -> dict:
     active = tmp_path / name / "active"
     for part in ("src", "ckpt", "attempt-1"):
         (active / part).mkdir(parents=True)
-    return {
-        "cwd": str(active / "src"),
-        "ckpt": str(active / "ckpt"),
-        "active": str(active),
-        "argv": ["python3", "train.py"],
-        "trainer_files": {"checkpoints": checkpoints, "resume_args": "--init_from=resume"},
-    }
+    return spec_with(
+        WRAPPER,
+        **{
+            "cwd": str(active / "src"),
+            "ckpt": str(active / "ckpt"),
+            "active": str(active),
+            "argv": ["python3", "train.py"],
+            "trainer_files": {"checkpoints": checkpoints, "resume_args": "--init_from=resume"},
+        },
+    )
 
 
 def settled(path) -> None:
@@ -39,7 +43,7 @@ def settled(path) -> None:
 
 
 def looked(spec) -> dict:
-    mirror = WRAPPER.CheckpointMirror(spec, os.path.join(spec["active"], "attempt-1"))
+    mirror = WRAPPER.CheckpointMirror(spec, os.path.join(spec.active, "attempt-1"))
     mirror.begin()
     mirror.look()
     mirror.look()
@@ -48,21 +52,21 @@ def looked(spec) -> dict:
 
 def test_a_file_saved_in_place_is_taken_by_the_mirror_with_its_step_and_put_back_elsewhere(tmp_path):
     spec = box(tmp_path, "out/ckpt.pt")
-    saved = os.path.join(spec["cwd"], "out", "ckpt.pt")
+    saved = os.path.join(spec.cwd, "out", "ckpt.pt")
     os.makedirs(os.path.dirname(saved))
     torch.save({"model": {"w": torch.ones(3)}, "iter_num": 20}, saved)
     settled(saved)
     state = looked(spec)
-    assert os.listdir(spec["ckpt"]) == ["declared-file-out%2Fckpt.pt"]
+    assert os.listdir(spec.ckpt) == ["declared-file-out%2Fckpt.pt"]
     assert state["local"]["name"] == "declared-file-out%2Fckpt.pt" and state["local"]["step"] == 20
 
     fresh = box(tmp_path, "out/ckpt.pt", "b")  # another box: the restore put the mirrored copy in ckpt/
-    copied = os.path.join(fresh["ckpt"], "declared-file-out%2Fckpt.pt")
-    with open(os.path.join(spec["ckpt"], "declared-file-out%2Fckpt.pt"), "rb") as source, open(copied, "wb") as target:
+    copied = os.path.join(fresh.ckpt, "declared-file-out%2Fckpt.pt")
+    with open(os.path.join(spec.ckpt, "declared-file-out%2Fckpt.pt"), "rb") as source, open(copied, "wb") as target:
         target.write(source.read())
     assert "--init_from=resume" not in WRAPPER.attempt_argv(fresh)  # nothing in place yet
     assert WRAPPER.restore_declared(fresh) == "out/ckpt.pt"
-    with open(saved, "rb") as one, open(os.path.join(fresh["cwd"], "out", "ckpt.pt"), "rb") as two:
+    with open(saved, "rb") as one, open(os.path.join(fresh.cwd, "out", "ckpt.pt"), "rb") as two:
         assert one.read() == two.read()
     assert WRAPPER.attempt_argv(fresh)[-1] == "--init_from=resume"  # the script now resumes from it
     assert WRAPPER.restore_declared(fresh) is None  # something is in place: never overwritten
@@ -71,7 +75,7 @@ def test_a_file_saved_in_place_is_taken_by_the_mirror_with_its_step_and_put_back
 def test_a_checkpoint_folder_travels_as_one_unit_and_only_the_newest_is_kept(tmp_path):
     spec = box(tmp_path, "out/checkpoint-*/")
     for step in (10, 20):
-        folder = os.path.join(spec["cwd"], "out", f"checkpoint-{step}")
+        folder = os.path.join(spec.cwd, "out", f"checkpoint-{step}")
         os.makedirs(folder)
         torch.save({"w": torch.full((2,), float(step))}, os.path.join(folder, "pytorch_model.bin"))
         with open(os.path.join(folder, "trainer_state.json"), "w") as handle:
@@ -81,13 +85,13 @@ def test_a_checkpoint_folder_travels_as_one_unit_and_only_the_newest_is_kept(tmp
         for name in os.listdir(folder):
             os.utime(os.path.join(folder, name), (PAST + step, PAST + step))
         looked(spec)
-    assert os.listdir(spec["ckpt"]) == ["declared-dir-out%2Fcheckpoint-20.tar"]
+    assert os.listdir(spec.ckpt) == ["declared-dir-out%2Fcheckpoint-20.tar"]
 
     fresh = box(tmp_path, "out/checkpoint-*/", "b")
-    os.replace(os.path.join(spec["ckpt"], "declared-dir-out%2Fcheckpoint-20.tar"), os.path.join(fresh["ckpt"], "x"))
-    os.replace(os.path.join(fresh["ckpt"], "x"), os.path.join(fresh["ckpt"], "declared-dir-out%2Fcheckpoint-20.tar"))
+    os.replace(os.path.join(spec.ckpt, "declared-dir-out%2Fcheckpoint-20.tar"), os.path.join(fresh.ckpt, "x"))
+    os.replace(os.path.join(fresh.ckpt, "x"), os.path.join(fresh.ckpt, "declared-dir-out%2Fcheckpoint-20.tar"))
     assert WRAPPER.restore_declared(fresh) == "out/checkpoint-20"
-    restored = os.path.join(fresh["cwd"], "out", "checkpoint-20")
+    restored = os.path.join(fresh.cwd, "out", "checkpoint-20")
     assert sorted(os.listdir(restored)) == ["pytorch_model.bin", "trainer_state.json"]
     assert torch.load(os.path.join(restored, "pytorch_model.bin"), weights_only=True)["w"].tolist() == [20.0, 20.0]
 
@@ -102,7 +106,7 @@ def test_a_folder_holding_a_link_is_not_restored(tmp_path):
     staged = tmp_path / "staged" / "checkpoint-5"
     staged.mkdir(parents=True)
     os.symlink("/etc/passwd", staged / "pytorch_model.bin")
-    with tarfile.open(os.path.join(fresh["ckpt"], "declared-dir-out%2Fcheckpoint-5.tar"), "w") as archive:
+    with tarfile.open(os.path.join(fresh.ckpt, "declared-dir-out%2Fcheckpoint-5.tar"), "w") as archive:
         archive.add(staged, arcname="checkpoint-5")
     with pytest.raises(OSError, match="not restored"):
         WRAPPER.restore_declared(fresh)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs.test_protocol_contract import spec, wrapper  # noqa: F401 (fixtures)
+from tests.runs.test_protocol_contract import spec, spec_path, wrapper  # noqa: F401 (fixtures)
 from tests.waiting import wait_until
 
 # One torchrun worker that trains for ever (it says its pid first): the launcher is what gets killed.
@@ -42,11 +42,11 @@ def alive(pid: int) -> bool:
         return False
 
 
-def start(run_spec: dict, tmp_path: Path) -> subprocess.Popen:
+def start(run_spec, tmp_path: Path) -> subprocess.Popen:
     from node.build import wrapper_file
 
     path = tmp_path / "spec-run.json"
-    path.write_text(json.dumps({key: value for key, value in run_spec.items() if key != "_path"}))
+    path.write_text(run_spec.to_json())
     return subprocess.Popen([sys.executable, "-I", "-S", str(wrapper_file()), "run", str(path)])
 
 
@@ -56,13 +56,12 @@ def test_a_killed_launcher_leaves_no_worker_training_and_the_failure_names_it(sp
         pytest.fail("torchrun is not installed beside this interpreter (make deps installs torch)")
     (tmp_path / "worker.py").write_text(WORKER)
     argv = [str(torchrun), "--standalone", "--nproc-per-node", "1", "--max-restarts", "0", str(tmp_path / "worker.py")]
-    run_spec = {**spec, "argv": argv, "cwd": str(tmp_path), "stop_grace_seconds": 3}
-    run_spec["env"] = {"OMP_NUM_THREADS": "1"}
+    run_spec = spec.but(argv=argv, cwd=str(tmp_path), stop_grace_seconds=3, env={"OMP_NUM_THREADS": "1"})
     wrapper_process = start(run_spec, tmp_path)
-    worker_pid_file = Path(run_spec["output"]) / "worker.pid"
+    worker_pid_file = Path(run_spec.output) / "worker.pid"
     wait_until(lambda: worker_pid_file.exists() and worker_pid_file.read_text().isdigit(), 60, 0.1, what="a worker")
     worker = int(worker_pid_file.read_text())
-    launcher = int((Path(run_spec["active"]) / "attempt-1" / "pid").read_text().split()[1])
+    launcher = int((Path(run_spec.active) / "attempt-1" / "pid").read_text().split()[1])
     assert os.getsid(worker) != os.getsid(launcher)  # torchrun's worker: a session of its own
     began = time.monotonic()
     os.kill(launcher, signal.SIGKILL)  # the launcher only: as killing its group did, the worker is not touched
@@ -71,7 +70,7 @@ def test_a_killed_launcher_leaves_no_worker_training_and_the_failure_names_it(sp
     ended_in = time.monotonic() - began
     assert ended_in < 10, ended_in  # the worker stopped at SIGTERM, well inside the grace
 
-    quarantined = Path(run_spec["quarantine_base"]) / f"{run_spec['run_id']}--1"  # the attempt's folder, moved
+    quarantined = Path(run_spec.quarantine_base) / f"{run_spec.run_id}--1"  # the attempt's folder, moved
     stragglers = json.loads((quarantined / "stragglers.json").read_text())
     assert [(found["pid"], found["survived"]) for found in stragglers] == [(worker, False)]
     assert "worker.py" in stragglers[0]["argv"]
@@ -82,11 +81,11 @@ def test_a_killed_launcher_leaves_no_worker_training_and_the_failure_names_it(sp
 
 
 def test_a_process_left_behind_by_a_command_that_succeeded_is_stopped_too(spec, tmp_path):  # noqa: F811
-    run_spec = {**spec, "argv": [sys.executable, "-c", LEAVES_ONE], "cwd": str(tmp_path)}
+    run_spec = spec.but(argv=[sys.executable, "-c", LEAVES_ONE], cwd=str(tmp_path))
     wrapper_process = start(run_spec, tmp_path)
     wrapper_process.wait(timeout=60)
-    helper = int((Path(run_spec["output"]) / "helper.pid").read_text())
+    helper = int((Path(run_spec.output) / "helper.pid").read_text())
     assert not alive(helper)
-    quarantined = Path(run_spec["quarantine_base"]) / f"{run_spec['run_id']}--1"  # no export: the contract
+    quarantined = Path(run_spec.quarantine_base) / f"{run_spec.run_id}--1"  # no export: the contract
     stragglers = json.loads((quarantined / "stragglers.json").read_text())
     assert [found["pid"] for found in stragglers] == [helper] and not stragglers[0]["survived"]

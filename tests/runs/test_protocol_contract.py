@@ -17,6 +17,7 @@ from node.build import wrapper_file
 from node.protocol import ANSWERS, check_answer, follow_event, parse_answer, status_problem
 from node.transport.feed import process_feed
 from platforms.layout import NodeLayout
+from tests.box_specs import spec_data
 from tests.runs.conftest import load_wrapper
 from tests.sshd import free_port
 
@@ -27,38 +28,29 @@ def wrapper():
 
 
 @pytest.fixture
-def spec(tmp_path):
+def spec_path(tmp_path):
+    """A whole spec written where a launch writes it, its source tarball and an export beside it."""
     layout = NodeLayout(str(tmp_path / "data"), "vision", "vision-contract-1", "")
-    spec = {
-        **layout.as_dict(),
-        "run_id": "vision-contract-1",
-        "attempt": 1,
-        "argv": [sys.executable, "-c", "print('smoke ok')"],
-        "cwd": layout.src,
-        "env": {},
-        "gpus": "",
-        "environment": "",
-        "inputs": [["config", layout.under_src("config.yaml")]],
-        "config": layout.under_src("config.yaml"),
-        "manifest": None,
-        "heartbeat_seconds": 10,
-        "boot_marker": str(tmp_path / "data" / "vision" / ".remotegpu-boot"),
-        "smoke_timeout": 30,
-    }
+    data = spec_data(layout, gpus="", boot_marker=str(tmp_path / "data" / "vision" / ".remotegpu-boot"))
     for directory in (layout.active, layout.quarantine_base, layout.export):
         (tmp_path / directory).mkdir(parents=True, exist_ok=True)
     tarball = io.BytesIO()
     with tarfile.open(fileobj=tarball, mode="w") as tar:
-        data = b"lr: 0.1\n"
+        data_file = b"lr: 0.1\n"
         info = tarfile.TarInfo("config.yaml")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+        info.size = len(data_file)
+        tar.addfile(info, io.BytesIO(data_file))
     (tmp_path / layout.active / "src.tar").write_bytes(tarball.getvalue())
     (tmp_path / layout.export / "metrics.json").write_text('{"loss": 0.5}')
-    spec_path = tmp_path / layout.active / "spec.json"
-    spec_path.write_text(json.dumps(spec))
-    spec["_path"] = str(spec_path)
-    return spec
+    path = tmp_path / layout.active / "spec.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.fixture
+def spec(wrapper, spec_path):
+    """The spec as a subcommand reads it (the wrapper's own strict reader)."""
+    return wrapper.load_spec(spec_path)
 
 
 def answer_of(subcommand: str, function, *args) -> dict:
@@ -120,7 +112,7 @@ def staging_answers(wrapper, tmp_path) -> dict:
     return checked
 
 
-def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp_path):
+def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, spec_path, tmp_path):
     checked = {
         "extract": answer_of("extract", wrapper.cmd_extract, spec),
         "preflight": answer_of("preflight", wrapper.cmd_preflight, spec),
@@ -130,7 +122,7 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     assert checked["extract"]["extracted"] is True and checked["smoke"]["exit_code"] == 0
     assert "smoke ok" in checked["smoke"]["output"] and checked["preflight"]["missing"] == []
 
-    sys.stdin = io.StringIO(json.dumps({"runs": [{"spec": spec["_path"], "log_offset": 0, "csv_offset": 0}]}))
+    sys.stdin = io.StringIO(json.dumps({"runs": [{"spec": spec_path, "log_offset": 0, "csv_offset": 0}]}))
     try:
         checked["probe"] = answer_of("probe", wrapper.cmd_probe, json.load(sys.stdin))
     finally:
@@ -140,7 +132,7 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     checked["roster"] = answer_of("roster", wrapper.cmd_roster, spec)
     files = checked["roster"]["files"]
     assert [item["path"] for item in files] == ["metrics.json"]
-    (tmp_path / spec["active"] / "sealed-roster.json").write_text(json.dumps(files))
+    (tmp_path / spec.active / "sealed-roster.json").write_text(json.dumps(files))
     from tests.custody import sealed
 
     if not sealed.mount_durable_root():
@@ -150,13 +142,13 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     checked["mirror"] = answer_of("mirror", wrapper.cmd_mirror, spec, str(target), str(durable))
     assert checked["mirror"]["verified"] is True and checked["mirror"]["mount"]["fstype"] == "tmpfs"
     shutil.rmtree(target.parent, ignore_errors=True)
-    checked["rehash"] = answer_of("rehash", wrapper.cmd_rehash, {"copies": [{"root": spec["export"], "files": files}]})
+    checked["rehash"] = answer_of("rehash", wrapper.cmd_rehash, {"copies": [{"root": spec.export, "files": files}]})
     assert checked["rehash"]["copies"][0]["intact"] is True
     checked["stop"] = answer_of("stop", wrapper.cmd_stop, spec, {"by": "contract", "grace_seconds": 1})
     assert checked["stop"]["stopped"] is False  # nothing runs this attempt: refused, not pretended
     checked["abandon"] = answer_of("abandon", wrapper.cmd_abandon, spec, {})
-    target = f"{spec['quarantine_base']}/vision-contract-1--closed-1"
-    request = {"active": spec["active"], "quarantine": target, "reason": "contract"}
+    target = f"{spec.quarantine_base}/vision-contract-1--closed-1"
+    request = {"active": spec.active, "quarantine": target, "reason": "contract"}
     checked["close-active"] = answer_of("close-active", wrapper.cmd_close_active, request)
     assert checked["close-active"]["moved"] is True
     checked["reseal"] = answer_of("reseal", wrapper.cmd_reseal, spec)
@@ -199,7 +191,7 @@ def test_every_subcommand_answers_what_the_control_side_reads(wrapper, spec, tmp
     checked["gpus"] = answer_of("gpus", wrapper.cmd_gpus, spec)
     assert checked["gpus"]["gpus"]["nvidia_smi"] is (shutil.which("nvidia-smi") is not None)
 
-    secret_spec = {**spec, "secrets": ["TOKEN"]}
+    secret_spec = spec.but(secrets=["TOKEN"])
     request = {"values": {"TOKEN": "contract-secret-1"}}
     checked["put-secrets"] = answer_of("put-secrets", wrapper.cmd_put_secrets, secret_spec, request)
     assert checked["put-secrets"]["written"] == ["TOKEN"]
@@ -239,10 +231,10 @@ def events_until(feed, kind: str, timeout: float = 20) -> list[dict]:
     raise AssertionError(f"no {kind} event within {timeout} s: {events}")
 
 
-def test_a_probe_asked_over_the_follow_stream_answers_as_the_probe_command(wrapper, spec, tmp_path):
+def test_a_probe_asked_over_the_follow_stream_answers_as_the_probe_command(wrapper, spec, spec_path, tmp_path):
     """The real wrapper file, as the box runs it: the request line, then probes on the open stdin."""
-    item = {"spec": spec["_path"], "log_offset": 0, "csv_offset": 0}
-    attempt = tmp_path / spec["active"] / "attempt-1"
+    item = {"spec": spec_path, "log_offset": 0, "csv_offset": 0}
+    attempt = tmp_path / spec.active / "attempt-1"
     attempt.mkdir(parents=True)
     (attempt / "log.txt").write_text("epoch 1\n")
     argv = [sys.executable, "-I", "-S", str(wrapper_file()), "follow"]

@@ -12,7 +12,7 @@ import pytest
 from runs.actions.lifecycle import do_finish_smoke
 from runs.models import RunState
 from tests import factories
-from tests.runs.test_protocol_contract import answer_of, spec, wrapper  # noqa: F401 (fixtures)
+from tests.runs.test_protocol_contract import answer_of, spec, spec_path, wrapper  # noqa: F401 (fixtures)
 from tests.waiting import wait_until
 
 WHOLE_EXPORT = (
@@ -25,7 +25,7 @@ WHOLE_EXPORT = (
 
 def smoke(wrapper, spec, argv, bound=30) -> dict:  # noqa: F811
     answer_of("extract", wrapper.cmd_extract, spec)
-    return answer_of("smoke", wrapper.cmd_smoke, {**spec, "argv": argv, "smoke_timeout": bound})
+    return answer_of("smoke", wrapper.cmd_smoke, spec.but(argv=argv, smoke_timeout=bound))
 
 
 def alive(pid: int) -> bool:

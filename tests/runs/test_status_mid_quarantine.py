@@ -5,6 +5,7 @@ and the run was called dead without an exit code (found by tests/runs/test_no_ed
 
 import os
 
+from tests.box_specs import spec_with
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
@@ -17,7 +18,9 @@ def spec_in(tmp_path) -> dict:
         (active / part).mkdir(parents=True)
     layout = {"run_root": str(run_root), "active": str(active), "ckpt": str(active / "ckpt")}
     layout |= {"output": str(active / "output"), "export": str(run_root / "export" / "r1")}
-    return {**layout, "quarantine_base": str(run_root / "quarantine"), "run_id": "r1", "attempt": 1, "cwd": "."}
+    return spec_with(
+        WRAPPER, **{**layout, "quarantine_base": str(run_root / "quarantine"), "run_id": "r1", "attempt": 1, "cwd": "."}
+    )
 
 
 def test_markers_half_moved_into_quarantine_still_say_alive_and_the_exit_code(tmp_path):

@@ -7,13 +7,14 @@ import re
 
 from custody.metrics import REGISTRY
 from custody.run_schema import INVENTORY_KEYS, RECOMMENDED
+from tests.box_specs import spec_with
 from tests.conftest import REPO
 from tests.runs.conftest import load_wrapper
 
 WRAPPER = load_wrapper()
 PAGE = (REPO / "docs" / "contract.md").read_text()
 # Where the command's environment is made: the wrapper (run_env), the cadence and the staged datasets.
-SOURCES = ("wrapper/attempts.py", "runs/cadence.py", "fleet/node_client.py")
+SOURCES = ("wrapper/attempts.py", "runs/cadence.py", "fleet/box_spec.py")
 
 
 def unnamed(names, page: str = PAGE) -> set[str]:
@@ -24,7 +25,9 @@ def unnamed(names, page: str = PAGE) -> set[str]:
 def variables_given() -> set[str]:
     code = "".join((REPO / path).read_text() for path in SOURCES)
     named = set(re.findall(r"REMOTEGPU_[A-Z_]+", code))
-    spec = {"run_id": "r", "attempt": 1, "active": "/a", "ckpt": "/a/ckpt", "output": "/a/output", "gpus": [0]}
+    spec = spec_with(
+        WRAPPER, **{"run_id": "r", "attempt": 1, "active": "/a", "ckpt": "/a/ckpt", "output": "/a/output", "gpus": [0]}
+    )
     for smoke in (True, False):  # what run_env sets beyond the box's own environment, both ways
         named |= {key for key in WRAPPER.run_env(spec, smoke, hooks={}) if key not in WRAPPER.os.environ}
     return named
