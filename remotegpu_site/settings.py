@@ -219,14 +219,16 @@ PROVIDER_API_TIMEOUT = env.envint("PROVIDER_API_TIMEOUT", 30)
 PROVIDER_API_RETRIES = env.envint("PROVIDER_API_RETRIES", 2)
 PROVIDER_API_RETRY_SECONDS = env.envfloat("PROVIDER_API_RETRY_SECONDS", 1.0)
 PROVIDER_API_RETRY_MAX_SECONDS = env.envfloat("PROVIDER_API_RETRY_MAX_SECONDS", 10.0)
-PROVIDER_API_BASES = {
-    "runpod": os.environ.get("RUNPOD_API_BASE", "https://api.runpod.io"),
-    "vastai": os.environ.get("VASTAI_API_BASE", "https://console.vast.ai"),
-    "lambda": os.environ.get("LAMBDA_API_BASE", "https://cloud.lambda.ai"),
-    "paperspace": os.environ.get("PAPERSPACE_API_BASE", "https://api.paperspace.com"),
-    # RunPod's GPU catalogue with prices and stock, and the account's balance, are GraphQL only.
-    "runpod-graphql": os.environ.get("RUNPOD_GRAPHQL_BASE", "https://api.runpod.io"),
+# A provider's API base where the deployment points it elsewhere (a proxy, a stand-in); each adapter writes
+# its own documented base once (providers/<name>/__init__.py), which applies where none is set here.
+BASE_VARIABLES = {
+    "runpod": "RUNPOD_API_BASE",
+    "vastai": "VASTAI_API_BASE",
+    "lambda": "LAMBDA_API_BASE",
+    "paperspace": "PAPERSPACE_API_BASE",
+    "runpod-graphql": "RUNPOD_GRAPHQL_BASE",  # the balance, GraphQL only
 }
+PROVIDER_API_BASES = {key: os.environ[name] for key, name in BASE_VARIABLES.items() if os.environ.get(name)}
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "remotegpu@localhost")
 # Project webhooks: https to public addresses only, unless the deployment allows more (notifications/webhooks.py).

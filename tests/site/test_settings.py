@@ -97,3 +97,17 @@ def test_secrets_may_come_from_files(tmp_path):
     assert result.stdout.strip() == "from-a-mounted-secret-file-0123456789-abcdefghijklmnopqrstuvwxyz"
     missing = manage("check", SECRET_KEY_FILE=str(tmp_path / "absent"))
     assert missing.returncode != 0 and "SECRET_KEY_FILE cannot be read" in missing.stderr
+
+
+def test_an_adapters_base_is_written_once_and_a_deployment_only_overrides_it():
+    """The documented bases live in the adapters; the settings carry a deployment's overrides and shadow
+    none by default (before, each base was written twice, and a stale copy in settings won over the adapter)."""
+    from providers import ADAPTERS
+
+    text = (REPO / "remotegpu_site" / "settings.py").read_text()
+    bases = {url for adapter in ADAPTERS.values() for url in adapter.bases.values()}
+    assert [url for url in bases if url in text] == []
+    names = {key for adapter in ADAPTERS.values() for key in adapter.bases}
+    from remotegpu_site.settings import BASE_VARIABLES
+
+    assert set(BASE_VARIABLES) == names  # every base can be pointed elsewhere, none is invented
