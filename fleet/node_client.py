@@ -268,15 +268,6 @@ class NodeClient:
         return self.invoke(layout.tools, "abandon", layout.spec(f"attempt-{run.attempt}"), request=request)
 
 
-def appended_once(script: str, line: str) -> str:
-    """A shell command that makes script executable and appends line to it unless it is there."""
-    quoted_script, quoted_line = shlex.quote(script), shlex.quote(line)
-    return (
-        f"touch {quoted_script} && chmod +x {quoted_script} && "
-        f"(grep -qxF {quoted_line} {quoted_script} || printf '%s\\n' {quoted_line} >> {quoted_script})"
-    )
-
-
 LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is not one
 
 
@@ -325,9 +316,6 @@ class RunNode(NodeClient):
     def spec(self, attempt: int) -> Spec:
         """What this attempt is told (fleet/box_spec.py builds it)."""
         return box_spec.spec_for(self, attempt)
-
-    def _gpus_at_preflight(self):
-        return (self.run.preflight_report or {}).get("gpu_holders")
 
     def ckpt_target(self) -> str | None:
         """Where this run's checkpoints are mirrored on the box's durable tier, if it has one."""
@@ -384,47 +372,6 @@ class RunNode(NodeClient):
 
     def boot_marker(self) -> str:
         return posixpath.join(posixpath.dirname(self.layout.run_root), ".remotegpu-boot")
-
-    def install_start_hook(self, hook: str) -> None:
-        """vast.ai runs its on-start script at every container start: make it rewrite our boot
-        marker, so the watcher can tell a restarted container from a crashed run (idempotent)."""
-        line = f'echo "$(date +%s%N)" > {shlex.quote(self.boot_marker())}  # remotegpu: container started'
-        script = appended_once(hook, line)
-        self.check(self.transport.run_script(script, timeout=settings.SSH_COMMAND_TIMEOUT), "install start hook")
-
-    def install_boot_hook(self, onstart: str | None) -> str:
-        """The start hook that relaunches cut-off attempts after a reboot or container restart with no
-        control plane (the wrapper's boot-resume): a script in tools/, run from the platform's on-start
-        file where it has one (vast.ai), else from the user's crontab (@reboot). Where it is hooked in."""
-        layout = self.layout
-        script = f"{layout.tools}/start-hook.sh"
-        python = self.python or settings.NODE_PYTHON
-        body = (
-            "#!/bin/sh\n# remotegpu: after a restart, relaunch this project's cut-off attempts (boot-resume)\n"
-            f'echo "$(date +%s%N)" > {shlex.quote(self.boot_marker())}\n'
-            f"exec {shlex.quote(python)} -I -S {shlex.quote(self.wrapper_path)} boot-resume "
-            f"{shlex.quote(layout.run_root)} >> {shlex.quote(layout.tools + '/boot-resume.log')} 2>&1\n"
-        )
-        staging = f"{script}.upload-{uuid.uuid4().hex}"
-        self.upload_bytes(body.encode(), staging)
-        line = f"sh {shlex.quote(script)}  # remotegpu start hook"
-        if onstart:
-            hooked = appended_once(onstart, line)
-            where = f"the platform's on-start script {onstart}"
-        else:
-            cron = shlex.quote(f"@reboot {line}")
-            hooked = (
-                "command -v crontab >/dev/null && "
-                f"( crontab -l 2>/dev/null | grep -vF {shlex.quote(script)}; echo {cron} ) | crontab -"
-            )
-            where = "the user's crontab (@reboot)"
-        result = self.transport.run_script(
-            f"chmod +x {shlex.quote(staging)} && mv -f {shlex.quote(staging)} {shlex.quote(script)} && {hooked}",
-            timeout=settings.SSH_COMMAND_TIMEOUT,
-        )
-        if result.exit_code != 0:
-            return f"{script}, not hooked in (no crontab on the box): run it at boot"
-        return f"{script}, run from {where}"
 
     def durable_root(self) -> str | None:
         """This box's durable root as the node spells it, if it has one (the operator's, or the platform's)."""

@@ -6,7 +6,7 @@ import shlex
 
 from django.conf import settings
 
-from node import slurm
+from node import slurm, slurm_probe
 from node.protocol import NodeError
 from wrapper.contract import SpecError, spec_of
 
@@ -141,14 +141,14 @@ def preflight(node, run, needs_torch: bool) -> tuple[dict, list[str]]:
     torch where the command needs it, and the data root on its own storage, not under the job's $TMPDIR."""
     options = slurm.JobOptions.of(run.slurm_options)
     report, problems = {}, []
-    listed = node.transport.run(slurm.partitions_argv(), timeout=settings.SSH_COMMAND_TIMEOUT)
-    report["partitions"] = slurm.read_partitions(listed.stdout) if listed.exit_code == 0 else []
+    listed = node.transport.run(slurm_probe.partitions_argv(), timeout=settings.SSH_COMMAND_TIMEOUT)
+    report["partitions"] = slurm_probe.read_partitions(listed.stdout) if listed.exit_code == 0 else []
     if listed.exit_code != 0:
         return report, [f"Slurm: sinfo failed on the login node: {listed.stderr.strip()[-200:]}"]
     if options.partition and options.partition not in report["partitions"]:
         have = ", ".join(report["partitions"]) or "none"
         return report, [f"Slurm: partition {options.partition} does not exist on this cluster (it has: {have})"]
-    asked = node.transport.run(slurm.request_argv(options), timeout=settings.SSH_COMMAND_TIMEOUT)
+    asked = node.transport.run(slurm_probe.request_argv(options), timeout=settings.SSH_COMMAND_TIMEOUT)
     report["request"] = (asked.stderr or asked.stdout).strip()[-300:]
     if asked.exit_code != 0:
         return report, [f"Slurm: the cluster refuses the job as asked: {report['request']}"]
@@ -161,19 +161,18 @@ def preflight(node, run, needs_torch: bool) -> tuple[dict, list[str]]:
     python = command[0] if command and command[0].startswith("/") else node.python or settings.NODE_PYTHON
     seconds = settings.SLURM_PREFLIGHT_SECONDS
     port = random.randint(20000, 39999)  # a multi-node run's rendezvous, measured on its first node
-    probe = slurm.compute_argv(options, python, node.layout.run_root, seconds, port)
+    probe = slurm_probe.compute_argv(options, python, node.layout.run_root, seconds, port)
     ran = node.transport.run(probe, timeout=seconds + 60)
     if ran.exit_code != 0:
         said = ran.stderr.strip()[-300:]
         return report, [f"Slurm: no compute node answered the preflight within {seconds} s: {said}"]
-    answers = slurm.read_computes(ran.stdout)
+    answers = slurm_probe.read_computes(ran.stdout)
     report["compute"] = answers[0] if answers else None
-    problems += slurm.compute_problems(report["compute"], needs_torch)
+    problems += slurm_probe.compute_problems(report["compute"], needs_torch)
     if options.nodes > 1:
         report["nodes"] = answers
         for answer in answers[1:]:
-            problems += [
-                f"{problem} ({answer.get('host', '?')})" for problem in slurm.compute_problems(answer, needs_torch)
-            ]
-        problems += slurm.nodes_problems(answers, options)
+            said = slurm_probe.compute_problems(answer, needs_torch)
+            problems += [f"{problem} ({answer.get('host', '?')})" for problem in said]
+        problems += slurm_probe.nodes_problems(answers, options)
     return report, problems

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 
-from fleet import slurm_jobs
+from fleet import boot_hooks, slurm_jobs
 from fleet.credentials import run_secret_values, secret_problems
 from fleet.node_client import RunNode
 from node.build import wrapper_name
@@ -157,7 +157,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
                     return
             detach_kind = run.instance.profile.data["daemon"]["detach"]
             if detach_kind == "onstart":
-                node.install_start_hook(resolve_home(VAST_START_HOOK, node.home))
+                boot_hooks.install_start_hook(node, resolve_home(VAST_START_HOOK, node.home))
             use_tmux = detach_kind in ("tmux", "onstart") and run.preflight_report.get("tmux")
             # Read now, at every (re)launch: a grant revoked since the last attempt stops this one.
             node.put_secrets(node.layout.spec(f"attempt-{attempt}"), run_secret_values(run))  # uploaded above
@@ -165,7 +165,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
             hook = ""
             if run.auto_relaunch and not run.secrets:  # opted in: the box relaunches it after a restart
                 onstart = resolve_home(VAST_START_HOOK, node.home) if detach_kind == "onstart" else None
-                hook = node.install_boot_hook(onstart)
+                hook = boot_hooks.install_boot_hook(node, onstart)
             detach, command = node.launch(attempt, bool(use_tmux))
     except TransportError as exc:
         lifecycle.do_mark_launch_failed(run_pk, attempt, str(exc))

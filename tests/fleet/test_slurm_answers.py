@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from node import slurm
+from node import slurm, slurm_probe
 
 STATUS = {"attempt": 1, "launched": False, "wrapper_alive": False, "child_alive": False, "exit_code": None}
 
@@ -182,21 +182,22 @@ def test_every_nodes_preflight_answer_is_read_and_compared():
     meeting0 = ', "rendezvous": {"endpoint": "10.0.0.1:29500", "reached_by": 1, "of": 1}'
     meeting1 = ', "rendezvous": {"endpoint": "10.0.0.1:29500", "reached": true}'
     same = "\n".join([answer % (2, "2.13.0", 1, meeting1), "garbage", answer % (1, "2.13.0", 0, meeting0)])
-    answers = slurm.read_computes(same)
+    answers = slurm_probe.read_computes(same)
     assert [found["host"] for found in answers] == ["n1", "n2"]  # by rank
     options = slurm.JobOptions(nodes=2)
-    assert slurm.nodes_problems(answers, options) == []
-    differ = slurm.read_computes("\n".join([answer % (1, "2.13.0", 0, meeting0), answer % (2, "2.4.0", 1, meeting1)]))
-    assert slurm.nodes_problems(differ, options) == [
+    assert slurm_probe.nodes_problems(answers, options) == []
+    lines = [answer % (1, "2.13.0", 0, meeting0), answer % (2, "2.4.0", 1, meeting1)]
+    differ = slurm_probe.read_computes("\n".join(lines))
+    assert slurm_probe.nodes_problems(differ, options) == [
         "Slurm: the nodes' environments differ (n1: python 3.11.7, torch 2.13.0, cuda False; n2: python 3.11.7,"
         " torch 2.4.0, cuda False); a multi-node run needs one"
     ]
     unreached = same.replace('"reached": true', '"reached": false').replace('"reached_by": 1', '"reached_by": 0')
-    problems = slurm.nodes_problems(slurm.read_computes(unreached), options)
+    problems = slurm_probe.nodes_problems(slurm_probe.read_computes(unreached), options)
     assert problems[0].startswith("Slurm: 0 of 1 nodes reached the rendezvous endpoint 10.0.0.1:29500 on n1")
     assert problems[1] == "Slurm: node n2 could not reach the rendezvous endpoint 10.0.0.1:29500 within 20 s"
-    assert slurm.nodes_problems(answers[:1], options) == ["Slurm: only 1 of 2 nodes answered the preflight"]
-    assert slurm.nodes_problems(answers[:1], slurm.JobOptions()) == []
+    assert slurm_probe.nodes_problems(answers[:1], options) == ["Slurm: only 1 of 2 nodes answered the preflight"]
+    assert slurm_probe.nodes_problems(answers[:1], slurm.JobOptions()) == []
 
 
 @pytest.mark.parametrize("said", ["lo\n", "eth0; reboot", "a" * 16, "", 7, None, "ib0\u202e"])
@@ -207,7 +208,7 @@ def test_a_nodes_interface_that_is_not_a_name_is_never_pinned(said):
     from fleet.box_spec import cluster_interface, pinned
 
     line = '{"host": "n%d", "rank": %d, "rendezvous": {"endpoint": "n1:2", "reached": true, "ifname": %s}}'
-    answers = slurm.read_computes("\n".join(line % (rank, rank, json.dumps(said)) for rank in (0, 1)))
+    answers = slurm_probe.read_computes("\n".join(line % (rank, rank, json.dumps(said)) for rank in (0, 1)))
     assert all("ifname" not in answer["rendezvous"] for answer in answers)
     assert cluster_interface({"slurm": {"nodes": answers}}) is None
     shape = {"nodes": 2, "ifname": ""}
@@ -218,8 +219,8 @@ def test_the_measured_interface_is_pinned_only_where_every_node_agrees_and_nobod
     from fleet.box_spec import cluster_interface, pinned
 
     line = '{"host": "n%d", "rank": %d, "rendezvous": {"endpoint": "n1:2", "reached": true, "ifname": "%s"}}'
-    same = slurm.read_computes("\n".join(line % (rank, rank, "ib0") for rank in (0, 1)))
-    differ = slurm.read_computes("\n".join(line % (rank, rank, name) for rank, name in ((0, "ib0"), (1, "eth0"))))
+    same = slurm_probe.read_computes("\n".join(line % (rank, rank, "ib0") for rank in (0, 1)))
+    differ = slurm_probe.read_computes("\n".join(line % (rank, rank, name) for rank, name in ((0, "ib0"), (1, "eth0"))))
     assert cluster_interface({"slurm": {"nodes": same}}) == "ib0"
     assert cluster_interface({"slurm": {"nodes": differ}}) is None  # the job's nodes are the scheduler's pick
     assert pinned({"nodes": 2, "ifname": ""}, "ib0")["ifname"] == "ib0"

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from fleet import boot_hooks
 from runs.actions.lifecycle import do_start_preflight
 from runs.models import RunState
 from runs.signals import FAILURE_CLASSES
@@ -95,8 +96,8 @@ def test_the_start_hook_rewrites_the_boot_marker_and_is_installed_once(make_run,
     hook = tmp_path / "onstart.sh"
     hook.write_text("#!/bin/bash\necho user line\n")
     with RunNode(make_run()) as session:
-        session.install_start_hook(str(hook))
-        session.install_start_hook(str(hook))
+        boot_hooks.install_start_hook(session, str(hook))
+        boot_hooks.install_start_hook(session, str(hook))
     lines = hook.read_text().splitlines()
     assert lines[:2] == ["#!/bin/bash", "echo user line"] and len(lines) == 3  # kept, and added once
     subprocess.run(["bash", str(hook)], check=True, capture_output=True)
