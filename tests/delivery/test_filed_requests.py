@@ -25,7 +25,7 @@ from delivery.actions.requests import do_file_teardown
 from delivery.models import TeardownKind, TeardownRequest, TeardownStatus
 from delivery.tasks import prove_teardown
 from tests import factories
-from tests.custody.test_lost_enqueues import with_the_broker_down
+from tests.delivery.test_lost_enqueues import with_the_broker_down
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

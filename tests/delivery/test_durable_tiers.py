@@ -21,7 +21,7 @@ from node.protocol import NodeError
 from platforms.catalog import mount_problem
 from runs.models import RunState
 from tests.custody import sealed
-from tests.custody.test_evidence_invariant import CUSTODY, as_platform, delete
+from tests.delivery.test_evidence_invariant import CUSTODY, as_platform, delete
 from tests.runs.conftest import load_wrapper
 from tests.worker_env import NODE_ROOT, NODE_ROOT_PATH
 

@@ -15,7 +15,7 @@ from fleet.models import Instance, InstanceEvent
 from notifications.actions import recipients
 from notifications.models import Channel, Notification
 from tests import factories
-from tests.custody.test_teardown_e2e import wait_request
+from tests.delivery.test_teardown_e2e import wait_request
 from tests.sshd import free_port
 from tests.waiting import wait_until
 

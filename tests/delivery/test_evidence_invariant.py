@@ -181,7 +181,7 @@ def test_two_approved_deletions_in_two_worker_processes_leave_one_copy(
             execute_teardown.delay(request.pk)
             execute_teardown.delay(request.pk)
         final = {TeardownStatus.DONE, TeardownStatus.FAILED}
-        from tests.custody.test_teardown_e2e import wait_request
+        from tests.delivery.test_teardown_e2e import wait_request
 
         done = [wait_request(request, final, timeout=60).status for request in requests]
     finally:
@@ -315,7 +315,7 @@ def test_an_operator_closes_a_failed_runs_active_dir_and_release_no_longer_waits
 def test_a_worker_killed_inside_the_provider_call_needs_a_person_and_never_calls_twice(
     client, alice, bob, instance, settings, provider_api, celery_worker_process
 ):
-    from tests.custody.test_teardown_e2e import as_runpod, wait_request
+    from tests.delivery.test_teardown_e2e import as_runpod, wait_request
 
     as_runpod(instance, "pod-killed-1")  # a RunPod stop loses the container disk: L3, an approver
     held = threading.Event()
