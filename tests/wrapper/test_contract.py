@@ -64,3 +64,15 @@ def test_the_shipped_wrapper_refuses_a_spec_it_cannot_read_before_it_runs_anythi
     )
     assert done.returncode != 0 and "resume_from is not a key this wrapper reads" in done.stdout + done.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_the_hardware_capsules_rules_are_the_same_on_the_box_and_at_readback():
+    """Written on both sides on purpose (the box seals by wrapper/hardware.py, the readback checks again by
+    custody/capsule.py, independently): the constants they judge a capsule by are the same."""
+    from custody import capsule as readback
+    from wrapper import hardware as box
+
+    shared = ("SHA256", "WEIGHTS", "BINDINGS", "NO_GT", "WITH_GT", "NOT_APPLICABLE", "GT_ROLES", "COUNTS")
+    differ = [name for name in shared if getattr(box, name) != getattr(readback, name)]
+    assert differ == []
+    assert readback.SHA256.pattern == box.SHA256.pattern and box.TOP == ("run.json", "test")
