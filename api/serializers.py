@@ -273,9 +273,7 @@ def _slurm_options(instance, options, command=None) -> dict | None:
         return None
     if not isinstance(options, dict):
         raise serializers.ValidationError({"slurm_options": ["An object: partition, time_minutes, gres, ..."]})
-    known = {"partition", "time_minutes", "gres", "signal_seconds", "requeue", "nodes", "tasks_per_node"}
-    known |= {"collective_timeout_seconds", "ifname"}
-    problems = [f"{key}: not a Slurm option here" for key in sorted(set(options) - known)]
+    problems = [f"{key}: not a Slurm option here" for key in sorted(set(options) - slurm.OPTION_KEYS)]
     problems += slurm.option_problems(options)
     if not problems:
         problems += slurm.command_problems(slurm.JobOptions.of(options), command or [])

@@ -10,7 +10,7 @@ the completion log where the cluster keeps no accounting database); `squeue --on
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from wrapper.digits import ascii_int
@@ -79,6 +79,7 @@ class JobOptions:
     tasks_per_node: int = 1  # torchrun's --nproc-per-node: processes (GPUs) per node
     collective_timeout_seconds: int | None = None  # how long a collective waits for a peer (torch: 30 min)
     ifname: str = ""  # the network interface the collectives use (GLOO_/NCCL_SOCKET_IFNAME)
+    cpus_per_task: int | None = None  # CPUs per process (its data loader's, its OMP threads); None: Slurm's 1
 
     @property
     def distributed(self) -> bool:
@@ -97,6 +98,7 @@ class JobOptions:
             tasks_per_node=data.get("tasks_per_node") or 1,
             collective_timeout_seconds=data.get("collective_timeout_seconds"),
             ifname=data.get("ifname") or "",
+            cpus_per_task=data.get("cpus_per_task"),
         )
 
     def distributed_spec(self) -> dict | None:
@@ -106,7 +108,8 @@ class JobOptions:
         if not self.distributed:
             return None
         timeout = self.collective_timeout_seconds or DEFAULT_COLLECTIVE_SECONDS
-        return {"nodes": self.nodes, "tasks_per_node": self.tasks_per_node, "timeout": timeout, "ifname": self.ifname}
+        shape = {"nodes": self.nodes, "tasks_per_node": self.tasks_per_node, "timeout": timeout, "ifname": self.ifname}
+        return shape | ({"cpus_per_task": self.cpus_per_task} if self.cpus_per_task else {})
 
 
 def option_problems(data: dict) -> list[str]:
@@ -140,9 +143,13 @@ def _whole_in(value, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
+CPUS = ("cpus_per_task", "CPUs per process", 256)
+OPTION_KEYS = frozenset(field.name for field in fields(JobOptions))  # every option a run may ask, by name
+
+
 def _distributed_problems(data: dict) -> list[str]:
     problems = []
-    for key, what, high in (("nodes", "nodes", 64), ("tasks_per_node", "processes per node", 16)):
+    for key, what, high in (("nodes", "nodes", 64), ("tasks_per_node", "processes per node", 16), CPUS):
         if data.get(key) is not None and not _whole_in(data[key], 1, high):
             problems.append(f"{what}: a whole number from 1 to {high}")
     timeout = data.get("collective_timeout_seconds")
@@ -228,6 +235,10 @@ def asked(options: JobOptions) -> list[str]:
     flags = [f"--partition={options.partition}"] if options.partition else []
     flags += [f"--time={int(options.time_minutes)}"] if options.time_minutes is not None else []
     flags += [f"--nodes={int(options.nodes)}"] if options.nodes > 1 else []
+    # One task per node runs torchrun, which starts tasks_per_node processes: the task asks for them all.
+    flags += (
+        [f"--cpus-per-task={int(options.cpus_per_task) * int(options.tasks_per_node)}"] if options.cpus_per_task else []
+    )
     return flags + ([f"--gres={options.gres}"] if options.gres else [])
 
 

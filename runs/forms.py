@@ -167,6 +167,11 @@ class RunForm(forms.ModelForm):
         help_text="How long a collective waits for a frozen peer before the run fails (torch's default: 30 "
         "minutes; here 600 s unless set)",
     )
+    slurm_cpus_per_task = forms.IntegerField(
+        label="CPUs per process",
+        required=False,
+        help_text="Each process's CPUs (its data loader, its OMP threads); empty: one",
+    )
     slurm_ifname = forms.CharField(
         label="Network interface",
         required=False,
@@ -282,9 +287,11 @@ class RunForm(forms.ModelForm):
         "tasks_per_node": "slurm_tasks_per_node",
         "collective_timeout_seconds": "slurm_collective_timeout_seconds",
         "ifname": "slurm_ifname",
+        "cpus_per_task": "slurm_cpus_per_task",
     }
 
-    TORCHRUN_KEYS = ("tasks_per_node", "collective_timeout_seconds", "ifname")  # a run over several boxes too
+    # What a run over several boxes takes too.
+    TORCHRUN_KEYS = ("tasks_per_node", "collective_timeout_seconds", "ifname", "cpus_per_task")
 
     def _clean_scheduler(self, data) -> None:
         """A Slurm box's job options, checked where they reach a batch script; the other boxes of a run over
@@ -330,7 +337,8 @@ class RunForm(forms.ModelForm):
     def _field_of(problem: str) -> str:
         fields = {"partition": "partition", "gres": "gres", "time limit": "time_minutes", "nodes": "nodes"}
         fields |= {"processes per node": "tasks_per_node", "collective timeout": "collective_timeout_seconds"}
-        return (fields | {"network interface": "ifname"}).get(problem.split(":")[0], "signal_seconds")
+        fields |= {"network interface": "ifname", slurm.CPUS[1]: "cpus_per_task"}
+        return fields.get(problem.split(":")[0], "signal_seconds")
 
     # What an edit may change (project and identity-free fields of the model, and the derived ones).
     EDITED = [name for name in Meta.fields if name != "project"] + [

@@ -47,6 +47,7 @@ class Distributed:
     role: str = ""  # "head" or "peer" over several boxes
     master_addr: str = ""
     master_port: int = 0
+    cpus_per_task: int | None = None  # each process's CPUs: its OMP threads (None: one)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,8 @@ def distributed_env(spec):
     shape = spec.distributed
     if not shape:
         return {}
-    env = {"REMOTEGPU_COLLECTIVE_TIMEOUT_S": str(int(shape.timeout)), "OMP_NUM_THREADS": "1"}
+    threads = str(int(shape.cpus_per_task or 1))  # torchrun's default of one thread starves a data loader
+    env = {"REMOTEGPU_COLLECTIVE_TIMEOUT_S": str(int(shape.timeout)), "OMP_NUM_THREADS": threads}
     if shape.ifname:
         env.update(GLOO_SOCKET_IFNAME=shape.ifname, NCCL_SOCKET_IFNAME=shape.ifname)
     return env

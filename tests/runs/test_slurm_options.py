@@ -147,3 +147,35 @@ def test_the_api_refuses_a_multi_node_run_whose_command_torchrun_cannot_start(bo
     created = post(["python3", "train.py", "--config", "config.yaml"])
     assert created.status_code == 201, created.content
     assert created.json()["scheduler"] == {"options": {"nodes": 2}}
+
+
+def test_cpus_per_process_is_one_option_from_the_form_to_the_batch_script_and_each_ranks_threads(
+    client, bob, form, cluster
+):
+    """The proof of the typed spec: a new run option touches the form, its rule and one spec field. Each
+    process's CPUs: checked by the option rule, asked of Slurm for the node's torchrun task (processes ×
+    CPUs), and each rank's OMP threads on the box (before: one thread, always; a data loader starved)."""
+    from node import slurm
+    from tests.box_specs import spec_with
+    from tests.runs.conftest import load_wrapper
+
+    client.force_login(bob)
+    options = {"slurm_nodes": "2", "slurm_tasks_per_node": "4"}
+    page = client.post(reverse("run-create"), {**form, "instance": cluster.pk, **options, "slurm_cpus_per_task": "0"})
+    assert "CPUs per process: a whole number from 1 to 256" in page.content.decode() and not Run.objects.exists()
+    response = client.post(
+        reverse("run-create"), {**form, "instance": cluster.pk, **options, "slurm_cpus_per_task": "2"}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.get()
+    assert run.scheduler["options"] == {"nodes": 2, "tasks_per_node": 4, "cpus_per_task": 2}
+    assert "2 CPU(s) per process" in client.get(run.get_absolute_url()).content.decode()
+    job = slurm.JobOptions.of(run.scheduler["options"])
+    assert "--cpus-per-task=8" in slurm.asked(job) and "cpus_per_task" in slurm.OPTION_KEYS
+    wrapper = load_wrapper()
+    told = spec_with(wrapper, distributed=job.distributed_spec())
+    assert told.distributed.cpus_per_task == 2 and wrapper.distributed_env(told)["OMP_NUM_THREADS"] == "2"
+    alone = spec_with(wrapper, distributed=slurm.JobOptions.of({"nodes": 2}).distributed_spec())
+    assert wrapper.distributed_env(alone)["OMP_NUM_THREADS"] == "1" and "--cpus-per-task" not in " ".join(
+        slurm.asked(slurm.JobOptions.of({"nodes": 2}))
+    )
