@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from node.build import wrapper_file  # noqa: E402
+from tests.box_specs import spec_with  # noqa: E402 (a whole spec, as a launch writes one)
 
 
 def load_wrapper():
@@ -48,8 +49,8 @@ def main() -> None:
         ours, raw = [], []
         for index in range(args.repeat):
             target = durable / f"t{index}" / "ckpt"
-            spec = {"run_root": str(work / "data" / "proj"), "ckpt": str(ckpt), "attempt": 1}
-            spec["ckpt_mirror"] = {"root": str(durable), "target": str(target), "keep": 1}
+            mirror_to = {"root": str(durable), "target": str(target), "keep": 1}
+            spec = spec_with(wrapper, run_root=str(work / "data" / "proj"), ckpt=str(ckpt), ckpt_mirror=mirror_to)
             mirror = wrapper.CheckpointMirror(spec, str(work))
             mirror.begin()
             subprocess.run(["sync"], check=True)

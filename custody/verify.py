@@ -14,11 +14,11 @@ from custody.roster import RosterError, parse_roster
 from custody.selection import LIMIT as SELECTION_LIMIT
 from custody.selection import selection_id
 from custody.store import custody_dir
-from fleet.node_client import RunNode
 from node.pull import HashMismatch, Pace, only_puller, pull_export
 from node.transport import TransportError
 from platforms import catalog
 from platforms.layout import resolve_home
+from runs.box_spec import run_node
 from runs.models import Capsule
 
 
@@ -74,7 +74,7 @@ def _mirror(node, record, warnings: list) -> None:
 
 def _pull(record, canonical: Path, warnings: list) -> tuple[list, dict, bytes | None]:
     """The export pulled into canonical, and the selection manifest its run.json binds, read from the box."""
-    with RunNode(record.run) as node:
+    with run_node(record.run) as node:
         node.prepare()
         entries = parse_roster(node.roster())
         actions.do_record_roster(record.pk, entries, str(canonical))

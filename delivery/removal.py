@@ -7,7 +7,7 @@ import shutil
 from custody.copies import latest_verified
 from custody.models import EvidenceLocation
 from custody.store import custody_dir
-from fleet.node_client import RunNode
+from runs.box_spec import run_node
 
 
 def remove_copy(run, location: str) -> dict:
@@ -15,7 +15,7 @@ def remove_copy(run, location: str) -> dict:
         path = custody_dir(run)
         shutil.rmtree(path)
         return {"deleted": str(path)}
-    with RunNode(run) as node:
+    with run_node(run) as node:
         if location == EvidenceLocation.NODE:
             path = node.layout.export
         else:

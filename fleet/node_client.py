@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from fleet import box_spec, slurm_jobs
+from fleet import slurm_jobs
 from fleet.control_host import local_node_problem
 from fleet.credentials import ssh_auth
 from fleet.tier_mount import tier_root_problem
@@ -274,10 +274,12 @@ LAUNCH_MARKER_LIMIT = 16384  # a launch marker is a few hundred bytes; more is n
 class RunNode(NodeClient):
     """One short connection to a run's node: open, do a few things, close."""
 
-    def __init__(self, run, env: dict[str, str] | None = None, dataset_files: dict[str, int] | None = None, peer=None):
-        """peer: one of the run's RunPeer rows: its box, not the run's own (a run over several boxes)."""
+    def __init__(self, run, env=None, dataset_files=None, peer=None, builder=None):
+        """peer: one of the run's RunPeer rows: its box, not the run's own (a run over several boxes).
+        builder: what tells the box about an attempt (runs/box_spec.py, where the run lives: its spec_for and
+        restore_for); runs.box_spec.run_node passes it."""
         super().__init__(peer.instance if peer is not None else run.instance)
-        self.run, self.peer = run, peer
+        self.run, self.peer, self.builder = run, peer, builder
         self.env = env or {}  # what the caller adds to the command's environment (its checkpoint cadence)
         # SHA-256 → bytes of every file of the run's datasets: sealing refuses an export holding one.
         self.dataset_files = dataset_files or {}
@@ -314,8 +316,10 @@ class RunNode(NodeClient):
         self.call("extract", self.write_spec("extract", self.spec(0)))
 
     def spec(self, attempt: int) -> Spec:
-        """What this attempt is told (fleet/box_spec.py builds it)."""
-        return box_spec.spec_for(self, attempt)
+        """What this attempt is told (the run's builder makes it: runs/box_spec.py)."""
+        if self.builder is None:
+            raise NodeError("this node client was made without the run's spec builder (runs.box_spec.run_node)")
+        return self.builder.spec_for(self, attempt)
 
     def ckpt_target(self) -> str | None:
         """Where this run's checkpoints are mirrored on the box's durable tier, if it has one."""
@@ -323,7 +327,7 @@ class RunNode(NodeClient):
         return posixpath.join(root, "remotegpu-ckpt", self.run.project.slug, self.run.run_id, "ckpt") if root else None
 
     def restore_for(self, attempt: int) -> dict:
-        return box_spec.restore_for(self, attempt)
+        return self.builder.restore_for(self, attempt)
 
     def upload_restore(self, attempt: int, local_dir: Path) -> int:
         """The control host's checkpoint copies an attempt restores, uploaded into the box's inbox (the

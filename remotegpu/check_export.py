@@ -15,10 +15,11 @@ def check(directory: Path, tolerance: float = 1e-6) -> dict:
     """{"seal": [...], "failures": [...], "warnings": [...], "metrics": [...]} for the directory."""
     from custody.readback import read_back
     from custody.roster import RosterEntry
+    from wrapper.contract import local_spec
     from wrapper.export import export_problems
     from wrapper.roster import roster_of
 
-    seal = export_problems({"argv": [sys.executable]}, str(directory))
+    seal = export_problems(local_spec(str(directory), [sys.executable]), str(directory))
     try:
         entries = [RosterEntry(item["path"], item["bytes"], item["sha256"]) for item in roster_of(str(directory))]
     except ValueError as exc:  # a symlink: never sealed, nothing to read back

@@ -18,7 +18,6 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from fleet.node_client import RunNode
 from node.protocol import NodeError
 from node.transport import TransportError
 from rentals.actions import do_claim_proof, do_finish_proof
@@ -26,6 +25,7 @@ from rentals.asking import run_signature
 from rentals.models import Rental
 from runs import shipping
 from runs.actions.base import control_host_problem
+from runs.box_spec import run_node
 from runs.environment import environment_problems
 from runs.models import SourceKind
 from runs.sources import SourceError
@@ -86,7 +86,7 @@ def _outcome(run, box, requester) -> dict:
         return {"passed": False, "why": f"it may not be proven on the control host: {refused}"}
     proof = stand_in(run, box)
     try:
-        with RunNode(proof) as node:
+        with run_node(proof) as node:
             node.prepare()
             shipping.ship_source(node)
             # The data the run names, staged here as on the rented box (hashed as it lands): a smoke that

@@ -12,11 +12,12 @@ import threading
 
 from django.conf import settings
 
-from fleet.node_client import NodeClient, RunNode
+from fleet.node_client import NodeClient
 from node import slurm
 from node.protocol import NodeError
 from node.transport import TransportError
 from runs import shipping
+from runs.box_spec import run_node
 
 RENDEZVOUS_SECONDS = 20
 
@@ -41,7 +42,7 @@ def preflight_peers(run, head, head_report: dict) -> tuple[dict, list[str]]:
         return {}, []
     reports, problems = {}, []
     for peer in peers:
-        with RunNode(run, peer=peer) as node:
+        with run_node(run, peer=peer) as node:
             node.prepare()
             shipping.ship_source(node)
             reports[peer.rank] = node.call("preflight", node.write_spec("preflight", node.spec(0)), timeout=300)
@@ -76,7 +77,7 @@ def measure_rendezvous(run, head, peers) -> dict:
     reached = {}
     for peer in peers:
         try:
-            with RunNode(run, peer=peer) as node:
+            with run_node(run, peer=peer) as node:
                 request = {"connect": [address, port], "seconds": RENDEZVOUS_SECONDS}
                 reached[peer.rank] = node.invoke(node.layout.tools, "rendezvous", request=request, timeout=60)
         except (TransportError, NodeError) as exc:
@@ -109,7 +110,7 @@ def launch_peers(run, attempt: int, env: dict) -> None:
     """Every other box's node started, detached, before rank 0's (which hosts the rendezvous the others
     wait for). A peer already running this attempt (a redelivered launch) is left as it is."""
     for peer in peers_of(run):
-        with RunNode(run, env=env, peer=peer) as node:
+        with run_node(run, env=env, peer=peer) as node:
             node.prepare()
             if not node.call("status", node.attempt_spec(attempt))["launched"]:
                 node.launch(attempt, use_tmux=False)
@@ -139,7 +140,7 @@ def stop_peers(run, attempt: int, by: str, node_failed: bool = False, ranks=None
         if ranks is not None and peer.rank not in ranks:
             continue
         try:
-            with RunNode(run, peer=peer) as node:
+            with run_node(run, peer=peer) as node:
                 answer = node.invoke(node.layout.tools, "stop", node.layout.spec(f"attempt-{attempt}"), request=request)
                 said.append(f"{peer.instance.name}: {'stopped' if answer.get('stopped') else 'not running'}")
         except (TransportError, NodeError) as exc:

@@ -12,7 +12,6 @@ from django.db import DatabaseError
 
 from fleet import boot_hooks, slurm_jobs
 from fleet.credentials import run_secret_values, secret_problems
-from fleet.node_client import RunNode
 from node.build import wrapper_name
 from node.pull import HashMismatch
 from node.transport import TransportError
@@ -20,6 +19,7 @@ from platforms.layout import resolve_home
 from projects.models import Project
 from runs import ckpt_pull, multinode, preflight, shipping
 from runs.actions import arrays, base, checkpoints, lifecycle, peers, redrive, spending, sweeps
+from runs.box_spec import run_node
 from runs.cadence import checkpoint_environment
 from runs.gpus import gone_problem
 from runs.models import Run, RunState
@@ -54,7 +54,7 @@ def preflight_run(run_pk: int) -> None:
     if run is None:
         return
     try:
-        with RunNode(run) as node:
+        with run_node(run) as node:
             node.prepare()
             commit = shipping.ship_source(node)
             node.upload_restore(run.attempt + 1, ckpt_pull.control_dir(run))
@@ -98,7 +98,7 @@ def pull_checkpoint(run_pk: int, sha256: str) -> str:
         if not held:
             return "another pull of the run runs"  # the watcher asks again past the deadline
         try:
-            with RunNode(run) as node:
+            with run_node(run) as node:
                 arrived = ckpt_pull.pull_held(node, asked, directory)
         except (TransportError, HashMismatch, OSError) as exc:
             checkpoints.do_fail_checkpoint_pull(run_pk, sha256, f"{type(exc).__name__}: {exc}")
@@ -116,7 +116,7 @@ def smoke_run(run_pk: int) -> None:
         return
     try:
         values = run_secret_values(run) if run.secrets_in_smoke else {}
-        with RunNode(run) as node:
+        with run_node(run) as node:
             spec_path = node.write_spec("smoke", node.spec(0))
             node.put_secrets(spec_path, values)
             result = node.call("smoke", spec_path, timeout=settings.SMOKE_TIMEOUT + 30)
@@ -133,7 +133,7 @@ def launch_run(run_pk: int, attempt: int) -> None:
     if run is None or run.attempt != attempt:
         return
     try:
-        with RunNode(run, env=checkpoint_environment(run), dataset_files=shipping.dataset_files(run)) as node:
+        with run_node(run, env=checkpoint_environment(run), dataset_files=shipping.dataset_files(run)) as node:
             node.prepare()
             status = node.call("status", node.attempt_spec(attempt))
             if status["launched"]:
@@ -196,7 +196,7 @@ def submit_sweep_array(sweep_pk: int) -> str:
         return "nothing to submit"
     sweep = cells[0].sweep
     try:
-        with RunNode(cells[0]) as node:
+        with run_node(cells[0]) as node:
             command, job = node.launch_array(cells, f"rgpu-sweep-{sweep_pk}", sweep.gpus_per_box)
     except TransportError as exc:
         arrays.do_release_array_claim(sweep_pk)
@@ -216,7 +216,7 @@ def fail_run_nodes(run_pk: int, attempt: int, failed: str) -> str:
     run = Run.objects.select_related("instance", "project").get(pk=run_pk)
     request = {"by": failed, "grace_seconds": settings.RUN_STOP_GRACE_SECONDS, "node_failed": True}
     try:
-        with RunNode(run) as node:
+        with run_node(run) as node:
             node.invoke(node.layout.tools, "stop", node.layout.spec(f"attempt-{attempt}"), request=request)
     except TransportError as exc:
         base.note_run(run_pk, f"Rank 0's node could not be stopped after a node failed: {exc}")
@@ -263,11 +263,11 @@ def close_active(run_pk: int, actor_id: int, reason: str) -> str:
 @shared_task(acks_late=True, soft_time_limit=120, time_limit=150)
 def reseal_run(run_pk: int, attempt: int, actor_id: int) -> str:
     """The box seals the quarantined attempt's kept export by today's contract, or says why not."""
-    from fleet.node_client import RunNode
     from runs.actions.reseal import do_finish_reseal
+    from runs.box_spec import run_node
 
     run = Run.objects.select_related("project", "instance").get(pk=run_pk)
-    with RunNode(run) as node:
+    with run_node(run) as node:
         node.install_wrapper(node.layout.tools)  # this control host's wrapper: it knows `reseal`
         answer = node.call("reseal", node.write_spec("reseal", node.spec(attempt)), timeout=90)
     do_finish_reseal(run.pk, attempt, answer, actor_id)

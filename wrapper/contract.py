@@ -138,3 +138,16 @@ def _typed(kind, data, where: str):
 def spec_of(data) -> Spec:
     """The spec a JSON object says, or SpecError naming what is unknown or missing."""
     return _typed(Spec, data, "spec")
+
+
+def local_spec(directory: str, argv: list) -> Spec:
+    """The spec of a check run on this machine, not a box's attempt (`remotegpu check-export`): an export in
+    directory judged as a software run's, its weights loaded by argv's interpreter."""
+    paths = {key: directory for key in ("run_root", "active", "src", "ckpt", "output", "partial", "export")}
+    plain = {"quarantine_base": directory, "cache": "", "run_id": "local", "attempt": 1, "scheduler": None}
+    plain |= {"distributed": None, "argv": list(argv), "cwd": directory, "env": {}, "secrets": [], "hooks": {}}
+    plain |= {"gpus": [], "gpus_at_preflight": None, "environment": "", "inputs": [], "config": "", "manifest": None}
+    plain |= {"heartbeat_seconds": 10, "stop_grace_seconds": 30, "boot_marker": "", "smoke_timeout": 600}
+    plain |= {"data_tier_path": None, "restore": None, "dataset_files": {}, "trainer_files": None}
+    mirror = {"root": None, "target": None, "keep": 2, "poll_seconds": 5, "hold_seconds": 60, "step_key": None}
+    return spec_of(paths | plain | {"ckpt_mirror": mirror, "capsule": "software", "boot_relaunch": None})

@@ -9,9 +9,9 @@ from custody.actions import do_start_verification
 from custody.models import CustodyRecord, CustodyStatus
 from custody.roster import parse_roster
 from custody.verify import custody_dir
-from fleet.node_client import RunNode
 from node.pull import partial_of, pull_one
 from runs.actions.lifecycle import do_start_preflight
+from runs.box_spec import run_node
 from runs.models import RunState
 from tests.custody import sealed
 from tests.runs.conftest import edit_train, set_config, wait_state
@@ -85,7 +85,7 @@ def test_pull_readback_load_recompute_gives_a_verified_record_exported_as_json(
 def resume_partial_pull(run, node, target) -> None:
     """What a pull killed half-way leaves (the first half under the .partial name, nothing final)
     resumes: only the rest moves, and the file ends identical."""
-    with RunNode(run) as session:
+    with run_node(run) as session:
         session.prepare()
         entry = next(e for e in parse_roster(session.roster()) if e.path == "test/synthetic/results.parquet")
         half = (node.export(run) / entry.path).read_bytes()[: entry.bytes // 2]

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from custody.roster import RosterError, parse_roster
-from fleet.node_client import RunNode
 from node.protocol import NodeError
+from runs.box_spec import run_node
 from runs.models import RunState
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,7 +24,7 @@ def test_roster_of_a_sealed_export_matches_the_bytes(make_run, node):
     (node.active(run) / "scratch.bin").write_bytes(b"mutable")  # never part of a roster
     sealed = [{"path": n, "bytes": len(d), "sha256": hashlib.sha256(d).hexdigest()} for n, d in sorted(files.items())]
     (node.active(run) / "sealed-roster.json").write_text(json.dumps(sealed))  # as the wrapper seals it
-    with RunNode(run) as session:
+    with run_node(run) as session:
         session.prepare()
         entries = parse_roster(session.roster())
     assert {entry.path: (entry.bytes, entry.sha256) for entry in entries} == {
@@ -34,7 +34,7 @@ def test_roster_of_a_sealed_export_matches_the_bytes(make_run, node):
 
 def test_no_sealed_export_is_an_error_not_an_empty_roster(make_run):
     run = make_run(state=RunState.RUNNING, attempt=1)
-    with RunNode(run) as session:
+    with run_node(run) as session:
         session.prepare()
         with pytest.raises(NodeError, match="roster failed on the node: no sealed export"):
             session.roster()

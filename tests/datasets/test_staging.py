@@ -21,8 +21,8 @@ from datasets.actions import do_register_dataset
 from datasets.models import DatasetSource, DatasetState
 from datasets.roster import identity
 from datasets.tasks import scan_dataset
-from fleet.node_client import RunNode
 from runs import shipping
+from runs.box_spec import run_node
 from tests import factories
 from tests.sshd import Sshd
 from tests.waiting import wait_until
@@ -72,7 +72,7 @@ def box_dataset(project, box, root, bob):
 
 def stage(run):
     moved = []
-    with RunNode(run) as node:
+    with run_node(run) as node:
         node.prepare()
         staged, problems = shipping.stage_datasets(node, moved.append)
     return staged, problems, moved

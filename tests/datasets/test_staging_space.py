@@ -14,8 +14,8 @@ from django.conf import settings as django_settings
 from datasets.models import Dataset, DatasetSource, DatasetState
 from datasets.roster import identity
 from datasets.staging import space_problem
-from fleet.node_client import RunNode
 from runs import shipping
+from runs.box_spec import run_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,7 +60,7 @@ def test_a_dataset_larger_than_the_free_space_is_refused_before_staging(project,
     dataset = huge_dataset(project, free)
     run = make_run(datasets=[dataset.name])
     moved = []
-    with RunNode(run) as box:
+    with run_node(run) as box:
         box.prepare()
         staged, problems = shipping.stage_datasets(box, moved.append)
     assert staged == [] and moved == []

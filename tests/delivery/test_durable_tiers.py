@@ -16,9 +16,9 @@ from delivery.actions.base import TeardownRefused
 from delivery.actions.requests import do_request_teardown
 from delivery.models import TeardownKind
 from delivery.tasks import execute_teardown
-from fleet.node_client import RunNode
 from node.protocol import NodeError
 from platforms.catalog import mount_problem
+from runs.box_spec import run_node
 from runs.models import RunState
 from tests.custody import sealed
 from tests.delivery.test_evidence_invariant import CUSTODY, as_platform, delete
@@ -52,7 +52,7 @@ def sealed_on_the_box(run, files: dict[str, bytes] | None = None) -> None:
 def mirror_with_root(run, root: str):
     run.instance.mirror_root = root
     run.instance.save()
-    with RunNode(run) as node:
+    with run_node(run) as node:
         node.prepare()
         return node.mirror(node.mirror_target())
 

@@ -12,9 +12,9 @@ import pytest
 
 from custody.copies import copies_of
 from custody.models import EvidenceLocation
-from fleet.node_client import RunNode
 from node.protocol import NodeError
 from platforms.catalog import get_profile, on_its_mount
+from runs.box_spec import run_node
 from runs.models import RunState
 from tests import factories
 from tests.mounts import tmpfs
@@ -65,7 +65,7 @@ def test_a_tier_root_is_never_created(instance, make_run, no_worker):
     instance.profile_key, instance.data_root_override = "gpushare", ""
     instance.save()
     run = make_run()
-    with pytest.raises(NodeError, match=r"netdisk \(/hy-netdisk\) is not on this box"), RunNode(run) as node:
+    with pytest.raises(NodeError, match=r"netdisk \(/hy-netdisk\) is not on this box"), run_node(run) as node:
         node.prepare()
     assert not Path("/hy-netdisk").exists()  # before: mkdir -p made it a plain directory of the system disk
 
@@ -129,10 +129,10 @@ def test_a_declared_mount_that_is_a_plain_directory_refuses_the_box(instance, ma
     root.mkdir()
     try:
         refused = r"netdisk \(/hy-netdisk\) is not a disk mounted there: .* mounted at /,"
-        with pytest.raises(NodeError, match=refused), RunNode(run) as node:
+        with pytest.raises(NodeError, match=refused), run_node(run) as node:
             node.prepare()
         assert list(root.iterdir()) == []  # nothing was made on the system disk
-        with tmpfs(root), RunNode(run) as node:
+        with tmpfs(root), run_node(run) as node:
             node.check_tier_root()  # its own disk there: accepted
     finally:
         for path in sorted(root.rglob("*"), reverse=True):

@@ -204,8 +204,8 @@ def test_every_nodes_preflight_answer_is_read_and_compared():
 def test_a_nodes_interface_that_is_not_a_name_is_never_pinned(said):
     """The interface a compute node says its rendezvous went through reaches every rank's environment
     (GLOO_/NCCL_SOCKET_IFNAME): only a Linux interface name is kept, and pinned only where every node of
-    the preflight said the same one (fleet.box_spec.cluster_interface)."""
-    from fleet.box_spec import cluster_interface, pinned
+    the preflight said the same one (runs.box_spec.cluster_interface)."""
+    from runs.box_spec import cluster_interface, pinned
 
     line = '{"host": "n%d", "rank": %d, "rendezvous": {"endpoint": "n1:2", "reached": true, "ifname": %s}}'
     answers = slurm_probe.read_computes("\n".join(line % (rank, rank, json.dumps(said)) for rank in (0, 1)))
@@ -216,7 +216,7 @@ def test_a_nodes_interface_that_is_not_a_name_is_never_pinned(said):
 
 
 def test_the_measured_interface_is_pinned_only_where_every_node_agrees_and_nobody_named_one():
-    from fleet.box_spec import cluster_interface, pinned
+    from runs.box_spec import cluster_interface, pinned
 
     line = '{"host": "n%d", "rank": %d, "rendezvous": {"endpoint": "n1:2", "reached": true, "ifname": "%s"}}'
     same = slurm_probe.read_computes("\n".join(line % (rank, rank, "ib0") for rank in (0, 1)))

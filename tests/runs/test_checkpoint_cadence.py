@@ -57,11 +57,11 @@ def test_the_cadence_takes_the_first_real_checkpoint_and_rounds_down_to_whole_st
 
 def test_the_launched_command_gets_its_cadence(make_run, node, settings):
     """What launch_run hands the node: the spec's environment, read back from the node's spec file."""
-    from fleet.node_client import RunNode
+    from runs.box_spec import run_node
 
     run = make_run(checkpoint_bytes=512 * 1024**2, write_bytes_per_second=256 * 1024**2)
     run.instance.profile_key = "vastai"
-    with RunNode(run, env=checkpoint_environment(run)) as box:
+    with run_node(run, env=checkpoint_environment(run)) as box:
         box.prepare()
         spec_path = box.write_spec("launch", box.spec(1))
     written = json.loads((node.active(run) / Path(spec_path).name).read_text())

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from fleet.node_client import RunNode
 from runs import shipping
+from runs.box_spec import run_node
 from runs.models import RunState
 from runs.tasks import launch_run
 from tests.mounts import tmpfs
@@ -103,7 +103,7 @@ def test_a_full_disk_during_closeout_quarantines_as_disk_full(
 ):
     root = small_root(options)
     run = make_run(command=[sys.executable, "-c", script], state=RunState.LAUNCHING, attempt=1)
-    with RunNode(run) as node:  # what preflight does (its storage budget would refuse this disk)
+    with run_node(run) as node:  # what preflight does (its storage budget would refuse this disk)
         node.prepare()
         shipping.ship_source(node)
     launch_run(run.pk, 1)
@@ -137,7 +137,7 @@ sys.exit(1)
 def test_a_write_that_fails_without_an_errno_on_a_full_disk_is_disk_full(make_run, small_root, celery_worker_process):
     small_root("size=6m,nr_inodes=4096")
     run = make_run(command=[sys.executable, "-c", SAVE_FAILS], state=RunState.LAUNCHING, attempt=1)
-    with RunNode(run) as node:
+    with run_node(run) as node:
         node.prepare()
         shipping.ship_source(node)
     launch_run(run.pk, 1)

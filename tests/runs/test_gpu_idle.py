@@ -11,8 +11,9 @@ import pytest
 from delivery.models import WasteAlarm, WasteKind
 from delivery.waste import do_raise_waste_alarms
 from fleet.models import Instance
-from fleet.node_client import NodeClient, RunNode
+from fleet.node_client import NodeClient
 from notifications.models import Event, Notification
+from runs.box_spec import run_node
 from runs.gpu_use import is_idle, read_sample
 from runs.models import GpuSample, RunState
 from tests.gpu_shims import box_with_nvidia_smi
@@ -70,7 +71,7 @@ def test_a_run_at_zero_percent_gpu_raises_the_alarm_once_per_threshold(
     box = Instance.objects.create(name=f"{project.slug}-idle-20261205", project=project, **fields)
     run = make_run(instance=box, gpus=[0], state=RunState.RUNNING, attempt=1)
     gpu_box.use.write_text("0, 0, 812\n1, 88, 30000\n")  # GPU 1 is someone else's: the run's GPU 0 is idle
-    with RunNode(run) as node:
+    with run_node(run) as node:
         node.prepare()  # the wrapper on the box (the launch put it there)
         tick(node, [run])
         tick(node, [run])  # within GPU_SAMPLE_SECONDS: the streak goes on, no second sample

@@ -91,11 +91,11 @@ def test_without_opt_in_an_interruption_is_classified_and_only_offered(
 def test_the_start_hook_rewrites_the_boot_marker_and_is_installed_once(make_run, node, tmp_path, boot_marker):
     import subprocess
 
-    from fleet.node_client import RunNode
+    from runs.box_spec import run_node
 
     hook = tmp_path / "onstart.sh"
     hook.write_text("#!/bin/bash\necho user line\n")
-    with RunNode(make_run()) as session:
+    with run_node(make_run()) as session:
         boot_hooks.install_start_hook(session, str(hook))
         boot_hooks.install_start_hook(session, str(hook))
     lines = hook.read_text().splitlines()

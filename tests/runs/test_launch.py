@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from fleet.node_client import RunNode
 from runs import shipping
+from runs.box_spec import run_node
 from runs.models import Run, RunState
 from runs.tasks import launch_run
 from tests.runs.conftest import set_config, wait_file
@@ -25,7 +25,7 @@ def launched_run(make_run, tmux: bool) -> Run:
     """Attempt 1 of a run whose preflight found tmux (or not), prepared, shipped and launched in this
     process over real SSH."""
     run = make_run(state=RunState.LAUNCHING, attempt=1, preflight_report={"tmux": tmux})
-    with RunNode(run) as session:
+    with run_node(run) as session:
         session.prepare()
         shipping.ship_source(session)
     launch_run(run.pk, 1)
@@ -81,7 +81,7 @@ def test_runs_preparing_the_same_project_root_at_once_all_succeed(make_run, node
     from django.db import connection
 
     runs = [make_run() for _ in range(6)]
-    sessions = [RunNode(run).__enter__() for run in runs]  # connect first: race only on prepare
+    sessions = [run_node(run).__enter__() for run in runs]  # connect first: race only on prepare
     errors = []
     try:
         for _ in range(8):

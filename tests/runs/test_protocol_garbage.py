@@ -10,8 +10,9 @@ import pytest
 
 from custody.models import CustodyStatus
 from custody.verify import verify
-from fleet.node_client import NodeClient, RunNode
+from fleet.node_client import NodeClient
 from node.protocol import NodeError
+from runs.box_spec import run_node
 from runs.models import RunState
 from tests import factories
 from tests.sshd import Sshd
@@ -81,7 +82,7 @@ def hostile_run(box, project, make_run, tmp_path):
 
 def every_wrapper_call(run):
     """Each control-side call of a wrapper subcommand, as the tasks make it."""
-    with RunNode(run) as node:
+    with run_node(run) as node:
         node.prepare()
         spec = node.attempt_spec(1)
         yield "preflight", lambda: node.call("preflight", spec)
@@ -143,7 +144,7 @@ def test_a_garbage_run_status_inside_a_valid_probe_is_a_node_error_on_that_run(b
 def test_uploads_pass_through_the_shim(box, hostile_run):
     """The shim is not simply broken: non-wrapper commands and SFTP reach the box."""
     marker = f"ok-{uuid.uuid4().hex}"
-    with RunNode(hostile_run) as node:
+    with run_node(hostile_run) as node:
         node.prepare()
         assert node.transport.stat(f"{node.layout.tools}/") is not None
         assert node.transport.run(["echo", marker], timeout=10).stdout.strip() == marker
@@ -214,7 +215,7 @@ def test_stored_answers_keep_their_schema_and_bounds(box, hostile_run):
     """What a run stores whole (its preflight report, its smoke output) keeps only the named fields."""
     preflight = {"missing": [], "hashes": {}, "space": {}, "tmux": True, "python": "3.11.7", "evil": "x" * 100_000}
     box.plant(json.dumps(preflight) + "\n", "", 0)
-    with RunNode(hostile_run) as node:
+    with run_node(hostile_run) as node:
         node.prepare()
         spec = node.attempt_spec(1)
         assert "evil" not in node.call("preflight", spec)

@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from fleet.node_client import RunNode
 from runs import shipping
 from runs.actions.lifecycle import do_start_preflight
+from runs.box_spec import run_node
 from runs.models import RunState
 from runs.tasks import reconcile_runs
 from tests.conftest import WORKER_APPLICATION
@@ -75,7 +75,7 @@ def test_a_launch_whose_database_write_was_lost_is_adopted_from_the_node(
     short_deadlines.RECONCILE_LAUNCH_SECONDS = 1
     short_deadlines.SSH_COMMAND_TIMEOUT = 120  # the launch below runs in this process, on a loaded CI box
     run = make_run(state=RunState.LAUNCHING, attempt=1)
-    with RunNode(run) as session:
+    with run_node(run) as session:
         session.prepare()
         shipping.ship_source(session)
         session.launch(1, use_tmux=False)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.box_specs import spec_with
 from tests.conftest import REPO
 from tests.runs.conftest import load_wrapper
 
@@ -46,9 +47,8 @@ print("exported", flush=True)
 
 def run_as_the_box_would(tmp_path, smoke=False) -> subprocess.CompletedProcess:
     active = tmp_path / "active" / "r1"
-    spec = {"run_id": "r1", "attempt": 1, "active": str(active), "ckpt": str(active / "ckpt")}
-    spec["output"] = str(active / "output")
-    env = WRAPPER.run_env(spec, smoke, hooks={})
+    spec = spec_with(WRAPPER, run_id="r1", attempt=1, active=str(active), ckpt=str(active / "ckpt"))
+    env = WRAPPER.run_env(spec.but(output=str(active / "output")), smoke, hooks={})
     command = [sys.executable, "train.py"]
     return subprocess.run(command, cwd=tmp_path / "src", env=env, capture_output=True, text=True, timeout=300)
 
@@ -80,7 +80,8 @@ def test_a_trainer_using_the_helper_resumes_and_exports_what_verification_accept
 
 
 def test_the_helper_sits_beside_the_wrapper_once_and_is_on_the_commands_path(tmp_path):
-    env = WRAPPER.run_env({"run_id": "r", "attempt": 1, "active": "/a", "ckpt": "/c", "output": "/o"}, False, hooks={})
+    spec = spec_with(WRAPPER, run_id="r", attempt=1, active="/a", ckpt="/c", output="/o")
+    env = WRAPPER.run_env(spec, False, hooks={})
     helper = env["PYTHONPATH"].split(":")[0]
     assert (WRAPPER.helper_dir() == helper) and helper.startswith(str(WRAPPER.os.path.dirname(WRAPPER.__file__)))
     written = (REPO / "wrapper" / "run_helper" / "remotegpu_run.py").read_text()

@@ -9,9 +9,9 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 
-from fleet.node_client import RunNode
 from runs.actions import stops
 from runs.actions.lifecycle import do_retry_run, do_start_preflight
+from runs.box_spec import run_node
 from runs.models import GpuLock, Run, RunState
 from runs.tasks import deliver_stop
 from tests import factories
@@ -128,7 +128,7 @@ def test_a_stop_for_an_unreachable_box_is_sent_again_then_expires(bob, make_run,
     # The box answers again: the stop reaches it (the attempt's spec is there, as after a launch; nothing
     # runs in this test, and the wrapper says so).
     type(run.instance).objects.filter(pk=run.instance.pk).update(port=port)
-    with RunNode(Run.objects.get(pk=run.pk)) as session:
+    with run_node(Run.objects.get(pk=run.pk)) as session:
         session.prepare()
         session.attempt_spec(1)
     answer = json.loads(deliver_stop(run.pk, 1))

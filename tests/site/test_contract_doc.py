@@ -14,7 +14,7 @@ from tests.runs.conftest import load_wrapper
 WRAPPER = load_wrapper()
 PAGE = (REPO / "docs" / "contract.md").read_text()
 # Where the command's environment is made: the wrapper (run_env), the cadence and the staged datasets.
-SOURCES = ("wrapper/attempts.py", "runs/cadence.py", "fleet/box_spec.py")
+SOURCES = ("wrapper/attempts.py", "runs/cadence.py", "runs/box_spec.py")
 
 
 def unnamed(names, page: str = PAGE) -> set[str]:

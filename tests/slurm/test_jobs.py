@@ -11,10 +11,10 @@ import pytest
 from custody.actions import do_start_verification
 from custody.models import CustodyStatus
 from fleet import slurm_jobs
-from fleet.node_client import RunNode
 from node.slurm import SchedulerSilent
 from runs.actions import stops
 from runs.actions.lifecycle import do_start_preflight
+from runs.box_spec import run_node
 from runs.models import RunState
 from tests.custody.test_custody_e2e import wait_record
 from tests.runs.conftest import SETTLED, set_config, wait_file, wait_state
@@ -42,7 +42,7 @@ def test_a_run_is_an_sbatch_job_detached_exported_and_verified(bob, make_run, no
     assert "#SBATCH --partition=low" in script and "#SBATCH --time=10" in script
     assert "#SBATCH --signal=B:USR1@60" in script and "#SBATCH --requeue" in script
     # A redelivered launch that finds the attempt running reads its job back from the node's launch marker.
-    with RunNode(run) as client:
+    with run_node(run) as client:
         assert client.launched_as(1) == ("sbatch", run.launched_command, job)
     # The job, not the SSH session that submitted it, holds the run: the scheduler lists it.
     wait_until(lambda: slurm.state_of(job) == "RUNNING" or (node.active(run) / "attempt-1" / "pid").exists(), 30, 0.1)
@@ -56,7 +56,7 @@ def test_a_run_is_an_sbatch_job_detached_exported_and_verified(bob, make_run, no
     wait_until(lambda: run.refresh_from_db() or "COMPLETED" in str(run.last_status.get("scheduler")), 30, 0.3)
     # A controller that does not answer is not an empty queue: sacct's final word is not asked then (a job
     # at its time limit is final there while its processes still end, and would be quarantined alive).
-    with RunNode(run) as client, slurm.stalled(), pytest.raises(SchedulerSilent, match="Socket timed out"):
+    with run_node(run) as client, slurm.stalled(), pytest.raises(SchedulerSilent, match="Socket timed out"):
         slurm_jobs.jobs_of(client.transport, [job])
     record = wait_record(do_start_verification(run.pk, actor=bob))
     assert record.status == CustodyStatus.VERIFIED, record.failure

@@ -10,8 +10,8 @@ import pytest
 from custody.actions import do_start_verification
 from custody.models import CustodyStatus
 from fleet import slurm_jobs
-from fleet.node_client import RunNode
 from runs.actions.sweeps import do_advance_sweep, do_create_sweep
+from runs.box_spec import run_node
 from runs.models import RunState, Sweep
 from tests.custody.test_custody_e2e import wait_record
 from tests.runs.conftest import wait_state
@@ -49,7 +49,7 @@ def test_a_sweep_goes_as_one_job_array_each_cell_its_own_run(
     listed = slurm.run("squeue", "-h", "-r", "-j", array, "-O", "JobArrayID:24|,State:24|", check=False)
     assert all(line.split("|")[0].strip() in (f"{array}_1", f"{array}_3") for line in listed.splitlines()), listed
     # A redelivered launch of a cell reads its task back from its launch marker: never submitted again.
-    with RunNode(cells[2]) as client_node:
+    with run_node(cells[2]) as client_node:
         assert client_node.launched_as(1) == ("sbatch", cells[2].launched_command, f"{array}_3")
 
     for index in (0, 2):
@@ -62,7 +62,7 @@ def test_a_sweep_goes_as_one_job_array_each_cell_its_own_run(
     assert [cells[index].last_status["scheduler"]["job"] for index in (0, 2)] == [f"{array}_1", f"{array}_3"]
     gone = lambda: not slurm.run("squeue", "-h", "-r", "-j", array, check=False).strip()  # noqa: E731
     wait_until(gone, 30, 0.3, what="the array leaving the queue")
-    with RunNode(cells[0]) as login_node:
+    with run_node(cells[0]) as login_node:
         found = slurm_jobs.jobs_of(login_node.transport, [f"{array}_1", f"{array}_3"])
     assert {job: (seen.source, seen.state) for job, seen in found.items()} == {
         f"{array}_1": ("sacct", "COMPLETED"),

@@ -1,13 +1,15 @@
-"""What the control host tells a box about one attempt of a run (wrapper/contract.py's Spec), built from
-the run and the box as the run's node client sees them: its layout, inputs, environment, checkpoint mirror,
-restore, distributed shape and hooks. The spec is checked by the same strict reader the box uses before it
-is sent: a key the wrapper does not know never leaves here."""
+"""What the control host tells a box about one attempt of a run (wrapper/contract.py's Spec), built here,
+where the run lives, from the run and the box as the run's node client sees them (fleet/node_client.RunNode,
+the box level: its layout, home, hooks): inputs, environment, checkpoint mirror, restore, distributed
+shape. The spec is checked by the same strict reader the box uses before it is sent: a key the wrapper does
+not know never leaves here."""
 
 import re
 
 from django.conf import settings
 
 from fleet.credentials import secret_names
+from fleet.node_client import RunNode
 from node import slurm
 from platforms.layout import resolve_home
 from wrapper.contract import Spec, spec_of
@@ -147,3 +149,10 @@ def restore_for(node, attempt: int) -> dict:
 def declared_tier_path(node) -> str | None:
     tier = node.instance.profile.tier_named(node.instance.data_tier) if node.instance.data_tier else None
     return resolve_home(tier["path"], node.home) if tier else None
+
+
+def run_node(run, env=None, dataset_files=None, peer=None) -> RunNode:
+    """The run's node client, told how to build the run's specs (this module)."""
+    import runs.box_spec as builder  # noqa: PLC0415 (this module, passed as the builder)
+
+    return RunNode(run, env=env, dataset_files=dataset_files, peer=peer, builder=builder)
