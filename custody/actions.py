@@ -13,8 +13,8 @@ from custody.models import Artifact, CustodyRecord, CustodyStatus
 from runs import rollups
 from runs.actions.base import locked_run, record_run_event
 from runs.live import push_run_update
-from runs.masking import mask_tree, values_for
 from runs.models import RunState
+from watching.masking import mask_tree, values_for
 
 
 def roster_digest(entries) -> str:

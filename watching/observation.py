@@ -10,12 +10,12 @@ from runs.actions.base import lock_run, move_run, push_update, release_gpus, run
 from runs.actions.checkpoints import apply_boot_relaunches, apply_mirror
 from runs.actions.lifecycle import relaunch_run
 from runs.actions.spending import ask_again_when_overrunning, spend_gate
-from runs.masking import mask_tree, values_for
 from runs.models import (
     Run,
     RunState,
     SpendRequest,
 )
+from watching.masking import mask_tree, values_for
 from watching.observe import CURVE_LIMIT, Observation, Snapshot, continued, observe
 
 

@@ -31,8 +31,8 @@ from django.conf import settings
 from node.protocol import follow_event
 from node.transport import TransportError
 from runs.live import push_run_update
-from runs.masking import mask_text, values_for
 from runs.signals import beyond, strip_ansi
+from watching.masking import mask_text, values_for
 
 log = logging.getLogger(__name__)
 MAX_PUSHED_LINES = 200
@@ -207,7 +207,7 @@ class Push:
         self.sent_to(run, event["end"])
 
     def _mask_values(self, run) -> list[str]:
-        """The run's secret values, read once per run and attempt of this stream (runs.masking)."""
+        """The run's secret values, read once per run and attempt of this stream (watching.masking)."""
         key = (run.pk, run.attempt)
         if key not in self.masking:
             self.masking[key] = values_for(run)
